@@ -1,0 +1,210 @@
+"""Frozen configuration models and their fingerprint.
+
+Every knob's name says what raising it does, e.g. ``threshold=0.8  # higher -> fewer, tighter
+clusters``. Configs are immutable pydantic models; :func:`fingerprint` hashes the canonical JSON
+of everything that changes which documents end up together, so an incremental ``add`` can refuse
+an artifact built with different settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from .errors import ConfigError
+
+__all__ = [
+    "TextConfig",
+    "MinHashConfig",
+    "SimHashConfig",
+    "BuildConfig",
+    "fingerprint",
+    "HASH_SCHEME",
+]
+
+#: Name of the hash scheme; recorded in every artifact. Changing any hash is a new scheme.
+HASH_SCHEME = "diversify-fnv1a-splitmix64-v1"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, **data):
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _config_error(type(self).__name__, exc) from None
+
+
+def _config_error(model: str, exc: ValidationError) -> ConfigError:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(model)"
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"`{loc}`: {msg}; got {err.get('input')!r}")
+    return ConfigError(f"Invalid {model}: " + " | ".join(parts))
+
+
+class TextConfig(_Frozen):
+    """How text becomes a set of shingles.
+
+    Normalization is fixed: Unicode NFKC, casefold, whitespace folded. Words are maximal runs of
+    characters that are neither whitespace nor ASCII punctuation.
+    """
+
+    shingle: Literal["word", "char"] = "word"
+    #: shingle length in words (or characters); higher -> stricter, only closer copies match
+    k: int = 5
+
+    @field_validator("k")
+    @classmethod
+    def _k(cls, v: int) -> int:
+        if not 1 <= v <= 32:
+            raise ValueError("must be in [1, 32] (use 3-9 for words, 4-12 for characters)")
+        return v
+
+
+class MinHashConfig(_Frozen):
+    """MinHash + banded LSH over text shingles (Jaccard similarity)."""
+
+    #: signature length; higher -> more accurate estimates, more memory and time
+    num_perm: int = 128
+    #: "oph" = one-permutation hashing with optimal densification (fast, default);
+    #: "classic" = k independent permutations (compatible Jaccard estimator)
+    method: Literal["oph", "classic"] = "oph"
+    #: Jaccard similarity at or above which two documents are duplicates; higher -> fewer, tighter clusters
+    threshold: float = 0.8
+    #: LSH bands / rows per band; None -> chosen from the threshold (S-curve)
+    bands: Optional[int] = None
+    rows: Optional[int] = None
+    #: weights of false positives / false negatives when choosing (bands, rows)
+    false_positive_weight: float = 0.5
+    false_negative_weight: float = 0.5
+    #: "estimate" verifies candidates by signature agreement, "exact" by exact shingle Jaccard
+    verify: Literal["estimate", "exact"] = "estimate"
+
+    @field_validator("num_perm")
+    @classmethod
+    def _num_perm(cls, v: int) -> int:
+        if not 8 <= v <= 4096:
+            raise ValueError("must be in [8, 4096] (128 is a good default)")
+        return v
+
+    @field_validator("threshold")
+    @classmethod
+    def _threshold(cls, v: float) -> float:
+        if not (0.0 < v < 1.0):
+            raise ValueError("must be strictly between 0 and 1 (e.g. 0.8)")
+        return float(v)
+
+    @model_validator(mode="after")
+    def _bands_rows(self):
+        b, r = self.bands, self.rows
+        if (b is None) != (r is None):
+            raise ValueError(
+                "`bands` and `rows` must be given together or both left unset (chosen automatically); "
+                f"got bands={b!r}, rows={r!r}"
+            )
+        if b is not None:
+            if b < 1 or r < 1 or b * r > self.num_perm:
+                raise ValueError(
+                    f"bands*rows must be >= 1 and <= num_perm ({self.num_perm}); got bands={b}, rows={r}. "
+                    f"Use e.g. bands={max(1, self.num_perm // max(r, 1))}, rows={r} or leave both unset"
+                )
+        return self
+
+
+class SimHashConfig(_Frozen):
+    """SimHash (random hyperplanes) + banded LSH over embedding vectors (cosine similarity)."""
+
+    #: bits per family: 64, 128 or 256; higher -> more accurate cosine estimates
+    bits: Literal[64, 128, 256] = 256
+    #: independent hyperplane families; more -> higher recall, more candidates
+    families: int = 1
+    #: cosine similarity at or above which two vectors are duplicates; higher -> fewer, tighter clusters
+    threshold: float = 0.95
+    #: bands per family; None -> chosen from the threshold (S-curve); "pigeonhole" guarantees that
+    #: every pair within the threshold's Hamming radius shares a band (more candidates)
+    bands: Optional[int] = None
+    pigeonhole: bool = False
+    #: "estimate" verifies by Hamming -> cosine, "exact" by the exact cosine of the vectors
+    verify: Literal["estimate", "exact"] = "exact"
+
+    @field_validator("families")
+    @classmethod
+    def _families(cls, v: int) -> int:
+        if not 1 <= v <= 16:
+            raise ValueError("must be in [1, 16]")
+        return v
+
+    @field_validator("threshold")
+    @classmethod
+    def _threshold(cls, v: float) -> float:
+        if not (0.0 < v < 1.0):
+            raise ValueError("must be strictly between 0 and 1 (e.g. 0.95)")
+        return float(v)
+
+    @model_validator(mode="after")
+    def _check_bands(self):
+        if self.bands is not None and not (1 <= self.bands <= self.bits):
+            raise ValueError(f"`bands` must be in [1, bits={self.bits}]; got {self.bands}")
+        if self.bands is not None and self.pigeonhole:
+            raise ValueError("give either `bands` or `pigeonhole=True`, not both")
+        return self
+
+
+class BuildConfig(_Frozen):
+    """Everything that decides which documents end up in one cluster."""
+
+    #: seed of every hash and hyperplane; part of the artifact
+    seed: int = 1
+    #: group documents whose normalized text is identical before LSH
+    exact: bool = True
+    text: TextConfig = TextConfig()
+    #: MinHash stage over text; None disables it
+    minhash: Optional[MinHashConfig] = MinHashConfig()
+    #: SimHash stage over vectors; used when vectors are given; None disables it
+    simhash: Optional[SimHashConfig] = SimHashConfig()
+    #: which member represents a cluster: "longest" text (ties: first seen), "first" seen,
+    #: or "key" (largest user-supplied key, e.g. a timestamp or authority score)
+    representative: Literal["longest", "first", "key"] = "longest"
+    #: policy for documents with no words: "singleton" (own cluster, never joined) or "error"
+    empty: Literal["singleton", "error"] = "singleton"
+    #: candidate pairs verified per giant bucket member: buckets larger than this are compared
+    #: within a sliding window of this size instead of all pairs (never O(m^2))
+    bucket_window: int = 64
+    #: keep signatures in the artifact so that `add` can run without a rebuild
+    incremental: bool = True
+
+    @field_validator("seed")
+    @classmethod
+    def _seed(cls, v: int) -> int:
+        if not 0 <= v < 2**63:
+            raise ValueError("must be in [0, 2**63)")
+        return v
+
+    @field_validator("bucket_window")
+    @classmethod
+    def _window(cls, v: int) -> int:
+        if not 2 <= v <= 100_000:
+            raise ValueError("must be in [2, 100000]")
+        return v
+
+
+def canonical_json(model: BaseModel) -> str:
+    """Canonical JSON (sorted keys, no whitespace) of a config."""
+    return json.dumps(model.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+
+def fingerprint(config: BuildConfig) -> str:
+    """SHA-256 hex of the canonical config plus the hash scheme.
+
+    Two builds with equal fingerprints put the same documents together; ``add`` refuses to mix
+    builds whose fingerprints differ. ``incremental`` and ``representative`` do not change which
+    documents cluster, but they are included anyway: the fingerprint is about the whole build.
+    """
+    payload = HASH_SCHEME + "|" + canonical_json(config)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()

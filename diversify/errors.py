@@ -1,0 +1,76 @@
+"""Exception tree.
+
+Every error diversify raises is a :class:`DiversifyError`. Each concrete class also
+subclasses the matching built-in (``ValueError``, ``TypeError``, ``OSError``...) so that
+callers who catch the built-in keep working.
+
+Messages follow one template: the parameter, the rule, what was received, the fix.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DiversifyError",
+    "ConfigError",
+    "InputError",
+    "InputTypeError",
+    "DuplicateIdError",
+    "ArtifactError",
+    "ArtifactNotFoundError",
+    "IncompatibleArtifactError",
+    "StoreError",
+    "MissingDependencyError",
+]
+
+
+class DiversifyError(Exception):
+    """Base class of every error raised by diversify."""
+
+
+class ConfigError(DiversifyError, ValueError):
+    """A configuration value breaks a rule (out of range, inconsistent with another)."""
+
+
+class InputError(DiversifyError, ValueError):
+    """Input data breaks a rule (empty corpus, NaN vector, ragged dimensions...)."""
+
+
+class InputTypeError(DiversifyError, TypeError):
+    """Input data has the wrong type (e.g. a float where an id must be str or int)."""
+
+
+class DuplicateIdError(InputError):
+    """The same document id occurs twice."""
+
+
+class ArtifactError(DiversifyError, ValueError):
+    """An artifact file is corrupt, truncated, hostile or of an unsupported version."""
+
+
+class ArtifactNotFoundError(ArtifactError, FileNotFoundError):
+    """The artifact path does not exist or cannot be read."""
+
+
+class IncompatibleArtifactError(ArtifactError):
+    """The artifact was built with a different configuration (fingerprint mismatch)."""
+
+
+class StoreError(DiversifyError, RuntimeError):
+    """A vector store adapter failed or returned something unusable."""
+
+
+class MissingDependencyError(DiversifyError, ImportError):
+    """An optional dependency is not installed; the message carries the pip command."""
+
+
+def require(module: str, *, extra: str, purpose: str):
+    """Import an optional dependency lazily, or raise with the install hint."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:  # pragma: no cover - exercised when extras are absent
+        raise MissingDependencyError(
+            f"{purpose} needs the optional package `{module.split('.')[0]}`, which is not installed. "
+            f"Install it with: pip install 'diversify[{extra}]'"
+        ) from exc
