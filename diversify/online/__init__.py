@@ -1,0 +1,57 @@
+"""Online diversification: at query time, at most ``n`` results per cluster in a store's top-k.
+
+Public API
+----------
+:func:`select`
+    Pure function over ranked hits and their cluster ids: keep at most ``max_per_cluster``
+    per cluster, in rank order, ties broken by id, up to ``k``; flat or grouped output; each
+    kept hit lists the similar hits folded into it. Optional on-the-fly folding of hits the
+    artifact does not know (cosine of their vectors against the kept hits).
+:class:`Diversifier`
+    Holds a :class:`~diversify.ClusterMap` (or reads cluster ids from a payload field) and
+    ``wrap(search)`` / ``awrap(async_search)`` any search callable: over-fetch, select,
+    refetch when short (store-side exclusion where supported, else a larger k) within a round
+    budget; a stateless cursor for the next page; ``reload`` swaps the artifact atomically;
+    ``select_items`` diversifies a fixed list (what framework plugins call); ``stats()``.
+:class:`Hit`, :class:`Kept`, :class:`Group`, :class:`Result`
+    Immutable value types (input hit; kept hit with ``cluster_id``, ``folded``, ``omitted``;
+    a group of up to n members; the whole answer with ``exhausted``, ``backend_calls``,
+    ``cursor``...).
+:class:`SearchFn`, :class:`AsyncSearchFn`, :class:`ClusterLookup`
+    Protocols: ``search(query, k[, exclude_ids]) -> ranked hits``; ``lookup(ids) -> int64``.
+
+Example
+-------
+>>> from diversify.online import Diversifier, Hit
+>>> d = Diversifier({"a": 0, "b": 0, "c": 1}, k=2)
+>>> def search(query, k, exclude_ids=()):
+...     hits = [Hit("a", 0.9), Hit("b", 0.8), Hit("c", 0.7)]
+...     return [h for h in hits if h.id not in set(exclude_ids or ())][:k]
+>>> res = d.wrap(search)("q")
+>>> [(h.id, h.omitted) for h in res.hits]
+[('a', 1), ('c', 0)]
+
+This package imports neither numba nor any vendor SDK.
+"""
+
+from __future__ import annotations
+
+from ._cursor import MAX_CURSOR_CHARS
+from ._diversifier import Diversifier, as_hit
+from ._select import UNKNOWN, select
+from ._types import AsyncSearchFn, ClusterLookup, Group, Hit, Kept, Result, SearchFn
+
+__all__ = [
+    "select",
+    "Diversifier",
+    "Hit",
+    "Kept",
+    "Group",
+    "Result",
+    "SearchFn",
+    "AsyncSearchFn",
+    "ClusterLookup",
+    "as_hit",
+    "UNKNOWN",
+    "MAX_CURSOR_CHARS",
+]
