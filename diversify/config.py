@@ -80,9 +80,10 @@ class MinHashConfig(_Frozen):
     #: LSH bands / rows per band; None -> chosen from the threshold (S-curve)
     bands: Optional[int] = None
     rows: Optional[int] = None
-    #: weights of false positives / false negatives when choosing (bands, rows)
-    false_positive_weight: float = 0.5
-    false_negative_weight: float = 0.5
+    #: weights of false positives / false negatives when choosing (bands, rows); candidates are
+    #: verified, so a false positive costs only time and the default leans towards recall
+    false_positive_weight: float = 0.1
+    false_negative_weight: float = 0.9
     #: "estimate" verifies candidates by signature agreement, "exact" by exact shingle Jaccard
     verify: Literal["estimate", "exact"] = "estimate"
 

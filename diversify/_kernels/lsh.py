@@ -1,0 +1,188 @@
+"""LSH band keys, bucket scanning with verification, and union-find.
+
+Buckets are runs of equal keys in a sorted key array (no dicts of lists). A bucket of m members is
+checked pairwise when m <= window, otherwise each member against the next ``window - 1`` members,
+so a giant bucket costs O(m * window), never O(m**2). A pair already in one component is skipped
+(connected components do not depend on it), so m near-copies cost about m verifications.
+
+Union always hangs the larger root under the smaller one: a component's root is its smallest
+document index, which is the canonical cluster label whatever the pair order or thread count.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from ._common import fmix64, kernel
+from .simhash import hamming_rows
+
+KIND_ACCEPT = 0
+KIND_MINHASH_ESTIMATE = 1
+KIND_MINHASH_EXACT = 2
+KIND_SIMHASH_ESTIMATE = 3
+KIND_SIMHASH_EXACT = 4
+
+
+@kernel
+def find(parent, i):
+    while parent[i] != i:
+        parent[i] = parent[parent[i]]
+        i = parent[i]
+    return i
+
+
+@kernel
+def union_roots(parent, ra, rb):
+    """Join two distinct roots; the smaller index becomes the root. Returns the new root."""
+    if ra < rb:
+        parent[rb] = ra
+        return ra
+    parent[ra] = rb
+    return rb
+
+
+@kernel
+def union_pairs(parent, pairs):
+    """Union every (a, b) row of ``pairs`` (int64 (m, 2))."""
+    for t in range(pairs.shape[0]):
+        ra = find(parent, pairs[t, 0])
+        rb = find(parent, pairs[t, 1])
+        if ra != rb:
+            union_roots(parent, ra, rb)
+
+
+@kernel
+def roots(parent, out):
+    """out[i] = root of i (the smallest index of its component)."""
+    for i in range(parent.size):
+        out[i] = find(parent, i)
+
+
+@kernel(parallel=True)
+def fill_minhash_band_keys(sigs, docs, rows, seed_h, out):
+    """out[t, b] = hash of sigs[docs[t], b*rows:(b+1)*rows], salted by band b.
+
+    sigs : uint32 (n, num_perm); docs : int64 (m,); out : uint64 (m, bands)
+    """
+    bands = out.shape[1]
+    for t in numba.prange(docs.size):
+        d = docs[t]
+        for b in range(bands):
+            h = fmix64(seed_h ^ np.uint64(b))
+            base = b * rows
+            for r in range(rows):
+                h = fmix64(h ^ np.uint64(sigs[d, base + r]))
+            out[t, b] = h
+
+
+@kernel(parallel=True)
+def fill_simhash_band_keys(sigs, docs, bits, band_starts, seed_h, out):
+    """Band keys of packed SimHash rows: every family is cut into the same bit ranges.
+
+    sigs : uint64 (n, families * bits // 64); band_starts : int64 (bands + 1,) within a family;
+    out : uint64 (m, families * bands)
+    """
+    nb = band_starts.size - 1
+    families = sigs.shape[1] * 64 // bits
+    for t in numba.prange(docs.size):
+        d = docs[t]
+        for f in range(families):
+            for b in range(nb):
+                v = np.uint64(0)
+                for pos in range(band_starts[b], band_starts[b + 1]):
+                    bit = f * bits + pos
+                    if (sigs[d, bit // 64] >> np.uint64(bit % 64)) & np.uint64(1):
+                        v |= np.uint64(1) << np.uint64(pos - band_starts[b])
+                h = fmix64(seed_h ^ np.uint64(f * nb + b))
+                out[t, f * nb + b] = fmix64(h ^ v)
+
+
+@kernel
+def _jaccard_sorted(h, ia0, ia1, ib0, ib1):
+    """Exact Jaccard of two sorted unique uint64 runs h[ia0:ia1], h[ib0:ib1]."""
+    na = ia1 - ia0
+    nb = ib1 - ib0
+    if na == 0 and nb == 0:
+        return 1.0
+    i = ia0
+    j = ib0
+    inter = 0
+    while i < ia1 and j < ib1:
+        if h[i] == h[j]:
+            inter += 1
+            i += 1
+            j += 1
+        elif h[i] < h[j]:
+            i += 1
+        else:
+            j += 1
+    return inter / (na + nb - inter)
+
+
+@kernel
+def _verify(kind, a, b, mh, need_agree, sh_indptr, sh_hashes, jacc_t, sh, max_ham, vecs, cos_t):
+    if kind == KIND_ACCEPT:
+        return True
+    if kind == KIND_MINHASH_ESTIMATE:
+        agree = 0
+        for j in range(mh.shape[1]):
+            if mh[a, j] == mh[b, j]:
+                agree += 1
+        return agree >= need_agree
+    if kind == KIND_MINHASH_EXACT:
+        return _jaccard_sorted(sh_hashes, sh_indptr[a], sh_indptr[a + 1], sh_indptr[b], sh_indptr[b + 1]) >= jacc_t
+    if kind == KIND_SIMHASH_ESTIMATE:
+        return hamming_rows(sh[a], sh[b]) <= max_ham
+    s = 0.0
+    for t in range(vecs.shape[1]):
+        s += vecs[a, t] * vecs[b, t]
+    return s >= cos_t
+
+
+@kernel
+def link_sorted(perm, skeys, docs, stride, window, kind, mh, need_agree, sh_indptr, sh_hashes, jacc_t,
+                sh, max_ham, vecs, cos_t, new_start, parent, flags, stage_bit, counters):
+    """Scan runs of equal keys, verify candidate pairs and union the accepted ones.
+
+    Parameters
+    ----------
+    perm : int64 (M,)      stable argsort of the flattened key matrix
+    skeys : uint64 (M,)    keys in sorted order
+    docs : int64 (m,)      document index of each key-matrix row; row = perm // stride
+    window : int           all pairs for buckets up to this size, else a sliding window
+    kind : int             verifier (KIND_*)
+    new_start : int        only pairs with at least one document >= new_start are considered
+    parent : int64 (n,)    union-find forest, updated in place
+    flags : uint8 (n,)     ``stage_bit`` is or-ed into both ends of every merging edge
+    counters : int64 (3,)  += [candidate pairs, verifications, merges]
+    """
+    M = perm.size
+    i = 0
+    while i < M:
+        j = i + 1
+        while j < M and skeys[j] == skeys[i]:
+            j += 1
+        m = j - i
+        if m >= 2:
+            for x in range(i, j):
+                ub = j if m <= window else min(j, x + window)
+                a = docs[perm[x] // stride]
+                for y in range(x + 1, ub):
+                    b = docs[perm[y] // stride]
+                    if a == b or (a < new_start and b < new_start):
+                        continue
+                    counters[0] += 1
+                    ra = find(parent, a)
+                    rb = find(parent, b)
+                    if ra == rb:
+                        continue
+                    counters[1] += 1
+                    if _verify(kind, a, b, mh, need_agree, sh_indptr, sh_hashes, jacc_t, sh, max_ham, vecs, cos_t):
+                        union_roots(parent, ra, rb)
+                        flags[a] |= stage_bit
+                        flags[b] |= stage_bit
+                        counters[2] += 1
+        i = j

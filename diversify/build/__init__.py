@@ -1,0 +1,443 @@
+"""Offline builder: from a corpus to a cluster id per document, as a :class:`ClusterMap`.
+
+>>> import diversify
+>>> res = diversify.build(texts=["a b c d e f", "a b c d e f!", "something else"], ids=["x", "y", "z"])
+>>> res.cluster_ids.tolist()
+[0, 0, 2]
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Optional, Union
+
+import numpy as np
+
+from .. import __version__
+from ..config import HASH_SCHEME, BuildConfig, fingerprint
+from ..errors import ConfigError, IncompatibleArtifactError, InputError
+from ._inputs import check_ids, check_keys, normalize_ids
+from .pipeline import (
+    FLAG_EMPTY_TEXT,
+    FLAG_HAS_VECTOR,
+    STAGE_EXACT,
+    STAGE_MINHASH,
+    STAGE_NAMES,
+    STAGE_SIMHASH,
+    LinkStats,
+    Sketches,
+    link,
+    representatives,
+    sketch_texts,
+    sketch_vectors,
+)
+
+__all__ = ["build", "add", "BuildResult", "STAGE_EXACT", "STAGE_MINHASH", "STAGE_SIMHASH"]
+
+
+@dataclass
+class BuildResult:
+    """What a build produced: the cluster map plus counts and timings.
+
+    Attributes
+    ----------
+    cluster_map : ClusterMap  the artifact (``save`` it, or query it directly)
+    cluster_ids : int64 (n,)  cluster id per document (the index of the cluster's first member)
+    timings : stage -> seconds
+    stats : candidate pairs, verifications and merges per stage; chosen LSH parameters
+    """
+
+    cluster_map: Any
+    cluster_ids: np.ndarray
+    is_representative: np.ndarray
+    doc_stages: np.ndarray
+    timings: dict
+    stats: dict
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.cluster_ids.size)
+
+    @property
+    def n_clusters(self) -> int:
+        return int(np.unique(self.cluster_ids).size)
+
+    @property
+    def n_duplicates(self) -> int:
+        return self.n_docs - self.n_clusters
+
+    @property
+    def n_candidates(self) -> int:
+        return int(sum(self.stats["candidates"].values()))
+
+    @property
+    def n_verified_edges(self) -> int:
+        return int(sum(self.stats["merged"].values()))
+
+    def save(self, path: Union[str, os.PathLike]) -> None:
+        """Write the artifact atomically (temp file + rename)."""
+        self.cluster_map.save(path)
+
+    def summary(self) -> str:
+        lines = [
+            f"documents        {self.n_docs:,}",
+            f"clusters         {self.n_clusters:,}",
+            f"duplicates       {self.n_duplicates:,} ({(self.n_duplicates / max(1, self.n_docs)):.1%} would be folded away)",
+        ]
+        for name, p in self.stats.get("lsh", {}).items():
+            lines.append(
+                f"{name:<16} bands={p['bands']} rows={p['rows']} recall@threshold={p['recall_at_threshold']:.3f}"
+            )
+        for name in self.stats["candidates"]:
+            c, v, m = self.stats["candidates"][name], self.stats["verified"][name], self.stats["merged"][name]
+            lines.append(f"{name:<16} candidates={c:,} verified={v:,} merged={m:,}")
+        total = sum(self.timings.values())
+        lines.append("time             " + ", ".join(f"{k} {v:.2f}s" for k, v in self.timings.items()) + f" (total {total:.2f}s)")
+        return "\n".join(lines)
+
+
+def _resolve_config(config) -> BuildConfig:
+    if config is None:
+        return BuildConfig()
+    if isinstance(config, BuildConfig):
+        return config
+    if isinstance(config, Mapping):
+        return BuildConfig(**config)
+    raise ConfigError(f"`config` must be a BuildConfig, a dict of its fields, or None; got {type(config).__name__}.")
+
+
+def build(
+    texts: Optional[Iterable[str]] = None,
+    *,
+    ids: Optional[Iterable] = None,
+    vectors: Any = None,
+    config: Union[BuildConfig, Mapping, None] = None,
+    keys: Any = None,
+    metadata: Optional[Mapping] = None,
+    progress: bool = False,
+    chunk_size: int = 16384,
+    created_at: Optional[str] = None,
+) -> BuildResult:
+    """Cluster near-duplicate documents.
+
+    Parameters
+    ----------
+    texts : iterable of str, optional
+        Document texts; may be a generator (processed in chunks of ``chunk_size``).
+    ids : iterable of str or int, optional
+        One unique id per document; default 0..n-1.
+    vectors : array (n, dim), optional
+        Embeddings; enables the SimHash stage (cosine similarity).
+    config : BuildConfig or dict, optional
+        Stages and thresholds. ``BuildConfig()`` runs the exact stage and MinHash at Jaccard 0.8.
+    keys : array (n,), optional
+        Numbers for ``representative="key"`` (largest wins, e.g. a timestamp for "newest").
+    metadata : dict, optional
+        Stored in the artifact, e.g. ``{"embedding_model": "all-MiniLM-L6-v2"}``.
+    progress : bool
+        Show a progress bar on stderr.
+    created_at : str, optional
+        ISO-8601 time recorded in the artifact; default now (or ``SOURCE_DATE_EPOCH``).
+
+    Returns
+    -------
+    BuildResult
+
+    Notes
+    -----
+    Results are approximate in the way MinHash is: a pair near the threshold may fall on either
+    side (standard error about sqrt(J(1-J)/num_perm)); raise ``num_perm`` or use
+    ``MinHashConfig(verify="exact")`` to tighten it.
+    """
+    cfg = _resolve_config(config)
+    if texts is None and vectors is None:
+        raise InputError("build needs `texts`, `vectors` or both; got neither. Pass texts=[...] and/or vectors=array.")
+    if isinstance(texts, (str, bytes)):
+        raise InputError("`texts` must be an iterable of documents, not one str. Wrap it: texts=[text].")
+    if not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ConfigError(f"`chunk_size` must be a positive int; got {chunk_size!r}. The default 16384 suits most corpora.")
+    timings: dict = {}
+    sk = _sketch(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings)
+    if sk.n == 0:
+        raise InputError("the corpus is empty: `texts`/`vectors` held no documents. Pass at least one document.")
+    parent = np.arange(sk.n, dtype=np.int64)
+    flags = np.zeros(sk.n, dtype=np.uint8)
+    stats = link(sk, cfg, parent, flags, timings=timings)
+    return _finish(sk, cfg, parent, flags, stats, timings, aliases=np.zeros((0, 2), np.int64),
+                   raw_cluster=None, metadata=metadata, created_at=created_at)
+
+
+def _sketch(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool, chunk_size: int, timings: dict,
+            id_offset: int = 0) -> Sketches:
+    t0 = time.perf_counter()
+    if texts is not None:
+        if cfg.minhash is None and not cfg.exact:
+            raise ConfigError(
+                "texts were given but both text stages are off (`minhash=None`, `exact=False`). "
+                "Enable one of them, or pass only vectors."
+            )
+        sk = sketch_texts(texts, ids, cfg, id_offset=id_offset, chunk_size=chunk_size, progress=progress, timings=timings)
+        if cfg.empty == "error" and sk.empty.any():
+            bad = np.flatnonzero(sk.empty)
+            raise InputError(
+                f"documents must contain at least one word under `empty='error'`; {bad.size} do not, e.g. positions "
+                f"{bad[:5].tolist()}. Drop them, or use BuildConfig(empty='singleton') to keep them as their own clusters."
+            )
+    else:
+        if ids is None:
+            n = len(vectors)
+            id_list = list(range(id_offset, id_offset + n))
+        else:
+            id_list = list(ids)
+        n = len(id_list)
+        sk = Sketches(ids=id_list, lengths=np.zeros(n, np.uint32), exact=np.zeros(n, np.uint64), empty=np.ones(n, bool))
+    t1 = time.perf_counter()
+    check_ids(sk.ids)
+    sk.ids = normalize_ids(sk.ids)
+    timings["ids"] = time.perf_counter() - t1
+    if vectors is not None:
+        if cfg.simhash is None:
+            raise ConfigError("vectors were given but `simhash=None` disables the vector stage. Set simhash=SimHashConfig().")
+        sk.simhash, vecs = sketch_vectors(vectors, sk.n, cfg, timings)
+        sk.vectors = vecs.astype(np.float32) if cfg.simhash.verify == "estimate" else vecs
+    if cfg.representative == "key":
+        if keys is None:
+            raise ConfigError("`representative='key'` needs `keys` (one number per document; the largest wins).")
+        sk.keys = check_keys(keys, sk.n)
+    elif keys is not None:
+        sk.keys = check_keys(keys, sk.n)
+    timings["sketch_total"] = time.perf_counter() - t0
+    return sk
+
+
+def _finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray, stats: LinkStats, timings: dict,
+            *, aliases: np.ndarray, raw_cluster: Optional[np.ndarray], metadata, created_at) -> BuildResult:
+    from .._kernels.lsh import roots
+    from ..artifact import ClusterMap
+
+    t0 = time.perf_counter()
+    root = np.empty(sk.n, dtype=np.int64)
+    roots(parent, root)
+    if raw_cluster is None:
+        cluster_ids = root
+        stored = root
+    else:
+        cluster_ids, stored, aliases = _stable_labels(root, raw_cluster, aliases)
+    rep = representatives(cluster_ids, cfg.representative, sk.lengths, sk.keys)
+    timings["cluster"] = time.perf_counter() - t0
+    extras: dict = {}
+    if cfg.incremental:
+        extras = _extras(sk)
+    if aliases.size:
+        extras["aliases"] = aliases
+    n_clusters = int(np.unique(cluster_ids).size)
+    build_info = {
+        "n_docs": sk.n,
+        "n_clusters": n_clusters,
+        "n_empty": int(sk.empty.sum()) if sk.minhash is not None or cfg.exact else 0,
+        "candidates": stats.candidates,
+        "verified": stats.verified,
+        "merged": stats.merged,
+        "lsh": stats.lsh,
+        "timings": {k: round(v, 6) for k, v in timings.items()},
+        "stages": {str(k): v for k, v in STAGE_NAMES.items()},
+    }
+    cmap = ClusterMap.from_arrays(
+        sk.ids,
+        stored,
+        rep,
+        flags,
+        sk.lengths,
+        config=cfg.model_dump(mode="json"),
+        fingerprint=fingerprint(cfg),
+        seed=cfg.seed,
+        hash_scheme=HASH_SCHEME,
+        build_info=build_info,
+        metadata=dict(metadata) if metadata else None,
+        created_at=created_at,
+        extras=extras,
+    )
+    stats_dict = {"candidates": stats.candidates, "verified": stats.verified, "merged": stats.merged, "lsh": stats.lsh}
+    return BuildResult(cluster_map=cmap, cluster_ids=cluster_ids, is_representative=rep, doc_stages=flags,
+                       timings=timings, stats=stats_dict)
+
+
+def _extras(sk: Sketches) -> dict:
+    ex = {"exact_hash": sk.exact}
+    doc_flags = sk.empty.astype(np.uint8) * FLAG_EMPTY_TEXT
+    if sk.simhash is not None:
+        doc_flags |= FLAG_HAS_VECTOR
+    ex["doc_flags"] = doc_flags
+    if sk.minhash is not None:
+        ex["minhash"] = sk.minhash
+    if sk.sh_indptr is not None:
+        ex["shingle_indptr"] = sk.sh_indptr
+        ex["shingle_hashes"] = sk.sh_hashes
+    if sk.simhash is not None:
+        ex["simhash"] = sk.simhash
+        ex["vectors"] = sk.vectors
+    if sk.keys is not None:
+        ex["rep_keys"] = sk.keys
+    return ex
+
+
+def _stable_labels(root: np.ndarray, raw_old: np.ndarray, old_aliases: np.ndarray):
+    """Labels after an incremental add that keep every existing cluster id.
+
+    ``raw_old`` holds the stored (unresolved) cluster id of each old document; old documents are
+    the first ``raw_old.size``. A component holding old clusters keeps the smallest old cluster id;
+    the other old clusters in it become aliases of it. A component of only new documents is
+    labelled by its smallest member. Returns (resolved ids, stored ids, alias table).
+    """
+    n_old = raw_old.size
+    n = root.size
+    alias_map = {int(a): int(b) for a, b in old_aliases}
+
+    def resolve(c: int) -> int:
+        seen = 0
+        while c in alias_map and seen < len(alias_map) + 1:
+            c = alias_map[c]
+            seen += 1
+        return c
+
+    old_resolved = np.array([resolve(int(c)) for c in raw_old], dtype=np.int64) if n_old else np.zeros(0, np.int64)
+    label_of_root: dict = {}
+    new_aliases = dict(alias_map)
+    for i in range(n_old):
+        r = int(root[i])
+        c = int(old_resolved[i])
+        prev = label_of_root.get(r)
+        if prev is None:
+            label_of_root[r] = c
+        elif prev != c:
+            keep, drop = min(prev, c), max(prev, c)
+            label_of_root[r] = keep
+            new_aliases[drop] = keep
+    resolved = np.empty(n, dtype=np.int64)
+    resolved[:n_old] = [label_of_root[int(root[i])] for i in range(n_old)]
+    for i in range(n_old, n):
+        r = int(root[i])
+        if r not in label_of_root:
+            label_of_root[r] = i  # root is the smallest member; the first new member seen is it or an old doc
+        resolved[i] = label_of_root[r]
+    stored = resolved.copy()
+    stored[:n_old] = raw_old
+    # flatten alias chains so every alias points at a live id
+    flat = {a: _follow(new_aliases, a) for a in new_aliases}
+    alias_arr = np.array(sorted(flat.items()), dtype=np.int64).reshape(-1, 2)
+    return resolved, stored, alias_arr
+
+
+def _follow(m: dict, a: int) -> int:
+    seen = set()
+    while a in m and a not in seen:
+        seen.add(a)
+        a = m[a]
+    return a
+
+
+def add(
+    cluster_map,
+    texts: Optional[Iterable[str]] = None,
+    *,
+    ids: Optional[Iterable] = None,
+    vectors: Any = None,
+    config: Union[BuildConfig, Mapping, None] = None,
+    keys: Any = None,
+    progress: bool = False,
+    chunk_size: int = 16384,
+    created_at: Optional[str] = None,
+) -> BuildResult:
+    """Add documents to an existing build without recomputing the old ones.
+
+    Existing documents keep their cluster ids. A new document joins a cluster or starts one (its
+    id is its position in the combined corpus). A new document that bridges two clusters merges
+    them: the smaller id survives and the other is recorded as an alias of it.
+
+    Parameters
+    ----------
+    cluster_map : ClusterMap or path
+        A build made with ``incremental=True`` (the default).
+    config : optional
+        If given, must have the artifact's fingerprint (else :class:`IncompatibleArtifactError`).
+    """
+    from ..artifact import ClusterMap, load
+
+    cmap = load(cluster_map) if isinstance(cluster_map, (str, os.PathLike)) else cluster_map
+    cfg = BuildConfig(**cmap.config)
+    if fingerprint(cfg) != cmap.fingerprint:
+        raise IncompatibleArtifactError(
+            f"the artifact's config does not match its fingerprint ({cmap.fingerprint[:12]}...); it was written by "
+            "another version of diversify's config. Rebuild it with this version."
+        )
+    if config is not None:
+        given = _resolve_config(config)
+        if fingerprint(given) != cmap.fingerprint:
+            raise IncompatibleArtifactError(
+                f"`config` must match the artifact's build config to add documents; fingerprints differ "
+                f"(artifact {cmap.fingerprint[:12]}..., given {fingerprint(given)[:12]}...). Pass config=None to "
+                "use the artifact's own config, or rebuild from scratch with the new config."
+            )
+    ex = cmap.extras
+    if not cfg.incremental or "exact_hash" not in ex:
+        raise IncompatibleArtifactError(
+            "the artifact has no incremental state (built with incremental=False); `add` cannot run without a "
+            "rebuild. Rebuild with BuildConfig(incremental=True)."
+        )
+    n_old = cmap.n_docs
+    old_ids = cmap.ids
+    old_ids = old_ids.tolist() if isinstance(old_ids, np.ndarray) else list(old_ids)
+    timings: dict = {}
+    new = _sketch(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings,
+                  id_offset=n_old)
+    if new.n == 0:
+        raise InputError("`add` got no documents. Pass at least one text or vector.")
+    old_flags = np.asarray(ex["doc_flags"])
+    if (new.simhash is not None) != bool(old_flags.size and (old_flags & FLAG_HAS_VECTOR).any()) and n_old:
+        raise InputError(
+            "`vectors` must be given to `add` exactly when the artifact was built with vectors "
+            f"(artifact has vectors: {bool((old_flags & FLAG_HAS_VECTOR).any())}; got vectors: {new.simhash is not None})."
+        )
+    kind_old = cmap.id_kind
+    if new.ids and (kind_old == "str") != isinstance(new.ids[0], str):
+        raise InputError(
+            f"`ids` must be of the artifact's id kind ({kind_old}); got {type(new.ids[0]).__name__} ids. "
+            "Convert the new ids to the same kind."
+        )
+    all_ids = old_ids + new.ids
+    check_ids(all_ids)
+    sk = Sketches(
+        ids=all_ids,
+        lengths=np.concatenate([np.asarray(cmap.doc_lengths, np.uint32), new.lengths]),
+        exact=np.concatenate([np.asarray(ex["exact_hash"]), new.exact]),
+        empty=np.concatenate([(old_flags & FLAG_EMPTY_TEXT).astype(bool), new.empty]),
+    )
+    if new.minhash is not None:
+        sk.minhash = np.concatenate([np.asarray(ex["minhash"]), new.minhash])
+    if new.sh_indptr is not None:
+        sk.sh_indptr, sk.sh_hashes = _concat_csr_pair(np.asarray(ex["shingle_indptr"]), np.asarray(ex["shingle_hashes"]),
+                                                     new.sh_indptr, new.sh_hashes)
+    if new.simhash is not None:
+        sk.simhash = np.concatenate([np.asarray(ex["simhash"]), new.simhash])
+        sk.vectors = np.concatenate([np.asarray(ex["vectors"]), new.vectors.astype(np.asarray(ex["vectors"]).dtype)])
+    if cfg.representative == "key":
+        sk.keys = np.concatenate([np.asarray(ex["rep_keys"]), new.keys])
+    # stored ids of old documents become their resolved ids (lookups are unchanged); the alias
+    # table is kept so that ids written elsewhere (e.g. into a store's payload) still resolve
+    raw_old = np.asarray(cmap.cluster_ids, dtype=np.int64)
+    old_aliases = np.asarray(ex.get("aliases", np.zeros((0, 2), np.int64)), dtype=np.int64).reshape(-1, 2)
+    from .._kernels.lsh import union_pairs
+
+    parent = np.arange(sk.n, dtype=np.int64)
+    union_pairs(parent, np.stack([np.arange(n_old, dtype=np.int64), raw_old], axis=1))
+    flags = np.concatenate([np.asarray(cmap.doc_stages, np.uint8), np.zeros(new.n, np.uint8)])
+    stats = link(sk, cfg, parent, flags, new_start=n_old, timings=timings)
+    return _finish(sk, cfg, parent, flags, stats, timings, aliases=old_aliases, raw_cluster=raw_old,
+                   metadata=cmap.metadata, created_at=created_at)
+
+
+def _concat_csr_pair(p1, h1, p2, h2):
+    indptr = np.concatenate([p1, p2[1:] + p1[-1]])
+    return indptr, np.concatenate([h1, h2])

@@ -1,0 +1,343 @@
+"""The offline pipeline: sketch -> exact stage -> LSH stages (verified) -> union-find -> clusters.
+
+Stages compose, cheap first. Clusters are the connected components of the union of verified
+edges from every stage; each document records the stages whose edges joined it to its cluster.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional, Sequence
+
+import numpy as np
+
+from .. import __version__
+from ..config import HASH_SCHEME, BuildConfig, fingerprint
+from ..errors import ConfigError, IncompatibleArtifactError, InputError
+from ..lsh import (
+    LSHParams,
+    band_starts,
+    fixed_params,
+    hamming_radius,
+    optimal_params,
+    pigeonhole_params,
+    simhash_bit_similarity,
+)
+from ..text import encode_batch, shingle_buffer
+from ._inputs import check_ids, check_keys, chunks, normalize_ids
+
+STAGE_EXACT = 1
+STAGE_MINHASH = 2
+STAGE_SIMHASH = 4
+STAGE_NAMES = {STAGE_EXACT: "exact", STAGE_MINHASH: "minhash", STAGE_SIMHASH: "simhash"}
+
+# bits of the per-document "doc_flags" extra
+FLAG_EMPTY_TEXT = 1
+FLAG_HAS_VECTOR = 2
+
+
+@dataclass
+class Sketches:
+    """Per-document state the linking stages need (and that `add` keeps in the artifact)."""
+
+    ids: list
+    lengths: np.ndarray  # uint32 (n,)
+    exact: np.ndarray  # uint64 (n,)
+    empty: np.ndarray  # bool (n,) no words (or no text)
+    minhash: Optional[np.ndarray] = None  # uint32 (n, P)
+    sh_indptr: Optional[np.ndarray] = None  # int64 (n+1,) sorted unique shingles (exact verify)
+    sh_hashes: Optional[np.ndarray] = None
+    simhash: Optional[np.ndarray] = None  # uint64 (n, W)
+    vectors: Optional[np.ndarray] = None  # float32/64 (n, d), L2-normalized
+    keys: Optional[np.ndarray] = None  # float64 (n,) representative keys
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+
+def _progress(total: Optional[int], desc: str, enabled: bool):
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        return None
+    return tqdm(total=total, desc=desc, unit="doc", unit_scale=True, file=sys.stderr, leave=False)
+
+
+def _unique_shingles(sh) -> tuple[np.ndarray, np.ndarray]:
+    from .._kernels.minhash import gather_segments, sort_unique_segments
+
+    hashes = sh.hashes.copy()
+    counts = np.empty(len(sh), dtype=np.int64)
+    sort_unique_segments(hashes, sh.indptr, counts)
+    indptr = np.zeros(len(sh) + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    out = np.empty(int(indptr[-1]), dtype=np.uint64)
+    gather_segments(hashes, sh.indptr, counts, indptr, out)
+    return indptr, out
+
+
+def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, *, id_offset: int = 0,
+                 chunk_size: int = 16384, progress: bool = False, timings: dict) -> Sketches:
+    """Normalize, shingle and MinHash documents chunk by chunk (memory: one chunk of shingles)."""
+    from ..minhash import minhash_signatures
+
+    mh_cfg = config.minhash
+    n_hint = len(texts) if hasattr(texts, "__len__") else None
+    id_iter = iter(ids) if ids is not None else None
+    all_ids: list = []
+    lengths, exact, empty, sigs, sh_ptrs, sh_vals = [], [], [], [], [], []
+    bar = _progress(n_hint, "sketching", progress)
+    t_shingle = t_minhash = 0.0
+    sig_buf = None
+    if mh_cfg is not None and n_hint is not None:
+        sig_buf = np.empty((n_hint, mh_cfg.num_perm), dtype=np.uint32)
+    done = 0
+    for block in chunks(texts, chunk_size):
+        if id_iter is not None:
+            block_ids = []
+            for _ in range(len(block)):
+                try:
+                    block_ids.append(next(id_iter))
+                except StopIteration:
+                    raise InputError(
+                        f"`ids` must have one id per text; ids ran out after {done + len(block_ids)} items while "
+                        "texts continue. Pass as many ids as texts (or ids=None)."
+                    ) from None
+        else:
+            block_ids = list(range(id_offset + done, id_offset + done + len(block)))
+        all_ids.extend(block_ids)
+        t0 = time.perf_counter()
+        buf, offsets = encode_batch(block, start_index=done)
+        sh = shingle_buffer(buf, offsets, config.text, config.seed)
+        del buf
+        t1 = time.perf_counter()
+        lengths.append(sh.lengths)
+        exact.append(sh.exact)
+        empty.append(np.diff(sh.indptr) == 0)
+        if mh_cfg is not None:
+            sig = minhash_signatures(sh, num_perm=mh_cfg.num_perm, method=mh_cfg.method, seed=config.seed)
+            if sig_buf is not None and done + len(block) <= sig_buf.shape[0]:
+                sig_buf[done : done + len(block)] = sig
+            else:
+                sigs.append(sig)
+            if mh_cfg.verify == "exact":
+                ptr, vals = _unique_shingles(sh)
+                sh_ptrs.append(ptr)
+                sh_vals.append(vals)
+        t_minhash += time.perf_counter() - t1
+        t_shingle += t1 - t0
+        done += len(block)
+        if bar is not None:
+            bar.update(len(block))
+    if bar is not None:
+        bar.close()
+    if id_iter is not None:
+        extra = next(id_iter, _SENTINEL)
+        if extra is not _SENTINEL:
+            raise InputError(
+                f"`ids` must have one id per text; got more ids than the {done} texts. Pass as many ids as texts."
+            )
+    timings["shingle"] = timings.get("shingle", 0.0) + t_shingle
+    timings["minhash"] = timings.get("minhash", 0.0) + t_minhash
+    sk = Sketches(
+        ids=all_ids,
+        lengths=np.concatenate(lengths) if lengths else np.zeros(0, np.uint32),
+        exact=np.concatenate(exact) if exact else np.zeros(0, np.uint64),
+        empty=np.concatenate(empty) if empty else np.zeros(0, bool),
+    )
+    if mh_cfg is not None:
+        if sig_buf is not None and not sigs:
+            sk.minhash = sig_buf[:done]
+        else:
+            parts = ([sig_buf[: min(done, sig_buf.shape[0])]] if sig_buf is not None else []) + sigs
+            sk.minhash = np.concatenate(parts) if parts else np.zeros((0, mh_cfg.num_perm), np.uint32)
+        if mh_cfg.verify == "exact":
+            sk.sh_indptr, sk.sh_hashes = _concat_csr(sh_ptrs, sh_vals)
+    return sk
+
+
+_SENTINEL = object()
+
+
+def _concat_csr(ptrs: list, vals: list) -> tuple[np.ndarray, np.ndarray]:
+    if not ptrs:
+        return np.zeros(1, np.int64), np.zeros(0, np.uint64)
+    sizes = np.concatenate([np.diff(p) for p in ptrs])
+    indptr = np.zeros(sizes.size + 1, dtype=np.int64)
+    np.cumsum(sizes, out=indptr[1:])
+    return indptr, np.concatenate(vals)
+
+
+def sketch_vectors(vectors, n: int, config: BuildConfig, timings: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Validate, normalize and SimHash the vectors. Returns (signatures, normalized vectors)."""
+    from ..simhash import normalize_vectors, simhash_vectors
+
+    t0 = time.perf_counter()
+    vecs = normalize_vectors(vectors)
+    if vecs.shape[0] != n:
+        raise InputError(
+            f"`vectors` must have one row per document ({n}); got {vecs.shape[0]} rows. "
+            "Pass vectors aligned with texts/ids."
+        )
+    sc = config.simhash
+    sigs = simhash_vectors(vecs, seed=config.seed, bits=sc.bits, families=sc.families, normalized=True)
+    timings["simhash"] = timings.get("simhash", 0.0) + time.perf_counter() - t0
+    return sigs, vecs
+
+
+# --------------------------------------------------------------------------------------------
+# linking
+
+
+@dataclass
+class LinkStats:
+    candidates: dict = field(default_factory=dict)  # stage -> candidate pairs examined
+    verified: dict = field(default_factory=dict)  # stage -> verifications run
+    merged: dict = field(default_factory=dict)  # stage -> edges that merged two components
+    lsh: dict = field(default_factory=dict)  # stage -> chosen params
+
+
+def minhash_params(config: BuildConfig) -> LSHParams:
+    mc = config.minhash
+    if mc.bands is not None:
+        return fixed_params(mc.threshold, mc.bands, mc.rows)
+    return optimal_params(mc.threshold, mc.num_perm, mc.false_positive_weight, mc.false_negative_weight)
+
+
+def simhash_params(config: BuildConfig) -> LSHParams:
+    sc = config.simhash
+    p = simhash_bit_similarity(sc.threshold)
+    if sc.pigeonhole:
+        return pigeonhole_params(sc.threshold, sc.bits)
+    if sc.bands is not None:
+        return fixed_params(p, sc.bands, sc.bits // sc.bands)
+    # bit similarity is >= 0.5 for cosine >= 0; integrate the S-curve over [0.5, 1]
+    return optimal_params(p, sc.bits, 0.1, 0.9, lo=0.5, hi=1.0)
+
+
+def _first_of_exact(exact: np.ndarray, eligible: np.ndarray) -> np.ndarray:
+    """Mask of eligible documents that are the first (lowest index) with their exact hash."""
+    idx = np.flatnonzero(eligible)
+    order = np.argsort(exact[idx], kind="stable")
+    sorted_h = exact[idx][order]
+    first = np.ones(idx.size, dtype=bool)
+    first[1:] = sorted_h[1:] != sorted_h[:-1]
+    mask = np.zeros(exact.size, dtype=bool)
+    mask[idx[order[first]]] = True
+    return mask
+
+
+def _link_keys(keymat: np.ndarray, docs: np.ndarray, window: int, kind: int, sk: Sketches, cfg: BuildConfig,
+               new_start: int, parent: np.ndarray, flags: np.ndarray, stage_bit: int, counters: np.ndarray) -> None:
+    from .._kernels.lsh import link_sorted
+
+    stride = keymat.shape[1] if keymat.ndim == 2 else 1
+    flat = keymat.reshape(-1)
+    perm = np.argsort(flat, kind="stable").astype(np.int64)
+    skeys = flat[perm]
+    mh = sk.minhash if sk.minhash is not None else np.zeros((1, 1), np.uint32)
+    shp = sk.sh_indptr if sk.sh_indptr is not None else np.zeros(1, np.int64)
+    shh = sk.sh_hashes if sk.sh_hashes is not None else np.zeros(0, np.uint64)
+    sims = sk.simhash if sk.simhash is not None else np.zeros((1, 1), np.uint64)
+    vecs = sk.vectors if sk.vectors is not None else np.zeros((1, 1), np.float64)
+    need_agree = max_ham = 0
+    jt = ct = 0.0
+    if cfg.minhash is not None:
+        need_agree = int(math.ceil(cfg.minhash.threshold * cfg.minhash.num_perm - 1e-9))
+        jt = cfg.minhash.threshold
+    if cfg.simhash is not None:
+        max_ham = hamming_radius(cfg.simhash.threshold, cfg.simhash.bits * cfg.simhash.families)
+        ct = cfg.simhash.threshold - 1e-12
+    link_sorted(perm, skeys, docs, stride, window, kind, mh, need_agree, shp, shh, jt, sims, max_ham, vecs, ct,
+                new_start, parent, flags, np.uint8(stage_bit), counters)
+
+
+def link(sk: Sketches, config: BuildConfig, parent: np.ndarray, flags: np.ndarray, *, new_start: int = 0,
+         timings: dict) -> LinkStats:
+    """Run every enabled stage, cheap first, updating the union-find forest ``parent``."""
+    from .._kernels import lsh as kl
+    from ..minhash import mixed_seed
+
+    stats = LinkStats()
+    has_text = sk.minhash is not None or config.exact
+    text_ok = ~sk.empty
+    seed_h = mixed_seed(config.seed ^ 0x6C7368)  # "lsh"
+
+    if config.exact and text_ok.any():
+        t0 = time.perf_counter()
+        docs = np.flatnonzero(text_ok).astype(np.int64)
+        counters = np.zeros(3, dtype=np.int64)
+        # window=2 chains each run of equal hashes: m identical documents cost m-1 unions
+        _link_keys(sk.exact[docs], docs, 2, kl.KIND_ACCEPT, sk, config, new_start, parent, flags, STAGE_EXACT, counters)
+        _record(stats, "exact", counters)
+        timings["exact"] = timings.get("exact", 0.0) + time.perf_counter() - t0
+
+    lsh_mask = _first_of_exact(sk.exact, text_ok) if has_text else None
+
+    if config.minhash is not None and sk.minhash is not None and lsh_mask is not None and lsh_mask.any():
+        t0 = time.perf_counter()
+        p = minhash_params(config)
+        docs = np.flatnonzero(lsh_mask).astype(np.int64)
+        keys = np.empty((docs.size, p.bands), dtype=np.uint64)
+        kl.fill_minhash_band_keys(sk.minhash, docs, p.rows, seed_h, keys)
+        kind = kl.KIND_MINHASH_EXACT if config.minhash.verify == "exact" else kl.KIND_MINHASH_ESTIMATE
+        counters = np.zeros(3, dtype=np.int64)
+        _link_keys(keys, docs, config.bucket_window, kind, sk, config, new_start, parent, flags, STAGE_MINHASH, counters)
+        _record(stats, "minhash", counters)
+        stats.lsh["minhash"] = p.as_dict()
+        timings["lsh_minhash"] = timings.get("lsh_minhash", 0.0) + time.perf_counter() - t0
+
+    if config.simhash is not None and sk.simhash is not None:
+        t0 = time.perf_counter()
+        sc = config.simhash
+        p = simhash_params(config)
+        starts = band_starts(sc.bits, p.bands)
+        docs = np.arange(sk.n, dtype=np.int64)
+        keys = np.empty((docs.size, p.bands * sc.families), dtype=np.uint64)
+        kl.fill_simhash_band_keys(sk.simhash, docs, sc.bits, starts, np.uint64(seed_h ^ np.uint64(0x53494D)), keys)
+        kind = kl.KIND_SIMHASH_EXACT if sc.verify == "exact" else kl.KIND_SIMHASH_ESTIMATE
+        counters = np.zeros(3, dtype=np.int64)
+        _link_keys(keys, docs, config.bucket_window, kind, sk, config, new_start, parent, flags, STAGE_SIMHASH, counters)
+        _record(stats, "simhash", counters)
+        d = p.as_dict()
+        d["families"] = sc.families
+        d["hamming_radius"] = hamming_radius(sc.threshold, sc.bits)
+        stats.lsh["simhash"] = d
+        timings["lsh_simhash"] = timings.get("lsh_simhash", 0.0) + time.perf_counter() - t0
+    return stats
+
+
+def _record(stats: LinkStats, name: str, counters: np.ndarray) -> None:
+    stats.candidates[name] = int(counters[0])
+    stats.verified[name] = int(counters[1])
+    stats.merged[name] = int(counters[2])
+
+
+def representatives(cluster_ids: np.ndarray, rule: str, lengths: np.ndarray, keys: Optional[np.ndarray]) -> np.ndarray:
+    """Boolean mask: one representative per cluster.
+
+    - ``longest``: the longest normalized text; ties go to the first seen (lowest index)
+    - ``first``: the first seen
+    - ``key``: the largest user key; ties go to the first seen
+    """
+    n = cluster_ids.size
+    idx = np.arange(n)
+    if rule == "first":
+        order = np.lexsort((idx, cluster_ids))
+    elif rule == "longest":
+        order = np.lexsort((idx, -lengths.astype(np.int64), cluster_ids))
+    else:
+        order = np.lexsort((idx, -keys, cluster_ids))
+    c = cluster_ids[order]
+    first = np.ones(n, dtype=bool)
+    first[1:] = c[1:] != c[:-1]
+    mask = np.zeros(n, dtype=bool)
+    mask[order[first]] = True
+    return mask

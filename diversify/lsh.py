@@ -1,0 +1,119 @@
+"""Choosing LSH banding parameters.
+
+A pair with similarity s becomes a candidate with probability ``P(s) = 1 - (1 - s**r)**b`` for
+``b`` bands of ``r`` rows (the S-curve), where s is the per-row collision probability: the Jaccard
+similarity for MinHash, ``1 - angle/pi`` for SimHash bits. We choose (b, r) with ``b * r <= n``
+minimizing ``w_fp * FP + w_fn * FN``, where FP is the area under P below the threshold and FN the
+area above it under 1 - P. LSH only proposes candidates; every candidate is verified, so false
+positives cost time, not precision.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+__all__ = ["LSHParams", "candidate_probability", "optimal_params", "pigeonhole_params", "simhash_bit_similarity"]
+
+
+@dataclass(frozen=True)
+class LSHParams:
+    """Chosen banding and what to expect from it."""
+
+    bands: int
+    rows: int
+    #: probability that a pair exactly at the threshold becomes a candidate
+    recall_at_threshold: float
+    #: probability that a pair at 0.5 x the threshold becomes a candidate (a rough candidate load)
+    fp_at_half_threshold: float
+    false_positive_area: float
+    false_negative_area: float
+    method: str
+
+    def as_dict(self) -> dict:
+        return {k: (float(v) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+
+
+def candidate_probability(s, bands: int, rows: int):
+    """P(candidate) for per-row collision probability ``s`` (scalar or array)."""
+    s = np.asarray(s, dtype=np.float64)
+    return 1.0 - (1.0 - s**rows) ** bands
+
+
+def _areas(t: float, b: int, r: int, lo: float = 0.0, hi: float = 1.0) -> tuple[float, float]:
+    xs = np.linspace(lo, t, 257)
+    fp = float(np.trapezoid(candidate_probability(xs, b, r), xs))
+    xs = np.linspace(t, hi, 257)
+    fn = float(np.trapezoid(1.0 - candidate_probability(xs, b, r), xs))
+    return fp, fn
+
+
+@lru_cache(maxsize=256)
+def optimal_params(threshold: float, n: int, fp_weight: float = 0.5, fn_weight: float = 0.5,
+                   *, lo: float = 0.0, hi: float = 1.0, method: str = "s-curve") -> LSHParams:
+    """(bands, rows) with bands * rows <= n minimizing the weighted error areas."""
+    best = None
+    for b in range(1, n + 1):
+        for r in range(1, n // b + 1):
+            fp, fn = _areas(threshold, b, r, lo, hi)
+            err = fp_weight * fp + fn_weight * fn
+            if best is None or err < best[0] - 1e-15:
+                best = (err, b, r, fp, fn)
+    _, b, r, fp, fn = best
+    return _params(threshold, b, r, fp, fn, method)
+
+
+def _params(t: float, b: int, r: int, fp: float, fn: float, method: str) -> LSHParams:
+    return LSHParams(
+        bands=b,
+        rows=r,
+        recall_at_threshold=float(candidate_probability(t, b, r)),
+        fp_at_half_threshold=float(candidate_probability(t / 2, b, r)),
+        false_positive_area=fp,
+        false_negative_area=fn,
+        method=method,
+    )
+
+
+def fixed_params(threshold: float, bands: int, rows: int) -> LSHParams:
+    fp, fn = _areas(threshold, bands, rows)
+    return _params(threshold, bands, rows, fp, fn, "user")
+
+
+def simhash_bit_similarity(cosine: float) -> float:
+    """Per-bit collision probability of random-hyperplane SimHash at a cosine similarity."""
+    c = min(1.0, max(-1.0, float(cosine)))
+    return 1.0 - math.acos(c) / math.pi
+
+
+def hamming_radius(cosine: float, bits: int) -> int:
+    """Largest Hamming distance whose estimated cosine cos(pi*h/bits) is still >= ``cosine``."""
+    h = int(math.floor(bits * math.acos(min(1.0, max(-1.0, cosine))) / math.pi + 1e-9))
+    return max(0, min(bits, h))
+
+
+def pigeonhole_params(cosine: float, bits: int) -> LSHParams:
+    """Bands such that every pair within the threshold's Hamming radius shares a band.
+
+    With b bands, two signatures that differ in at most b-1 bits agree exactly on at least one
+    band (pigeonhole), so recall of pairs whose *estimated* cosine passes is 1.
+    """
+    radius = hamming_radius(cosine, bits)
+    b = min(bits, radius + 1)
+    r = bits // b
+    fp, fn = _areas(simhash_bit_similarity(cosine), b, r)
+    p = _params(simhash_bit_similarity(cosine), b, r, fp, fn, "pigeonhole")
+    return LSHParams(b, r, 1.0, p.fp_at_half_threshold, fp, 0.0, "pigeonhole")
+
+
+def band_starts(bits: int, bands: int) -> np.ndarray:
+    """Split ``bits`` into ``bands`` contiguous ranges as equal as possible (first ones longer)."""
+    base, extra = divmod(bits, bands)
+    widths = np.full(bands, base, dtype=np.int64)
+    widths[:extra] += 1
+    out = np.zeros(bands + 1, dtype=np.int64)
+    np.cumsum(widths, out=out[1:])
+    return out

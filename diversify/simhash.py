@@ -1,0 +1,170 @@
+"""SimHash: random-hyperplane signatures of vectors (cosine similarity).
+
+Hyperplanes come from the seed through a fixed generator (splitmix64 stream -> uniform doubles
+-> Box-Muller normals), so they are the same on every machine and numpy version. Vectors are
+L2-normalized first. The estimated cosine of two signatures with Hamming distance h over ``bits``
+bits is ``cos(pi * h / bits)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .errors import ConfigError, InputError
+
+__all__ = [
+    "hyperplanes",
+    "normalize_vector",
+    "normalize_vectors",
+    "simhash_vectors",
+    "hamming_distance",
+    "hamming_distance_hex",
+    "cosine_from_hamming",
+    "SimHashFamily",
+    "simhash_lsh_multi",
+]
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _splitmix64_np(seed: int, count: int) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        z = np.uint64(seed & (2**64 - 1)) + (np.arange(1, count + 1, dtype=np.uint64) * _GOLDEN)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def hyperplanes(seed: int, dim: int, bits: int, families: int = 1) -> np.ndarray:
+    """Deterministic Gaussian hyperplanes, float64 (families * bits, dim)."""
+    n = families * bits * dim
+    half = (n + 1) // 2
+    raw = _splitmix64_np(seed ^ 0x5F3759DF, 2 * half)
+    # 53-bit uniforms in (0, 1]
+    u = ((raw >> np.uint64(11)).astype(np.float64) + 1.0) * (1.0 / 9007199254740992.0)
+    u1, u2 = u[:half], u[half:]
+    r = np.sqrt(-2.0 * np.log(u1))
+    z = np.concatenate([r * np.cos(2 * math.pi * u2), r * np.sin(2 * math.pi * u2)])[:n]
+    return z.reshape(families * bits, dim)
+
+
+def normalize_vectors(vectors, *, name: str = "vectors") -> np.ndarray:
+    """Validate and L2-normalize a 2-D array; float64 copy. NaN/inf/zero rows are errors."""
+    try:
+        arr = np.asarray(vectors, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(
+            f"`{name}` must be a 2-D array of numbers (n, dim); could not convert it: {exc}. "
+            "Pass a numpy array, or a list of equal-length lists of floats."
+        ) from None
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[1] == 0:
+        raise InputError(f"`{name}` must be 2-D (n, dim) with dim >= 1; got shape {arr.shape}. Reshape to (n, dim).")
+    finite = np.isfinite(arr).all(axis=1)
+    if not finite.all():
+        bad = np.flatnonzero(~finite)
+        raise InputError(
+            f"`{name}` must be finite; rows {bad[:5].tolist()}{'...' if bad.size > 5 else ''} contain NaN or inf "
+            f"({bad.size} rows). Drop or re-embed those documents."
+        )
+    norms = np.sqrt(np.einsum("ij,ij->i", arr, arr))
+    zero = norms == 0
+    if zero.any():
+        bad = np.flatnonzero(zero)
+        raise InputError(
+            f"`{name}` rows must have nonzero length (cosine is undefined for a zero vector); rows "
+            f"{bad[:5].tolist()}{'...' if bad.size > 5 else ''} are all zeros ({bad.size} rows). Drop or re-embed them."
+        )
+    return arr / norms[:, None]
+
+
+def normalize_vector(vector) -> np.ndarray:
+    """L2-normalize one vector (float64 1-D copy)."""
+    return normalize_vectors(np.asarray(vector, dtype=np.float64).reshape(1, -1), name="vector")[0]
+
+
+def simhash_vectors(vectors, *, seed: int = 1, bits: int = 256, families: int = 1, normalized: bool = False) -> np.ndarray:
+    """Packed SimHash signatures, uint64 (n, families * bits // 64)."""
+    from ._kernels.simhash import fill_simhash
+
+    if bits not in (64, 128, 256):
+        raise ConfigError(f"`bits` must be 64, 128 or 256; got {bits!r}. Use 256 for the most accurate estimates.")
+    if not 1 <= int(families) <= 16:
+        raise ConfigError(f"`families` must be in [1, 16]; got {families!r}.")
+    vecs = vectors if normalized else normalize_vectors(vectors)
+    planes = hyperplanes(seed, vecs.shape[1], bits, families)
+    out = np.empty((vecs.shape[0], families * bits // 64), dtype=np.uint64)
+    fill_simhash(np.ascontiguousarray(vecs), planes, out)
+    return out
+
+
+def hamming_distance(a: np.ndarray, b: np.ndarray) -> int:
+    """Hamming distance of two packed uint64 signatures."""
+    x = np.bitwise_xor(np.asarray(a, dtype=np.uint64), np.asarray(b, dtype=np.uint64))
+    return int(sum(int(w).bit_count() for w in x.ravel()))
+
+
+def hamming_distance_hex(a: str, b: str) -> int:
+    """Hamming distance of two signatures given as hex strings of equal length."""
+    if len(a) != len(b):
+        raise InputError(
+            f"`a` and `b` must be hex signatures of equal length; got lengths {len(a)} and {len(b)}. "
+            "Compare signatures made with the same `bits`."
+        )
+    try:
+        return (int(a, 16) ^ int(b, 16)).bit_count()
+    except ValueError:
+        raise InputError(f"`a` and `b` must be hexadecimal strings; got {a[:20]!r}, {b[:20]!r}.") from None
+
+
+def cosine_from_hamming(h: int, bits: int) -> float:
+    """Estimated cosine similarity ``cos(pi * h / bits)`` from a Hamming distance."""
+    if bits <= 0 or not 0 <= h <= bits:
+        raise InputError(f"`h` must be in [0, bits] and `bits` > 0; got h={h!r}, bits={bits!r}.")
+    return math.cos(math.pi * h / bits)
+
+
+def _row_hex(words: np.ndarray) -> str:
+    # most significant word first, so that int(hex, 16) holds bit j of word w at position 64*w + j
+    return "".join(f"{int(w):016x}" for w in words[::-1])
+
+
+@dataclass(frozen=True)
+class SimHashFamily:
+    """One family of a vector's SimHash: the signature as hex and its LSH band keys (hex)."""
+
+    family: int
+    bits: int
+    signature: str
+    bands: tuple[str, ...]
+
+
+def simhash_lsh_multi(vector, *, bits: int = 256, bands: int = 16, families: int = 1, seed: int = 1) -> list[SimHashFamily]:
+    """SimHash of one vector in ``families`` independent hyperplane families, with band keys.
+
+    Each family's ``bits`` are cut into ``bands`` contiguous ranges; two vectors whose signatures
+    agree on any band are LSH candidates. With ``bands`` = b, every pair within Hamming distance
+    b-1 in a family shares a band (pigeonhole). Band keys are ``"<band>:<hex bits>"`` strings.
+    """
+    from .lsh import band_starts
+
+    if not 1 <= bands <= bits:
+        raise ConfigError(f"`bands` must be in [1, bits={bits}]; got {bands!r}. 16 bands of 16 bits suit bits=256.")
+    sig = simhash_vectors(normalize_vector(vector)[None, :], seed=seed, bits=bits, families=families, normalized=True)[0]
+    starts = band_starts(bits, bands)
+    out = []
+    for f in range(families):
+        words = sig[f * bits // 64 : (f + 1) * bits // 64]
+        value = int(_row_hex(words), 16)
+        keys = []
+        for b in range(bands):
+            width = int(starts[b + 1] - starts[b])
+            part = (value >> int(starts[b])) & ((1 << width) - 1)
+            keys.append(f"{b}:{part:0{(width + 3) // 4}x}")
+        out.append(SimHashFamily(family=f, bits=bits, signature=_row_hex(words), bands=tuple(keys)))
+    return out

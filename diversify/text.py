@@ -1,0 +1,165 @@
+"""Text normalization, tokenization and shingle hashing.
+
+The rule, fixed and documented (docs/artifact-format.md, "Hash scheme"):
+
+1. Normalize: Unicode NFKC, then ``str.casefold``; every Unicode whitespace character becomes a
+   space. Pure-ASCII documents skip NFKC (it is the identity on ASCII) and are lowercased in the
+   kernel. Lone surrogates are encoded with ``surrogatepass`` instead of raising.
+2. Words are maximal runs of characters that are neither whitespace (or ASCII control) nor ASCII
+   punctuation (``string.punctuation``). Non-ASCII characters belong to words.
+3. Word k-shingles: every window of k consecutive words. A document with 1..k-1 words has exactly
+   one shingle made of all its words; a document with no words has no shingles (it is "empty").
+   Character k-grams: every window of k code points of the text with whitespace runs folded to one
+   space and trimmed; the same short-document rule applies.
+4. Hashes are 64-bit (FNV-1a over UTF-8 bytes, finalized with the splitmix64 mixer) and do not
+   depend on the platform, the process or the thread count.
+
+Everything is computed in Numba over one UTF-8 buffer of many documents plus offsets.
+"""
+
+from __future__ import annotations
+
+import string
+import sys
+import unicodedata
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .config import TextConfig
+from .errors import InputTypeError
+
+__all__ = ["normalize", "encode_batch", "Shingles", "shingle_hashes", "text_simhash"]
+
+_LOWER = np.arange(256, dtype=np.uint8)
+_LOWER[ord("A") : ord("Z") + 1] += 32
+
+# 0 word byte, 1 whitespace/control (separator, folded), 2 ASCII punctuation (separator, kept in exact hash)
+_CLASSES = np.zeros(256, dtype=np.uint8)
+_CLASSES[:33] = 1
+_CLASSES[127] = 1
+for _ch in string.punctuation:
+    _CLASSES[ord(_ch)] = 2
+
+# Unicode whitespace that NFKC leaves alone (e.g. U+2028) becomes a plain space.
+_SPACE_TABLE = {cp: " " for cp in range(128, sys.maxunicode + 1) if chr(cp).isspace()}
+
+
+def normalize(text: str) -> str:
+    """Normalize one document as the kernels see it (NFKC, casefold, Unicode spaces -> ' ').
+
+    ASCII is returned lowercased. Whitespace runs are *not* folded here; the kernels fold them.
+    """
+    if text.isascii():
+        return text.lower()
+    return unicodedata.normalize("NFKC", text).casefold().translate(_SPACE_TABLE)
+
+
+def _prepare(text: str) -> str:
+    # ASCII documents go through untouched: the kernel lowercases A-Z itself.
+    if text.isascii():
+        return text
+    return unicodedata.normalize("NFKC", text).casefold().translate(_SPACE_TABLE)
+
+
+def encode_batch(texts: Sequence[str], *, start_index: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Normalize and encode many documents into one UTF-8 buffer plus int64 offsets (n+1)."""
+    n = len(texts)
+    try:
+        if all(map(str.isascii, texts)):
+            offsets = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=n), out=offsets[1:])
+            buf = np.frombuffer("".join(texts).encode("ascii"), dtype=np.uint8)
+            return buf, offsets
+    except TypeError:
+        pass  # a non-str somewhere; found and reported below
+    parts = []
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise InputTypeError(
+                f"`texts` must hold str; item {start_index + i} is {type(t).__name__} ({t!r:.60}). "
+                "Decode bytes first (e.g. b.decode('utf-8', errors='replace')) or pass str(x)."
+            )
+        parts.append(_prepare(t).encode("utf-8", "surrogatepass"))
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=n), out=offsets[1:])
+    buf = np.frombuffer(b"".join(parts), dtype=np.uint8)
+    return buf, offsets
+
+
+@dataclass(frozen=True)
+class Shingles:
+    """Shingle hashes of a batch of documents in CSR form.
+
+    Attributes
+    ----------
+    indptr : int64 (n+1,)   document i's shingles are ``hashes[indptr[i]:indptr[i+1]]``
+    hashes : uint64 (nnz,)  in text order, duplicates kept (a multiset)
+    lengths : uint32 (n,)   normalized, whitespace-folded length in bytes
+    exact : uint64 (n,)     hash of the normalized, whitespace-folded text
+    """
+
+    indptr: np.ndarray
+    hashes: np.ndarray
+    lengths: np.ndarray
+    exact: np.ndarray
+
+    def __len__(self) -> int:
+        return self.indptr.size - 1
+
+    def doc(self, i: int) -> np.ndarray:
+        return self.hashes[self.indptr[i] : self.indptr[i + 1]]
+
+
+def _seed_hash(seed: int) -> np.uint64:
+    from ._kernels._common import fmix64
+
+    return np.uint64(fmix64(np.uint64(seed)))
+
+
+def shingle_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, seed: int) -> Shingles:
+    """Shingle an already encoded batch (see :func:`encode_batch`)."""
+    from ._kernels import text as kt
+
+    n = offsets.size - 1
+    mode = kt.WORD if config.shingle == "word" else kt.CHAR
+    counts = np.empty(n, dtype=np.int64)
+    lengths = np.empty(n, dtype=np.uint32)
+    exact = np.empty(n, dtype=np.uint64)
+    kt.scan_docs(buf, offsets, mode, config.k, _LOWER, _CLASSES, counts, lengths, exact)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    hashes = np.empty(int(indptr[-1]), dtype=np.uint64)
+    kt.fill_shingles(buf, offsets, mode, config.k, _seed_hash(seed), _LOWER, _CLASSES, indptr, hashes)
+    return Shingles(indptr=indptr, hashes=hashes, lengths=lengths, exact=exact)
+
+
+def shingle_hashes(texts: Sequence[str], text_config: TextConfig | None = None, seed: int = 1) -> Shingles:
+    """Shingle hashes of many documents (see the module docstring for the exact rule).
+
+    Parameters
+    ----------
+    texts : sequence of str
+    text_config : TextConfig, default word 5-shingles
+    seed : int, the build seed (changes every shingle hash)
+    """
+    config = text_config or TextConfig()
+    texts = list(texts)
+    buf, offsets = encode_batch(texts)
+    return shingle_buffer(buf, offsets, config, seed)
+
+
+def text_simhash(texts: Sequence[str]) -> np.ndarray:
+    """64-bit Charikar SimHash of each document over its words (weight = occurrence count).
+
+    Returns uint64 (n,). Near-identical texts differ in few bits; estimate cosine similarity of
+    the word-count vectors with ``cos(pi * hamming / 64)`` (rough: 64 bits is a small sample).
+    """
+    from ._kernels import text as kt
+
+    texts = list(texts)
+    buf, offsets = encode_batch(texts)
+    out = np.empty(offsets.size - 1, dtype=np.uint64)
+    kt.fill_unit_simhash(buf, offsets, _LOWER, _CLASSES, out)
+    return out
