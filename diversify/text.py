@@ -127,12 +127,33 @@ def shingle_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, see
     counts = np.empty(n, dtype=np.int64)
     lengths = np.empty(n, dtype=np.uint32)
     exact = np.empty(n, dtype=np.uint64)
-    kt.scan_docs(buf, offsets, mode, config.k, _LOWER, _CLASSES, counts, lengths, exact)
+    seed_h = _seed_hash(seed)
+    kt.scan_docs(buf, offsets, mode, config.k, seed_h, _LOWER, _CLASSES, counts, lengths, exact)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     hashes = np.empty(int(indptr[-1]), dtype=np.uint64)
-    kt.fill_shingles(buf, offsets, mode, config.k, _seed_hash(seed), _LOWER, _CLASSES, indptr, hashes)
+    kt.fill_shingles(buf, offsets, mode, config.k, seed_h, _LOWER, _CLASSES, indptr, hashes)
     return Shingles(indptr=indptr, hashes=hashes, lengths=lengths, exact=exact)
+
+
+def sketch_oph_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, seed: int, num_perm: int):
+    """Fused path: bytes -> one-permutation MinHash signatures, without materializing shingles.
+
+    Returns (signatures uint32 (n, num_perm), n_shingles int64, lengths uint32, exact uint64).
+    Bit-identical to ``minhash_signatures(shingle_buffer(...), method="oph")``.
+    """
+    from ._kernels import text as kt
+    from .minhash import mixed_seed
+
+    n = offsets.size - 1
+    mode = kt.WORD if config.shingle == "word" else kt.CHAR
+    counts = np.empty(n, dtype=np.int64)
+    lengths = np.empty(n, dtype=np.uint32)
+    exact = np.empty(n, dtype=np.uint64)
+    sigs = np.empty((n, num_perm), dtype=np.uint32)
+    kt.sketch_oph(buf, offsets, mode, config.k, _seed_hash(seed), _LOWER, _CLASSES, mixed_seed(seed), counts, lengths,
+                  exact, sigs)
+    return sigs, counts, lengths, exact
 
 
 def shingle_hashes(texts: Sequence[str], text_config: TextConfig | None = None, seed: int = 1) -> Shingles:

@@ -37,6 +37,27 @@ def mulmod61(a, x):
 
 
 @kernel
+def densify(sig, filled, seed_h):
+    """Optimal densification (Shrivastava 2017): an empty bin j copies the first filled bin along
+    its own fixed probe sequence h(j, 0), h(j, 1), ...; the sequence depends only on j and the seed,
+    so equal sets get equal signatures and the collision probability stays the Jaccard similarity.
+    At least one bin must be filled."""
+    num_perm = sig.shape[0]
+    p = np.uint64(num_perm)
+    for j in range(num_perm):
+        if filled[j]:
+            continue
+        attempt = 0
+        while True:
+            r = splitmix64(seed_h ^ np.uint64(j), attempt)
+            src = ((r >> S32) * p) >> S32
+            if filled[src]:
+                sig[j] = sig[src]
+                break
+            attempt += 1
+
+
+@kernel
 def _oph_row(hashes, lo, hi, seed_h, num_perm, out, filled):
     p = np.uint64(num_perm)
     for j in range(num_perm):
@@ -49,21 +70,8 @@ def _oph_row(hashes, lo, hi, seed_h, num_perm, out, filled):
         if not filled[b] or val < out[b]:
             out[b] = val
             filled[b] = True
-    if hi == lo:
-        return
-    # Optimal densification (Shrivastava 2017): an empty bin j copies the first filled bin along
-    # its own fixed probe sequence h(j, 0), h(j, 1), ...; the sequence depends only on j and the seed.
-    for j in range(num_perm):
-        if filled[j]:
-            continue
-        attempt = 0
-        while True:
-            r = splitmix64(seed_h ^ np.uint64(j), attempt)
-            src = ((r >> S32) * p) >> S32
-            if filled[src]:
-                out[j] = out[src]
-                break
-            attempt += 1
+    if hi > lo:
+        densify(out, filled, seed_h)
 
 
 @kernel(parallel=True)

@@ -5,9 +5,14 @@ Input is ``buf`` (uint8, the concatenated UTF-8 of already NFKC+casefolded docum
 ``classes``: 0 word byte, 1 whitespace/control (folded), 2 ASCII punctuation.
 
 Hash scheme ``diversify-fnv1a-splitmix64-v1`` (documented in docs/artifact-format.md):
-- unit hash  = fmix64(FNV-1a-64 over the unit's bytes)        (a word, or one code point)
-- shingle    = fold of fmix64(h ^ unit) over k consecutive units, starting at h = fmix64(seed)
-- exact hash = fmix64(FNV-1a-64 over the whitespace-folded, trimmed normalized bytes)
+- unit hash    u = fmix64(FNV-1a-64 over the unit's bytes)        (a word, or one code point)
+- shingle hash   = fmix64(seed_h + sum_j u_j * B**(m-1-j))  over its m units (m = k, or fewer
+                   for a short document), arithmetic mod 2**64, B = 0x100000001B3 * 2 + 1
+- exact hash     = fmix64(FNV-1a-64 over the whitespace-folded, trimmed normalized bytes)
+
+One pass over the bytes computes the exact hash, the length and every shingle; the shingle
+goes to a "sink": counted only, written to a CSR array, or folded into a one-permutation
+MinHash signature (the fused fast path of the builder).
 """
 
 from __future__ import annotations
@@ -15,54 +20,116 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._common import FNV_OFFSET, FNV_PRIME, fmix64, kernel
+from ._common import FNV_OFFSET, FNV_PRIME, MASK32, S32, fmix64, kernel
+from .minhash import densify
 
 WORD = 0
 CHAR = 1
+SINK_COUNT = 0
+SINK_CSR = 1
+SINK_OPH = 2
 _SPACE = np.uint64(32)
 _BLOCK = 256
+ROLL_BASE = np.uint64(0x100000001B3 * 2 + 1)
+_SPACE_UNIT_RAW = np.uint64(((0xCBF29CE484222325 ^ 32) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF)
 
 
 @kernel
-def _scan_one(buf, start, end, mode, lower, classes):
-    """Return (units, folded_length, exact_hash) of one document."""
-    h = FNV_OFFSET
+def _sink(s, sink, out, pos, sig, filled, mh_seed, num_perm):
+    if sink == SINK_CSR:
+        out[pos] = s
+    elif sink == SINK_OPH:
+        v = fmix64(s ^ mh_seed)
+        b = ((v >> S32) * np.uint64(num_perm)) >> S32
+        val = np.uint32(v & MASK32)
+        if not filled[b] or val < sig[b]:
+            sig[b] = val
+            filled[b] = True
+
+
+@kernel
+def _doc_pass(buf, start, end, mode, k, seed_h, lower, classes, ring, bk1, sink, out, pos, sig, filled, mh_seed):
+    """Scan one document. Returns (n_shingles, folded_length, exact_hash)."""
+    num_perm = sig.shape[0]
+    hx = FNV_OFFSET  # exact hash state
     length = 0
-    units = 0
     pending_space = False
-    in_word = False
-    for p in range(start, end):
-        c = lower[buf[p]]
-        cls = classes[c]
+    cur = FNV_OFFSET  # current unit's FNV state
+    have = False
+    count = 0  # units seen
+    H = np.uint64(0)  # rolling polynomial over the last min(count, k) units
+    emitted = 0
+    for p in range(start, end + 1):
+        at_end = p == end
+        c = np.uint8(32)
+        cls = 1
+        if not at_end:
+            c = lower[buf[p]]
+            cls = classes[c]
+        # ---- exact hash over whitespace-folded bytes
         if cls == 1:
             if length > 0:
                 pending_space = True
-            in_word = False
-            continue
-        if pending_space:
-            h = (h ^ _SPACE) * FNV_PRIME
-            length += 1
-            pending_space = False
-            if mode == CHAR:
-                units += 1
-        h = (h ^ np.uint64(c)) * FNV_PRIME
-        length += 1
-        if mode == WORD:
-            if cls == 0:
-                if not in_word:
-                    units += 1
-                    in_word = True
-            else:
-                in_word = False
         else:
-            if (c & 0xC0) != 0x80:
-                units += 1
-    return units, length, fmix64(h)
+            if pending_space:
+                hx = (hx ^ _SPACE) * FNV_PRIME
+                length += 1
+            hx = (hx ^ np.uint64(c)) * FNV_PRIME
+            length += 1
+        # ---- units
+        unit_done = False
+        u = np.uint64(0)
+        space_unit = False
+        if mode == WORD:
+            if cls == 0 and not at_end:
+                if not have:
+                    cur = FNV_OFFSET
+                    have = True
+                cur = (cur ^ np.uint64(c)) * FNV_PRIME
+            elif have:
+                u = fmix64(cur)
+                unit_done = True
+                have = False
+        else:
+            if at_end or (cls != 1 and (c & 0xC0) != 0x80):
+                if have:
+                    u = fmix64(cur)
+                    unit_done = True
+                    have = False
+                if not at_end:
+                    space_unit = pending_space
+                    cur = FNV_OFFSET
+                    have = True
+            if have and cls != 1:
+                cur = (cur ^ np.uint64(c)) * FNV_PRIME
+        if cls != 1:
+            pending_space = False
+        # push the finished unit, then (char mode) the folded space that precedes the new one
+        for step in range(2):
+            if step == 0:
+                if not unit_done:
+                    continue
+            else:
+                if not space_unit:
+                    continue
+                u = fmix64(_SPACE_UNIT_RAW)
+            if count >= k:
+                H = H - ring[count % k] * bk1
+            H = H * ROLL_BASE + u
+            ring[count % k] = u
+            count += 1
+            if count >= k:
+                _sink(fmix64(H + seed_h), sink, out, pos + emitted, sig, filled, mh_seed, num_perm)
+                emitted += 1
+    if 0 < count < k:
+        _sink(fmix64(H + seed_h), sink, out, pos + emitted, sig, filled, mh_seed, num_perm)
+        emitted += 1
+    return emitted, length, fmix64(hx)
 
 
 @kernel(parallel=True)
-def scan_docs(buf, offsets, mode, k, lower, classes, n_shingles, lengths, exact):
-    """Pass 1: per document the shingle count, folded byte length and exact hash.
+def scan_docs(buf, offsets, mode, k, seed_h, lower, classes, n_shingles, lengths, exact):
+    """Pass 1 of the CSR path: per document the shingle count, folded byte length and exact hash.
 
     Parameters
     ----------
@@ -75,97 +142,70 @@ def scan_docs(buf, offsets, mode, k, lower, classes, n_shingles, lengths, exact)
     exact : uint64[n]         out: exact hash
     """
     n = offsets.size - 1
-    for i in numba.prange(n):
-        units, length, eh = _scan_one(buf, offsets[i], offsets[i + 1], mode, lower, classes)
-        if units >= k:
-            n_shingles[i] = units - k + 1
-        elif units > 0:
-            n_shingles[i] = 1
-        else:
-            n_shingles[i] = 0
-        lengths[i] = length
-        exact[i] = eh
+    bk1 = _pow(ROLL_BASE, k)
+    nblocks = (n + _BLOCK - 1) // _BLOCK
+    for blk in numba.prange(nblocks):
+        ring = np.empty(k, dtype=np.uint64)
+        dummy_out = np.empty(0, dtype=np.uint64)
+        sig = np.empty(1, dtype=np.uint32)
+        filled = np.empty(1, dtype=np.bool_)
+        for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
+            e, ln, ex = _doc_pass(buf, offsets[i], offsets[i + 1], mode, k, seed_h, lower, classes, ring, bk1,
+                                  SINK_COUNT, dummy_out, 0, sig, filled, np.uint64(0))
+            n_shingles[i] = e
+            lengths[i] = ln
+            exact[i] = ex
 
 
 @kernel
-def _emit(ring, count, k, seed_h, out, pos):
-    """Write the shingle of the last min(count, k) units held in ``ring`` at out[pos]."""
-    m = k if count >= k else count
-    h = np.uint64(seed_h)
-    for j in range(m):
-        h = fmix64(h ^ ring[(count - m + j) % k])
-    out[pos] = h
-
-
-@kernel
-def _shingle_one(buf, start, end, mode, k, seed_h, lower, classes, ring, out, pos):
-    count = 0
-    cur = FNV_OFFSET
-    have = False
-    pending_space = False
-    started = False
-    for p in range(start, end):
-        c = lower[buf[p]]
-        cls = classes[c]
-        if mode == WORD:
-            if cls == 0:
-                if not have:
-                    cur = FNV_OFFSET
-                    have = True
-                cur = (cur ^ np.uint64(c)) * FNV_PRIME
-            elif have:
-                ring[count % k] = fmix64(cur)
-                count += 1
-                have = False
-                if count >= k:
-                    _emit(ring, count, k, seed_h, out, pos)
-                    pos += 1
-        else:
-            if cls == 1:
-                if started:
-                    pending_space = True
-                continue
-            if (c & 0xC0) != 0x80:
-                if have:
-                    ring[count % k] = fmix64(cur)
-                    count += 1
-                    if count >= k:
-                        _emit(ring, count, k, seed_h, out, pos)
-                        pos += 1
-                if pending_space:
-                    ring[count % k] = fmix64((FNV_OFFSET ^ _SPACE) * FNV_PRIME)
-                    count += 1
-                    if count >= k:
-                        _emit(ring, count, k, seed_h, out, pos)
-                        pos += 1
-                    pending_space = False
-                cur = FNV_OFFSET
-                have = True
-                started = True
-            cur = (cur ^ np.uint64(c)) * FNV_PRIME
-    if have:
-        ring[count % k] = fmix64(cur)
-        count += 1
-        if count >= k:
-            _emit(ring, count, k, seed_h, out, pos)
-            pos += 1
-    if 0 < count < k:
-        _emit(ring, count, k, seed_h, out, pos)
-        pos += 1
-    return pos
+def _pow(b, e):
+    r = np.uint64(1)
+    for _ in range(e - 1):
+        r = r * b
+    return r
 
 
 @kernel(parallel=True)
 def fill_shingles(buf, offsets, mode, k, seed_h, lower, classes, indptr, out):
-    """Pass 2: write every document's shingle hashes into ``out[indptr[i]:indptr[i+1]]``."""
+    """Pass 2 of the CSR path: write document i's shingles into ``out[indptr[i]:indptr[i+1]]``."""
     n = offsets.size - 1
+    bk1 = _pow(ROLL_BASE, k)
     nblocks = (n + _BLOCK - 1) // _BLOCK
-    for b in numba.prange(nblocks):
+    for blk in numba.prange(nblocks):
         ring = np.empty(k, dtype=np.uint64)
-        lo = b * _BLOCK
-        hi = min(n, lo + _BLOCK)
-        for i in range(lo, hi):
-            _shingle_one(buf, offsets[i], offsets[i + 1], mode, k, seed_h, lower, classes, ring, out, indptr[i])
+        sig = np.empty(1, dtype=np.uint32)
+        filled = np.empty(1, dtype=np.bool_)
+        for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
+            _doc_pass(buf, offsets[i], offsets[i + 1], mode, k, seed_h, lower, classes, ring, bk1,
+                      SINK_CSR, out, indptr[i], sig, filled, np.uint64(0))
+
+
+@kernel(parallel=True)
+def sketch_oph(buf, offsets, mode, k, seed_h, lower, classes, mh_seed, n_shingles, lengths, exact, sigs):
+    """Fused fast path: one pass per document straight from bytes to a densified OPH signature.
+
+    sigs : uint32 (n, num_perm) out; equal to ``fill_minhash_oph`` over the CSR shingles.
+    """
+    n = offsets.size - 1
+    num_perm = sigs.shape[1]
+    bk1 = _pow(ROLL_BASE, k)
+    nblocks = (n + _BLOCK - 1) // _BLOCK
+    for blk in numba.prange(nblocks):
+        ring = np.empty(k, dtype=np.uint64)
+        dummy_out = np.empty(0, dtype=np.uint64)
+        filled = np.empty(num_perm, dtype=np.bool_)
+        for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
+            sig = sigs[i]
+            for j in range(num_perm):
+                sig[j] = np.uint32(0xFFFFFFFF)
+                filled[j] = False
+            e, ln, ex = _doc_pass(buf, offsets[i], offsets[i + 1], mode, k, seed_h, lower, classes, ring, bk1,
+                                  SINK_OPH, dummy_out, 0, sig, filled, mh_seed)
+            n_shingles[i] = e
+            lengths[i] = ln
+            exact[i] = ex
+            if e > 0:
+                densify(sig, filled, mh_seed)
 
 
 @kernel(parallel=True)
@@ -179,9 +219,7 @@ def fill_unit_simhash(buf, offsets, lower, classes, out):
     nblocks = (n + _BLOCK - 1) // _BLOCK
     for b in numba.prange(nblocks):
         acc = np.empty(64, dtype=np.int64)
-        lo = b * _BLOCK
-        hi = min(n, lo + _BLOCK)
-        for i in range(lo, hi):
+        for i in range(b * _BLOCK, min(n, (b + 1) * _BLOCK)):
             acc[:] = 0
             cur = FNV_OFFSET
             have = False

@@ -27,7 +27,7 @@ from ..lsh import (
     pigeonhole_params,
     simhash_bit_similarity,
 )
-from ..text import encode_batch, shingle_buffer
+from ..text import encode_batch, shingle_buffer, sketch_oph_buffer
 from ._inputs import check_ids, check_keys, chunks, normalize_ids
 
 STAGE_EXACT = 1
@@ -98,6 +98,8 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
     sig_buf = None
     if mh_cfg is not None and n_hint is not None:
         sig_buf = np.empty((n_hint, mh_cfg.num_perm), dtype=np.uint32)
+    # the fused kernel goes from bytes to signatures in one pass; other settings need the shingles
+    fused = mh_cfg is not None and mh_cfg.method == "oph" and mh_cfg.verify == "estimate"
     done = 0
     for block in chunks(texts, chunk_size):
         if id_iter is not None:
@@ -115,22 +117,32 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
         all_ids.extend(block_ids)
         t0 = time.perf_counter()
         buf, offsets = encode_batch(block, start_index=done)
-        sh = shingle_buffer(buf, offsets, config.text, config.seed)
+        if fused:
+            sig, n_sh, blk_len, blk_exact = sketch_oph_buffer(buf, offsets, config.text, config.seed, mh_cfg.num_perm)
+            t1 = time.perf_counter()
+            lengths.append(blk_len)
+            exact.append(blk_exact)
+            empty.append(n_sh == 0)
+        else:
+            sh = shingle_buffer(buf, offsets, config.text, config.seed)
+            t1 = time.perf_counter()
+            lengths.append(sh.lengths)
+            exact.append(sh.exact)
+            empty.append(np.diff(sh.indptr) == 0)
+            sig = None
+            if mh_cfg is not None:
+                sig = minhash_signatures(sh, num_perm=mh_cfg.num_perm, method=mh_cfg.method, seed=config.seed)
+                if mh_cfg.verify == "exact":
+                    ptr, vals = _unique_shingles(sh)
+                    sh_ptrs.append(ptr)
+                    sh_vals.append(vals)
+            del sh
         del buf
-        t1 = time.perf_counter()
-        lengths.append(sh.lengths)
-        exact.append(sh.exact)
-        empty.append(np.diff(sh.indptr) == 0)
-        if mh_cfg is not None:
-            sig = minhash_signatures(sh, num_perm=mh_cfg.num_perm, method=mh_cfg.method, seed=config.seed)
+        if sig is not None:
             if sig_buf is not None and done + len(block) <= sig_buf.shape[0]:
                 sig_buf[done : done + len(block)] = sig
             else:
                 sigs.append(sig)
-            if mh_cfg.verify == "exact":
-                ptr, vals = _unique_shingles(sh)
-                sh_ptrs.append(ptr)
-                sh_vals.append(vals)
         t_minhash += time.perf_counter() - t1
         t_shingle += t1 - t0
         done += len(block)
@@ -144,8 +156,9 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
             raise InputError(
                 f"`ids` must have one id per text; got more ids than the {done} texts. Pass as many ids as texts."
             )
-    timings["shingle"] = timings.get("shingle", 0.0) + t_shingle
-    timings["minhash"] = timings.get("minhash", 0.0) + t_minhash
+    timings["sketch"] = timings.get("sketch", 0.0) + t_shingle
+    if t_minhash > 0.001:
+        timings["signatures"] = timings.get("signatures", 0.0) + t_minhash
     sk = Sketches(
         ids=all_ids,
         lengths=np.concatenate(lengths) if lengths else np.zeros(0, np.uint32),
