@@ -1,0 +1,109 @@
+"""Shared base of the store adapters."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Iterable, Optional, Sequence
+
+import numpy as np
+
+from ..errors import ConfigError, InputError, InputTypeError
+from ..online._types import Hit
+
+__all__ = ["Store", "representative_flags", "query_vector", "check_k"]
+
+
+def check_k(k) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ConfigError(f"`k` must be an int >= 1; got k={k!r}. Ask for at least one result.")
+    return int(k)
+
+
+def query_vector(query, dim: Optional[int] = None) -> np.ndarray:
+    """Validate a query vector: 1-d, finite, of the store's dimension."""
+    try:
+        q = np.asarray(query, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise InputTypeError(f"`query` must be a vector (sequence of floats); got {type(query).__name__}. "
+                             "Embed the query text first.") from None
+    if q.ndim == 2 and q.shape[0] == 1:
+        q = q[0]
+    if q.ndim != 1:
+        raise InputError(f"`query` must be one vector of shape (d,); got shape {q.shape}.")
+    if dim is not None and q.shape[0] != dim:
+        raise InputError(f"`query` must have the store's dimension {dim}; got {q.shape[0]}. "
+                         "Use the same embedding model as the indexed vectors.")
+    if not np.isfinite(q).all():
+        raise InputError("`query` must be finite; got NaN or inf values. Check the embedding call.")
+    return q
+
+
+def representative_flags(cluster_map, ids: Sequence[Any]):
+    """Cluster id and representative flag of each id, from a ClusterMap.
+
+    Returns ``(cluster_ids int64, is_representative bool or None)``; ``-1`` for ids the
+    artifact does not know. The flag comes from the artifact's per-document
+    ``is_representative`` array (via ``doc_index``) or its ``representative_of(cluster_id)``;
+    ``None`` when the lookup object offers neither (then no flag is written).
+    """
+    ids = list(ids)
+    cids = np.asarray(cluster_map.lookup(ids), dtype=np.int64)
+    rep_arr = getattr(cluster_map, "is_representative", None)
+    doc_index = getattr(cluster_map, "doc_index", None)
+    if isinstance(rep_arr, np.ndarray) and callable(doc_index):
+        docs = np.asarray(doc_index(ids), dtype=np.int64)
+        flags = np.zeros(len(ids), dtype=bool)
+        known = docs >= 0
+        flags[known] = rep_arr[docs[known]]
+        return cids, flags
+    rep = getattr(cluster_map, "representative_of", None)
+    if not callable(rep):
+        return cids, None
+    cache: dict = {}
+    flags = np.zeros(len(ids), dtype=bool)
+    for j, (i, c) in enumerate(zip(ids, cids.tolist())):
+        if c < 0:
+            continue
+        if c not in cache:
+            cache[c] = rep(c)
+        flags[j] = cache[c] == i
+    return cids, flags
+
+
+class Store:
+    """Base of the store adapters.
+
+    Subclasses set ``scores_are`` and implement :meth:`search` and :meth:`write_clusters`.
+    ``supports_exclude`` tells :meth:`diversify.Diversifier.wrap` that ``search`` takes
+    ``exclude_ids`` and filters them in the store.
+    """
+
+    scores_are: ClassVar[str] = "similarity"
+    supports_exclude: ClassVar[bool] = True
+    #: which optional extra installs the vendor SDK (for the error hint)
+    extra: ClassVar[str] = ""
+
+    def search(self, query: Any, k: int, exclude_ids: Optional[Iterable[Any]] = None) -> list[Hit]:
+        """Top-``k`` hits for ``query``, best first, none of ``exclude_ids``."""
+        raise NotImplementedError
+
+    def write_clusters(self, cluster_map, *, ids: Optional[Sequence[Any]] = None,
+                       cluster_field: str = "cluster_id",
+                       representative_field: Optional[str] = "is_representative") -> int:
+        """Write each document's cluster id (and representative flag) into its payload.
+
+        Documents the artifact does not know are left untouched. Returns how many were written.
+        """
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(scores_are={self.scores_are!r})"
+
+
+def check_field(name: str, value) -> None:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"`{name}` must be a non-empty string; got {name}={value!r}.")
+
+
+def is_finite_number(x) -> bool:
+    return isinstance(x, (int, float, np.floating, np.integer)) and math.isfinite(float(x))

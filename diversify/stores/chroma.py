@@ -1,0 +1,105 @@
+"""Chroma adapter: a ``$nin`` where-filter on an id metadata field excludes seen ids."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from ..errors import StoreError, require
+from ..online._types import Hit
+from ._base import Store, check_field, check_k, query_vector, representative_flags
+
+__all__ = ["ChromaStore"]
+
+
+class ChromaStore(Store):
+    """Search a Chroma collection; refetches exclude seen ids with ``{id_field: {"$nin": [...]}}``.
+
+    Chroma's where-filters cannot address the record id itself, so each record carries its
+    document id in a metadata field (``id_field``, default ``"doc_id"``), written when the
+    documents are added (``metadatas=[{"doc_id": i, ...}]``). Hits report that value as their
+    id (falling back to the Chroma id when the field is absent).
+
+    Parameters
+    ----------
+    collection : chromadb Collection
+        E.g. ``chromadb.EphemeralClient().get_or_create_collection(...)``; not touched until the
+        first call.
+    id_field : str
+        Metadata field holding the document id.
+    where : dict, optional
+        A where-filter every search must satisfy; the exclusion is ``$and``-ed to it.
+
+    Chroma always returns distances (``scores_are = "distance"``), whatever the space.
+    """
+
+    scores_are = "distance"
+    extra = "chroma"
+
+    def __init__(self, collection, *, id_field: str = "doc_id", where: Optional[Mapping] = None,
+                 with_vectors: bool = False):
+        check_field("id_field", id_field)
+        self.collection = collection
+        self.id_field = id_field
+        self.where = dict(where) if where else None
+        self.with_vectors = with_vectors
+
+    def _where(self, exclude_ids):
+        if not exclude_ids:
+            return self.where
+        excl = {self.id_field: {"$nin": list(exclude_ids)}}
+        return excl if self.where is None else {"$and": [self.where, excl]}
+
+    def search(self, query, k: int, exclude_ids: Optional[Iterable[Any]] = None) -> list[Hit]:
+        require("chromadb", extra="chroma", purpose="ChromaStore")
+        k = check_k(k)
+        q = query_vector(query)
+        include = ["metadatas", "distances"] + (["embeddings"] if self.with_vectors else [])
+        try:
+            res = self.collection.query(query_embeddings=[q.tolist()], n_results=k,
+                                        where=self._where(exclude_ids), include=include)
+        except Exception as exc:
+            raise StoreError(f"Chroma query on collection {getattr(self.collection, 'name', '?')!r} failed: "
+                             f"{type(exc).__name__}: {exc}") from exc
+        ids = res["ids"][0]
+        metas = (res.get("metadatas") or [[None] * len(ids)])[0]
+        dists = (res.get("distances") or [[None] * len(ids)])[0]
+        embs = res.get("embeddings")
+        embs = embs[0] if embs is not None and len(embs) else [None] * len(ids)
+        out = []
+        for cid, meta, dist, emb in zip(ids, metas, dists, embs):
+            doc_id = meta.get(self.id_field, cid) if meta else cid
+            out.append(Hit(doc_id, None if dist is None else float(dist), meta,
+                           None if emb is None else list(emb), cid))
+        return out
+
+    def write_clusters(self, cluster_map, *, ids: Optional[Sequence[Any]] = None,
+                       cluster_field: str = "cluster_id",
+                       representative_field: Optional[str] = "is_representative",
+                       batch_size: int = 1000) -> int:
+        """Merge ``cluster_field`` (and ``representative_field``) into each record's metadata.
+
+        ``ids`` are document ids (the ``id_field`` values); default: every record.
+        """
+        require("chromadb", extra="chroma", purpose="ChromaStore")
+        check_field("cluster_field", cluster_field)
+        got = self.collection.get(include=["metadatas"])
+        chroma_ids, doc_ids = [], []
+        wanted = None if ids is None else set(ids)
+        for cid, meta in zip(got["ids"], got["metadatas"]):
+            doc_id = meta.get(self.id_field, cid) if meta else cid
+            if wanted is None or doc_id in wanted:
+                chroma_ids.append(cid)
+                doc_ids.append(doc_id)
+        cids, flags = representative_flags(cluster_map, doc_ids)
+        upd_ids, upd_meta = [], []
+        for j, c in enumerate(cids.tolist()):
+            if c < 0:
+                continue
+            m = {cluster_field: c}
+            if representative_field and flags is not None:
+                m[representative_field] = bool(flags[j])
+            upd_ids.append(chroma_ids[j])
+            upd_meta.append(m)
+        for s in range(0, len(upd_ids), batch_size):
+            self.collection.update(ids=upd_ids[s:s + batch_size], metadatas=upd_meta[s:s + batch_size])
+        return len(upd_ids)

@@ -1,0 +1,116 @@
+"""FAISS adapter: ``IDSelectorNot`` over seen ids via ``SearchParameters``."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..errors import DuplicateIdError, InputError, StoreError, require
+from ..online._types import Hit
+from ._base import Store, check_field, check_k, query_vector, representative_flags
+
+__all__ = ["FaissStore"]
+
+
+def _faiss():
+    return require("faiss", extra="faiss", purpose="FaissStore")
+
+
+class FaissStore(Store):
+    """Search a FAISS index; refetches exclude seen ids with ``IDSelectorNot``.
+
+    Parameters
+    ----------
+    index : faiss.Index
+        A flat or IVF/HNSW index that accepts ``SearchParameters(sel=...)``.
+    ids : sequence, optional
+        External id of each FAISS label (label ``j`` -> ``ids[j]``). Default: labels are the ids.
+    payloads : sequence of Mapping, optional
+        FAISS holds no payload, so the adapter keeps (copies of) them; ``write_clusters``
+        writes into those copies.
+
+    ``scores_are`` follows the index metric: inner product -> similarity, L2 -> distance.
+    """
+
+    extra = "faiss"
+
+    def __init__(self, index, *, ids: Optional[Sequence[Any]] = None,
+                 payloads: Optional[Sequence[Mapping]] = None):
+        self.index = index
+        self._ids = None if ids is None else list(ids)
+        self._label = None
+        if self._ids is not None:
+            self._label = {}
+            for j, i in enumerate(self._ids):
+                if i in self._label:
+                    raise DuplicateIdError(f"`ids` must be unique; id {i!r} occurs at labels "
+                                           f"{self._label[i]} and {j}.")
+                self._label[i] = j
+        if payloads is not None and self._ids is not None and len(payloads) != len(self._ids):
+            raise InputError(f"`payloads` must have one entry per id ({len(self._ids)}); got {len(payloads)}.")
+        self._payloads = None if payloads is None else [dict(p or {}) for p in payloads]
+
+    @property
+    def scores_are(self) -> str:  # type: ignore[override]
+        faiss = _faiss()
+        return "similarity" if self.index.metric_type == faiss.METRIC_INNER_PRODUCT else "distance"
+
+    def _external(self, label: int):
+        return label if self._ids is None else self._ids[label]
+
+    def _labels(self, exclude_ids) -> np.ndarray:
+        if self._label is None:
+            return np.fromiter((int(i) for i in exclude_ids), dtype=np.int64)
+        return np.fromiter((self._label[i] for i in exclude_ids if i in self._label), dtype=np.int64)
+
+    def search(self, query, k: int, exclude_ids: Optional[Iterable[Any]] = None) -> list[Hit]:
+        faiss = _faiss()
+        k = check_k(k)
+        q = query_vector(query, self.index.d).reshape(1, -1)
+        q = np.ascontiguousarray(q, dtype=np.float32)
+        try:
+            if exclude_ids:
+                labels = self._labels(exclude_ids)
+                batch = faiss.IDSelectorBatch(labels)  # must outlive the search call
+                sel = faiss.IDSelectorNot(batch)
+                params = faiss.SearchParameters(sel=sel)
+                dist, lab = self.index.search(q, k, params=params)
+            else:
+                dist, lab = self.index.search(q, k)
+        except Exception as exc:
+            raise StoreError(f"FAISS search failed: {type(exc).__name__}: {exc}") from exc
+        out = []
+        for d, l in zip(dist[0].tolist(), lab[0].tolist()):
+            if l < 0:
+                break  # fewer than k vectors passed the selector
+            payload = None
+            if self._payloads is not None:
+                payload = MappingProxyType(self._payloads[l])
+            out.append(Hit(self._external(l), float(d), payload, None, None))
+        return out
+
+    def write_clusters(self, cluster_map, *, ids=None, cluster_field="cluster_id",
+                       representative_field="is_representative") -> int:
+        check_field("cluster_field", cluster_field)
+        n = self.index.ntotal
+        if self._payloads is None:
+            self._payloads = [{} for _ in range(n if self._ids is None else len(self._ids))]
+        all_ids = list(range(n)) if self._ids is None else self._ids
+        ids = all_ids if ids is None else list(ids)
+        cids, flags = representative_flags(cluster_map, ids)
+        written = 0
+        for j, (i, c) in enumerate(zip(ids, cids.tolist())):
+            if c < 0:
+                continue
+            label = int(i) if self._label is None else self._label.get(i)
+            if label is None or not 0 <= label < len(self._payloads):
+                continue
+            p = dict(self._payloads[label])
+            p[cluster_field] = c
+            if representative_field and flags is not None:
+                p[representative_field] = bool(flags[j])
+            self._payloads[label] = p
+            written += 1
+        return written

@@ -1,0 +1,126 @@
+"""LanceDB adapter: a ``NOT IN (...)`` prefilter excludes seen ids."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Optional, Sequence
+
+import numpy as np
+
+from ..errors import ConfigError, InputTypeError, StoreError, require
+from ..online._types import Hit
+from ._base import Store, check_field, check_k, query_vector, representative_flags
+
+__all__ = ["LanceDBStore"]
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+def _sql_literal(v) -> str:
+    if isinstance(v, (bool, np.bool_)):
+        raise InputTypeError(f"LanceDB ids must be int or str; got {v!r} (bool).")
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'"  # SQL string literal; quotes doubled
+    raise InputTypeError(f"LanceDB ids must be int or str; got {type(v).__name__} {v!r}.")
+
+
+class LanceDBStore(Store):
+    """Search a LanceDB table; refetches exclude seen ids with ``id NOT IN (...)`` (prefilter).
+
+    Parameters
+    ----------
+    table : lancedb Table
+        E.g. ``lancedb.connect(tmpdir).create_table(...)``; not touched until the first call.
+    id_column, vector_column : str
+        Column names (plain identifiers).
+    distance_type : {"l2", "cosine", "dot"}, optional
+        Passed to the search; LanceDB reports ``_distance`` (lower is better) for all of them,
+        so ``scores_are = "distance"``.
+    where : str, optional
+        A SQL filter every search must satisfy; the exclusion is ``AND``-ed to it.
+    """
+
+    scores_are = "distance"
+    extra = "lancedb"
+
+    def __init__(self, table, *, id_column: str = "id", vector_column: str = "vector",
+                 distance_type: Optional[str] = None, where: Optional[str] = None,
+                 with_vectors: bool = False):
+        for name, value in (("id_column", id_column), ("vector_column", vector_column)):
+            if not isinstance(value, str) or not _IDENT.match(value):
+                raise ConfigError(f"`{name}` must be a plain column identifier ([A-Za-z_][A-Za-z0-9_]*); "
+                                  f"got {value!r}.")
+        if distance_type not in (None, "l2", "cosine", "dot"):
+            raise ConfigError(f"`distance_type` must be 'l2', 'cosine', 'dot' or None; got {distance_type!r}.")
+        self.table = table
+        self.id_column = id_column
+        self.vector_column = vector_column
+        self.distance_type = distance_type
+        self.where = where
+        self.with_vectors = with_vectors
+
+    def _where(self, exclude_ids) -> Optional[str]:
+        parts = []
+        if self.where:
+            parts.append(f"({self.where})")
+        if exclude_ids:
+            parts.append(f"{self.id_column} NOT IN ({', '.join(_sql_literal(i) for i in exclude_ids)})")
+        return " AND ".join(parts) or None
+
+    def search(self, query, k: int, exclude_ids: Optional[Iterable[Any]] = None) -> list[Hit]:
+        require("lancedb", extra="lancedb", purpose="LanceDBStore")
+        k = check_k(k)
+        q = query_vector(query)
+        try:
+            s = self.table.search(q, vector_column_name=self.vector_column)
+            if self.distance_type:
+                s = s.distance_type(self.distance_type)
+            where = self._where(list(exclude_ids) if exclude_ids else None)
+            if where:
+                s = s.where(where, prefilter=True)
+            rows = s.limit(k).to_list()
+        except InputTypeError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"LanceDB search failed: {type(exc).__name__}: {exc}") from exc
+        out = []
+        for row in rows:
+            vec = row.get(self.vector_column) if self.with_vectors else None
+            payload = {key: v for key, v in row.items() if key != self.vector_column and key != "_distance"}
+            out.append(Hit(row[self.id_column], float(row["_distance"]), payload,
+                           None if vec is None else list(vec), row))
+        return out
+
+    def write_clusters(self, cluster_map, *, ids: Optional[Sequence[Any]] = None,
+                       cluster_field: str = "cluster_id",
+                       representative_field: Optional[str] = "is_representative") -> int:
+        """Add / update ``cluster_field`` (int64, -1 = unknown) and ``representative_field``
+        (bool) columns with one ``merge_insert`` on ``id_column``."""
+        pa = require("pyarrow", extra="lancedb", purpose="LanceDBStore")
+        for name, value in (("cluster_field", cluster_field), ("representative_field", representative_field)):
+            if value is not None and not _IDENT.match(value):
+                raise ConfigError(f"`{name}` must be a plain column identifier; got {value!r}.")
+        if ids is None:
+            ids = self.table.to_arrow().column(self.id_column).to_pylist()
+        ids = list(ids)
+        cids, flags = representative_flags(cluster_map, ids)
+        names = set(self.table.schema.names)
+        new_cols = {}
+        if cluster_field not in names:
+            new_cols[cluster_field] = "CAST(-1 AS BIGINT)"
+        if representative_field and flags is not None and representative_field not in names:
+            new_cols[representative_field] = "false"
+        if new_cols:
+            self.table.add_columns(new_cols)
+        known = cids >= 0
+        if not known.any():
+            return 0
+        id_type = self.table.schema.field(self.id_column).type
+        cols = {self.id_column: pa.array([i for i, ok in zip(ids, known) if ok], type=id_type),
+                cluster_field: pa.array(cids[known], type=pa.int64())}
+        if representative_field and flags is not None:
+            cols[representative_field] = pa.array(flags[known], type=pa.bool_())
+        self.table.merge_insert(self.id_column).when_matched_update_all().execute(pa.table(cols))
+        return int(known.sum())

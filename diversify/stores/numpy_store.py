@@ -1,0 +1,130 @@
+"""Exact brute-force store over a numpy matrix (no dependency; the reference adapter)."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..errors import ConfigError, DuplicateIdError, InputError
+from ..online._types import Hit
+from ._base import Store, check_field, check_k, query_vector, representative_flags
+
+__all__ = ["NumpyStore"]
+
+_METRICS = ("cosine", "dot", "l2")
+
+
+class NumpyStore(Store):
+    """Exact nearest neighbours over an in-memory matrix.
+
+    Parameters
+    ----------
+    vectors : array_like, shape (n, d)
+        Copied (float32); later changes to the caller's array have no effect.
+    ids : sequence of str or int
+        One unique id per row.
+    payloads : sequence of Mapping, optional
+        Copied shallowly; :meth:`write_clusters` writes into the copies, never the caller's.
+    metric : {"cosine", "dot", "l2"}
+        ``cosine`` / ``dot`` scores are similarities; ``l2`` scores are (squared-free) distances.
+
+    Ties are broken by insertion order, so results are deterministic.
+    """
+
+    def __init__(self, vectors, ids: Sequence[Any], *, payloads: Optional[Sequence[Mapping]] = None,
+                 metric: str = "cosine"):
+        if metric not in _METRICS:
+            raise ConfigError(f"`metric` must be one of {_METRICS}; got metric={metric!r}.")
+        x = np.array(vectors, dtype=np.float32, copy=True)
+        if x.ndim != 2 or x.shape[0] == 0:
+            raise InputError(f"`vectors` must be a non-empty 2-d array (n, d); got shape {x.shape}.")
+        if not np.isfinite(x).all():
+            raise InputError("`vectors` must be finite; got NaN or inf. Drop or re-embed those rows.")
+        ids = list(ids)
+        if len(ids) != x.shape[0]:
+            raise InputError(f"`ids` must have one entry per vector ({x.shape[0]}); got {len(ids)}.")
+        pos = {}
+        for j, i in enumerate(ids):
+            if i in pos:
+                raise DuplicateIdError(f"`ids` must be unique; id {i!r} occurs at rows {pos[i]} and {j}.")
+            pos[i] = j
+        if payloads is not None and len(payloads) != len(ids):
+            raise InputError(f"`payloads` must have one entry per vector ({len(ids)}); got {len(payloads)}.")
+        self.metric = metric
+        self.scores_are = "distance" if metric == "l2" else "similarity"
+        if metric == "cosine":
+            norms = np.linalg.norm(x, axis=1, keepdims=True)
+            if (norms == 0).any():
+                raise InputError("`vectors` must be non-zero for metric='cosine'; got a zero row "
+                                 f"(row {int(np.argmin(norms))}). Drop it or use metric='dot'.")
+            x /= norms
+        x.flags.writeable = False  # hits expose row views; nobody may write through them
+        self._x = x
+        self._sq = (x * x).sum(axis=1) if metric == "l2" else None
+        self._ids = ids
+        self._pos = pos
+        self._payloads = [dict(p) if p is not None else {} for p in payloads] if payloads is not None \
+            else [{} for _ in ids]
+
+    @property
+    def dim(self) -> int:
+        return self._x.shape[1]
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def payload(self, doc_id) -> Mapping:
+        """Read-only view of one document's payload."""
+        return MappingProxyType(self._payloads[self._pos[doc_id]])
+
+    def search(self, query, k: int, exclude_ids: Optional[Iterable[Any]] = None) -> list[Hit]:
+        k = check_k(k)
+        q = query_vector(query, self.dim)
+        if self.metric == "cosine":
+            nq = float(np.linalg.norm(q))
+            if nq == 0:
+                raise InputError("`query` must be non-zero for metric='cosine'.")
+            scores = self._x @ (q / nq)
+            key = -scores
+        elif self.metric == "dot":
+            scores = self._x @ q
+            key = -scores
+        else:
+            scores = np.sqrt(np.maximum(self._sq - 2.0 * (self._x @ q) + float(q @ q), 0.0))
+            key = scores
+        key = key.astype(np.float64)
+        if exclude_ids:
+            rows = [self._pos[i] for i in exclude_ids if i in self._pos]
+            key[rows] = np.inf
+            avail = len(self._ids) - len(set(rows))
+        else:
+            avail = len(self._ids)
+        take = min(k, avail)
+        if take <= 0:
+            return []
+        if take < key.size:
+            cand = np.argpartition(key, take - 1)[:take]
+        else:
+            cand = np.arange(key.size)
+        cand = cand[np.lexsort((cand, key[cand]))]  # by score, then row: deterministic ties
+        return [Hit(self._ids[j], float(scores[j]), MappingProxyType(self._payloads[j]), self._x[j])
+                for j in cand.tolist()]
+
+    def write_clusters(self, cluster_map, *, ids=None, cluster_field="cluster_id",
+                       representative_field="is_representative") -> int:
+        check_field("cluster_field", cluster_field)
+        ids = self._ids if ids is None else list(ids)
+        cids, flags = representative_flags(cluster_map, ids)
+        written = 0
+        for j, (i, c) in enumerate(zip(ids, cids.tolist())):
+            if c < 0 or i not in self._pos:
+                continue
+            p = dict(self._payloads[self._pos[i]])  # copy-on-write: old views stay consistent
+            p[cluster_field] = c
+            if representative_field and flags is not None:
+                p[representative_field] = bool(flags[j])
+            self._payloads[self._pos[i]] = p
+            written += 1
+        return written
