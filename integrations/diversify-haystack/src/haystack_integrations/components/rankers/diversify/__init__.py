@@ -1,0 +1,5 @@
+"""Haystack integration of diversify: a ranker component that keeps near-duplicates out."""
+
+from .ranker import DiversifyRanker
+
+__all__ = ["DiversifyRanker"]

@@ -1,0 +1,168 @@
+"""`DiversifyRanker`: a Haystack component keeping at most n documents per near-duplicate cluster."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, Optional, Union
+
+from haystack import Document, component, default_from_dict, default_to_dict
+
+from diversify.errors import ConfigError, InputError
+
+__all__ = ["DiversifyRanker"]
+
+
+@component
+class DiversifyRanker:
+    """Keep at most ``max_per_cluster`` documents per cluster, in the incoming order.
+
+    Put it after a retriever (ask the retriever for about 3 x ``top_k`` candidates, since a
+    component sees a fixed list and cannot fetch more) or after another ranker. Cluster ids
+    come from ``cluster_map`` (the path of a diversify artifact, or a ``{id: cluster_id}``
+    mapping) looked up by ``Document.id`` (or by ``meta[id_field]``), and/or from
+    ``meta[cluster_field]`` when the documents already carry them. The artifact is loaded in
+    :meth:`warm_up` (or on the first run), never in the constructor.
+
+    Returned documents are copies (same ``id``, content, score and embedding) whose ``meta``
+    gains ``meta["diversify"] = {"cluster_id", "omitted", "omitted_ids"}``; incoming
+    documents are never modified.
+
+    Usage example:
+
+    ```python
+    from haystack import Document
+    from haystack_integrations.components.rankers.diversify import DiversifyRanker
+
+    ranker = DiversifyRanker(cluster_map={"a": 0, "a-copy": 0}, top_k=2)
+    docs = [Document(id="a", content="x"), Document(id="a-copy", content="x!"), Document(id="b", content="y")]
+    assert [d.id for d in ranker.run(documents=docs)["documents"]] == ["a", "b"]
+    ```
+    """
+
+    def __init__(
+        self,
+        cluster_map: Union[str, os.PathLike, Mapping, Any, None] = None,
+        cluster_field: Optional[str] = None,
+        id_field: Optional[str] = None,
+        max_per_cluster: int = 1,
+        top_k: Optional[int] = None,
+        meta_key: str = "diversify",
+    ) -> None:
+        """
+        :param cluster_map:
+            Path of a diversify artifact (``diversify build ... -o clusters.dvf``), a
+            ``{document id: cluster id}`` mapping, or a loaded ``ClusterMap`` (serialized by
+            its path). None when ``cluster_field`` is enough.
+        :param cluster_field:
+            Meta field that holds each document's cluster id; wins over ``cluster_map`` for
+            documents that carry it.
+        :param id_field:
+            Meta field holding the id the artifact knows; default ``Document.id``.
+        :param max_per_cluster:
+            At most this many documents per cluster; higher -> more near-duplicates allowed.
+        :param top_k:
+            Return at most this many; None keeps every survivor. Overridable per run.
+        :param meta_key:
+            Meta key of the annotation on returned copies.
+        """
+        if cluster_map is None and cluster_field is None:
+            raise ConfigError(
+                "`cluster_map` and `cluster_field` are both None, so no document has a cluster and nothing "
+                "would be diversified; got cluster_map=None, cluster_field=None. Pass "
+                "cluster_map='clusters.dvf' or cluster_field='cluster_id'.")
+        if isinstance(max_per_cluster, bool) or not isinstance(max_per_cluster, int) or max_per_cluster < 1:
+            raise ConfigError(f"`max_per_cluster` must be an int >= 1; got max_per_cluster={max_per_cluster!r}. "
+                              "Use 1 to keep one document per cluster.")
+        _check_top_k(top_k)
+        self.cluster_map = os.fspath(cluster_map) if isinstance(cluster_map, os.PathLike) else cluster_map
+        self.cluster_field = cluster_field
+        self.id_field = id_field
+        self.max_per_cluster = max_per_cluster
+        self.top_k = top_k
+        self.meta_key = meta_key
+        self._diversifier = None
+        self._lock = threading.Lock()
+
+    def warm_up(self) -> None:
+        """Load the artifact (Haystack calls this before the first run of a pipeline)."""
+        if self._diversifier is None:
+            with self._lock:
+                if self._diversifier is None:
+                    from diversify.online import Diversifier
+
+                    self._diversifier = Diversifier(self.cluster_map, cluster_field=self.cluster_field,
+                                                    max_per_cluster=self.max_per_cluster)
+
+    @property
+    def diversifier(self):
+        """The :class:`diversify.Diversifier` behind this component (``stats()``, ``reload()``)."""
+        self.warm_up()
+        return self._diversifier
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialize to a dictionary (the artifact by its path, a mapping as a dict)."""
+        cm = self.cluster_map
+        if cm is not None and not isinstance(cm, (str, Mapping)):
+            path = getattr(cm, "path", None)
+            if path is None:
+                raise ConfigError(
+                    "`cluster_map` is an in-memory ClusterMap without a file, so it cannot be serialized; "
+                    f"got {type(cm).__name__} with path=None. Save it first (cluster_map.save('clusters.dvf')) "
+                    "and pass the path.")
+            cm = path
+        elif isinstance(cm, Mapping):
+            cm = dict(cm)
+        return default_to_dict(self, cluster_map=cm, cluster_field=self.cluster_field, id_field=self.id_field,
+                               max_per_cluster=self.max_per_cluster, top_k=self.top_k, meta_key=self.meta_key)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "DiversifyRanker":
+        """Deserialize from a dictionary made by :meth:`to_dict`."""
+        return default_from_dict(cls, data)
+
+    @component.output_types(documents=list[Document])
+    def run(self, documents: list[Document], top_k: Optional[int] = None) -> dict[str, list[Document]]:
+        """
+        Keep at most ``max_per_cluster`` documents per cluster, in the incoming order.
+
+        :param documents:
+            Ranked documents, best first.
+        :param top_k:
+            Return at most this many (overrides the init value); None keeps every survivor.
+        :returns:
+            ``{"documents": [...]}``: annotated copies, in the incoming order.
+        """
+        _check_top_k(top_k)
+        top_k = self.top_k if top_k is None else top_k
+        if not documents:
+            return {"documents": []}
+        ids = []
+        for j, doc in enumerate(documents):
+            value = doc.id if self.id_field is None else (doc.meta or {}).get(self.id_field)
+            if value is None:
+                raise InputError(f"document {j} has no id: meta[{self.id_field!r}] is None. Set id_field to a "
+                                 "meta key every document carries, or leave it None to use Document.id.")
+            ids.append(value)
+        result = self.diversifier.select_items(
+            documents, ids=ids, scores=[d.score for d in documents], payloads=[d.meta or {} for d in documents],
+            k=len(documents) if top_k is None else top_k)
+        out = []
+        for kept in result.hits:
+            doc: Document = kept.hit.item
+            meta = dict(doc.meta or {})
+            meta[self.meta_key] = {
+                "cluster_id": kept.cluster_id,
+                "omitted": kept.omitted,
+                "omitted_ids": [f.id for f in kept.folded],
+            }
+            out.append(replace(doc, meta=meta))
+        return {"documents": out}
+
+
+def _check_top_k(top_k) -> None:
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise ConfigError(f"`top_k` must be None or an int >= 1; got top_k={top_k!r}. "
+                          "Use None to keep every document that survives diversification.")

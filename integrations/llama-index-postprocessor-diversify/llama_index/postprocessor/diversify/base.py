@@ -1,0 +1,126 @@
+"""`DiversifyPostprocessor`: at most n nodes per near-duplicate cluster, in retrieval order."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any, List, Literal, Optional
+
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_serializer
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from diversify.errors import ConfigError, InputError
+
+__all__ = ["DiversifyPostprocessor"]
+
+
+class DiversifyPostprocessor(BaseNodePostprocessor):
+    """Keep at most ``max_per_cluster`` nodes per cluster, preserving the retrieval order.
+
+    Cluster ids come from ``cluster_map`` (a :class:`diversify.ClusterMap`, a path to an
+    artifact file, or a ``{id: cluster_id}`` mapping) looked up by ``node.node_id`` (or by
+    ``node.ref_doc_id`` with ``id_source="ref_doc_id"``, or by ``node.metadata[id_field]``),
+    and/or from ``node.metadata[cluster_field]``. The artifact is
+    loaded on first use, not in the constructor.
+
+    A postprocessor sees a fixed list and cannot fetch more, so retrieve with a larger
+    ``similarity_top_k`` (e.g. 3 x top_k) and let this cut to ``top_k``; when fewer distinct
+    clusters were retrieved, fewer nodes come back.
+
+    Returned nodes are copies (same ``node_id``, text and score) whose metadata gains
+    ``metadata["diversify"] = {"cluster_id", "omitted", "omitted_ids"}``; that key is added to
+    the copy's ``excluded_llm_metadata_keys`` and ``excluded_embed_metadata_keys`` so it never
+    reaches the prompt or the embedding. The input nodes are never modified.
+    """
+
+    cluster_map: Any = Field(default=None, description="ClusterMap, artifact path, or {id: cluster_id} mapping.")
+    cluster_field: Optional[str] = Field(default=None, description="Metadata field that holds a cluster id.")
+    id_source: Literal["node_id", "ref_doc_id"] = Field(
+        default="node_id", description="Which id the artifact is keyed by: the node's or its source document's.")
+    id_field: Optional[str] = Field(default=None, description="Metadata field with the artifact's id (wins over id_source).")
+    max_per_cluster: int = Field(default=1, description="At most this many per cluster; higher -> more near-duplicates.")
+    top_k: Optional[int] = Field(default=None, description="Return at most this many; None keeps every survivor.")
+    metadata_key: str = Field(default="diversify", description="Metadata key of the annotation on returned copies.")
+
+    _diversifier: Any = PrivateAttr(default=None)
+    _init_lock: Any = PrivateAttr(default_factory=threading.Lock)
+
+    @field_serializer("cluster_map")
+    def _serialize_cluster_map(self, value: Any) -> Any:
+        # Only a path survives serialization; a loaded ClusterMap is referred to by its file.
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, os.PathLike):
+            return os.fspath(value)
+        if isinstance(value, Mapping):
+            return {str(k): v for k, v in value.items()}
+        return getattr(value, "path", None)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "DiversifyPostprocessor"
+
+    @property
+    def diversifier(self):
+        """The :class:`diversify.Diversifier` behind this postprocessor (created on first use)."""
+        d = self._diversifier
+        if d is None:
+            with self._init_lock:
+                d = self._diversifier
+                if d is None:
+                    from diversify.online import Diversifier
+
+                    if self.cluster_map is None and self.cluster_field is None:
+                        raise ConfigError(
+                            "`cluster_map` and `cluster_field` are both None, so no node has a cluster and "
+                            "nothing would be diversified; got cluster_map=None, cluster_field=None. Pass "
+                            "cluster_map='clusters.dvf' or cluster_field='cluster_id'.")
+                    d = Diversifier(self.cluster_map, cluster_field=self.cluster_field,
+                                    max_per_cluster=self.max_per_cluster)
+                    self._diversifier = d
+        return d
+
+    def _node_id(self, nws: NodeWithScore, position: int):
+        if self.id_field is not None:
+            value, where = nws.node.metadata.get(self.id_field), f"metadata[{self.id_field!r}]"
+        elif self.id_source == "ref_doc_id":
+            value, where = nws.node.ref_doc_id, "ref_doc_id"
+        else:
+            value, where = nws.node.node_id, "node_id"
+        if value is None:
+            raise InputError(f"node {position} has no id: its {where} is None. Set id_field to a metadata key "
+                             "every node carries, or id_source='node_id' / 'ref_doc_id' to an id that is set.")
+        return value
+
+    def _postprocess_nodes(self, nodes: List[NodeWithScore],
+                           query_bundle: Optional[QueryBundle] = None) -> List[NodeWithScore]:
+        nodes = list(nodes)
+        if not nodes:
+            return []
+        k = len(nodes) if self.top_k is None else self.top_k
+        result = self.diversifier.select_items(
+            nodes,
+            ids=[self._node_id(n, j) for j, n in enumerate(nodes)],
+            scores=[n.score for n in nodes],
+            payloads=[n.node.metadata for n in nodes],
+            k=k,
+        )
+        out = []
+        key = self.metadata_key
+        for kept in result.hits:
+            nws: NodeWithScore = kept.hit.item
+            meta = dict(nws.node.metadata)
+            meta[key] = {
+                "cluster_id": kept.cluster_id,
+                "omitted": kept.omitted,
+                "omitted_ids": [f.id for f in kept.folded],
+            }
+            update = {"metadata": meta}
+            for attr in ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys"):
+                current = list(getattr(nws.node, attr, None) or [])
+                update[attr] = current if key in current else current + [key]
+            node = nws.node.model_copy(update=update)
+            out.append(NodeWithScore(node=node, score=nws.score))
+        return out
