@@ -62,7 +62,7 @@ class DiversifySettings(BaseModel):
                     self._diversifier = d
         return d
 
-    def _doc_id(self, doc: Document, position: int):
+    def _doc_id(self, doc: Document, position: int, error: type = InputError):
         if self.id_field is not None:
             value = doc.metadata.get(self.id_field)
             where = f"metadata[{self.id_field!r}]"
@@ -70,7 +70,7 @@ class DiversifySettings(BaseModel):
             value = doc.id
             where = "Document.id"
         if value is None:
-            raise InputError(
+            raise error(
                 f"document {position} has no id: {where} is None. Diversification needs an id per document "
                 "(to look up its cluster and to not repeat it). Add documents with ids "
                 "(`vectorstore.add_documents(docs, ids=...)`) or set id_field='<metadata key with the id>'.")

@@ -10,6 +10,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 from pydantic import Field
 
+from diversify.errors import StoreError
 from diversify.online import Hit
 
 from ._common import DiversifySettings, annotated_copies
@@ -72,7 +73,7 @@ class DiversifyRetriever(DiversifySettings, BaseRetriever):
         return {"k": self.k, "fetch_k": self.fetch_k, "max_rounds": self.max_rounds}
 
     def _hits(self, pairs) -> list:
-        return [Hit(self._doc_id(doc, j), float(score), doc.metadata, None, doc)
+        return [Hit(self._doc_id(doc, j, StoreError), float(score), doc.metadata, None, doc)
                 for j, (doc, score) in enumerate(pairs)]
 
     def _kwargs(self, exclude_ids) -> dict:
