@@ -1,0 +1,268 @@
+"""Command line: ``diversify build | add | stats | export | demo``. Run ``diversify CMD --help``."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import time
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .errors import DiversifyError
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("clustering (defaults: exact stage + MinHash on word 5-shingles at Jaccard 0.8)")
+    g.add_argument("--threshold", type=float, default=0.8, help="Jaccard threshold; higher -> fewer, tighter clusters (default 0.8)")
+    g.add_argument("--num-perm", type=int, default=128, help="MinHash signature length; higher -> more accurate (default 128)")
+    g.add_argument("--method", choices=["oph", "classic"], default="oph", help="MinHash variant (default oph: one permutation + densification)")
+    g.add_argument("--shingle", choices=["word", "char"], default="word", help="shingle unit (default word)")
+    g.add_argument("-k", "--k", type=int, default=5, help="shingle length in units (default 5)")
+    g.add_argument("--bands", type=int, default=None, help="LSH bands (default: chosen from the threshold)")
+    g.add_argument("--rows", type=int, default=None, help="LSH rows per band (give with --bands)")
+    g.add_argument("--verify", choices=["estimate", "exact"], default="estimate", help="verify candidates by signature estimate or exact Jaccard")
+    g.add_argument("--no-exact", action="store_true", help="skip the exact normalized-text stage")
+    g.add_argument("--no-minhash", action="store_true", help="skip MinHash (vectors only)")
+    g.add_argument("--simhash-threshold", type=float, default=0.95, help="cosine threshold for vectors (default 0.95)")
+    g.add_argument("--simhash-bits", type=int, choices=[64, 128, 256], default=256, help="SimHash bits per family (default 256)")
+    g.add_argument("--families", type=int, default=1, help="independent SimHash families (default 1)")
+    g.add_argument("--pigeonhole", action="store_true", help="SimHash bands that guarantee recall within the Hamming radius")
+    g.add_argument("--representative", choices=["longest", "first", "key"], default="longest", help="representative rule (default longest)")
+    g.add_argument("--empty", choices=["singleton", "error"], default="singleton", help="documents with no words: own cluster, or error")
+    g.add_argument("--seed", type=int, default=1, help="hash seed (part of the artifact)")
+    g.add_argument("--no-incremental", action="store_true", help="do not keep signatures for `add` (smaller file)")
+
+
+def _config_from_args(a):
+    from .config import BuildConfig, MinHashConfig, SimHashConfig, TextConfig
+
+    mh = None
+    if not a.no_minhash:
+        mh = MinHashConfig(num_perm=a.num_perm, method=a.method, threshold=a.threshold, bands=a.bands, rows=a.rows,
+                           verify=a.verify)
+    sh = SimHashConfig(bits=a.simhash_bits, families=a.families, threshold=a.simhash_threshold, pigeonhole=a.pigeonhole)
+    return BuildConfig(seed=a.seed, exact=not a.no_exact, text=TextConfig(shingle=a.shingle, k=a.k), minhash=mh,
+                       simhash=sh, representative=a.representative, empty=a.empty, incremental=not a.no_incremental)
+
+
+def _add_input_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("input", nargs="?", help="JSONL / CSV / Parquet file or a directory of text files")
+    p.add_argument("--format", choices=["jsonl", "csv", "parquet", "dir"], default=None, help="input format (default: from the name)")
+    p.add_argument("--id-field", default="id", help="record field holding the id (default id)")
+    p.add_argument("--text-field", default="text", help="record field holding the text (default text)")
+    p.add_argument("--key-field", default=None, help="numeric field for --representative key (largest wins)")
+    p.add_argument("--vectors", default=None, help=".npy array (n, dim) of embeddings, aligned with the records")
+    p.add_argument("--ids", dest="ids_file", default=None, help="ids file (one per line) for --vectors without text input")
+    p.add_argument("--encoding-errors", choices=["strict", "replace"], default="strict", help="non-UTF-8 bytes in text files")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--chunk-size", type=int, default=16384, help="documents per processing chunk")
+
+
+def _streams(a):
+    """(texts, ids, keys, vectors) for build/add from the CLI input arguments."""
+    from .io import read_records, read_vectors
+
+    vectors = None
+    vec_ids = None
+    if a.vectors:
+        vectors, vec_ids = read_vectors(a.vectors, a.ids_file)
+    if a.input is None:
+        if vectors is None:
+            raise DiversifyError("give an INPUT file/directory, or --vectors FILE.npy (with --ids FILE). See --help.")
+        return None, vec_ids, None, vectors
+    keys: Optional[list] = [] if a.key_field else None
+    records = read_records(a.input, fmt=a.format, id_field=a.id_field, text_field=a.text_field, key_field=a.key_field,
+                           encoding_errors=a.encoding_errors)
+
+    def tap(recs):
+        for r in recs:
+            if keys is not None:
+                keys.append(r[2])
+            yield r
+
+    r1, r2 = itertools.tee(tap(records))
+    texts = (r[1] for r in r1)
+    ids = (r[0] for r in r2)
+    return texts, ids, keys, vectors
+
+
+def _parse_metadata(items: Sequence[str]) -> dict:
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise DiversifyError(f"`--metadata` entries must be KEY=VALUE; got {item!r}.")
+        k, v = item.split("=", 1)
+        out[k] = v
+    return out
+
+
+def cmd_build(a) -> int:
+    import diversify
+
+    cfg = _config_from_args(a)
+    texts, ids, keys, vectors = _streams(a)
+    t0 = time.perf_counter()
+    res = diversify.build(texts, ids=ids, vectors=vectors, config=cfg, keys=keys, metadata=_parse_metadata(a.metadata),
+                          progress=not a.no_progress, chunk_size=a.chunk_size)
+    res.save(a.output)
+    dt = time.perf_counter() - t0
+    print(res.summary())
+    print(f"wrote {a.output} ({os.path.getsize(a.output):,} bytes) in {dt:.2f}s ({res.n_docs / max(dt, 1e-9):,.0f} docs/s)")
+    return 0
+
+
+def cmd_add(a) -> int:
+    import diversify
+
+    texts, ids, keys, vectors = _streams(a)
+    res = diversify.add(a.artifact, texts, ids=ids, vectors=vectors, keys=keys, progress=not a.no_progress,
+                        chunk_size=a.chunk_size)
+    out = a.output or a.artifact
+    res.save(out)
+    print(res.summary())
+    print(f"wrote {out}")
+    return 0
+
+
+def _histogram(sizes: np.ndarray) -> list[tuple[str, int, int]]:
+    bins = [(1, 1), (2, 2), (3, 5), (6, 10), (11, 100), (101, 1000), (1001, None)]
+    rows = []
+    for lo, hi in bins:
+        m = (sizes >= lo) if hi is None else ((sizes >= lo) & (sizes <= hi))
+        label = f"{lo}" if lo == hi else (f"{lo}+" if hi is None else f"{lo}-{hi}")
+        rows.append((label, int(m.sum()), int(sizes[m].sum())))
+    return rows
+
+
+def cmd_stats(a) -> int:
+    from .artifact import load
+
+    cm = load(a.artifact)
+    cids, sizes = cm.cluster_sizes()
+    order = np.lexsort((cids, -sizes))[: a.top]
+    info = {
+        "path": a.artifact,
+        "documents": cm.n_docs,
+        "clusters": cm.n_clusters,
+        "would_be_removed": cm.n_docs - cm.n_clusters,
+        "histogram": [{"size": l, "clusters": c, "documents": d} for l, c, d in _histogram(sizes)],
+        "largest": [
+            {"cluster_id": int(cids[i]), "size": int(sizes[i]), "sample_ids": cm.members(int(cids[i]))[:5],
+             "stages": cm.cluster_stages(int(cids[i]))}
+            for i in order
+        ],
+        "fingerprint": cm.fingerprint,
+        "seed": cm.seed,
+        "hash_scheme": cm.hash_scheme,
+        "created_at": cm.created_at,
+        "library_version": cm.library_version,
+        "config": cm.config,
+        "lsh": cm.build_info.get("lsh", {}),
+        "metadata": cm.metadata,
+    }
+    if a.json:
+        print(json.dumps(info, indent=2, default=str))
+        return 0
+    print(f"artifact         {a.artifact}")
+    print(f"documents        {info['documents']:,}")
+    print(f"clusters         {info['clusters']:,}")
+    print(f"would be removed {info['would_be_removed']:,} ({info['would_be_removed'] / max(1, cm.n_docs):.1%}) at max one per cluster")
+    print("cluster sizes    size: clusters (documents)")
+    for row in info["histogram"]:
+        if row["clusters"]:
+            print(f"  {row['size']:>9}: {row['clusters']:,} ({row['documents']:,})")
+    print(f"largest clusters (stages: 1 exact, 2 minhash, 4 simhash)")
+    for row in info["largest"]:
+        if row["size"] < 2:
+            break
+        print(f"  #{row['cluster_id']:<8} size {row['size']:<6} stages {row['stages']}  e.g. {', '.join(map(str, row['sample_ids']))}")
+    for name, p in info["lsh"].items():
+        print(f"{name:<16} bands={p.get('bands')} rows={p.get('rows')} recall@threshold={p.get('recall_at_threshold', 0):.3f}")
+    mh = cm.config.get("minhash") or {}
+    print(f"params           threshold={mh.get('threshold')} num_perm={mh.get('num_perm')} method={mh.get('method')} "
+          f"shingle={cm.config.get('text', {}).get('shingle')}/{cm.config.get('text', {}).get('k')} seed={cm.seed}")
+    print(f"fingerprint      {cm.fingerprint}")
+    print(f"built            {cm.created_at} by diversify {cm.library_version}")
+    if cm.metadata:
+        print(f"metadata         {cm.metadata}")
+    return 0
+
+
+def cmd_export(a) -> int:
+    from .artifact import load
+    from .io import write_export
+
+    cm = load(a.artifact)
+    n = write_export(cm, a.output, a.format)
+    print(f"wrote {n:,} records to {a.output}")
+    return 0
+
+
+def cmd_demo(a) -> int:
+    from .demo import run_demo
+
+    return run_demo(n_docs=a.n, seed=a.seed, threshold=a.threshold)
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="diversify", description="Keep near-duplicate documents out of retrieval results.")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"diversify {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("build", help="cluster a corpus and write the artifact", description="Cluster a corpus and write a ClusterMap artifact.")
+    _add_input_args(p)
+    p.add_argument("-o", "--output", required=True, help="artifact path to write (atomically)")
+    p.add_argument("--metadata", nargs="*", default=[], metavar="KEY=VALUE", help="stored in the artifact, e.g. embedding_model=all-MiniLM-L6-v2")
+    _add_config_args(p)
+    p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("add", help="add documents to an artifact without a rebuild", description="Add documents incrementally; existing cluster ids are kept.")
+    p.add_argument("artifact", help="existing artifact (built with incremental state)")
+    _add_input_args(p)
+    p.add_argument("-o", "--output", default=None, help="write here instead of replacing the artifact (atomically)")
+    p.set_defaults(func=cmd_add)
+
+    p = sub.add_parser("stats", help="summarize an artifact", description="Documents, clusters, size histogram, largest clusters, params.")
+    p.add_argument("artifact")
+    p.add_argument("--top", type=int, default=10, help="largest clusters to list (default 10)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("export", help="write id, cluster_id, is_representative per document", description="Export one record per document (CSV, JSONL or Parquet) for a vector store's metadata.")
+    p.add_argument("artifact")
+    p.add_argument("-o", "--output", required=True, help="output .csv, .jsonl or .parquet")
+    p.add_argument("--format", choices=["csv", "jsonl", "parquet"], default=None)
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("demo", help="build on generated data with planted duplicates and show diversified search", description="End-to-end demo on built-in generated data; no network.")
+    p.add_argument("--n", type=int, default=20000, help="documents to generate (default 20000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threshold", type=float, default=0.8)
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = make_parser()
+    a = parser.parse_args(argv)
+    if not getattr(a, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return a.func(a)
+    except DiversifyError as exc:
+        print(f"diversify {a.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # pragma: no cover
+        print("interrupted; nothing was written", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

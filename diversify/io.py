@@ -1,0 +1,198 @@
+"""Reading corpora for the CLI (JSONL, CSV, Parquet, a directory of text files, .npy vectors)
+and writing per-document exports. Everything streams record by record; writes are atomic."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Iterator, Optional
+
+import numpy as np
+
+from .errors import InputError, require
+
+__all__ = ["detect_format", "read_records", "read_vectors", "write_export", "atomic_write_text"]
+
+FORMATS = ("jsonl", "csv", "parquet", "dir")
+
+
+def detect_format(path: str) -> str:
+    p = Path(path)
+    if p.is_dir():
+        return "dir"
+    suffix = "".join(p.suffixes[-2:]).lower() if p.suffix.lower() == ".gz" else p.suffix.lower()
+    for fmt, exts in (("jsonl", (".jsonl", ".ndjson", ".json")), ("csv", (".csv", ".tsv")), ("parquet", (".parquet", ".pq"))):
+        if suffix in exts:
+            return fmt
+    raise InputError(
+        f"`input` format could not be told from its name {path!r} (expected .jsonl, .csv, .parquet or a directory). "
+        "Pass --format jsonl|csv|parquet|dir."
+    )
+
+
+def _missing_field(field: str, which: str, where: str, have) -> InputError:
+    return InputError(
+        f"`--{which}-field` {field!r} is missing in {where}; fields present: {sorted(have)[:12]}. "
+        f"Pass --{which}-field NAME to use another field."
+    )
+
+
+def read_records(path: str, *, fmt: Optional[str] = None, id_field: str = "id", text_field: str = "text",
+                 key_field: Optional[str] = None, encoding_errors: str = "strict") -> Iterator[tuple]:
+    """Yield (id, text, key) per record. ``id`` may be absent (then the record number is used)."""
+    if not os.path.exists(path):
+        raise InputError(f"`input` path {path!r} does not exist. Check the path.")
+    fmt = fmt or detect_format(path)
+    if fmt == "jsonl":
+        yield from _read_jsonl(path, id_field, text_field, key_field)
+    elif fmt == "csv":
+        yield from _read_csv(path, id_field, text_field, key_field)
+    elif fmt == "parquet":
+        yield from _read_parquet(path, id_field, text_field, key_field)
+    elif fmt == "dir":
+        yield from _read_dir(path, encoding_errors)
+    else:
+        raise InputError(f"`--format` must be one of {FORMATS}; got {fmt!r}.")
+
+
+def _read_jsonl(path, id_field, text_field, key_field):
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                rec = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise InputError(f"{path}:{lineno}: not valid JSON ({exc}). Each line must be one JSON object.") from None
+            if not isinstance(rec, dict):
+                raise InputError(f"{path}:{lineno}: each line must be a JSON object; got {type(rec).__name__}.")
+            if text_field not in rec:
+                raise _missing_field(text_field, "text", f"{path}:{lineno}", rec.keys())
+            text = rec[text_field]
+            if not isinstance(text, str):
+                raise InputError(f"{path}:{lineno}: field {text_field!r} must be a string; got {type(text).__name__}.")
+            rid = rec.get(id_field, lineno - 1)
+            yield rid, text, (rec.get(key_field) if key_field else None)
+
+
+def _read_csv(path, id_field, text_field, key_field):
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    delim = "\t" if path.lower().endswith(".tsv") else ","
+    with open(path, newline="", encoding="utf-8", errors="strict") as f:
+        reader = csv.DictReader(f, delimiter=delim)
+        if reader.fieldnames is None or text_field not in reader.fieldnames:
+            raise _missing_field(text_field, "text", path, reader.fieldnames or [])
+        has_id = id_field in reader.fieldnames
+        try:
+            for rowno, row in enumerate(reader):
+                key = float(row[key_field]) if key_field else None
+                yield (row[id_field] if has_id else rowno), row[text_field] or "", key
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{path}: not valid UTF-8 ({exc}). Re-encode the file as UTF-8.") from None
+
+
+def _read_parquet(path, id_field, text_field, key_field):
+    pq = require("pyarrow.parquet", extra="parquet", purpose="Reading Parquet")
+    pf = pq.ParquetFile(path)
+    names = pf.schema_arrow.names
+    if text_field not in names:
+        raise _missing_field(text_field, "text", path, names)
+    cols = [c for c in (id_field, text_field, key_field) if c and c in names]
+    row = 0
+    for batch in pf.iter_batches(columns=cols, batch_size=65536):
+        d = batch.to_pydict()
+        texts = d[text_field]
+        ids = d.get(id_field) or list(range(row, row + len(texts)))
+        keys = d.get(key_field) if key_field else [None] * len(texts)
+        for i, t in enumerate(texts):
+            yield ids[i], t if t is not None else "", keys[i]
+        row += len(texts)
+
+
+def _read_dir(path, encoding_errors):
+    root = Path(path)
+    files = sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
+    for p in files:
+        data = p.read_bytes()
+        try:
+            text = data.decode("utf-8", errors=encoding_errors)
+        except UnicodeDecodeError as exc:
+            raise InputError(
+                f"{p}: not valid UTF-8 at byte {exc.start} ({data[exc.start:exc.start + 4]!r}). Re-encode the file, or "
+                "pass --encoding-errors replace to substitute U+FFFD for bad bytes."
+            ) from None
+        yield p.relative_to(root).as_posix(), text, None
+
+
+def read_vectors(path: str, ids_path: Optional[str] = None):
+    """Load ``.npy`` vectors (never pickled objects) and optional ids (one per line)."""
+    if not os.path.exists(path):
+        raise InputError(f"`--vectors` file {path!r} does not exist.")
+    try:
+        vecs = np.load(path, allow_pickle=False, mmap_mode="r")
+    except ValueError as exc:
+        raise InputError(f"`--vectors` {path!r} is not a numeric .npy array ({exc}). Save it with np.save(path, array).") from None
+    ids = None
+    if ids_path:
+        with open(ids_path, encoding="utf-8") as f:
+            ids = [line.rstrip("\n") for line in f if line.strip()]
+    return vecs, ids
+
+
+def atomic_write_text(path: str, write) -> None:
+    """Call ``write(file)`` on a temp file next to ``path``, then rename it over ``path``."""
+    directory = os.path.dirname(os.path.abspath(path)) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_export(cmap, path: str, fmt: Optional[str] = None) -> int:
+    """Write one record per document: id, cluster_id, is_representative. Returns the row count."""
+    fmt = fmt or detect_format(path)
+    ids = cmap.ids
+    ids = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
+    clusters = np.asarray(cmap.cluster_ids).tolist()
+    reps = np.asarray(cmap.is_representative).tolist()
+    if fmt == "jsonl":
+        def w(f):
+            for i, c, r in zip(ids, clusters, reps):
+                f.write(json.dumps({"id": i, "cluster_id": c, "is_representative": r}, ensure_ascii=False) + "\n")
+        atomic_write_text(path, w)
+    elif fmt == "csv":
+        def w(f):
+            wr = csv.writer(f)
+            wr.writerow(["id", "cluster_id", "is_representative"])
+            wr.writerows(zip(ids, clusters, [int(r) for r in reps]))
+        atomic_write_text(path, w)
+    elif fmt == "parquet":
+        pa = require("pyarrow", extra="parquet", purpose="Writing Parquet")
+        pq = require("pyarrow.parquet", extra="parquet", purpose="Writing Parquet")
+        table = pa.table({"id": ids, "cluster_id": clusters, "is_representative": reps})
+        directory = os.path.dirname(os.path.abspath(path)) or "."
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+        os.close(fd)
+        try:
+            pq.write_table(table, tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    else:
+        raise InputError(f"export format must be jsonl, csv or parquet; got {fmt!r}.")
+    return len(ids)
