@@ -74,6 +74,8 @@ def _streams(a):
         if vectors is None:
             raise DiversifyError("give an INPUT file/directory, or --vectors FILE.npy (with --ids FILE). See --help.")
         return None, vec_ids, None, vectors
+    if not os.path.exists(a.input):
+        raise DiversifyError(f"`input` path {a.input!r} does not exist. Check the path (a file or a directory).")
     keys: Optional[list] = [] if a.key_field else None
     records = read_records(a.input, fmt=a.format, id_field=a.id_field, text_field=a.text_field, key_field=a.key_field,
                            encoding_errors=a.encoding_errors)
