@@ -436,7 +436,8 @@ class Diversifier:
         payloads : sequence of Mapping, optional
             Where ``cluster_field`` is read. Default: ``item.payload`` / ``item.metadata``.
         vectors : sequence, optional
-            For on-the-fly folding (``fold_threshold``).
+            For on-the-fly folding (``fold_threshold``). Default: ``item.vector`` /
+            ``item["vector"]`` when present.
         cluster_ids : sequence, optional
             Explicit cluster ids (skip the artifact and the payload field).
         k, max_per_cluster : int, optional
@@ -480,8 +481,13 @@ class Diversifier:
                 p = item.get("payload", item.get("metadata"))
             else:
                 p = _payload_of(item)
-            hits.append(Hit(hid, s, p if isinstance(p, Mapping) else None,
-                            None if vectors is None else vectors[j], item))
+            if vectors is not None:
+                v = vectors[j]
+            elif self.fold_threshold is not None:
+                v = item.get("vector") if isinstance(item, Mapping) else getattr(item, "vector", None)
+            else:
+                v = None
+            hits.append(Hit(hid, s, p if isinstance(p, Mapping) else None, v, item))
         state = self._state
         kk, nn = self._params(min(self.k, max(size, 1)) if k is None else k, max_per_cluster)
         cids = list(cluster_ids) if cluster_ids is not None else self.cluster_ids(hits, state=state)
