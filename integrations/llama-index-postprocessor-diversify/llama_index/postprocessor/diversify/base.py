@@ -13,7 +13,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from diversify.errors import ConfigError, InputError
 
-__all__ = ["DiversifyPostprocessor"]
+__all__ = ["DiversifyPostprocessor", "annotated_copies", "node_id_of"]
 
 
 class DiversifyPostprocessor(BaseNodePostprocessor):
@@ -83,16 +83,7 @@ class DiversifyPostprocessor(BaseNodePostprocessor):
         return d
 
     def _node_id(self, nws: NodeWithScore, position: int):
-        if self.id_field is not None:
-            value, where = nws.node.metadata.get(self.id_field), f"metadata[{self.id_field!r}]"
-        elif self.id_source == "ref_doc_id":
-            value, where = nws.node.ref_doc_id, "ref_doc_id"
-        else:
-            value, where = nws.node.node_id, "node_id"
-        if value is None:
-            raise InputError(f"node {position} has no id: its {where} is None. Set id_field to a metadata key "
-                             "every node carries, or id_source='node_id' / 'ref_doc_id' to an id that is set.")
-        return value
+        return node_id_of(nws, position, id_field=self.id_field, id_source=self.id_source)
 
     def _postprocess_nodes(self, nodes: List[NodeWithScore],
                            query_bundle: Optional[QueryBundle] = None) -> List[NodeWithScore]:
@@ -107,20 +98,42 @@ class DiversifyPostprocessor(BaseNodePostprocessor):
             payloads=[n.node.metadata for n in nodes],
             k=k,
         )
-        out = []
-        key = self.metadata_key
-        for kept in result.hits:
-            nws: NodeWithScore = kept.hit.item
-            meta = dict(nws.node.metadata)
-            meta[key] = {
-                "cluster_id": kept.cluster_id,
-                "omitted": kept.omitted,
-                "omitted_ids": [f.id for f in kept.folded],
-            }
-            update = {"metadata": meta}
-            for attr in ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys"):
-                current = list(getattr(nws.node, attr, None) or [])
-                update[attr] = current if key in current else current + [key]
-            node = nws.node.model_copy(update=update)
-            out.append(NodeWithScore(node=node, score=nws.score))
-        return out
+        return annotated_copies(result, self.metadata_key)
+
+
+def node_id_of(nws: NodeWithScore, position: int, *, id_field: Optional[str], id_source: str,
+               error: type = InputError):
+    """The id the artifact knows for a node: ``metadata[id_field]``, else node_id or ref_doc_id."""
+    if id_field is not None:
+        value, where = nws.node.metadata.get(id_field), f"metadata[{id_field!r}]"
+    elif id_source == "ref_doc_id":
+        value, where = nws.node.ref_doc_id, "ref_doc_id"
+    else:
+        value, where = nws.node.node_id, "node_id"
+    if value is None:
+        raise error(f"node {position} has no id: its {where} is None. Set id_field to a metadata key "
+                    "every node carries, or id_source='node_id' / 'ref_doc_id' to an id that is set.")
+    return value
+
+
+def annotated_copies(result, metadata_key: str) -> List[NodeWithScore]:
+    """One new NodeWithScore per kept hit (a copied node, same node_id, text and score).
+
+    The copy's metadata gains ``metadata[metadata_key] = {"cluster_id", "omitted",
+    "omitted_ids"}``, and the key is excluded from what the LLM and the embedder see.
+    """
+    out = []
+    for kept in result.hits:
+        nws: NodeWithScore = kept.hit.item
+        meta = dict(nws.node.metadata)
+        meta[metadata_key] = {
+            "cluster_id": kept.cluster_id,
+            "omitted": kept.omitted,
+            "omitted_ids": [f.id for f in kept.folded],
+        }
+        update = {"metadata": meta}
+        for attr in ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys"):
+            current = list(getattr(nws.node, attr, None) or [])
+            update[attr] = current if metadata_key in current else current + [metadata_key]
+        out.append(NodeWithScore(node=nws.node.model_copy(update=update), score=nws.score))
+    return out
