@@ -127,6 +127,74 @@ def _doc_pass(buf, start, end, mode, k, seed_h, lower, classes, ring, bk1, sink,
     return emitted, length, fmix64(hx)
 
 
+@kernel
+def _word_pass(buf, start, end, k, seed_h, lower, classes, ring, bk1, sink, out, pos, sig, filled, mh_seed):
+    """Word-mode specialization of :func:`_doc_pass` (same results; the hot path)."""
+    num_perm = sig.shape[0]
+    hx = FNV_OFFSET
+    length = 0
+    pending_space = False
+    cur = FNV_OFFSET
+    in_word = False
+    count = 0
+    ri = 0
+    H = np.uint64(0)
+    emitted = 0
+    for p in range(start, end + 1):
+        if p < end:
+            c = lower[buf[p]]
+            cls = classes[c]
+        else:
+            c = np.uint8(32)
+            cls = 1
+        if cls == 0:
+            if pending_space:
+                hx = (hx ^ _SPACE) * FNV_PRIME
+                length += 1
+                pending_space = False
+            hx = (hx ^ np.uint64(c)) * FNV_PRIME
+            length += 1
+            cur = (cur ^ np.uint64(c)) * FNV_PRIME
+            in_word = True
+            continue
+        if in_word:
+            u = fmix64(cur)
+            cur = FNV_OFFSET
+            in_word = False
+            if count >= k:
+                H = H - ring[ri] * bk1
+            H = H * ROLL_BASE + u
+            ring[ri] = u
+            ri += 1
+            if ri == k:
+                ri = 0
+            count += 1
+            if count >= k:
+                _sink(fmix64(H + seed_h), sink, out, pos + emitted, sig, filled, mh_seed, num_perm)
+                emitted += 1
+        if cls == 1:
+            if length > 0:
+                pending_space = True
+        else:
+            if pending_space:
+                hx = (hx ^ _SPACE) * FNV_PRIME
+                length += 1
+                pending_space = False
+            hx = (hx ^ np.uint64(c)) * FNV_PRIME
+            length += 1
+    if 0 < count < k:
+        _sink(fmix64(H + seed_h), sink, out, pos + emitted, sig, filled, mh_seed, num_perm)
+        emitted += 1
+    return emitted, length, fmix64(hx)
+
+
+@kernel
+def _pass(buf, start, end, mode, k, seed_h, lower, classes, ring, bk1, sink, out, pos, sig, filled, mh_seed):
+    if mode == WORD:
+        return _word_pass(buf, start, end, k, seed_h, lower, classes, ring, bk1, sink, out, pos, sig, filled, mh_seed)
+    return _doc_pass(buf, start, end, mode, k, seed_h, lower, classes, ring, bk1, sink, out, pos, sig, filled, mh_seed)
+
+
 @kernel(parallel=True)
 def scan_docs(buf, offsets, mode, k, seed_h, lower, classes, n_shingles, lengths, exact):
     """Pass 1 of the CSR path: per document the shingle count, folded byte length and exact hash.
@@ -150,7 +218,7 @@ def scan_docs(buf, offsets, mode, k, seed_h, lower, classes, n_shingles, lengths
         sig = np.empty(1, dtype=np.uint32)
         filled = np.empty(1, dtype=np.bool_)
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            e, ln, ex = _doc_pass(buf, offsets[i], offsets[i + 1], mode, k, seed_h, lower, classes, ring, bk1,
+            e, ln, ex = _pass(buf, offsets[i], offsets[i + 1], mode, k, seed_h, lower, classes, ring, bk1,
                                   SINK_COUNT, dummy_out, 0, sig, filled, np.uint64(0))
             n_shingles[i] = e
             lengths[i] = ln
@@ -176,7 +244,7 @@ def fill_shingles(buf, offsets, mode, k, seed_h, lower, classes, indptr, out):
         sig = np.empty(1, dtype=np.uint32)
         filled = np.empty(1, dtype=np.bool_)
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            _doc_pass(buf, offsets[i], offsets[i + 1], mode, k, seed_h, lower, classes, ring, bk1,
+            _pass(buf, offsets[i], offsets[i + 1], mode, k, seed_h, lower, classes, ring, bk1,
                       SINK_CSR, out, indptr[i], sig, filled, np.uint64(0))
 
 
@@ -199,7 +267,7 @@ def sketch_oph(buf, offsets, mode, k, seed_h, lower, classes, mh_seed, n_shingle
             for j in range(num_perm):
                 sig[j] = np.uint32(0xFFFFFFFF)
                 filled[j] = False
-            e, ln, ex = _doc_pass(buf, offsets[i], offsets[i + 1], mode, k, seed_h, lower, classes, ring, bk1,
+            e, ln, ex = _pass(buf, offsets[i], offsets[i + 1], mode, k, seed_h, lower, classes, ring, bk1,
                                   SINK_OPH, dummy_out, 0, sig, filled, mh_seed)
             n_shingles[i] = e
             lengths[i] = ln
