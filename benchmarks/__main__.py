@@ -1,0 +1,52 @@
+"""``python -m benchmarks run [--suite build|scaling|quality|all] [--n N] [--tools ...]`` and
+``python -m benchmarks report`` and ``python -m benchmarks check``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run a suite and write benchmarks/results/*.json, then RESULTS.md")
+    r.add_argument("--suite", choices=("build", "scaling", "quality", "all"), default="build")
+    r.add_argument("--n", type=int, nargs="+", default=None,
+                   help="documents: one size for build (default 200000), sizes for scaling (default 10000 100000 1000000)")
+    r.add_argument("--tools", nargs="+", default=None,
+                   help="build suite tools (default: diversify diversify-exact rensa datasketch)")
+    r.add_argument("--no-report", action="store_true", help="do not regenerate RESULTS.md")
+    sub.add_parser("report", help="regenerate benchmarks/RESULTS.md from benchmarks/results/*.json")
+    sub.add_parser("check", help="self-check: truth join vs brute force, reference tokenizer vs the library")
+    args = p.parse_args(argv)
+
+    if args.cmd == "check":
+        from . import check
+
+        return check.main()
+    from . import report, suites
+
+    if args.cmd == "report":
+        report.write()
+        return 0
+    todo = ("build", "scaling", "quality") if args.suite == "all" else (args.suite,)
+    for suite in todo:
+        if suite == "build":
+            kw = {}
+            if args.n:
+                kw["n"] = args.n[0]
+            if args.tools:
+                kw["tools"] = tuple(args.tools)
+            suites.suite_build(**kw)
+        elif suite == "scaling":
+            suites.suite_scaling(**({"ns": tuple(args.n)} if args.n else {}))
+        else:
+            suites.suite_quality()
+    if not args.no_report:
+        report.write()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""``python -m benchmarks check``: the harness checks itself before anyone trusts its numbers.
+
+1. The similarity join equals brute force on small generated corpora (several thresholds).
+2. The reference tokenizer agrees with the library's ``diversify.text.shingle_hashes`` on which
+   shingles documents share (pairwise intersection sizes and set sizes), on edge-case texts.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+EDGE_TEXTS = [
+    "", "   ", "!!!", "one", "Two words", "three words here", "a b c d", "a b c d e", "A, B. c; D: e!",
+    "ﬁne ﬁsh swim in the sea", "fine fish swim in the sea", "Straße ist lang und breit heute",
+    "STRASSE IST LANG UND BREIT HEUTE", "ｆｕｌｌ ｗｉｄｔｈ ｔｅｘｔ ｉｓ ｈｅｒｅ", "full width text is here",
+    "tab\tseparated\nnew line\u00a0nbsp\u2003em space", "tab separated new line nbsp em space",
+    "café naïve résumé coöperate déjà vu", "cafe\u0301 nai\u0308ve résumé coöperate déjà vu",
+    "emoji 🙂 in the middle of a sentence", "emoji 🙂in the middle of a sentence",
+    "don't stop-believing (ever) [really] {ok}", "don t stop believing ever really ok",
+    "Ünïcödé ÀÉÎÕÜ words everywhere now", "ünïcödé àéîõü words everywhere now",
+    "x" * 50 + " " + "y" * 3, "ctrl\x01chars\x1fsplit\x7fwords too", "ctrl chars split words too", "numbers 123 456 7.89 10,000 and more",
+]
+
+
+def check_join(seeds=range(3)) -> None:
+    from diversify.datagen import generate_corpus
+
+    from .reference import ShingleHasher
+    from .truth import brute_force, similarity_join
+
+    for seed in seeds:
+        c = generate_corpus(500, words_per_doc=40, dup_fraction=0.4, edit_rate=(0.0, 0.12),
+                            boilerplate_fraction=0.1, seed=seed)
+        ip, hs = ShingleHasher().hash_many(c.texts + EDGE_TEXTS)
+        for t in (0.3, 0.5, 0.8, 0.95):
+            got = sorted(map(tuple, similarity_join(ip, hs, t)[0].tolist()))
+            want = brute_force(ip, hs, t)
+            assert got == want, f"join != brute force (seed {seed}, t {t}): {len(got)} vs {len(want)} pairs"
+    print("join: OK (equals brute force)")
+
+
+def check_tokenizer() -> list[str]:
+    from .reference import ShingleHasher
+
+    try:
+        from diversify.text import shingle_hashes
+    except ImportError as e:
+        print(f"tokenizer: skipped ({e})")
+        return []
+    texts = EDGE_TEXTS
+    ip, hs = ShingleHasher().hash_many(texts)
+    ours = shingle_hashes(texts)
+    ref_sets = [set(hs[ip[i] : ip[i + 1]].tolist()) for i in range(len(texts))]
+    our_sets = [set(ours.hashes[ours.indptr[i] : ours.indptr[i + 1]].tolist()) for i in range(len(texts))]
+    problems = []
+    for i in range(len(texts)):
+        if len(ref_sets[i]) != len(our_sets[i]):
+            problems.append(f"doc {i} {texts[i]!r:.50}: reference {len(ref_sets[i])} shingles, ours {len(our_sets[i])}")
+    for i, j in itertools.combinations(range(len(texts)), 2):
+        a, b = len(ref_sets[i] & ref_sets[j]), len(our_sets[i] & our_sets[j])
+        if a != b:
+            problems.append(f"docs {i},{j} ({texts[i]!r:.30} / {texts[j]!r:.30}): shared reference {a}, ours {b}")
+    print("tokenizer: OK (reference == library on shared shingles)" if not problems else
+          "tokenizer: DIFFERENCES\n  " + "\n  ".join(problems))
+    return problems
+
+
+def main() -> int:
+    check_join()
+    problems = check_tokenizer()
+    return 1 if problems else 0
