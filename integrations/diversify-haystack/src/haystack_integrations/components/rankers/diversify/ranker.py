@@ -12,7 +12,7 @@ from haystack import Document, component, default_from_dict, default_to_dict
 
 from diversify.errors import ConfigError, InputError
 
-__all__ = ["DiversifyRanker"]
+__all__ = ["DiversifyRanker", "annotated_copies"]
 
 
 @component
@@ -149,17 +149,23 @@ class DiversifyRanker:
         result = self.diversifier.select_items(
             documents, ids=ids, scores=[d.score for d in documents], payloads=[d.meta or {} for d in documents],
             k=len(documents) if top_k is None else top_k)
-        out = []
-        for kept in result.hits:
-            doc: Document = kept.hit.item
-            meta = dict(doc.meta or {})
-            meta[self.meta_key] = {
-                "cluster_id": kept.cluster_id,
-                "omitted": kept.omitted,
-                "omitted_ids": [f.id for f in kept.folded],
-            }
-            out.append(replace(doc, meta=meta))
-        return {"documents": out}
+        return {"documents": annotated_copies(result, self.meta_key)}
+
+
+def annotated_copies(result, meta_key: str) -> list[Document]:
+    """One copy per kept hit (same id, content, score, embedding), rank order; its new ``meta``
+    dict gains ``meta[meta_key] = {"cluster_id", "omitted", "omitted_ids"}``."""
+    out = []
+    for kept in result.hits:
+        doc: Document = kept.hit.item
+        meta = dict(doc.meta or {})
+        meta[meta_key] = {
+            "cluster_id": kept.cluster_id,
+            "omitted": kept.omitted,
+            "omitted_ids": [f.id for f in kept.folded],
+        }
+        out.append(replace(doc, meta=meta))
+    return out
 
 
 def _check_top_k(top_k) -> None:

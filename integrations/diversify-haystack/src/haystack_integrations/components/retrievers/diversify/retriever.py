@@ -1,0 +1,199 @@
+"""`DiversifyRetriever`: wraps a Haystack retriever component; at most n per cluster, refilled."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Optional
+
+from haystack import Document, component, default_from_dict, default_to_dict
+from haystack.core.serialization import component_to_dict
+from haystack.utils.deserialization import deserialize_component_inplace
+
+from diversify.errors import ConfigError, StoreError
+from diversify.online import Hit
+
+from haystack_integrations.components.rankers.diversify.ranker import annotated_copies
+
+__all__ = ["DiversifyRetriever"]
+
+
+@component
+class DiversifyRetriever:
+    """Top ``top_k`` documents of a wrapped retriever with at most ``max_per_cluster`` per cluster.
+
+    Wraps any retriever component whose ``run`` takes ``query`` or ``query_embedding``,
+    ``filters`` and ``top_k`` (``InMemoryBM25Retriever``, ``InMemoryEmbeddingRetriever``, and the
+    retrievers of most document stores). It asks for ``fetch_k`` candidates; when fewer than
+    ``top_k`` distinct clusters come back it asks again, within ``max_rounds``: with
+    ``exclude_seen`` the store is asked to leave out what was seen (a ``"not in"`` filter on
+    ``id``, or on ``meta.<id_field>``, AND-ed with the caller's filters), otherwise for a larger
+    ``top_k``. The second output, ``diversify``, reports ``backend_calls``, ``rounds``,
+    ``exhausted``, ``omitted``, ``considered`` and a ``cursor`` for the next page.
+
+    Cluster ids and returned copies: as :class:`DiversifyRanker`.
+    """
+
+    def __init__(
+        self,
+        retriever: Any,
+        cluster_map: Any = None,
+        cluster_field: Optional[str] = None,
+        id_field: Optional[str] = None,
+        top_k: int = 10,
+        max_per_cluster: int = 1,
+        fetch_k: Optional[int] = None,
+        max_rounds: int = 3,
+        exclude_seen: bool = True,
+        meta_key: str = "diversify",
+    ) -> None:
+        """
+        :param retriever: the retriever component to wrap (serialized with this component).
+        :param cluster_map: path of a diversify artifact or ``{id: cluster_id}`` mapping.
+        :param cluster_field: meta field holding a cluster id (wins over ``cluster_map``).
+        :param id_field: meta field holding the artifact's id; default ``Document.id``.
+        :param top_k: documents to return.
+        :param max_per_cluster: at most this many per cluster; higher -> more near-duplicates.
+        :param fetch_k: candidates asked for in the first call; default from top_k.
+        :param max_rounds: refetch rounds after the first call; higher -> fewer short answers.
+        :param exclude_seen: refetch with a ``"not in"`` filter on seen ids (False: larger top_k).
+        :param meta_key: meta key of the annotation on returned copies.
+        """
+        if cluster_map is None and cluster_field is None:
+            raise ConfigError(
+                "`cluster_map` and `cluster_field` are both None, so no document has a cluster and nothing would "
+                "be diversified; got cluster_map=None, cluster_field=None. Pass cluster_map='clusters.dvf' or "
+                "cluster_field='cluster_id'.")
+        if not callable(getattr(retriever, "run", None)):
+            raise ConfigError(f"`retriever` must be a Haystack retriever component with run(...); "
+                              f"got {type(retriever).__name__}.")
+        self.retriever = retriever
+        self.cluster_map = cluster_map
+        self.cluster_field = cluster_field
+        self.id_field = id_field
+        self.top_k = top_k
+        self.max_per_cluster = max_per_cluster
+        self.fetch_k = fetch_k
+        self.max_rounds = max_rounds
+        self.exclude_seen = exclude_seen
+        self.meta_key = meta_key
+        self._diversifier = None
+        self._lock = threading.Lock()
+
+    def warm_up(self) -> None:
+        """Warm up the wrapped retriever and load the artifact."""
+        if hasattr(self.retriever, "warm_up"):
+            self.retriever.warm_up()
+        if self._diversifier is None:
+            with self._lock:
+                if self._diversifier is None:
+                    from diversify.online import Diversifier
+
+                    self._diversifier = Diversifier(self.cluster_map, cluster_field=self.cluster_field,
+                                                    k=self.top_k, max_per_cluster=self.max_per_cluster,
+                                                    fetch_k=self.fetch_k, max_rounds=self.max_rounds)
+
+    @property
+    def diversifier(self):
+        """The :class:`diversify.Diversifier` behind this component (``stats()``, ``reload()``)."""
+        if self._diversifier is None:
+            self.warm_up()
+        return self._diversifier
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialize, with the wrapped retriever nested."""
+        return default_to_dict(
+            self, retriever=component_to_dict(self.retriever, "retriever"),
+            cluster_map=_serializable_cluster_map(self.cluster_map), cluster_field=self.cluster_field,
+            id_field=self.id_field, top_k=self.top_k, max_per_cluster=self.max_per_cluster, fetch_k=self.fetch_k,
+            max_rounds=self.max_rounds, exclude_seen=self.exclude_seen, meta_key=self.meta_key)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "DiversifyRetriever":
+        """Deserialize (the nested retriever goes through Haystack's allowlist like any component)."""
+        deserialize_component_inplace(data["init_parameters"], key="retriever")
+        return default_from_dict(cls, data)
+
+    # ------------------------------------------------------------------ search
+
+    def _id(self, doc: Document, position: int):
+        value = doc.id if self.id_field is None else (doc.meta or {}).get(self.id_field)
+        if value is None:
+            raise StoreError(f"document {position} from the wrapped retriever has no id (meta[{self.id_field!r}] is "
+                             "None). Set id_field to a meta key every document carries, or leave it None.")
+        return value
+
+    def _kwargs(self, inputs: dict, k: int, exclude_ids) -> dict:
+        kwargs = {name: value for name, value in inputs.items() if value is not None}
+        kwargs["top_k"] = k
+        if exclude_ids:
+            field = "id" if self.id_field is None else f"meta.{self.id_field}"
+            exclude = {"field": field, "operator": "not in", "value": list(exclude_ids)}
+            user = kwargs.get("filters")
+            kwargs["filters"] = exclude if not user else {"operator": "AND", "conditions": [user, exclude]}
+        return kwargs
+
+    def _hits(self, out: dict) -> list:
+        docs = out["documents"]
+        return [Hit(self._id(d, j), d.score, d.meta, None, d) for j, d in enumerate(docs)]
+
+    def _report(self, result) -> dict:
+        docs = annotated_copies(result, self.meta_key)
+        info = {"backend_calls": result.backend_calls, "rounds": result.rounds, "exhausted": result.exhausted,
+                "short": result.short, "omitted": result.omitted, "considered": result.considered,
+                "cursor": result.cursor}
+        return {"documents": docs, "diversify": info}
+
+    @component.output_types(documents=list[Document], diversify=dict)
+    def run(self, query: Optional[str] = None, query_embedding: Optional[list[float]] = None,
+            filters: Optional[dict[str, Any]] = None, top_k: Optional[int] = None,
+            cursor: Optional[str] = None) -> dict[str, Any]:
+        """
+        Retrieve, diversify, refill.
+
+        :param query: text query (for text retrievers such as BM25).
+        :param query_embedding: query embedding (for embedding retrievers).
+        :param filters: the caller's filters, passed on (AND-ed with the exclusion filter).
+        :param top_k: documents to return (overrides the init value).
+        :param cursor: ``diversify["cursor"]`` of the previous page, to get the next one.
+        :returns: ``documents`` (annotated copies, rank order) and ``diversify`` (backend calls...).
+        """
+        inputs = {"query": query, "query_embedding": query_embedding, "filters": filters}
+
+        def search(_query, k, exclude_ids=None):
+            return self._hits(self.retriever.run(**self._kwargs(inputs, k, exclude_ids)))
+
+        search.supports_exclude = self.exclude_seen
+        return self._report(self.diversifier.wrap(search)(None, k=top_k, cursor=cursor))
+
+    @component.output_types(documents=list[Document], diversify=dict)
+    async def run_async(self, query: Optional[str] = None, query_embedding: Optional[list[float]] = None,
+                        filters: Optional[dict[str, Any]] = None, top_k: Optional[int] = None,
+                        cursor: Optional[str] = None) -> dict[str, Any]:
+        """Async twin of :meth:`run` (uses the wrapped retriever's ``run_async`` when it has one)."""
+        inputs = {"query": query, "query_embedding": query_embedding, "filters": filters}
+        inner_async = getattr(self.retriever, "run_async", None)
+
+        async def search(_query, k, exclude_ids=None):
+            kwargs = self._kwargs(inputs, k, exclude_ids)
+            if inner_async is not None:
+                return self._hits(await inner_async(**kwargs))
+            return self._hits(await asyncio.to_thread(self.retriever.run, **kwargs))
+
+        search.supports_exclude = self.exclude_seen
+        return self._report(await self.diversifier.awrap(search)(None, k=top_k, cursor=cursor))
+
+
+def _serializable_cluster_map(cm):
+    from collections.abc import Mapping
+
+    if cm is None or isinstance(cm, str):
+        return cm
+    if isinstance(cm, Mapping):
+        return dict(cm)
+    path = getattr(cm, "path", None)
+    if path is None:
+        raise ConfigError("`cluster_map` is an in-memory ClusterMap without a file, so it cannot be serialized; "
+                          f"got {type(cm).__name__} with path=None. Save it (cluster_map.save('clusters.dvf')) "
+                          "and pass the path.")
+    return str(path)
