@@ -26,6 +26,10 @@ from diversify._ids import (
     query_keys,
 )
 from diversify.artifact.format import (
+    _CODE_OF,
+    _prepare_arrays,
+    DTYPES,
+    MAX_NDIM,
     FORMAT_MAJOR,
     FORMAT_MINOR,
     canonical,
@@ -502,6 +506,11 @@ class ClusterMap:
                 raise InputError(f"`extras` names must match {_EXTRA_RE.pattern}; got {name!r}. Rename it.")
             if not isinstance(arr, np.ndarray):
                 raise InputTypeError(f"`extras[{name!r}]` must be a numpy array; got {type(arr).__name__}.")
+            if arr.dtype.kind not in "uifb" or (arr.dtype.kind, arr.dtype.itemsize) not in _CODE_OF or arr.ndim > MAX_NDIM:
+                raise InputTypeError(
+                    f"`extras[{name!r}]` dtype must be one of {sorted(DTYPES)} with at most {MAX_NDIM} dimensions; "
+                    f"got dtype {arr.dtype}, shape {arr.shape}. Cast it with .astype() (e.g. np.uint64)."
+                )
             arrays[_EXTRA_PREFIX + name] = arr
 
         header = {
@@ -520,9 +529,7 @@ class ClusterMap:
             "lookup": {"slot_multiplier": SLOT_MULTIPLIER, "bucket_bits": bits, "window": window},
             "format_version": [FORMAT_MAJOR, FORMAT_MINOR],
         }
-        # Validate extras' dtypes now rather than at save() time.
-        from diversify.artifact.format import _prepare_arrays
-
+        # Normalize extras (little-endian, C order) now rather than at save() time.
         prepared = _prepare_arrays({k_: v for k_, v in arrays.items() if k_.startswith(_EXTRA_PREFIX)})
         for name, _, arr in prepared:
             arrays[name] = arr

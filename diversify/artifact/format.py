@@ -210,7 +210,7 @@ def _prepare_arrays(arrays: Mapping[str, Any]) -> list[tuple[str, str, np.ndarra
             )
         if arr.ndim > MAX_NDIM:
             raise InputError(f"`arrays[{name!r}]` may have at most {MAX_NDIM} dimensions; got {arr.ndim}. Reshape it.")
-        arr = np.ascontiguousarray(arr, dtype=DTYPES[code])
+        arr = np.asarray(arr, dtype=DTYPES[code], order="C")  # (ascontiguousarray makes 0-d 1-d)
         out.append((name, code, arr))
     return out
 
