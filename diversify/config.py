@@ -82,10 +82,16 @@ class MinHashConfig(_Frozen):
     rows: Optional[int] = None
     #: weights of false positives / false negatives when choosing (bands, rows); candidates are
     #: verified, so a false positive costs only time and the default leans towards recall
-    false_positive_weight: float = 0.1
-    false_negative_weight: float = 0.9
-    #: "estimate" verifies candidates by signature agreement, "exact" by exact shingle Jaccard
-    verify: Literal["estimate", "exact"] = "estimate"
+    false_positive_weight: float = 0.05
+    false_negative_weight: float = 0.95
+    #: how candidates are verified: "estimate" by signature agreement; "exact" by exact shingle
+    #: Jaccard (keeps every document's shingles in memory); "auto" (default) by the estimate when it
+    #: is clearly above or below the threshold and by exact Jaccard for borderline pairs, re-reading
+    #: just those documents (needs texts with random access, e.g. a list; else acts as "estimate")
+    verify: Literal["estimate", "exact", "auto"] = "auto"
+    #: half-width of the borderline band of "auto", in standard errors of the estimate at the
+    #: threshold; higher -> more pairs checked exactly
+    borderline: float = 3.0
 
     @field_validator("num_perm")
     @classmethod
@@ -99,6 +105,13 @@ class MinHashConfig(_Frozen):
     def _threshold(cls, v: float) -> float:
         if not (0.0 < v < 1.0):
             raise ValueError("must be strictly between 0 and 1 (e.g. 0.8)")
+        return float(v)
+
+    @field_validator("borderline")
+    @classmethod
+    def _borderline(cls, v: float) -> float:
+        if not (0.0 <= v <= 10.0):
+            raise ValueError("must be in [0, 10] standard errors (3 is a good default)")
         return float(v)
 
     @model_validator(mode="after")

@@ -122,29 +122,42 @@ def _jaccard_sorted(h, ia0, ia1, ib0, ib1):
     return inter / (na + nb - inter)
 
 
+ACCEPT = 1
+REJECT = 0
+DEFER = 2
+
+
 @kernel
-def _verify(kind, a, b, mh, need_agree, sh_indptr, sh_hashes, jacc_t, sh, max_ham, vecs, cos_t):
+def _verify(kind, a, b, mh, agree_lo, agree_hi, sh_indptr, sh_hashes, jacc_t, sh, max_ham, vecs, cos_t):
+    """ACCEPT, REJECT, or DEFER (MinHash agreement strictly inside [agree_lo, agree_hi): borderline,
+    to be decided by exact Jaccard later)."""
     if kind == KIND_ACCEPT:
-        return True
+        return ACCEPT
     if kind == KIND_MINHASH_ESTIMATE:
         agree = 0
         for j in range(mh.shape[1]):
             if mh[a, j] == mh[b, j]:
                 agree += 1
-        return agree >= need_agree
+        if agree >= agree_hi:
+            return ACCEPT
+        if agree < agree_lo:
+            return REJECT
+        return DEFER
     if kind == KIND_MINHASH_EXACT:
-        return _jaccard_sorted(sh_hashes, sh_indptr[a], sh_indptr[a + 1], sh_indptr[b], sh_indptr[b + 1]) >= jacc_t
+        if _jaccard_sorted(sh_hashes, sh_indptr[a], sh_indptr[a + 1], sh_indptr[b], sh_indptr[b + 1]) >= jacc_t:
+            return ACCEPT
+        return REJECT
     if kind == KIND_SIMHASH_ESTIMATE:
-        return hamming_rows(sh[a], sh[b]) <= max_ham
+        return ACCEPT if hamming_rows(sh[a], sh[b]) <= max_ham else REJECT
     s = 0.0
     for t in range(vecs.shape[1]):
         s += vecs[a, t] * vecs[b, t]
-    return s >= cos_t
+    return ACCEPT if s >= cos_t else REJECT
 
 
 @kernel
-def link_sorted(perm, skeys, docs, stride, window, kind, mh, need_agree, sh_indptr, sh_hashes, jacc_t,
-                sh, max_ham, vecs, cos_t, new_start, parent, flags, stage_bit, counters):
+def link_sorted(perm, skeys, docs, stride, window, kind, mh, agree_lo, agree_hi, sh_indptr, sh_hashes, jacc_t,
+                sh, max_ham, vecs, cos_t, new_start, parent, flags, stage_bit, counters, deferred, n_deferred):
     """Scan runs of equal keys, verify candidate pairs and union the accepted ones.
 
     Parameters
@@ -158,6 +171,9 @@ def link_sorted(perm, skeys, docs, stride, window, kind, mh, need_agree, sh_indp
     parent : int64 (n,)    union-find forest, updated in place
     flags : uint8 (n,)     ``stage_bit`` is or-ed into both ends of every merging edge
     counters : int64 (3,)  += [candidate pairs, verifications, merges]
+    deferred : int64 (cap, 2), n_deferred : int64 (1,)
+        borderline pairs (DEFER) are appended here instead of being joined; when the buffer is
+        full, a borderline pair is decided by the midpoint ``(agree_lo + agree_hi) / 2`` instead
     """
     M = perm.size
     i = 0
@@ -180,9 +196,45 @@ def link_sorted(perm, skeys, docs, stride, window, kind, mh, need_agree, sh_indp
                     if ra == rb:
                         continue
                     counters[1] += 1
-                    if _verify(kind, a, b, mh, need_agree, sh_indptr, sh_hashes, jacc_t, sh, max_ham, vecs, cos_t):
+                    v = _verify(kind, a, b, mh, agree_lo, agree_hi, sh_indptr, sh_hashes, jacc_t, sh, max_ham, vecs, cos_t)
+                    if v == DEFER:
+                        if n_deferred[0] < deferred.shape[0]:
+                            deferred[n_deferred[0], 0] = a
+                            deferred[n_deferred[0], 1] = b
+                            n_deferred[0] += 1
+                            continue
+                        agree = 0
+                        for t in range(mh.shape[1]):
+                            if mh[a, t] == mh[b, t]:
+                                agree += 1
+                        v = ACCEPT if 2 * agree >= agree_lo + agree_hi else REJECT
+                    if v == ACCEPT:
                         union_roots(parent, ra, rb)
                         flags[a] |= stage_bit
                         flags[b] |= stage_bit
                         counters[2] += 1
         i = j
+
+
+@kernel
+def link_pairs_exact(pairs, rows, sh_indptr, sh_hashes, jacc_t, parent, flags, stage_bit, counters):
+    """Decide deferred pairs by exact Jaccard of their sorted unique shingles and join the accepted.
+
+    pairs : int64 (m, 2) documents; rows : int64 (m, 2) their rows in the CSR ``sh_*`` arrays
+    counters : int64 (3,) += [0, exact verifications, merges]
+    """
+    for t in range(pairs.shape[0]):
+        a = pairs[t, 0]
+        b = pairs[t, 1]
+        ra = find(parent, a)
+        rb = find(parent, b)
+        if ra == rb:
+            continue
+        counters[1] += 1
+        x = rows[t, 0]
+        y = rows[t, 1]
+        if _jaccard_sorted(sh_hashes, sh_indptr[x], sh_indptr[x + 1], sh_indptr[y], sh_indptr[y + 1]) >= jacc_t:
+            union_roots(parent, ra, rb)
+            flags[a] |= stage_bit
+            flags[b] |= stage_bit
+            counters[2] += 1

@@ -92,7 +92,9 @@ class BuildResult:
             )
         for name in self.stats["candidates"]:
             c, v, m = self.stats["candidates"][name], self.stats["verified"][name], self.stats["merged"][name]
-            lines.append(f"{name:<16} candidates={c:,} verified={v:,} merged={m:,}")
+            x = self.stats.get("exact_checks", {}).get(name)
+            extra = f" (borderline checked exactly: {x:,})" if x else ""
+            lines.append(f"{name:<16} candidates={c:,} verified={v:,} merged={m:,}{extra}")
         total = sum(self.timings.values())
         lines.append("time             " + ", ".join(f"{k} {v:.2f}s" for k, v in self.timings.items()) + f" (total {total:.2f}s)")
         return "\n".join(lines)
@@ -241,6 +243,7 @@ def _finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarra
         "verified": stats.verified,
         "merged": stats.merged,
         "lsh": stats.lsh,
+        "exact_checks": stats.exact_checks,
         "timings": {k: round(v, 6) for k, v in timings.items()},
         "stages": {str(k): v for k, v in STAGE_NAMES.items()},
     }
@@ -259,7 +262,8 @@ def _finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarra
         created_at=created_at,
         extras=extras,
     )
-    stats_dict = {"candidates": stats.candidates, "verified": stats.verified, "merged": stats.merged, "lsh": stats.lsh}
+    stats_dict = {"candidates": stats.candidates, "verified": stats.verified, "merged": stats.merged, "lsh": stats.lsh,
+                  "exact_checks": stats.exact_checks}
     return BuildResult(cluster_map=cmap, cluster_ids=cluster_ids, is_representative=rep, doc_stages=flags,
                        timings=timings, stats=stats_dict)
 
@@ -414,6 +418,7 @@ def add(
         exact=np.concatenate([np.asarray(ex["exact_hash"]), new.exact]),
         empty=np.concatenate([(old_flags & FLAG_EMPTY_TEXT).astype(bool), new.empty]),
     )
+    sk.texts, sk.text_offset = new.texts, n_old
     if new.minhash is not None:
         sk.minhash = np.concatenate([np.asarray(ex["minhash"]), new.minhash])
     if new.sh_indptr is not None:

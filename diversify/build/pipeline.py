@@ -54,6 +54,8 @@ class Sketches:
     simhash: Optional[np.ndarray] = None  # uint64 (n, W)
     vectors: Optional[np.ndarray] = None  # float32/64 (n, d), L2-normalized
     keys: Optional[np.ndarray] = None  # float64 (n,) representative keys
+    texts: Optional[Sequence] = None  # random-access texts of documents text_offset.. (for verify="auto")
+    text_offset: int = 0
 
     @property
     def n(self) -> int:
@@ -99,7 +101,7 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
     if mh_cfg is not None and n_hint is not None:
         sig_buf = np.empty((n_hint, mh_cfg.num_perm), dtype=np.uint32)
     # the fused kernel goes from bytes to signatures in one pass; other settings need the shingles
-    fused = mh_cfg is not None and mh_cfg.method == "oph" and mh_cfg.verify == "estimate"
+    fused = mh_cfg is not None and mh_cfg.method == "oph" and mh_cfg.verify != "exact"
     done = 0
     for block in chunks(texts, chunk_size):
         if id_iter is not None:
@@ -161,6 +163,8 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
         timings["signatures"] = timings.get("signatures", 0.0) + t_minhash
     sk = Sketches(
         ids=all_ids,
+        texts=texts if isinstance(texts, Sequence) and not isinstance(texts, (str, bytes)) else None,
+        text_offset=id_offset,
         lengths=np.concatenate(lengths) if lengths else np.zeros(0, np.uint32),
         exact=np.concatenate(exact) if exact else np.zeros(0, np.uint64),
         empty=np.concatenate(empty) if empty else np.zeros(0, bool),
@@ -215,6 +219,7 @@ class LinkStats:
     verified: dict = field(default_factory=dict)  # stage -> verifications run
     merged: dict = field(default_factory=dict)  # stage -> edges that merged two components
     lsh: dict = field(default_factory=dict)  # stage -> chosen params
+    exact_checks: dict = field(default_factory=dict)  # stage -> borderline pairs checked exactly
 
 
 def minhash_params(config: BuildConfig) -> LSHParams:
@@ -260,16 +265,63 @@ def _link_keys(keymat: np.ndarray, docs: np.ndarray, window: int, kind: int, sk:
     shh = sk.sh_hashes if sk.sh_hashes is not None else np.zeros(0, np.uint64)
     sims = sk.simhash if sk.simhash is not None else np.zeros((1, 1), np.uint64)
     vecs = sk.vectors if sk.vectors is not None else np.zeros((1, 1), np.float64)
-    need_agree = max_ham = 0
+    agree_lo = agree_hi = max_ham = 0
     jt = ct = 0.0
     if cfg.minhash is not None:
-        need_agree = int(math.ceil(cfg.minhash.threshold * cfg.minhash.num_perm - 1e-9))
+        agree_lo, agree_hi = agreement_band(cfg, auto=sk.texts is not None)
         jt = cfg.minhash.threshold
     if cfg.simhash is not None:
         max_ham = hamming_radius(cfg.simhash.threshold, cfg.simhash.bits * cfg.simhash.families)
         ct = cfg.simhash.threshold - 1e-12
-    link_sorted(perm, skeys, docs, stride, window, kind, mh, need_agree, shp, shh, jt, sims, max_ham, vecs, ct,
-                new_start, parent, flags, np.uint8(stage_bit), counters)
+    deferred = np.empty((max(16, min(4_000_000, 4 * docs.size)), 2), dtype=np.int64)
+    n_deferred = np.zeros(1, dtype=np.int64)
+    link_sorted(perm, skeys, docs, stride, window, kind, mh, agree_lo, agree_hi, shp, shh, jt, sims, max_ham, vecs, ct,
+                new_start, parent, flags, np.uint8(stage_bit), counters, deferred, n_deferred)
+    return deferred[: n_deferred[0]]
+
+
+def agreement_band(cfg: BuildConfig, *, auto: bool) -> tuple[int, int]:
+    """Signature agreements (out of num_perm) below which a pair is rejected / at or above which
+    it is accepted without an exact check. Equal bounds mean "decide by the estimate alone"."""
+    mc = cfg.minhash
+    need = int(math.ceil(mc.threshold * mc.num_perm - 1e-9))
+    if mc.verify != "auto" or not auto or mc.borderline == 0:
+        return need, need
+    se = math.sqrt(mc.threshold * (1 - mc.threshold) / mc.num_perm)
+    lo = int(math.floor((mc.threshold - mc.borderline * se) * mc.num_perm))
+    hi = int(math.ceil((mc.threshold + mc.borderline * se) * mc.num_perm))
+    return max(0, lo), min(mc.num_perm + 1, hi)
+
+
+def decide_deferred(pairs: np.ndarray, sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray,
+                    counters: np.ndarray) -> int:
+    """Exact Jaccard for borderline pairs whose texts are at hand; the estimate decides the rest."""
+    from .._kernels.lsh import link_pairs_exact, union_pairs
+    from ..text import shingle_hashes
+
+    if pairs.size == 0:
+        return 0
+    off = sk.text_offset
+    have = (pairs >= off).all(axis=1) if sk.texts is not None else np.zeros(len(pairs), bool)
+    exact_pairs = pairs[have]
+    if exact_pairs.size:
+        docs, inv = np.unique(exact_pairs, return_inverse=True)
+        sh = shingle_hashes([sk.texts[int(d) - off] for d in docs], cfg.text, cfg.seed)
+        indptr, hashes = _unique_shingles(sh)
+        rows = inv.reshape(-1, 2).astype(np.int64)
+        link_pairs_exact(exact_pairs, rows, indptr, hashes, cfg.minhash.threshold, parent, flags, np.uint8(STAGE_MINHASH),
+                         counters)
+    rest = pairs[~have]
+    if rest.size:
+        lo, hi = agreement_band(cfg, auto=True)
+        agree = (sk.minhash[rest[:, 0]] == sk.minhash[rest[:, 1]]).sum(axis=1)
+        ok = rest[2 * agree >= lo + hi]
+        if ok.size:
+            before = parent.copy()
+            union_pairs(parent, ok)
+            flags[ok.ravel()] |= np.uint8(STAGE_MINHASH)
+            counters[2] += int((before != parent).sum())
+    return int(exact_pairs.shape[0])
 
 
 def link(sk: Sketches, config: BuildConfig, parent: np.ndarray, flags: np.ndarray, *, new_start: int = 0,
@@ -302,8 +354,11 @@ def link(sk: Sketches, config: BuildConfig, parent: np.ndarray, flags: np.ndarra
         kl.fill_minhash_band_keys(sk.minhash, docs, p.rows, seed_h, keys)
         kind = kl.KIND_MINHASH_EXACT if config.minhash.verify == "exact" else kl.KIND_MINHASH_ESTIMATE
         counters = np.zeros(3, dtype=np.int64)
-        _link_keys(keys, docs, config.bucket_window, kind, sk, config, new_start, parent, flags, STAGE_MINHASH, counters)
+        deferred = _link_keys(keys, docs, config.bucket_window, kind, sk, config, new_start, parent, flags, STAGE_MINHASH,
+                              counters)
+        n_exact = decide_deferred(deferred, sk, config, parent, flags, counters)
         _record(stats, "minhash", counters)
+        stats.exact_checks["minhash"] = n_exact
         stats.lsh["minhash"] = p.as_dict()
         timings["lsh_minhash"] = timings.get("lsh_minhash", 0.0) + time.perf_counter() - t0
 
