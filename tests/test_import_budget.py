@@ -1,0 +1,35 @@
+"""`import diversify` and the online path stay light: no numba, no vendor SDK."""
+
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ["numba", "llvmlite", "qdrant_client", "chromadb", "faiss", "lancedb", "langchain_core", "llama_index",
+         "haystack", "dask", "pyarrow", "torch"]
+
+
+@pytest.mark.parametrize(
+    "stmt",
+    [
+        "import diversify",
+        "import diversify; diversify.Diversifier; diversify.select; diversify.load; diversify.ClusterMap",
+        "import diversify.online, diversify.stores, diversify.artifact",
+        "import diversify.config, diversify.errors",
+    ],
+)
+def test_no_heavy_imports(stmt):
+    code = f"{stmt}\nimport sys, json\nprint(json.dumps(sorted(m for m in sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    import json
+
+    loaded = set(json.loads(out.strip().splitlines()[-1]))
+    bad = sorted(m for m in loaded if m.split(".")[0] in HEAVY)
+    assert not bad, f"{stmt!r} loaded heavy modules: {bad}"
+
+
+def test_offline_path_does_load_numba():
+    # the check above can fail: the builder really does import numba
+    code = "import diversify, sys; diversify.build(texts=['a b c']); print('numba' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "True"
