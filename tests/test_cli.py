@@ -1,0 +1,163 @@
+"""CLI: build / add / stats / export / demo over every input format, and its error messages."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from diversify.cli import main
+
+BASE = "the quick brown fox jumps over the lazy dog near the river bank today"
+DOCS = [
+    ("a", BASE),
+    ("b", BASE.upper() + "  "),  # exact duplicate after normalization
+    ("c", BASE + " again"),  # near duplicate
+    ("d", "completely different words about databases and query planners here"),
+    ("e", ""),  # empty: singleton
+]
+
+
+def _write_jsonl(path, docs):
+    with open(path, "w", encoding="utf-8") as f:
+        for i, t in docs:
+            f.write(json.dumps({"id": i, "text": t}) + "\n")
+
+
+def _clusters(tmp_path, artifact):
+    out = tmp_path / "export.jsonl"
+    assert main(["export", str(artifact), "-o", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    return {r["id"]: r["cluster_id"] for r in rows}, rows
+
+
+@pytest.fixture
+def jsonl(tmp_path):
+    p = tmp_path / "corpus.jsonl"
+    _write_jsonl(p, DOCS)
+    return p
+
+
+def test_build_jsonl_then_export(tmp_path, jsonl, capsys):
+    art = tmp_path / "c.dvcm"
+    assert main(["build", str(jsonl), "-o", str(art), "--no-progress", "--threshold", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "documents        5" in out and "wrote" in out
+    cl, rows = _clusters(tmp_path, art)
+    assert cl["a"] == cl["b"] == cl["c"] == 0
+    assert cl["d"] == 3 and cl["e"] == 4
+    assert sum(r["is_representative"] for r in rows) == 3
+
+
+def test_build_csv_parquet_dir_agree(tmp_path, jsonl):
+    pytest.importorskip("pyarrow")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    c = tmp_path / "corpus.csv"
+    with open(c, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "body"])
+        w.writerows(DOCS)
+    pq.write_table(pa.table({"id": [d[0] for d in DOCS], "text": [d[1] for d in DOCS]}), tmp_path / "corpus.parquet")
+    d = tmp_path / "dir"
+    d.mkdir()
+    for i, t in DOCS:
+        (d / f"{i}.txt").write_text(t, encoding="utf-8")
+    results = []
+    for src, extra in ((jsonl, []), (c, ["--text-field", "body"]), (tmp_path / "corpus.parquet", []), (d, [])):
+        art = tmp_path / f"{src.name}.dvcm"
+        assert main(["build", str(src), "-o", str(art), "--no-progress", "--threshold", "0.5", *extra]) == 0
+        cl, _ = _clusters(tmp_path, art)
+        results.append(sorted(cl.values()))
+    assert all(r == results[0] for r in results), results
+
+
+def test_stats_text_and_json(tmp_path, jsonl, capsys):
+    art = tmp_path / "c.dvcm"
+    main(["build", str(jsonl), "-o", str(art), "--no-progress", "--threshold", "0.5", "--metadata", "model=x"])
+    capsys.readouterr()
+    assert main(["stats", str(art)]) == 0
+    out = capsys.readouterr().out
+    assert "clusters         3" in out and "fingerprint" in out and "model" in out
+    assert main(["stats", str(art), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["documents"] == 5 and info["would_be_removed"] == 2
+    assert info["largest"][0]["size"] == 3
+
+
+def test_add_keeps_ids_and_joins(tmp_path, jsonl):
+    art = tmp_path / "c.dvcm"
+    main(["build", str(jsonl), "-o", str(art), "--no-progress", "--threshold", "0.5"])
+    before, _ = _clusters(tmp_path, art)
+    more = tmp_path / "more.jsonl"
+    _write_jsonl(more, [("f", BASE + " again and again"), ("g", "nothing like the others at all really")])
+    assert main(["add", str(art), str(more), "--no-progress"]) == 0
+    after, _ = _clusters(tmp_path, art)
+    assert all(after[k] == v for k, v in before.items())
+    assert after["f"] == after["a"]
+    assert after["g"] == 6
+
+
+def test_vectors_npy(tmp_path):
+    rng = np.random.default_rng(0)
+    v = rng.standard_normal((50, 16))
+    v[1] = v[0] + 1e-3
+    np.save(tmp_path / "v.npy", v)
+    (tmp_path / "ids.txt").write_text("\n".join(f"v{i}" for i in range(50)) + "\n")
+    art = tmp_path / "v.dvcm"
+    assert main(["build", "--vectors", str(tmp_path / "v.npy"), "--ids", str(tmp_path / "ids.txt"), "-o", str(art),
+                 "--no-progress", "--no-minhash"]) == 0
+    cl, _ = _clusters(tmp_path, art)
+    assert cl["v0"] == cl["v1"] == 0 and len(set(cl.values())) == 49
+
+
+@pytest.mark.parametrize(
+    "setup, needle",
+    [
+        (lambda p: None, "does not exist"),
+        (lambda p: p.write_text('{"id": 1, "text": "ok"}\n{not json\n'), "not valid JSON"),
+        (lambda p: p.write_text('{"id": 1, "body": "ok"}\n'), "--text-field"),
+        (lambda p: p.write_text('{"id": 1, "text": "ok"}\n{"id": 1, "text": "dup"}\n'), "occurs at positions 0 and 1"),
+    ],
+)
+def test_errors_are_clear_and_write_nothing(tmp_path, capsys, setup, needle):
+    src = tmp_path / "in.jsonl"
+    setup(src)
+    art = tmp_path / "out.dvcm"
+    assert main(["build", str(src), "-o", str(art), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert needle in err, err
+    assert not art.exists()
+
+
+def test_non_utf8_file_in_dir(tmp_path, capsys):
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "ok.txt").write_text("fine text here", encoding="utf-8")
+    (d / "bad.txt").write_bytes(b"caf\xe9 latin-1")
+    art = tmp_path / "o.dvcm"
+    assert main(["build", str(d), "-o", str(art), "--no-progress"]) == 2
+    assert "not valid UTF-8" in capsys.readouterr().err
+    assert main(["build", str(d), "-o", str(art), "--no-progress", "--encoding-errors", "replace"]) == 0
+
+
+def test_bad_threshold_names_parameter(tmp_path, jsonl, capsys):
+    assert main(["build", str(jsonl), "-o", str(tmp_path / "x"), "--threshold", "1.5"]) == 2
+    assert "threshold" in capsys.readouterr().err
+
+
+def test_help_on_every_command():
+    for cmd in ("build", "add", "stats", "export", "demo"):
+        r = subprocess.run([sys.executable, "-m", "diversify.cli", cmd, "--help"], capture_output=True, text=True)
+        assert r.returncode == 0 and "usage" in r.stdout
+
+
+def test_demo_small(capsys):
+    assert main(["demo", "--n", "3000"]) == 0
+    out = capsys.readouterr().out
+    assert "recall" in out and "after (max one per cluster)" in out
