@@ -512,3 +512,65 @@ def test_documented_standalone_reader(tmp_path):
     proc = subprocess.run([sys.executable, "-c", snippet], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "'n_docs': 6" in proc.stdout
+
+
+def test_caller_id_list_not_aliased():
+    ids = ["a", "b"]
+    cm = build(ids, [0, 1])
+    ids[0] = "zzz"
+    assert cm.ids == ["a", "b"] and cm.members(0) == ["a"]
+
+
+def test_self_alias_is_a_no_op():
+    cm = build(["a", "b"], [0, 0], extras={"aliases": np.array([[0, 0]])})
+    assert cm.cluster_ids.tolist() == [0, 0] and cm.members(0) == ["a", "b"]
+
+
+def test_extras_checksums_verified_lazily(tmp_path):
+    path = tmp_path / "cm.dvf"
+    small().save(path)
+    header, arrays = read_container(path)
+    e = arrays.entry("extra/minhash")
+    start = -(-(24 + struct_len(path)) // 64) * 64
+    data = bytearray(path.read_bytes())
+    data[start + e["offset"]] ^= 0xFF
+    path.write_bytes(bytes(data))
+    cm = load(path)  # the lookup path is intact
+    assert cm.lookup(["a"]).tolist() == [0]
+    with pytest.raises(ArtifactError, match=r"'extra/minhash' fails its checksum"):
+        cm.extras
+    assert load(path, verify=False).extras["minhash"].shape == (6, 2)
+
+
+def struct_len(path) -> int:
+    import struct
+
+    return struct.unpack_from("<Q", path.read_bytes(), 16)[0]
+
+
+def test_hot_reload_replacing_a_mapped_file(tmp_path):
+    """Saving over a path that a live ClusterMap has mapped leaves the live one consistent."""
+    path = tmp_path / "live.dvf"
+    small().save(path)
+    old = load(path)
+    build(["a", "x"], [0, 1]).save(path)  # atomic replace: a new inode
+    new = load(path)
+    assert old.lookup(["a", "e", "x"]).tolist() == [0, 4, -1] and old.members(4) == ["e", "f"]
+    assert new.lookup(["a", "e", "x"]).tolist() == [0, -1, 1] and new.n_docs == 2
+
+
+def test_concurrent_lookups_are_consistent():
+    import concurrent.futures
+
+    n = 20_000
+    ids = [f"id{i}" for i in range(n)]
+    cl = np.arange(n) // 3 * 3
+    cm = build(ids, cl)
+    rng = np.random.default_rng(3)
+    batches = [rng.integers(0, n, 50) for _ in range(400)]
+
+    def work(b):
+        return bool((cm.lookup([ids[i] for i in b]) == cl[b]).all())
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(work, batches))

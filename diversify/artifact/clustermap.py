@@ -129,7 +129,7 @@ def _int_array(x: Any, name: str, n: int, lo: int, hi: int, dtype: str) -> np.nd
     if n:
         mn, mx = int(arr.min()), int(arr.max())
         if mn < lo or mx > hi:
-            bad = int(np.flatnonzero((arr < lo) | (arr > hi))[0]) if arr.dtype.kind != "u" or lo > 0 else int(np.flatnonzero(arr > hi)[0])
+            bad = int(np.flatnonzero((arr < lo) | (arr > hi))[0])
             raise InputError(
                 f"`{name}` values must lie in [{lo}, {hi}]; got {int(arr[bad])} at position {bad}. "
                 "Fix the value or check that the arrays are aligned with `ids`."
@@ -137,8 +137,8 @@ def _int_array(x: Any, name: str, n: int, lo: int, hi: int, dtype: str) -> np.nd
     return arr.astype(dtype)
 
 
-def _prepare_ids(ids: Any) -> tuple[str, np.ndarray, np.ndarray | None, np.ndarray | None, list[bytes] | None]:
-    """Return (kind, keys u8, int_values i8 | None, str_offsets u8 | None, encoded | None)."""
+def _prepare_ids(ids: Any):
+    """Return (kind, keys u8, int_values i8 | None, str_offsets u8 | None, encoded | None, str ids copy | None)."""
     if isinstance(ids, (str, bytes)) or not hasattr(ids, "__len__"):
         raise InputTypeError(
             f"`ids` must be a list of str or int document ids (or an int64 array); got {type(ids).__name__}. "
@@ -154,7 +154,7 @@ def _prepare_ids(ids: Any) -> tuple[str, np.ndarray, np.ndarray | None, np.ndarr
                     f"`ids`: int ids must fit in int64; got {int(ids[pos])} at position {pos}. Use smaller ints or str ids."
                 )
             vals = ids.astype(np.int64)
-            return "int", vals.view(np.uint64), vals, None, None
+            return "int", vals.view(np.uint64), vals, None, None, None
         if ids.dtype.kind in "UO":
             ids = ids.tolist()
         else:
@@ -164,7 +164,7 @@ def _prepare_ids(ids: Any) -> tuple[str, np.ndarray, np.ndarray | None, np.ndarr
     ids = list(ids)
     n = len(ids)
     if n == 0:
-        return "str", np.zeros(0, np.uint64), None, np.zeros(1, np.uint64), []
+        return "str", np.zeros(0, np.uint64), None, np.zeros(1, np.uint64), [], []
     kind = id_kind_of(ids[0])
     if kind is None:
         raise InputTypeError(
@@ -192,7 +192,7 @@ def _prepare_ids(ids: Any) -> tuple[str, np.ndarray, np.ndarray | None, np.ndarr
                     f"`ids`: int ids must fit in int64; got {v} at position {i}. Use smaller ints or str ids."
                 )
         arr = np.array(vals, dtype=np.int64)
-        return "int", arr.view(np.uint64), arr, None, None
+        return "int", arr.view(np.uint64), arr, None, None, None
     encoded = []
     for i, s in enumerate(ids):
         try:
@@ -204,16 +204,18 @@ def _prepare_ids(ids: Any) -> tuple[str, np.ndarray, np.ndarray | None, np.ndarr
             ) from None
     from diversify._ids import _BLAKE_BASE
 
-    def key(b: bytes) -> bytes:
-        h = _BLAKE_BASE.copy()
+    copy = _BLAKE_BASE.copy
+    digests = []
+    append = digests.append
+    for b in encoded:
+        h = copy()
         h.update(b)
-        return h.digest()
-
-    keys = np.frombuffer(b"".join([key(b) for b in encoded]), dtype="<u8").astype(np.uint64)
-    lengths = np.fromiter((len(b) for b in encoded), dtype=np.uint64, count=n)
+        append(h.digest())
+    keys = np.frombuffer(b"".join(digests), dtype="<u8").astype(np.uint64)
+    lengths = np.fromiter(map(len, encoded), dtype=np.uint64, count=n)
     offsets = np.zeros(n + 1, dtype=np.uint64)
     np.cumsum(lengths, out=offsets[1:])
-    return "str", keys, None, offsets, encoded
+    return "str", keys, None, offsets, encoded, ids
 
 
 def _check_unique(kind: str, keys: np.ndarray, order: np.ndarray, ids_view) -> None:
@@ -238,7 +240,6 @@ def _check_unique(kind: str, keys: np.ndarray, order: np.ndarray, ids_view) -> N
             if v in first_seen:
                 if best is None or p < best[0]:
                     best = (p, first_seen[v])
-                break_ = True
             else:
                 first_seen[v] = p
         if len(first_seen) > 1 and collision is None:
@@ -262,7 +263,7 @@ def _resolve_aliases(aliases: Any, n: int) -> np.ndarray | None:
     if aliases is None:
         return None
     a = np.asarray(aliases)
-    if a.dtype.kind not in "iu" or a.ndim != 2 or (a.size and a.shape[1] != 2) or (a.ndim == 2 and a.shape[1] != 2):
+    if a.dtype.kind not in "iu" or a.ndim != 2 or a.shape[1] != 2:
         raise InputTypeError(
             f"`extras['aliases']` must be an integer array of shape (m, 2) [merged_id, surviving_id]; "
             f"got dtype {a.dtype}, shape {a.shape}. Pass np.asarray(pairs, dtype=np.int64).reshape(-1, 2)."
@@ -277,6 +278,8 @@ def _resolve_aliases(aliases: Any, n: int) -> np.ndarray | None:
         )
     mapping: dict[int, int] = {}
     for i, (src, dst) in enumerate(a.tolist()):
+        if src == dst:  # "merged into itself": a no-op
+            continue
         if src in mapping and mapping[src] != dst:
             raise InputError(
                 f"`extras['aliases']` maps cluster {src} twice (to {mapping[src]} and, at row {i}, to {dst}). "
@@ -287,15 +290,17 @@ def _resolve_aliases(aliases: Any, n: int) -> np.ndarray | None:
     final: dict[int, int] = {}
     for src in mapping:
         chain = [src]
+        on_chain = {src}
         cur = src
         while cur in mapping and cur not in final:
             cur = mapping[cur]
-            if cur in chain:
+            if cur in on_chain:
                 raise InputError(
                     f"`extras['aliases']` contains a cycle: {' -> '.join(map(str, chain + [cur]))}. "
                     "Aliases must point towards a surviving cluster id."
                 )
             chain.append(cur)
+            on_chain.add(cur)
         end = final.get(cur, cur)
         for c in chain:
             final[c] = end
@@ -394,8 +399,7 @@ class ClusterMap:
         InputTypeError, InputError, DuplicateIdError
             With the parameter, the rule, the value received and the fix.
         """
-        kind, keys, int_vals, str_offsets, encoded = _prepare_ids(ids)
-        str_list = None if encoded is None else [str(x) for x in ids]
+        kind, keys, int_vals, str_offsets, encoded, str_list = _prepare_ids(ids)
         n = int(keys.shape[0])
         skeys = keys * _MULT
         order = np.argsort(skeys, kind="stable")
