@@ -10,6 +10,7 @@ only touched for vectors.
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 from typing import Any, Hashable, Iterable, Optional, Sequence
 
 import numpy as np
@@ -18,6 +19,9 @@ from ..errors import ConfigError, InputError, InputTypeError
 from ._types import Group, Kept, Result
 
 __all__ = ["select", "UNKNOWN"]
+
+_new_tuple = tuple.__new__  # builds Kept / Result without the keyword-argument layer
+_get_score = attrgetter("score")
 
 #: Cluster id value that means "not in the artifact" (as returned by ``ClusterMap.lookup``).
 UNKNOWN = -1
@@ -63,14 +67,18 @@ def _id_key(value):
 
 def _tie_order(hits: Sequence[Any]) -> Optional[list]:
     """Rank order with runs of equal adjacent scores sorted by id; None when there is no tie."""
+    try:
+        scores = list(map(_get_score, hits))
+    except AttributeError:
+        scores = [getattr(h, "score", None) for h in hits]
+    if len(set(scores)) == len(scores):  # the common case, checked at C speed
+        return None
     prev = None
     ties = False
-    scores = []
-    for h in hits:
-        s = getattr(h, "score", None)
+    for s in scores:
         if s is not None and s == prev:
             ties = True
-        scores.append(s)
+            break
         prev = s
     if not ties:
         return None
@@ -216,8 +224,8 @@ def select(
     -----
     Ties: hits with equal adjacent scores are ordered by id (ints before strings, then by
     value), so the result does not depend on the order a store happens to return ties in.
-    The whole input is scanned, so ``folded`` lists every lower-ranked hit of a kept cluster,
-    even past the k-th kept hit. Runs in O(len(hits)) (plus O(len(hits) * kept) dot products in
+    The whole input is scanned, so ``folded`` lists every hit of a kept cluster that is not
+    itself kept (over the cluster's ``max_per_cluster``, or past the k-th kept hit). Runs in O(len(hits)) (plus O(len(hits) * kept) dot products in
     the on-the-fly mode).
     """
     k, n, fold_threshold = check_params(k, max_per_cluster, unknown, fold_threshold)
@@ -241,6 +249,9 @@ def select(
             elif len(vectors) != size:
                 raise InputError(f"`vectors` must have one entry per hit ({size}); got {len(vectors)}.")
         folder = _Folder(fold_threshold, vectors, hits, size)
+
+    if folder is None and not groups:
+        return _select_flat(hits, cids, order, k, n, unknown == "drop", excluded)
 
     counts: dict = {}        # cluster key -> members kept
     first: dict = {}         # cluster key -> slot of its best kept member
@@ -274,7 +285,7 @@ def select(
                 continue
             key = c
         cnt = counts.get(key, 0)
-        if cnt >= n:
+        if cnt >= n or (full and cnt):
             lst = folds.get(key)
             if lst is None:
                 folds[key] = [hit]
@@ -310,7 +321,7 @@ def select(
             if lst:
                 f = tuple(lst)
                 omitted += len(f)
-        out.append(Kept(hit, reported[key], rank, f))
+        out.append(_new_tuple(Kept, (hit, reported[key], rank, f)))
 
     group_out = None
     if groups:
@@ -323,5 +334,71 @@ def select(
         short = len(group_out) < k
     else:
         short = len(out) < k
-    return Result(hits=tuple(out), groups=group_out, k=k, omitted=omitted, dropped=dropped,
-                  considered=size, short=short)
+    return _new_tuple(Result, (tuple(out), group_out, k, omitted, dropped, size, False, short,
+                               0, 0, None, 0))
+
+
+def _select_flat(hits, cids, order, k: int, n: int, drop_unknown: bool, excluded) -> Result:
+    """The per-query common case (flat output, no on-the-fly folding).
+
+    A Python loop until k hits are kept, then one comprehension over the rest to collect the
+    folds (hits of kept clusters). Same semantics as the general loop in :func:`select`; the
+    property tests compare the two.
+    """
+    if order is not None:
+        hits = [hits[i] for i in order]
+        cids = [cids[i] for i in order]
+    counts: dict = {}     # cluster id -> members kept
+    first: dict = {}      # cluster id -> slot of its best kept member
+    folds: dict = {}      # cluster id -> folded hits
+    kept = []             # (hit, cluster id or None, rank)
+    append = kept.append
+    dropped = 0
+    size = len(cids)
+    stop = size
+    for rank, c in enumerate(cids):
+        if c is None or c == -1:
+            if drop_unknown:
+                dropped += 1
+                continue
+            append((hits[rank], None, rank))
+        elif excluded is not None and c in excluded:
+            dropped += 1
+            continue
+        else:
+            cnt = counts.get(c, 0)
+            if cnt >= n:
+                lst = folds.get(c)
+                if lst is None:
+                    folds[c] = [hits[rank]]
+                else:
+                    lst.append(hits[rank])
+                continue
+            counts[c] = cnt + 1
+            if not cnt:
+                first[c] = len(kept)
+            append((hits[rank], c, rank))
+        if len(kept) >= k:
+            stop = rank + 1
+            break
+    if stop < size:
+        if counts:
+            for i in [i for i in range(stop, size) if cids[i] in counts]:
+                c = cids[i]
+                lst = folds.get(c)
+                if lst is None:
+                    folds[c] = [hits[i]]
+                else:
+                    lst.append(hits[i])
+        if drop_unknown or excluded is not None:
+            dropped += sum(1 for c in cids[stop:] if (drop_unknown and (c is None or c == -1))
+                           or (excluded is not None and c in excluded))
+    out = [_new_tuple(Kept, (hit, c, rank, ())) for hit, c, rank in kept]
+    omitted = 0
+    for c, lst in folds.items():
+        slot = first[c]
+        hit, _, rank = kept[slot]
+        out[slot] = _new_tuple(Kept, (hit, c, rank, tuple(lst)))
+        omitted += len(lst)
+    return _new_tuple(Result, (tuple(out), None, k, omitted, dropped, size, False,
+                               len(out) < k, 0, 0, None, 0))

@@ -7,6 +7,7 @@ All of them are immutable. None of them copies or touches the caller's objects: 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Hashable, Mapping, Optional, Protocol, Sequence, Union, runtime_checkable
 
 import numpy as np
@@ -52,8 +53,8 @@ class Hit:
     item: Any = field(default=None, compare=False, repr=False)
 
 
-class Kept:
-    """A hit that survived selection, with what it stands for.
+class Kept(tuple):
+    """A hit that survived selection, with what it stands for (an immutable 4-tuple).
 
     Attributes
     ----------
@@ -65,51 +66,45 @@ class Kept:
     rank : int
         Its 0-based position in the ranked input (after deterministic tie-breaking).
     folded : tuple of Hit
-        Lower-ranked hits of the same cluster that were left out because of it
-        (``len(folded)`` is "N similar results omitted"; expand on demand).
+        Lower-ranked hits of the same cluster that are not shown (set on the cluster's best
+        kept hit; ``len(folded)`` is "N similar results omitted"; expand on demand).
     """
 
-    __slots__ = ("hit", "cluster_id", "rank", "folded")
+    __slots__ = ()
 
-    def __init__(self, hit: Any, cluster_id: Optional[Hashable], rank: int, folded: tuple = ()):
-        object.__setattr__(self, "hit", hit)
-        object.__setattr__(self, "cluster_id", cluster_id)
-        object.__setattr__(self, "rank", rank)
-        object.__setattr__(self, "folded", folded)
+    def __new__(cls, hit: Any, cluster_id: Optional[Hashable], rank: int, folded: tuple = ()):
+        return tuple.__new__(cls, (hit, cluster_id, rank, folded))
 
-    def __setattr__(self, name, value):
-        raise AttributeError(f"Kept is immutable; cannot set {name!r}")
+    def __getnewargs__(self):
+        return tuple(tuple.__iter__(self))
+
+    hit = property(itemgetter(0), doc="The original hit.")
+    cluster_id = property(itemgetter(1), doc="Cluster id, None for an unknown singleton.")
+    rank = property(itemgetter(2), doc="0-based rank in the (tie-broken) input.")
+    folded = property(itemgetter(3), doc="Similar lower-ranked hits left out because of this one.")
 
     @property
     def id(self) -> DocId:
-        return self.hit.id
+        return self[0].id
 
     @property
     def score(self) -> Optional[float]:
-        return getattr(self.hit, "score", None)
+        return getattr(self[0], "score", None)
 
     @property
     def item(self) -> Any:
         """The caller's original object if the hit carries one, else the hit itself."""
-        item = getattr(self.hit, "item", None)
-        return self.hit if item is None else item
+        item = getattr(self[0], "item", None)
+        return self[0] if item is None else item
 
     @property
     def omitted(self) -> int:
         """Number of similar results folded into this one."""
-        return len(self.folded)
-
-    def __eq__(self, other):
-        if not isinstance(other, Kept):
-            return NotImplemented
-        return (self.hit, self.cluster_id, self.rank, self.folded) == (
-            other.hit, other.cluster_id, other.rank, other.folded)
-
-    __hash__ = None
+        return len(self[3])
 
     def __repr__(self):
-        return (f"Kept(id={self.id!r}, score={self.score!r}, cluster_id={self.cluster_id!r}, "
-                f"rank={self.rank}, omitted={self.omitted})")
+        return (f"Kept(id={self.id!r}, score={self.score!r}, cluster_id={self[1]!r}, "
+                f"rank={self[2]}, omitted={len(self[3])})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,9 +123,14 @@ class Group:
         return len(self.folded)
 
 
-@dataclass(frozen=True, slots=True)
-class Result:
-    """What :func:`select` and a wrapped search return.
+_RESULT_FIELDS = ("hits", "groups", "k", "omitted", "dropped", "considered", "exhausted", "short",
+                  "backend_calls", "rounds", "cursor", "generation")
+
+
+class Result(tuple):
+    """What :func:`select` and a wrapped search return (immutable).
+
+    ``len(result)`` and ``iter(result)`` go over ``hits``.
 
     Attributes
     ----------
@@ -161,33 +161,53 @@ class Result:
         Which loaded artifact answered (increments on every ``reload``).
     """
 
-    hits: tuple
-    groups: Optional[tuple] = None
-    k: int = 0
-    omitted: int = 0
-    dropped: int = 0
-    considered: int = 0
-    exhausted: bool = False
-    short: bool = False
-    backend_calls: int = 0
-    rounds: int = 0
-    cursor: Optional[str] = None
-    generation: int = 0
+    __slots__ = ()
+
+    def __new__(cls, hits: tuple, groups: Optional[tuple] = None, k: int = 0, omitted: int = 0,
+                dropped: int = 0, considered: int = 0, exhausted: bool = False, short: bool = False,
+                backend_calls: int = 0, rounds: int = 0, cursor: Optional[str] = None,
+                generation: int = 0):
+        return tuple.__new__(cls, (hits, groups, k, omitted, dropped, considered, exhausted, short,
+                                   backend_calls, rounds, cursor, generation))
+
+    def __getnewargs__(self):
+        return tuple(tuple.__iter__(self))
+
+    hits = property(itemgetter(0))
+    groups = property(itemgetter(1))
+    k = property(itemgetter(2))
+    omitted = property(itemgetter(3))
+    dropped = property(itemgetter(4))
+    considered = property(itemgetter(5))
+    exhausted = property(itemgetter(6))
+    short = property(itemgetter(7))
+    backend_calls = property(itemgetter(8))
+    rounds = property(itemgetter(9))
+    cursor = property(itemgetter(10))
+    generation = property(itemgetter(11))
 
     def __len__(self) -> int:
-        return len(self.hits)
+        return len(self[0])
 
     def __iter__(self):
-        return iter(self.hits)
+        return iter(self[0])
+
+    def __repr__(self):
+        fields = ", ".join(f"{name}={tuple.__getitem__(self, j)!r}" for j, name in enumerate(_RESULT_FIELDS)
+                           if name not in ("hits", "groups", "cursor"))
+        return f"Result(ids={self.ids!r}, {fields})"
+
+    def _asdict(self) -> dict:
+        return dict(zip(_RESULT_FIELDS, tuple.__iter__(self)))
 
     @property
     def ids(self) -> list:
-        return [kept.hit.id for kept in self.hits]
+        return [kept[0].id for kept in self[0]]
 
     @property
     def items(self) -> list:
         """The caller's original objects, in rank order."""
-        return [kept.item for kept in self.hits]
+        return [kept.item for kept in self[0]]
 
 
 @runtime_checkable
