@@ -439,12 +439,24 @@ def _set(name, idx, value):
         (_set("cluster/indptr", 1, 5), "disagrees|indptr"),
         (_set("cluster/representative", 0, 0), "representative"),
         (_set("lookup/bucket_start", -1, 3), "bucket_start"),
+        (_set("lookup/doc", 0, 1), "permutation"),
     ],
 )
 def test_tampered_clustermaps_rejected(tmp_path, change, message):
     path = _tamper(tmp_path, x=change)
     with pytest.raises(ArtifactError, match=message):
         load(path)
+
+
+def test_tampered_int_ids_rejected(tmp_path):
+    build([5, 6, 7], [0, 0, 2]).save(tmp_path / "good.dvf")
+    header, arrays = read_container(tmp_path / "good.dvf")
+    header = {k: v for k, v in header.items() if k != "format_version"}
+    arrays = {k: np.array(v) for k, v in arrays.items()}
+    arrays["ids/int"][1] = 99
+    write_container(tmp_path / "bad.dvf", header, arrays)
+    with pytest.raises(ArtifactError, match="disagrees with `ids/int`"):
+        load(tmp_path / "bad.dvf")
 
 
 def test_tampered_ids_blob_raises_on_access(tmp_path):

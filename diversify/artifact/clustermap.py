@@ -985,8 +985,12 @@ def _validate_arrays(path: str, h: dict, arrays, *, deep: bool) -> None:
         for name, arr, hi in (("doc/cluster_id", cl, n), ("lookup/cluster", lcl, n), ("lookup/doc", ldoc, n)):
             if int(arr.min()) < 0 or int(arr.max()) >= hi:
                 raise _bad(path, f"`{name}` values must lie in [0, {hi}). The file is corrupt.")
+        if not bool((np.bincount(ldoc, minlength=n) == 1).all()):
+            raise _bad(path, "`lookup/doc` must be a permutation of the document indices. The file is corrupt.")
         if not bool((cl[ldoc] == lcl).all()):
             raise _bad(path, "`lookup/cluster` disagrees with `doc/cluster_id`. The file is corrupt.")
+        if h["id_kind"] == "int" and not bool((arrays["ids/int"].view(np.uint64)[ldoc] * _MULT == keys).all()):
+            raise _bad(path, "`lookup/key` disagrees with `ids/int`. The file is corrupt.")
         cids = arrays["cluster/id"]
         indptr = arrays["cluster/indptr"]
         members = arrays["cluster/members"]
