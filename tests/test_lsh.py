@@ -1,0 +1,232 @@
+"""LSH: band keys, (bands, rows) choice, pigeonhole banding, union-find and bucket linking.
+
+Kinds: oracle (band keys vs tests/reference.py; union-find and bucket linking vs BFS components;
+the S-curve choice vs a brute-force grid with an independent integration), property (hypothesis:
+random graphs, pigeonhole guarantee).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import reference as R
+from diversify._kernels import lsh as kl
+from diversify.lsh import (
+    band_starts,
+    candidate_probability,
+    hamming_radius,
+    optimal_params,
+    pigeonhole_params,
+    simhash_bit_similarity,
+)
+
+SETTINGS = settings(max_examples=150, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+# ----------------------------------------------------------------------------- band keys (oracle)
+
+
+@pytest.mark.parametrize("num_perm, rows", [(128, 8), (128, 9), (64, 1), (16, 16)])
+def test_minhash_band_keys_equal_reference(num_perm, rows, rng):
+    sigs = rng.integers(0, 2**32, size=(30, num_perm), dtype=np.uint32)
+    sigs[3] = 0xFFFFFFFF  # an all-EMPTY row
+    docs = np.array([5, 0, 3, 29, 5, 17], dtype=np.int64)  # any order, repeats allowed
+    bands = num_perm // rows
+    seed_h = np.uint64(rng.integers(0, 2**63)) * np.uint64(2) + np.uint64(1)
+    out = np.empty((docs.size, bands), dtype=np.uint64)
+    kl.fill_minhash_band_keys(sigs, docs, rows, seed_h, out)
+    for t, d in enumerate(docs):
+        want = R.minhash_band_keys([int(x) for x in sigs[d]], rows, bands, int(seed_h))
+        assert [int(x) for x in out[t]] == want, f"row {t} (doc {d})"
+
+
+@pytest.mark.parametrize("bits, families, bands", [(64, 1, 4), (64, 3, 7), (256, 1, 16), (256, 2, 37), (128, 1, 128)])
+def test_simhash_band_keys_equal_reference(bits, families, bands, rng):
+    words = families * bits // 64
+    sigs = rng.integers(0, 2**63, size=(20, words), dtype=np.uint64) * np.uint64(2) + rng.integers(
+        0, 2, size=(20, words), dtype=np.uint64)
+    sigs[0] = np.uint64(2**64 - 1)
+    docs = np.arange(20, dtype=np.int64)[::-1].copy()
+    starts = band_starts(bits, bands)
+    seed_h = np.uint64(rng.integers(0, 2**63))
+    out = np.empty((docs.size, bands * families), dtype=np.uint64)
+    kl.fill_simhash_band_keys(sigs, docs, bits, starts, seed_h, out)
+    for t, d in enumerate(docs):
+        want = R.simhash_band_keys([int(w) for w in sigs[d]], bits, starts.tolist(), int(seed_h))
+        assert [int(x) for x in out[t]] == want, f"row {t} (doc {d})"
+
+
+@pytest.mark.parametrize("bits, bands", [(256, 16), (256, 7), (64, 64), (128, 1), (64, 5)])
+def test_band_starts_cover_the_bits_evenly(bits, bands):
+    s = band_starts(bits, bands)
+    widths = np.diff(s)
+    assert s[0] == 0 and s[-1] == bits and widths.size == bands
+    assert widths.max() - widths.min() <= 1 and np.all(np.diff(widths) <= 0), "first bands are the longer ones"
+
+
+# ----------------------------------------------------------------------------- S-curve choice
+
+
+def _simpson(f, lo: float, hi: float, n: int = 2000) -> float:
+    xs = np.linspace(lo, hi, n + 1)
+    ys = f(xs)
+    h = (hi - lo) / n
+    return float(h / 3 * (ys[0] + ys[-1] + 4 * ys[1:-1:2].sum() + 2 * ys[2:-1:2].sum()))
+
+
+def _error(t, b, r, wfp, wfn, lo, hi):
+    def p(s):
+        return 1.0 - (1.0 - s**r) ** b
+
+    fp = _simpson(p, lo, t)
+    fn = _simpson(lambda s: 1.0 - p(s), t, hi)
+    return wfp * fp + wfn * fn
+
+
+@pytest.mark.parametrize(
+    "threshold, n, wfp, wfn, lo, hi",
+    [
+        (0.5, 128, 0.5, 0.5, 0.0, 1.0),
+        (0.8, 128, 0.1, 0.9, 0.0, 1.0),
+        (0.8, 128, 0.5, 0.5, 0.0, 1.0),
+        (0.9, 64, 0.1, 0.9, 0.0, 1.0),
+        (0.7, 100, 0.3, 0.7, 0.0, 1.0),
+        (simhash_bit_similarity(0.95), 256, 0.1, 0.9, 0.5, 1.0),
+    ],
+)
+def test_s_curve_choice_is_the_grid_minimum(threshold, n, wfp, wfn, lo, hi):
+    p = optimal_params(threshold, n, wfp, wfn, lo=lo, hi=hi)
+    assert p.bands * p.rows <= n and p.bands >= 1 and p.rows >= 1
+    grid = {(b, r): _error(threshold, b, r, wfp, wfn, lo, hi) for b in range(1, n + 1) for r in range(1, n // b + 1)}
+    best = min(grid, key=grid.get)
+    chosen = grid[(p.bands, p.rows)]
+    # the library integrates with a 257-point trapezoid, we with 2001-point Simpson: allow the
+    # difference of the two quadratures, nothing more
+    tol = 1e-3 * grid[best] + 1e-6
+    assert chosen <= grid[best] + tol, (
+        f"t={threshold}: chose (b={p.bands}, r={p.rows}) with error {chosen:.6f}; grid minimum is "
+        f"{best} with {grid[best]:.6f} (tolerance {tol:.2e})"
+    )
+    assert p.recall_at_threshold == pytest.approx(float(candidate_probability(threshold, p.bands, p.rows)))
+
+
+def test_candidate_probability_formula():
+    s = np.array([0.0, 0.3, 0.8, 1.0])
+    assert np.allclose(candidate_probability(s, 20, 5), 1 - (1 - s**5) ** 20)
+    assert candidate_probability(1.0, 3, 4) == 1.0 and candidate_probability(0.0, 3, 4) == 0.0
+
+
+# ----------------------------------------------------------------------------- pigeonhole
+
+
+@pytest.mark.parametrize("cosine, bits", [(0.95, 256), (0.9, 256), (0.99, 128), (0.8, 64), (0.999, 256)])
+def test_hamming_radius_is_the_largest_passing_distance(cosine, bits):
+    h = hamming_radius(cosine, bits)
+    assert math.cos(math.pi * h / bits) >= cosine - 1e-12
+    assert h == bits or math.cos(math.pi * (h + 1) / bits) < cosine
+
+
+def _shares_band(sig_a, sig_b, bits, bands) -> bool:
+    starts = band_starts(bits, bands)
+    out = np.empty((2, bands), dtype=np.uint64)
+    kl.fill_simhash_band_keys(np.stack([sig_a, sig_b]), np.arange(2, dtype=np.int64), bits, starts, np.uint64(7), out)
+    return bool(np.any(out[0] == out[1]))
+
+
+@SETTINGS
+@given(data=st.data(), cosine=st.sampled_from([0.8, 0.9, 0.95, 0.98]), bits=st.sampled_from([64, 128, 256]))
+def test_pigeonhole_pairs_within_b_minus_1_share_a_band(one_numba_thread, data, cosine, bits):
+    p = pigeonhole_params(cosine, bits)
+    b = p.bands
+    assert hamming_radius(cosine, bits) <= b - 1, "every pair the verifier accepts must be within b-1"
+    words = [data.draw(st.integers(0, 2**64 - 1)) for _ in range(bits // 64)]
+    flips = data.draw(st.sets(st.integers(0, bits - 1), max_size=b - 1))
+    other = list(words)
+    for j in flips:
+        other[j // 64] ^= 1 << (j % 64)
+    a = np.array(words, dtype=np.uint64)
+    c = np.array(other, dtype=np.uint64)
+    assert _shares_band(a, c, bits, b), f"{len(flips)} flips <= b-1 = {b - 1} but no shared band"
+
+
+def test_pigeonhole_bound_is_tight():
+    # one flip in every band: b differing bits and no shared band
+    bits, cosine = 256, 0.95
+    b = pigeonhole_params(cosine, bits).bands
+    a = np.zeros(bits // 64, dtype=np.uint64)
+    c = a.copy()
+    for s in band_starts(bits, b)[:-1]:
+        c[s // 64] ^= np.uint64(1) << np.uint64(s % 64)
+    assert not _shares_band(a, c, bits, b)
+
+
+# ----------------------------------------------------------------------------- union-find and linking
+
+GRAPHS = st.integers(1, 40).flatmap(
+    lambda n: st.tuples(st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=60))
+)
+
+
+@SETTINGS
+@given(graph=GRAPHS)
+def test_union_find_components_equal_bfs(graph):
+    n, edges = graph
+    parent = np.arange(n, dtype=np.int64)
+    kl.union_pairs(parent, np.array(edges, dtype=np.int64).reshape(-1, 2))
+    out = np.empty(n, dtype=np.int64)
+    kl.roots(parent, out)
+    assert out.tolist() == R.components_bfs(n, edges), "labels must be the smallest member of each component"
+
+
+@SETTINGS
+@given(data=st.data(), n=st.integers(2, 40), n_keys=st.integers(1, 6), stride=st.integers(1, 3),
+       window=st.integers(2, 5), new_start=st.integers(0, 40))
+def test_bucket_linking_equals_bfs_over_shared_keys(one_numba_thread, data, n, n_keys, stride, window, new_start):
+    """link_sorted with an always-accepting verifier joins exactly the pairs of the documented rule:
+    within a run of equal keys (in stable sorted order), all pairs if the run has at most ``window``
+    members, else each member with the next ``window - 1``; pairs of two old documents
+    (< new_start) are skipped."""
+    keys = np.array(data.draw(st.lists(st.integers(0, n_keys - 1), min_size=n * stride, max_size=n * stride)),
+                    dtype=np.uint64).reshape(n, stride)
+    # a key in column c only matches the same key in column c (as band keys are salted by band)
+    keys = keys + np.arange(stride, dtype=np.uint64) * np.uint64(1000)
+    docs = np.arange(n, dtype=np.int64)
+    flat = keys.reshape(-1)
+    perm = np.argsort(flat, kind="stable").astype(np.int64)
+    parent = np.arange(n, dtype=np.int64)
+    flags = np.zeros(n, dtype=np.uint8)
+    counters = np.zeros(3, dtype=np.int64)
+    # keyword arguments: the verifier-specific inputs are dummies for the accepting verifier
+    kl.link_sorted(perm=perm, skeys=flat[perm], docs=docs, stride=stride, window=window, kind=kl.KIND_ACCEPT,
+                   mh=np.zeros((1, 1), np.uint32), agree_lo=0, agree_hi=0, sh_indptr=np.zeros(1, np.int64),
+                   sh_hashes=np.zeros(0, np.uint64), jacc_t=0.0, sh=np.zeros((1, 1), np.uint64), max_ham=0,
+                   vecs=np.zeros((1, 1)), cos_t=0.0, new_start=new_start, parent=parent, flags=flags,
+                   stage_bit=np.uint8(2), counters=counters, deferred=np.zeros((16, 2), np.int64),
+                   n_deferred=np.zeros(1, np.int64))
+    out = np.empty(n, dtype=np.int64)
+    kl.roots(parent, out)
+    runs: dict = {}
+    for pos in range(flat.size):  # stable sorted order = increasing flat position within a key
+        runs.setdefault(int(flat[pos]), []).append(pos // stride)
+    edges = []
+    for members in runs.values():
+        m = len(members)
+        for x in range(m):
+            for y in range(x + 1, m if m <= window else min(m, x + window)):
+                a, b = members[x], members[y]
+                if a != b and not (a < new_start and b < new_start):
+                    edges.append((a, b))
+    assert out.tolist() == R.components_bfs(n, edges)
+    if new_start == 0:
+        # consecutive members of a run are always compared, so windowing loses no component
+        share = [(a, b) for a in range(n) for b in range(a + 1, n) if np.any(keys[a] == keys[b])]
+        assert out.tolist() == R.components_bfs(n, share)
+    merged_docs = {x for e in edges for x in e if out[e[0]] == out[e[1]]}
+    assert set(np.flatnonzero(flags).tolist()) <= merged_docs
+    assert counters[2] == n - len(set(out.tolist())), "one merge per component join"
