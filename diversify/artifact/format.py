@@ -317,8 +317,8 @@ def _fail(path: str, what: str) -> ArtifactError:
 def _parse_table(path: str, header: dict, file_size: int, data_start: int) -> list[dict]:
     table = header.get("arrays")
     data_nbytes = header.get("data_nbytes")
-    if not isinstance(table, list) or type(data_nbytes) is not int:
-        raise _fail(path, "the header lacks a valid `arrays` list or `data_nbytes` int; the file is corrupt. Rebuild it.")
+    if not isinstance(table, list) or type(data_nbytes) is not int or data_nbytes < 0:
+        raise _fail(path, "the header lacks a valid `arrays` list or non-negative `data_nbytes` int; the file is corrupt. Rebuild it.")
     if len(table) > MAX_ARRAYS:
         raise _fail(path, f"the header lists {len(table)} arrays; the limit is {MAX_ARRAYS}. The file is hostile or corrupt.")
     if data_start + data_nbytes != file_size:
