@@ -155,7 +155,7 @@ def test_postprocessor_with_a_query_engine_style_pipeline(corpus, index):
     assert asyncio.run(pp.apostprocess_nodes(retriever.retrieve(QUERY), query_str=QUERY)) == out
 
 
-def test_ref_doc_id_and_serialization():
+def test_ref_doc_id_and_serialization(tmp_path):
     nodes = [NodeWithScore(node=TextNode(id_=f"chunk-{j}", text=f"t{j}"), score=1.0 - j / 10) for j in range(4)]
     for j, n in enumerate(nodes):
         n.node.relationships = {}
@@ -164,6 +164,15 @@ def test_ref_doc_id_and_serialization():
     assert [n.node_id for n in pp.postprocess_nodes(nodes)] == ["chunk-0", "chunk-2", "chunk-3"]
     data = DiversifyPostprocessor(cluster_map={"a": 0}, top_k=3).to_dict()
     assert data["cluster_map"] == {"a": 0} and data["top_k"] == 3 and data["class_name"] == "DiversifyPostprocessor"
+    import diversify
+
+    in_memory = diversify.build(texts=["one two three four five six"], ids=["x"]).cluster_map
+    with pytest.raises(ValueError, match="save"):  # pydantic wraps the ConfigError
+        DiversifyPostprocessor(cluster_map=in_memory).to_dict()
+    in_memory.save(tmp_path / "c.dvf")
+    saved = DiversifyPostprocessor(cluster_map=diversify.load(tmp_path / "c.dvf")).to_dict()
+    assert saved["cluster_map"] == str(tmp_path / "c.dvf")
+    assert DiversifyPostprocessor.from_dict(saved).postprocess_nodes(nodes[:1])[0].node_id == "chunk-0"
     with pytest.raises(InputError, match="ref_doc_id"):
         DiversifyPostprocessor(cluster_map={"a": 0}, id_source="ref_doc_id").postprocess_nodes(nodes)
 

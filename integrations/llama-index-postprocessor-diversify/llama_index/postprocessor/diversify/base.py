@@ -56,7 +56,12 @@ class DiversifyPostprocessor(BaseNodePostprocessor):
             return os.fspath(value)
         if isinstance(value, Mapping):
             return {str(k): v for k, v in value.items()}
-        return getattr(value, "path", None)
+        path = getattr(value, "path", None)
+        if path is None:
+            raise ConfigError(
+                "`cluster_map` is an in-memory ClusterMap without a file, so it cannot be serialized; got "
+                f"{type(value).__name__} with path=None. Save it (cluster_map.save('clusters.dvf')) and pass the path.")
+        return str(path)
 
     @classmethod
     def class_name(cls) -> str:
