@@ -1,0 +1,408 @@
+"""The offline builder: ``build``, ``add`` and ``BuildResult``.
+
+Kinds: behaviour on planted corpora (what must and must not cluster), property (partition
+soundness under exact verification), hostile inputs (ids, empty documents, bad arguments), and a
+scale check of the giant-bucket path read from ``res.stats``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import reference as R
+from diversify.build import STAGE_EXACT, STAGE_MINHASH, STAGE_SIMHASH, add, build
+from diversify.config import BuildConfig, MinHashConfig, SimHashConfig, TextConfig
+from diversify.errors import (
+    ConfigError,
+    DuplicateIdError,
+    IncompatibleArtifactError,
+    InputError,
+    InputTypeError,
+)
+
+# ----------------------------------------------------------------------------- planted corpora
+
+
+def words(rng, n: int, vocab: int = 50_000) -> list[str]:
+    return [f"w{int(x)}" for x in rng.integers(0, vocab, size=n)]
+
+
+def planted(rng, n_groups: int, *, size: int = 3, length: int = 60) -> tuple[list[str], list[int]]:
+    """Groups of near-copies far above 0.8 Jaccard (word 5-shingles), unrelated across groups.
+
+    Member 0 is the base text; the others append one or two words, drop the last word, or change
+    case and spacing. Returns (texts, group of each text).
+    """
+    texts, group = [], []
+    for g in range(n_groups):
+        base = words(rng, length)
+        variants = [
+            base,
+            base + words(rng, 1),
+            base[:-1],
+            [w.upper() if i % 7 == 0 else w for i, w in enumerate(base)],
+            base + words(rng, 2),
+        ]
+        for v in range(size):
+            sep = "  " if v == 3 else " "
+            texts.append(sep.join(variants[v % len(variants)]))
+            group.append(g)
+    return texts, group
+
+
+def parts(res, ids=None) -> frozenset:
+    return R.partition(res.cluster_ids, ids)
+
+
+# ----------------------------------------------------------------------------- what clusters
+
+
+def test_exact_duplicates_cluster_across_case_and_whitespace():
+    base = "The Committee approved the budget"  # 5 words: below k there is exactly one shingle
+    texts = [base, base.upper(), "  the   committee\tapproved\nthe budget  ", base.lower(), "the committee rejected the budget"]
+    res = build(texts=texts)
+    assert res.cluster_ids.tolist() == [0, 0, 0, 0, 4]
+    assert res.doc_stages[:4].tolist() == [STAGE_EXACT] * 4, "case/whitespace variants are joined by the exact stage"
+    assert res.doc_stages[4] == 0
+    assert res.stats["verified"]["exact"] == 3, "m identical documents cost m-1 exact-stage unions"
+
+
+def test_near_duplicates_cluster_and_unrelated_do_not(rng):
+    texts, group = planted(rng, 12, size=4)
+    res = build(texts=texts)
+    assert parts(res) == R.partition(group), "planted groups must be exactly the clusters"
+    assert res.n_clusters == 12
+    stages = np.bitwise_or.reduce(res.doc_stages)
+    assert stages & STAGE_MINHASH
+
+
+@pytest.mark.parametrize("verify", ["estimate", "exact", "auto"])
+def test_threshold_separates_above_from_below(verify, rng):
+    # A and B share a 90-word core: J(A, B) = 86/96 = 0.896 (word 5-shingles); A and C share 45
+    # words: J = 41/141 = 0.29. Threshold 0.8 must join A-B and keep C apart, for every verifier.
+    core = words(rng, 90)
+    a = " ".join(words(rng, 5) + core)
+    b = " ".join(core + words(rng, 5))
+    c = " ".join(core[:45] + words(rng, 55))
+    res = build(texts=[a, b, c], config=BuildConfig(minhash=MinHashConfig(verify=verify)))
+    assert res.cluster_ids.tolist() == [0, 0, 2]
+
+
+def test_clusters_are_sound_under_exact_verification(rng):
+    """Every multi-member cluster is connected by pairs that truly pass (equal normalized text or
+    exact Jaccard >= threshold): no false merges, whatever LSH proposes."""
+    threshold = 0.7
+    pool = words(rng, 400)
+    texts = []
+    for _ in range(60):  # overlapping windows of one long text: a graded range of Jaccard values
+        start = int(rng.integers(0, 300))
+        texts.append(" ".join(pool[start : start + int(rng.integers(20, 100))]))
+    cfg = BuildConfig(minhash=MinHashConfig(threshold=threshold, verify="exact"))
+    res = build(texts=texts, config=cfg)
+    sets = [set(R.shingles(t, "word", 5, cfg.seed)) for t in texts]
+    n = len(texts)
+    ok_edges = [(i, j) for i in range(n) for j in range(i + 1, n)
+                if R.exact_hash(texts[i]) == R.exact_hash(texts[j])
+                or len(sets[i] & sets[j]) / len(sets[i] | sets[j]) >= threshold]
+    truth = R.components_bfs(n, ok_edges)
+    # every build cluster lies inside one true component (sound) ...
+    for c in set(res.cluster_ids.tolist()):
+        members = np.flatnonzero(res.cluster_ids == c)
+        assert len({truth[m] for m in members}) == 1, f"cluster {c} joins documents no passing path connects"
+    # ... and labels are canonical: the smallest member of each cluster
+    for c in set(res.cluster_ids.tolist()):
+        assert c == int(np.flatnonzero(res.cluster_ids == c).min())
+
+
+# ----------------------------------------------------------------------------- giant bucket
+
+
+def test_giant_bucket_is_fast_and_correct(rng):
+    boiler = words(rng, 60)
+    n_same, n_near, n_other = 5000, 2000, 300
+    texts = ([" ".join(boiler)] * n_same
+             + [" ".join(boiler + [f"tail{i}"]) for i in range(n_near)]
+             + [" ".join(words(rng, 60)) for _ in range(n_other)])
+    cfg = BuildConfig()
+    t0 = time.perf_counter()
+    res = build(texts=texts, config=cfg)
+    elapsed = time.perf_counter() - t0
+    m = n_near + 1  # documents reaching MinHash LSH in the giant bucket (boilerplate once)
+    assert res.n_clusters == 1 + n_other, f"expected the {n_same + n_near} boilerplate docs in one cluster"
+    assert res.cluster_ids[: n_same + n_near].max() == 0
+    st = res.stats
+    assert st["verified"]["exact"] == n_same - 1
+    # a pair already in one component is skipped: verifications stay O(m), not O(m * window)
+    assert st["verified"]["minhash"] <= 2 * m, f"{st['verified']['minhash']} verifications for m={m}"
+    bands = st["lsh"]["minhash"]["bands"]
+    assert st["candidates"]["minhash"] <= m * (cfg.bucket_window - 1) * bands, "candidates must stay O(m * window)"
+    assert elapsed < 20.0, f"giant bucket took {elapsed:.1f}s"
+
+
+# ----------------------------------------------------------------------------- empty documents
+
+
+EMPTY_DOCS = ["", "   ", "\n\t", "!!! ...", "\u2028"]
+
+
+def test_empty_documents_are_singletons_by_default():
+    texts = ["some words in a document that is long enough"] * 2 + EMPTY_DOCS + EMPTY_DOCS
+    res = build(texts=texts)
+    n_empty = 2 * len(EMPTY_DOCS)
+    assert res.cluster_ids.tolist() == [0, 0] + list(range(2, 2 + n_empty)), "empty docs never join, not even each other"
+    assert res.cluster_map.build_info["n_empty"] == n_empty
+
+
+def test_empty_documents_are_an_input_error_under_empty_error():
+    texts = ["a document", "", "another", "   "]
+    with pytest.raises(InputError, match=r"empty='error'.*positions \[1, 3\]"):
+        build(texts=texts, config=BuildConfig(empty="error"))
+
+
+# ----------------------------------------------------------------------------- ids
+
+
+@pytest.mark.parametrize("ids, dup", [(["x", "y", "x"], "'x'"), ([7, 8, 9, 8], "8")])
+def test_duplicate_ids_raise_naming_the_id(ids, dup):
+    with pytest.raises(DuplicateIdError, match=f"id {dup} occurs"):
+        build(texts=[f"doc {i}" for i in range(len(ids))], ids=ids)
+
+
+@pytest.mark.parametrize("ids", [["a", 1, "c"], [1, "b", 3], [1, 2.5, 3], ["a", None, "c"], [True, 2, 3]])
+def test_mixed_or_wrong_id_types_raise_input_type_error(ids):
+    with pytest.raises(InputTypeError, match="ids"):
+        build(texts=["doc one", "doc two", "doc three"], ids=ids)
+
+
+def test_ids_are_kept_and_looked_up():
+    res = build(texts=["alpha beta gamma", "alpha beta gamma", "delta"], ids=["x", "y", "z"])
+    cm = res.cluster_map
+    assert cm.ids == ["x", "y", "z"]
+    assert cm.cluster_of("y") == cm.cluster_of("x") == 0 and cm.cluster_of("z") == 2
+
+
+@pytest.mark.parametrize("n_ids", [2, 4])
+def test_ids_count_must_match_texts(n_ids):
+    with pytest.raises(InputError, match="one id per text"):
+        build(texts=["a", "b", "c"], ids=[f"i{j}" for j in range(n_ids)])
+
+
+# ----------------------------------------------------------------------------- representatives
+
+
+def test_representative_longest_with_ties_to_first():
+    texts = ["one two three four five six", "one two three four five six seven", "one two three four five six"]
+    # exact stage: 0 and 2 identical; minhash joins 1 (J = 2/3 < 0.8 with k=5) -> use k=2
+    cfg = BuildConfig(text=TextConfig(k=2), minhash=MinHashConfig(threshold=0.6))
+    res = build(texts=texts, config=cfg)
+    assert res.cluster_ids.tolist() == [0, 0, 0]
+    assert res.is_representative.tolist() == [False, True, False]
+    tie = build(texts=["same text here", "SAME TEXT HERE", "same  text here"])
+    assert tie.is_representative.tolist() == [True, False, False], "equal lengths: the first seen wins"
+
+
+def test_representative_first():
+    texts = ["short doc words", "short doc words plus more words", "SHORT DOC WORDS"]
+    cfg = BuildConfig(text=TextConfig(k=2), minhash=MinHashConfig(threshold=0.3), representative="first")
+    res = build(texts=texts, config=cfg)
+    assert res.cluster_ids.tolist() == [0, 0, 0]
+    assert res.is_representative.tolist() == [True, False, False]
+
+
+def test_representative_key_largest_wins_ties_to_first():
+    texts = ["same words again"] * 4 + ["other words entirely"]
+    cfg = BuildConfig(representative="key")
+    res = build(texts=texts, config=cfg, keys=[3.0, 9.0, 9.0, 1.0, 0.0])
+    assert res.is_representative.tolist() == [False, True, False, False, True]
+    with pytest.raises(ConfigError, match="keys"):
+        build(texts=texts, config=cfg)
+    with pytest.raises(InputError, match="finite"):
+        build(texts=texts, config=cfg, keys=[1.0, float("nan"), 0, 0, 0])
+    with pytest.raises(InputError, match="one number per document"):
+        build(texts=texts, config=cfg, keys=[1.0, 2.0])
+
+
+def test_exactly_one_representative_per_cluster(rng):
+    texts, _ = planted(rng, 10, size=3)
+    for rule in ("longest", "first"):
+        res = build(texts=texts, config=BuildConfig(representative=rule))
+        for c in np.unique(res.cluster_ids):
+            assert res.is_representative[res.cluster_ids == c].sum() == 1
+
+
+# ----------------------------------------------------------------------------- vectors
+
+
+def planted_vectors(rng, n_groups: int, size: int, dim: int = 32, noise: float = 0.02):
+    """Groups of vectors with pairwise cosine > 0.99 around random centres (unrelated: |cos| ~ 0.2)."""
+    centres = rng.standard_normal((n_groups, dim))
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    vecs = np.repeat(centres, size, axis=0) + noise * rng.standard_normal((n_groups * size, dim)) / np.sqrt(dim)
+    return vecs, np.repeat(np.arange(n_groups), size).tolist()
+
+
+@pytest.mark.parametrize("simhash", [SimHashConfig(), SimHashConfig(verify="estimate"), SimHashConfig(pigeonhole=True)])
+def test_vectors_only_build_with_simhash(simhash, rng):
+    vecs, group = planted_vectors(rng, 15, 3)
+    res = build(vectors=vecs, config=BuildConfig(simhash=simhash))
+    assert parts(res) == R.partition(group)
+    joined = res.doc_stages[np.bincount(res.cluster_ids, minlength=len(group))[res.cluster_ids] > 1]
+    assert np.all(joined == STAGE_SIMHASH), "vector-only clusters are joined by the SimHash stage only"
+    assert res.cluster_map.doc_lengths.tolist() == [0] * len(group)
+
+
+def test_texts_and_vectors_compose_stages_and_record_them(rng):
+    """0~1 by text only (vectors unrelated), 2~3 by vector only (texts unrelated), 1~2 by nothing:
+    two clusters; doc_stages says which stage joined whom. 4 is an exact copy of 0."""
+    t0 = " ".join(words(rng, 40))
+    texts = [t0, t0 + " extra", " ".join(words(rng, 40)), " ".join(words(rng, 40)), t0.upper()]
+    v = rng.standard_normal((5, 16))
+    v[3] = v[2] + 1e-3 * rng.standard_normal(16)
+    res = build(texts=texts, vectors=v)
+    assert res.cluster_ids.tolist() == [0, 0, 2, 2, 0]
+    assert res.doc_stages[2] == res.doc_stages[3] == STAGE_SIMHASH
+    assert res.doc_stages[1] == STAGE_MINHASH
+    assert res.doc_stages[4] == STAGE_EXACT
+    assert res.doc_stages[0] & STAGE_EXACT and not res.doc_stages[0] & STAGE_SIMHASH
+    # a vector bridge between the two text clusters merges them
+    v2 = v.copy()
+    v2[1] = v[2] + 1e-3 * rng.standard_normal(16)
+    res2 = build(texts=texts, vectors=v2)
+    assert res2.cluster_ids.tolist() == [0] * 5
+
+
+def test_vectors_must_align_with_texts(rng):
+    with pytest.raises(InputError, match="one row per document"):
+        build(texts=["a b", "c d"], vectors=rng.standard_normal((3, 4)))
+    with pytest.raises(InputError, match="finite"):
+        build(vectors=[[1.0, float("nan")]])
+    with pytest.raises(ConfigError, match="simhash=None"):
+        build(vectors=rng.standard_normal((2, 4)), config=BuildConfig(simhash=None))
+
+
+# ----------------------------------------------------------------------------- arguments
+
+
+def test_bad_build_arguments():
+    with pytest.raises(InputError, match="neither"):
+        build()
+    with pytest.raises(InputError, match="not one str"):
+        build(texts="a single string")
+    with pytest.raises(InputError, match="empty"):
+        build(texts=[])
+    with pytest.raises(ConfigError, match="chunk_size"):
+        build(texts=["a"], chunk_size=0)
+    with pytest.raises(ConfigError, match="both text stages are off"):
+        build(texts=["a"], config=BuildConfig(minhash=None, exact=False))
+    with pytest.raises(ConfigError, match="config"):
+        build(texts=["a"], config=42)
+    with pytest.raises(InputTypeError, match="item 1"):
+        build(texts=["a", 2])
+
+
+def test_config_as_dict_equals_model():
+    texts = ["one two three four five six", "one two three four five six seven", "x"]
+    a = build(texts=texts, config={"minhash": {"threshold": 0.6}, "text": {"k": 2}})
+    b = build(texts=texts, config=BuildConfig(minhash=MinHashConfig(threshold=0.6), text=TextConfig(k=2)))
+    assert a.cluster_ids.tolist() == b.cluster_ids.tolist()
+    assert a.cluster_map.fingerprint == b.cluster_map.fingerprint
+
+
+def test_generator_input_and_chunking_do_not_change_the_partition(rng):
+    texts, group = planted(rng, 8, size=3)
+    whole = build(texts=texts)
+    chunked = build(texts=(t for t in texts), chunk_size=5)
+    assert parts(chunked) == parts(whole) == R.partition(group)
+    assert chunked.cluster_ids.tolist() == whole.cluster_ids.tolist()
+
+
+def test_build_does_not_mutate_inputs(rng):
+    texts, _ = planted(rng, 3)
+    ids = [f"d{i}" for i in range(len(texts))]
+    vecs = rng.standard_normal((len(texts), 8))
+    before = (list(texts), list(ids), vecs.copy())
+    build(texts=texts, ids=ids, vectors=vecs)
+    assert (texts, ids) == before[:2] and np.array_equal(vecs, before[2])
+
+
+# ----------------------------------------------------------------------------- add
+
+
+def _bridge_corpus(rng):
+    """A = X[0:90], B = X[20:110], bridge = X[10:100] over 110 random words (word 5-shingles):
+    J(A, B) = 66/106 = 0.62, J(A, bridge) = J(B, bridge) = 76/96 = 0.79; threshold 0.7."""
+    x = words(rng, 110)
+    return " ".join(x[0:90]), " ".join(x[20:110]), " ".join(x[10:100])
+
+
+BRIDGE_CFG = BuildConfig(minhash=MinHashConfig(threshold=0.7, verify="exact"))
+
+
+def test_add_keeps_old_cluster_ids_and_a_new_doc_joins(rng):
+    texts, group = planted(rng, 6, size=2)
+    old = build(texts=texts, ids=[f"d{i}" for i in range(len(texts))])
+    joiner = texts[4] + " and one more"
+    res = add(old.cluster_map, texts=[joiner, " ".join(words(rng, 50))], ids=["new0", "new1"])
+    n = len(texts)
+    assert res.cluster_ids[:n].tolist() == old.cluster_ids.tolist(), "old documents keep their cluster ids"
+    assert res.cluster_ids[n] == old.cluster_ids[4], "the near-copy joins its cluster"
+    assert res.cluster_ids[n + 1] == n + 1, "a new unrelated document starts its own cluster, labelled by its index"
+    cm = res.cluster_map
+    assert cm.cluster_of("new0") == cm.cluster_of("d4")
+    assert cm.n_docs == n + 2
+
+
+def test_add_bridge_merges_two_clusters_with_an_alias(rng):
+    a, b, bridge = _bridge_corpus(rng)
+    other = " ".join(words(rng, 60))
+    old = build(texts=[a, other, b], ids=["a", "o", "b"], config=BRIDGE_CFG)
+    assert old.cluster_ids.tolist() == [0, 1, 2], "A and B are below the threshold on their own"
+    res = add(old.cluster_map, texts=[bridge], ids=["bridge"])
+    assert res.cluster_ids.tolist() == [0, 1, 0, 0], "the bridge joins A and B; the smaller id survives"
+    aliases = np.asarray(res.cluster_map.extras["aliases"]).tolist()
+    assert [2, 0] in aliases, f"cluster 2 must be recorded as an alias of 0; aliases {aliases}"
+    assert res.cluster_map.cluster_of("b") == 0
+    assert res.cluster_map.resolve_cluster(2) == 0
+
+
+def test_add_with_a_different_config_is_incompatible(rng):
+    old = build(texts=["one two three", "four five six"])
+    for cfg in (BuildConfig(seed=2), BuildConfig(minhash=MinHashConfig(threshold=0.9)), {"text": {"k": 3}}):
+        with pytest.raises(IncompatibleArtifactError, match="fingerprint"):
+            add(old.cluster_map, texts=["seven eight"], config=cfg)
+    # the artifact's own config is accepted explicitly too
+    ok = add(old.cluster_map, texts=["seven eight"], config=BuildConfig())
+    assert ok.n_docs == 3
+
+
+def test_add_without_incremental_state_is_incompatible():
+    old = build(texts=["one two three", "four five six"], config=BuildConfig(incremental=False))
+    with pytest.raises(IncompatibleArtifactError, match="incremental"):
+        add(old.cluster_map, texts=["seven"])
+
+
+def test_add_rejects_duplicate_and_wrong_kind_ids():
+    old = build(texts=["one two three", "four five six"], ids=["a", "b"])
+    with pytest.raises(DuplicateIdError, match="'a'"):
+        add(old.cluster_map, texts=["seven"], ids=["a"])
+    with pytest.raises((InputError, InputTypeError), match="ids"):
+        add(old.cluster_map, texts=["seven"], ids=[5])
+
+
+@pytest.mark.parametrize("cfg", [BuildConfig(), BRIDGE_CFG, BuildConfig(minhash=MinHashConfig(method="classic"))],
+                         ids=["default", "exact-verify", "classic"])
+def test_add_equals_a_from_scratch_build(cfg, rng, tmp_path):
+    texts, group = planted(rng, 10, size=3)
+    order = rng.permutation(len(texts))
+    texts = [texts[i] for i in order]
+    ids = [f"doc{i}" for i in range(len(texts))]
+    half = len(texts) // 2
+    old = build(texts=texts[:half], ids=ids[:half], config=cfg)
+    path = tmp_path / "old.dvf"
+    old.save(path)  # add from a saved artifact (path), as a user would
+    inc = add(str(path), texts=texts[half:], ids=ids[half:])
+    scratch = build(texts=texts, ids=ids, config=cfg)
+    assert parts(inc) == parts(scratch) == R.partition([group[i] for i in order])
