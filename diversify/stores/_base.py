@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Iterable, Optional, Sequence
+from typing import Any, ClassVar, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -47,6 +47,9 @@ def representative_flags(cluster_map, ids: Sequence[Any]):
     ``None`` when the lookup object offers neither (then no flag is written).
     """
     ids = list(ids)
+    if isinstance(cluster_map, Mapping):  # a plain {id: cluster_id} dict: no representative flags
+        get = cluster_map.get
+        return np.fromiter((get(i, -1) for i in ids), dtype=np.int64, count=len(ids)), None
     cids = np.asarray(cluster_map.lookup(ids), dtype=np.int64)
     rep_arr = getattr(cluster_map, "is_representative", None)
     doc_index = getattr(cluster_map, "doc_index", None)
