@@ -224,3 +224,31 @@ def test_clear_errors():
     in_memory = diversify.build(texts=["one two three four five six"], ids=["x"]).cluster_map
     with pytest.raises(ConfigError, match="save"):
         DiversifyRanker(cluster_map=in_memory).to_dict()
+
+
+def test_fold_threshold_folds_documents_the_artifact_does_not_know():
+    # "a-new" was added after the build (the artifact knows neither a nor a-new), but its embedding
+    # is nearly the same as a's: the on-the-fly mode folds it into a.
+    emb = {"a": [1.0, 0.0, 0.0], "a-new": [0.99, 0.05, 0.0], "b": [0.0, 1.0, 0.0], "c": [0.0, 0.0, 1.0]}
+    docs = [Document(id=i, content=i, embedding=v, score=1.0 - j / 10) for j, (i, v) in enumerate(emb.items())]
+    before = copy.deepcopy(docs)
+    out = DiversifyRanker(cluster_map={}, fold_threshold=0.95).run(documents=docs)["documents"]
+    assert [d.id for d in out] == ["a", "b", "c"]
+    assert out[0].meta["diversify"]["omitted_ids"] == ["a-new"]
+    assert [d.id for d in DiversifyRanker(cluster_map={}).run(documents=docs)["documents"]] == list(emb)
+    assert docs == before
+
+    store = _store_of(docs)
+    retriever = DiversifyRetriever(InMemoryEmbeddingRetriever(store, return_embedding=True), cluster_map={},
+                                   top_k=3, fetch_k=3, fold_threshold=0.95)
+    out = retriever.run(query_embedding=[1.0, 0.1, 0.05])
+    assert [d.id for d in out["documents"]] == ["a", "b", "c"] and out["diversify"]["backend_calls"] == 2
+    data = retriever.to_dict()
+    assert data["init_parameters"]["fold_threshold"] == 0.95
+    assert DiversifyRetriever.from_dict(copy.deepcopy(data)).to_dict() == data
+
+
+def _store_of(docs):
+    store = InMemoryDocumentStore(index=f"diversify-test-{next(_index_names)}")
+    store.write_documents([Document(id=d.id, content=d.content, embedding=d.embedding) for d in docs])
+    return store

@@ -183,3 +183,13 @@ def test_clear_errors(index):
     with pytest.raises(ConfigError, match="cluster_map"):
         DiversifyRetriever(index)
     assert DiversifyPostprocessor(cluster_field="c").postprocess_nodes([]) == []
+
+
+def test_fold_threshold_folds_nodes_the_artifact_does_not_know():
+    emb = {"a": [1.0, 0.0, 0.0], "a-new": [0.99, 0.05, 0.0], "b": [0.0, 1.0, 0.0]}
+    nodes = [NodeWithScore(node=TextNode(id_=i, text=i, embedding=v), score=1.0 - j / 10)
+             for j, (i, v) in enumerate(emb.items())]
+    out = DiversifyPostprocessor(cluster_map={}, fold_threshold=0.95).postprocess_nodes(nodes)
+    assert [n.node_id for n in out] == ["a", "b"]
+    assert out[0].node.metadata["diversify"]["omitted_ids"] == ["a-new"]
+    assert [n.node_id for n in DiversifyPostprocessor(cluster_map={}).postprocess_nodes(nodes)] == list(emb)

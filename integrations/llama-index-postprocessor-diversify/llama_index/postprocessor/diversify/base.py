@@ -43,6 +43,9 @@ class DiversifyPostprocessor(BaseNodePostprocessor):
     max_per_cluster: int = Field(default=1, description="At most this many per cluster; higher -> more near-duplicates.")
     top_k: Optional[int] = Field(default=None, description="Return at most this many; None keeps every survivor.")
     metadata_key: str = Field(default="diversify", description="Metadata key of the annotation on returned copies.")
+    fold_threshold: Optional[float] = Field(
+        default=None, description="On-the-fly folding of nodes the artifact does not know, by the cosine of "
+        "node.embedding; higher -> only closer copies are folded; None disables it.")
 
     _diversifier: Any = PrivateAttr(default=None)
     _init_lock: Any = PrivateAttr(default_factory=threading.Lock)
@@ -83,7 +86,7 @@ class DiversifyPostprocessor(BaseNodePostprocessor):
                             "nothing would be diversified; got cluster_map=None, cluster_field=None. Pass "
                             "cluster_map='clusters.dvf' or cluster_field='cluster_id'.")
                     d = Diversifier(self.cluster_map, cluster_field=self.cluster_field,
-                                    max_per_cluster=self.max_per_cluster)
+                                    max_per_cluster=self.max_per_cluster, fold_threshold=self.fold_threshold)
                     self._diversifier = d
         return d
 
@@ -101,6 +104,7 @@ class DiversifyPostprocessor(BaseNodePostprocessor):
             ids=[self._node_id(n, j) for j, n in enumerate(nodes)],
             scores=[n.score for n in nodes],
             payloads=[n.node.metadata for n in nodes],
+            vectors=[n.node.embedding for n in nodes] if self.fold_threshold is not None else None,
             k=k,
         )
         return annotated_copies(result, self.metadata_key)

@@ -34,7 +34,9 @@ class DiversifyRetriever(BaseRetriever):
     metadata key holding the same id as the artifact, e.g. ``id_field``) the store is asked to
     leave out what was seen (``FilterOperator.NIN``), otherwise for a larger k.
 
-    Cluster ids and returned copies: as :class:`~llama_index.postprocessor.diversify.DiversifyPostprocessor`.
+    Cluster ids, ``fold_threshold`` and returned copies: as
+    :class:`~llama_index.postprocessor.diversify.DiversifyPostprocessor` (the index's retriever
+    must return embeddings for ``fold_threshold`` to act; most vector stores do not).
     """
 
     def __init__(
@@ -53,6 +55,7 @@ class DiversifyRetriever(BaseRetriever):
         filters: Optional[MetadataFilters] = None,
         retriever_kwargs: Optional[dict] = None,
         metadata_key: str = "diversify",
+        fold_threshold: Optional[float] = None,
         callback_manager: Optional[CallbackManager] = None,
     ) -> None:
         if cluster_map is None and cluster_field is None:
@@ -74,6 +77,7 @@ class DiversifyRetriever(BaseRetriever):
         self._filters = filters
         self._retriever_kwargs = dict(retriever_kwargs or {})
         self._metadata_key = metadata_key
+        self._fold_threshold = fold_threshold
         self._diversifier = None
         self._init_lock = threading.Lock()
         # Exclusion needs one flat AND list (nested MetadataFilters are not supported everywhere).
@@ -90,7 +94,8 @@ class DiversifyRetriever(BaseRetriever):
 
                     self._diversifier = Diversifier(self._cluster_map, cluster_field=self._cluster_field,
                                                     k=self._k, max_per_cluster=self._max_per_cluster,
-                                                    fetch_k=self._fetch_k, max_rounds=self._max_rounds)
+                                                    fetch_k=self._fetch_k, max_rounds=self._max_rounds,
+                                                    fold_threshold=self._fold_threshold)
         return self._diversifier
 
     def _retriever(self, k: int, exclude_ids):
@@ -106,7 +111,8 @@ class DiversifyRetriever(BaseRetriever):
 
     def _hits(self, nodes: List[NodeWithScore]) -> list:
         return [Hit(node_id_of(n, j, id_field=self._id_field, id_source=self._id_source, error=StoreError),
-                    n.score, n.node.metadata, None, n) for j, n in enumerate(nodes)]
+                    n.score, n.node.metadata, n.node.embedding if self._fold_threshold is not None else None, n)
+                for j, n in enumerate(nodes)]
 
     def _search_fn(self):
         def search(query_bundle, k, exclude_ids=None):

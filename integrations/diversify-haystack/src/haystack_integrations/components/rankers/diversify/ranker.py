@@ -50,6 +50,7 @@ class DiversifyRanker:
         max_per_cluster: int = 1,
         top_k: Optional[int] = None,
         meta_key: str = "diversify",
+        fold_threshold: Optional[float] = None,
     ) -> None:
         """
         :param cluster_map:
@@ -67,6 +68,11 @@ class DiversifyRanker:
             Return at most this many; None keeps every survivor. Overridable per run.
         :param meta_key:
             Meta key of the annotation on returned copies.
+        :param fold_threshold:
+            On-the-fly mode for documents the artifact does not know (added after the last
+            build): one whose ``embedding`` has at least this cosine similarity with a kept
+            document is folded into it; higher -> only closer copies are folded. None disables it.
+            Needs embeddings on the documents (e.g. ``return_embedding=True`` on the retriever).
         """
         if cluster_map is None and cluster_field is None:
             raise ConfigError(
@@ -83,6 +89,7 @@ class DiversifyRanker:
         self.max_per_cluster = max_per_cluster
         self.top_k = top_k
         self.meta_key = meta_key
+        self.fold_threshold = fold_threshold
         self._diversifier = None
         self._lock = threading.Lock()
 
@@ -94,7 +101,8 @@ class DiversifyRanker:
                     from diversify.online import Diversifier
 
                     self._diversifier = Diversifier(self.cluster_map, cluster_field=self.cluster_field,
-                                                    max_per_cluster=self.max_per_cluster)
+                                                    max_per_cluster=self.max_per_cluster,
+                                                    fold_threshold=self.fold_threshold)
 
     @property
     def diversifier(self):
@@ -116,7 +124,8 @@ class DiversifyRanker:
         elif isinstance(cm, Mapping):
             cm = dict(cm)
         return default_to_dict(self, cluster_map=cm, cluster_field=self.cluster_field, id_field=self.id_field,
-                               max_per_cluster=self.max_per_cluster, top_k=self.top_k, meta_key=self.meta_key)
+                               max_per_cluster=self.max_per_cluster, top_k=self.top_k, meta_key=self.meta_key,
+                               fold_threshold=self.fold_threshold)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "DiversifyRanker":
@@ -148,6 +157,7 @@ class DiversifyRanker:
             ids.append(value)
         result = self.diversifier.select_items(
             documents, ids=ids, scores=[d.score for d in documents], payloads=[d.meta or {} for d in documents],
+            vectors=[d.embedding for d in documents] if self.fold_threshold is not None else None,
             k=len(documents) if top_k is None else top_k)
         return {"documents": annotated_copies(result, self.meta_key)}
 

@@ -46,6 +46,7 @@ class DiversifyRetriever:
         max_rounds: int = 3,
         exclude_seen: bool = True,
         meta_key: str = "diversify",
+        fold_threshold: Optional[float] = None,
     ) -> None:
         """
         :param retriever: the retriever component to wrap (serialized with this component).
@@ -58,6 +59,9 @@ class DiversifyRetriever:
         :param max_rounds: refetch rounds after the first call; higher -> fewer short answers.
         :param exclude_seen: refetch with a ``"not in"`` filter on seen ids (False: larger top_k).
         :param meta_key: meta key of the annotation on returned copies.
+        :param fold_threshold: on-the-fly folding of documents the artifact does not know, by the
+            cosine of their ``embedding`` (wrap a retriever with ``return_embedding=True``); higher ->
+            only closer copies are folded; None disables it.
         """
         if cluster_map is None and cluster_field is None:
             raise ConfigError(
@@ -77,6 +81,7 @@ class DiversifyRetriever:
         self.max_rounds = max_rounds
         self.exclude_seen = exclude_seen
         self.meta_key = meta_key
+        self.fold_threshold = fold_threshold
         self._diversifier = None
         self._lock = threading.Lock()
 
@@ -91,7 +96,8 @@ class DiversifyRetriever:
 
                     self._diversifier = Diversifier(self.cluster_map, cluster_field=self.cluster_field,
                                                     k=self.top_k, max_per_cluster=self.max_per_cluster,
-                                                    fetch_k=self.fetch_k, max_rounds=self.max_rounds)
+                                                    fetch_k=self.fetch_k, max_rounds=self.max_rounds,
+                                                    fold_threshold=self.fold_threshold)
 
     @property
     def diversifier(self):
@@ -106,7 +112,8 @@ class DiversifyRetriever:
             self, retriever=component_to_dict(self.retriever, "retriever"),
             cluster_map=_serializable_cluster_map(self.cluster_map), cluster_field=self.cluster_field,
             id_field=self.id_field, top_k=self.top_k, max_per_cluster=self.max_per_cluster, fetch_k=self.fetch_k,
-            max_rounds=self.max_rounds, exclude_seen=self.exclude_seen, meta_key=self.meta_key)
+            max_rounds=self.max_rounds, exclude_seen=self.exclude_seen, meta_key=self.meta_key,
+            fold_threshold=self.fold_threshold)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "DiversifyRetriever":
@@ -135,7 +142,8 @@ class DiversifyRetriever:
 
     def _hits(self, out: dict) -> list:
         docs = out["documents"]
-        return [Hit(self._id(d, j), d.score, d.meta, None, d) for j, d in enumerate(docs)]
+        fold = self.fold_threshold is not None
+        return [Hit(self._id(d, j), d.score, d.meta, d.embedding if fold else None, d) for j, d in enumerate(docs)]
 
     def _report(self, result) -> dict:
         docs = annotated_copies(result, self.meta_key)
