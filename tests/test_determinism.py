@@ -1,0 +1,164 @@
+"""Same input => same bytes: thread counts, input order, golden artifact hash.
+
+Kinds: determinism (artifacts built in subprocesses with NUMBA_NUM_THREADS=1 and 2 compared byte
+for byte; partitions invariant under shuffling unrelated chunks of input) and golden (sha256 of a
+tiny artifact).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import reference as R
+from conftest import BASE_SEED, CREATED_AT
+from diversify.build import build
+from diversify.config import BuildConfig, MinHashConfig
+from diversify.artifact import load
+
+from test_build import planted, planted_vectors
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Builds one corpus (> 256 documents, so the parallel kernels split it into several blocks) with
+# text and vector stages, and saves it twice: as is, and with the wall clock frozen (timings are
+# recorded in the artifact's build_info; freezing them isolates everything else).
+_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    import numpy as np
+    sys.path.insert(0, {tests!r})
+    from test_build import planted, planted_vectors
+    from diversify.build import build
+    import numba
+
+    rng = np.random.default_rng({seed})
+    texts, _ = planted(rng, 400, size=3)
+    texts += ["", "   ", "!!!"]
+    vecs, _ = planted_vectors(rng, len(texts) // 3 + 1, 3, dim=24)
+    vecs = vecs[: len(texts)]
+    ids = [f"doc-{{i}}" for i in range(len(texts))]
+    res = build(texts=texts, ids=ids, vectors=vecs, created_at={created_at!r})
+    res.save(sys.argv[1])
+    time.perf_counter = lambda: 0.0
+    res = build(texts=texts, ids=ids, vectors=vecs, created_at={created_at!r})
+    res.save(sys.argv[2])
+    print(numba.get_num_threads())
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def thread_builds(tmp_path_factory):
+    """{threads: (raw artifact bytes, artifact bytes with frozen timings)} for 1 and 2 threads."""
+    out = {}
+    d = tmp_path_factory.mktemp("threads")
+    script = _SCRIPT.format(tests=str(REPO / "tests"), seed=BASE_SEED, created_at=CREATED_AT)
+    for threads in (1, 2):
+        raw, frozen = d / f"raw{threads}.dvf", d / f"frozen{threads}.dvf"
+        env = dict(os.environ, NUMBA_NUM_THREADS=str(threads), PYTHONPATH=str(REPO))
+        env.pop("SOURCE_DATE_EPOCH", None)
+        proc = subprocess.run([sys.executable, "-c", script, str(raw), str(frozen)], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert proc.stdout.strip() == str(threads), f"the subprocess ran with {proc.stdout.strip()} threads"
+        out[threads] = (raw.read_bytes(), frozen.read_bytes(), raw)
+    return out
+
+
+def test_artifact_bytes_do_not_depend_on_thread_count_timings_frozen(thread_builds):
+    one, two = thread_builds[1][1], thread_builds[2][1]
+    assert len(one) > 10_000
+    assert hashlib.sha256(one).hexdigest() == hashlib.sha256(two).hexdigest(), (
+        "artifacts built with NUMBA_NUM_THREADS=1 and 2 differ (wall-clock timings frozen in both)"
+    )
+
+
+def test_artifact_content_except_timings_does_not_depend_on_thread_count(thread_builds, tmp_path):
+    a = load(thread_builds[1][2])
+    b_path = tmp_path / "b.dvf"
+    b_path.write_bytes(thread_builds[2][0])
+    b = load(b_path)
+    ha, hb = dict(a.header), dict(b.header)
+    ia, ib = dict(ha.pop("build_info")), dict(hb.pop("build_info"))
+    ia.pop("timings"), ib.pop("timings")
+    assert ha == hb and ia == ib
+    assert a.cluster_ids.tolist() == b.cluster_ids.tolist()
+    assert set(a.extras) == set(b.extras)
+    for name in a.extras:
+        assert np.array_equal(np.asarray(a.extras[name]), np.asarray(b.extras[name])), name
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG (lead, diversify/build/__init__.py _finish): build_info['timings'] (wall-clock seconds, "
+    "rounded to 1 us) is written into the artifact header, so two builds of the same input are never "
+    "byte-identical, whatever the thread count or created_at. Fix: keep timings on BuildResult only "
+    "(or out of the saved header)."))
+def test_artifact_bytes_do_not_depend_on_thread_count(thread_builds):
+    one, two = thread_builds[1][0], thread_builds[2][0]
+    assert hashlib.sha256(one).hexdigest() == hashlib.sha256(two).hexdigest()
+
+
+# ----------------------------------------------------------------------------- input order
+
+
+def test_shuffling_unrelated_chunks_does_not_change_the_partition(rng):
+    texts, group = planted(rng, 40, size=3)
+    texts += [" ".join(f"u{j}" for j in rng.integers(0, 10**6, 30)) for _ in range(20)]
+    group += list(range(1000, 1020))
+    ids = [f"d{i}" for i in range(len(texts))]
+    chunks: dict = {}
+    for i, g in enumerate(group):
+        chunks.setdefault(g, []).append(i)
+    base = build(texts=texts, ids=ids)
+    want = R.partition(base.cluster_ids, ids)
+    assert want == R.partition(group, ids)
+    for trial in range(3):
+        order = [i for g in rng.permutation(list(chunks)) for i in chunks[int(g)]]
+        res = build(texts=[texts[i] for i in order], ids=[ids[i] for i in order])
+        assert R.partition(res.cluster_ids, [ids[i] for i in order]) == want, f"shuffle {trial} changed the partition"
+
+
+def test_vector_partition_invariant_under_shuffling(rng):
+    vecs, group = planted_vectors(rng, 20, 3)
+    ids = list(range(len(group)))
+    want = R.partition(build(vectors=vecs, ids=ids).cluster_ids, ids)
+    order = rng.permutation(len(ids))
+    got = R.partition(build(vectors=vecs[order], ids=[ids[i] for i in order]).cluster_ids, [ids[i] for i in order])
+    assert got == want == R.partition(group, ids)
+
+
+# ----------------------------------------------------------------------------- golden artifact
+# sha256 of a tiny artifact with the wall clock frozen (see the xfail above) and created_at pinned.
+# It changes with the hash scheme, the container format, the library version (recorded in the
+# header) and any BuildConfig field (the config is recorded). Regenerate deliberately with
+#   python -c "import sys, time; sys.path.insert(0, 'tests'); import test_determinism as t; \
+#     time.perf_counter = lambda: 0.0; print(t.golden_artifact_sha256())"
+GOLDEN_ARTIFACT_SHA256 = "f0e211efe5e557270d79e7aae36015194496bc1b067f0e6cdceb250206905bd0"
+
+
+def golden_artifact_sha256(tmp_dir: Path | None = None) -> str:
+    import tempfile
+
+    texts = ["The quick brown fox jumps over the lazy dog", "the quick brown fox jumps over the lazy dog!",
+             "The quick brown fox jumps over the lazy dog today", "Lorem ipsum dolor sit amet", ""]
+    res = build(texts=texts, ids=["a", "b", "c", "d", "e"], config=BuildConfig(minhash=MinHashConfig(verify="estimate")),
+                created_at=CREATED_AT)
+    with tempfile.TemporaryDirectory(dir=tmp_dir) as d:
+        p = Path(d) / "golden.dvf"
+        res.save(p)
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def test_golden_artifact_sha256(monkeypatch, tmp_path):
+    monkeypatch.setattr(time, "perf_counter", lambda: 0.0)
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    assert golden_artifact_sha256(tmp_path) == GOLDEN_ARTIFACT_SHA256
