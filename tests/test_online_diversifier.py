@@ -127,11 +127,17 @@ def test_accepted_hit_shapes():
         def __init__(self, id, score, payload):
             self.id, self.score, self.payload = id, score, payload
 
+    class Document:  # LangChain-like: (Document, score) pairs
+        def __init__(self, id, metadata):
+            self.id, self.metadata = id, metadata
+
+    doc = Document("e", {"cid": 2})
     raw = [("a", 0.9), {"id": "b", "score": 0.8, "metadata": {"cid": 1}}, Point("c", 0.7, {"cid": 1}),
-           Hit("d", 0.6)]
-    res = Diversifier(cluster_field="cid", k=4).wrap(lambda q, k: raw)("q")
-    assert res.ids == ["a", "b", "d"] and res.hits[1].omitted == 1
+           Hit("d", 0.6), (doc, 0.5), ("f", 0.4, {"cid": 2})]
+    res = Diversifier(cluster_field="cid", k=6).wrap(lambda q, k: raw)("q")
+    assert res.ids == ["a", "b", "d", "e"] and res.hits[1].omitted == 1 and res.hits[3].omitted == 1
     assert res.hits[0].item is raw[0] and res.hits[1].folded[0].item is raw[2]
+    assert res.hits[3].item is doc and res.hits[3].score == 0.5
 
 
 # ---------------------------------------------------------------------- cursor
@@ -367,3 +373,12 @@ def test_online_path_imports_neither_numba_nor_vendors():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_cursor_keeps_numpy_integer_ids():
+    ranked = [np.int64(i) for i in range(10)]
+    d = Diversifier({i: i // 2 for i in range(10)}, k=2)
+    w = d.wrap(lambda q, k: [(i, 1.0 - int(i) / 100) for i in ranked][:k])
+    p1 = w("q")
+    p2 = w("q", cursor=p1.cursor)
+    assert [int(i) for i in p1.ids + p2.ids] == [0, 2, 4, 6]

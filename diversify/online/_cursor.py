@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Hashable, Iterable, Optional
 
 import msgpack
+import numpy as np
 
 from ..errors import InputError
 
@@ -39,9 +40,15 @@ def _ok_key(v) -> bool:
     return (isinstance(v, int) and not isinstance(v, bool)) or isinstance(v, str)
 
 
+def _plain(v):
+    # numpy integers (from a store's label array) travel as plain ints
+    return int(v) if isinstance(v, np.integer) else v
+
+
 def encode_cursor(ids: Iterable[Hashable], clusters: Iterable[Hashable], fingerprint: str) -> str:
-    ids = [i for i in ids if _ok_key(i)]
-    clusters = sorted((c for c in clusters if _ok_key(c)), key=lambda c: (isinstance(c, str), c))
+    """Ids and cluster ids that are neither int nor str (e.g. tuples) are left out."""
+    ids = [i for i in map(_plain, ids) if _ok_key(i)]
+    clusters = sorted((c for c in map(_plain, clusters) if _ok_key(c)), key=lambda c: (isinstance(c, str), c))
     raw = msgpack.packb({"v": _VERSION, "i": ids, "c": clusters, "f": fingerprint or ""},
                         use_bin_type=True)
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")

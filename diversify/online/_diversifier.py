@@ -73,16 +73,22 @@ def _payload_of(obj) -> Optional[Mapping]:
 def as_hit(raw: Any) -> Hit:
     """Normalize one result of a search callable to a :class:`Hit` (the original kept as ``item``).
 
-    Accepts a :class:`Hit`, an ``(id, score)`` / ``(id, score, payload)`` tuple, a mapping
-    with ``id`` (and ``score``, ``payload`` or ``metadata``, ``vector``) keys, or an object
-    with ``.id`` (and ``.score``, ``.payload`` or ``.metadata``) attributes.
+    Accepts a :class:`Hit`, an ``(id, score)`` / ``(id, score, payload)`` tuple, an
+    ``(object, score)`` tuple (e.g. LangChain's ``(Document, score)``; ``item`` is the object),
+    a mapping with ``id`` (and ``score``, ``payload`` or ``metadata``, ``vector``) keys, or an
+    object with ``.id`` (and ``.score``, ``.payload`` or ``.metadata``) attributes.
     """
     if isinstance(raw, Hit):
         return raw
     if isinstance(raw, tuple) and 1 <= len(raw) <= 3:
-        payload = raw[2] if len(raw) == 3 else None
-        return Hit(raw[0], raw[1] if len(raw) > 1 else None,
-                   payload if isinstance(payload, Mapping) else None, None, raw)
+        first = raw[0]
+        score = raw[1] if len(raw) > 1 else None
+        if isinstance(first, (str, int, np.integer)) and not isinstance(first, bool):
+            payload = raw[2] if len(raw) == 3 else None
+            return Hit(first, score, payload if isinstance(payload, Mapping) else None, None, raw)
+        # (object, score), e.g. LangChain's (Document, score): the id comes from the object
+        inner = as_hit(first)
+        return Hit(inner.id, score, inner.payload, inner.vector, first)
     if isinstance(raw, Mapping):
         if "id" not in raw:
             raise StoreError(f"a search result mapping must have an 'id' key; got keys {sorted(map(str, raw))[:8]}. "

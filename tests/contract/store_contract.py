@@ -84,7 +84,7 @@ class StoreContract:
 
     # ------------------------------------------------------------------ with the Diversifier
 
-    def test_refill_when_first_fetch_short(self, store, corpus):
+    def test_refill_when_first_fetch_short(self, store, corpus, record_property):
         k = 6
         d = Diversifier(corpus.cluster_map, k=k, fetch_k=k, max_rounds=6)
         res = d.wrap(store)(corpus.query)
@@ -97,6 +97,7 @@ class StoreContract:
         assert len(set(clusters)) == k, clusters
         if self.exact:
             assert ids == oracle_select(corpus.ranked_ids, corpus.cluster_of, k=k)
+        record_property("backend_calls", res.backend_calls)  # lands in --junitxml reports
         print(f"{type(store).__name__}: k={k} fetch_k={k} backend_calls={res.backend_calls}")
 
     def test_exhaustion_is_reported(self, store, corpus):
