@@ -1,0 +1,255 @@
+"""The Dask engine against the local build, on a real LocalCluster with two worker processes.
+
+Oracle: ``diversify.build.build`` on the same texts in the same order. The Dask build must give
+the same cluster id per document (same partition into clusters AND same labels), the same stage
+flags and representatives, whatever the number of input partitions.
+
+One cluster is shared by the module (start-up is the slowest part); the whole module runs in
+well under a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+dd = pytest.importorskip("dask.dataframe")
+
+from diversify.build import build as local_build  # noqa: E402
+from diversify.build.dask_engine import build_dask, connected_components  # noqa: E402
+from diversify.config import BuildConfig, MinHashConfig, TextConfig  # noqa: E402
+from diversify.datagen import generate_corpus  # noqa: E402
+from diversify.errors import ConfigError, DuplicateIdError, InputError  # noqa: E402
+
+DATA = Path(os.environ.get("DIVERSIFY_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+@pytest.fixture(scope="module")
+def client():
+    for name in ("distributed.shuffle", "distributed.scheduler", "distributed.worker", "distributed.nanny"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
+                                       silence_logs=logging.ERROR)
+    c = distributed.Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+@pytest.fixture(scope="module")
+def corpus_texts():
+    """Planted near-duplicates, exact copies (after normalization), empty documents."""
+    c = generate_corpus(2500, words_per_doc=80, dup_fraction=0.3, edit_rate=(0.0, 0.06), seed=11)
+    texts = list(c.texts)
+    texts += [t.upper() for t in texts[:40:3]]  # exact copies after casefolding
+    texts += ["", "   ", "?!"]  # no words
+    texts += texts[100:130]  # verbatim copies
+    return texts
+
+
+def assert_same_build(dask_res, local_res, what: str) -> None:
+    a, b = dask_res.cluster_ids, local_res.cluster_ids
+    diff = np.flatnonzero(a != b)
+    assert diff.size == 0, f"{what}: {diff.size} cluster ids differ, e.g. docs {diff[:5].tolist()}: dask " \
+                           f"{a[diff[:5]].tolist()} vs local {b[diff[:5]].tolist()}"
+    assert np.array_equal(dask_res.doc_stages, local_res.doc_stages), f"{what}: stage flags differ"
+    assert np.array_equal(dask_res.is_representative, local_res.is_representative), f"{what}: representatives differ"
+    for stat in ("candidates", "merged"):
+        assert dask_res.stats[stat] == local_res.stats[stat], f"{what}: stats[{stat!r}] differ"
+    assert list(dask_res.cluster_map.ids) == list(local_res.cluster_map.ids), f"{what}: ids differ"
+
+
+@pytest.mark.parametrize("npartitions", [1, 5])
+def test_same_clusters_as_local_on_planted_duplicates(client, corpus_texts, npartitions):
+    local = local_build(corpus_texts)
+    assert local.n_duplicates > 300, "the corpus must hold planted duplicates for this test to mean anything"
+    assert local.stats["exact_checks"]["minhash"] > 0, "borderline pairs must be exercised"
+    res = build_dask(corpus_texts, client=client, npartitions=npartitions)
+    assert_same_build(res, local, f"npartitions={npartitions}")
+    assert res.stats["dask"]["input_partitions"] == npartitions
+
+
+def test_giant_buckets_use_the_same_window(client):
+    """Boilerplate pages make buckets far larger than the window: the window pairs must match."""
+    c = generate_corpus(1500, words_per_doc=60, dup_fraction=0.2, boilerplate_fraction=0.3, n_templates=2, seed=5)
+    cfg = BuildConfig(minhash=MinHashConfig(verify="estimate"), bucket_window=8)
+    local = local_build(list(c.texts), config=cfg)
+    res = build_dask(list(c.texts), config=cfg, client=client, npartitions=3)
+    assert res.stats["dask"]["band_rows_in_buckets"] > 0
+    assert_same_build(res, local, "bucket_window=8 with boilerplate")
+
+
+def test_exact_stage_only(client, corpus_texts):
+    cfg = BuildConfig(minhash=None)
+    local = local_build(corpus_texts, config=cfg)
+    res = build_dask(corpus_texts, config=cfg, client=client, npartitions=3)
+    assert local.n_duplicates > 0
+    assert_same_build(res, local, "exact stage only")
+
+
+def _twitter_sentences() -> list:
+    path = DATA / "twitter_url_corpus" / "Twitter_URL_Corpus_test.txt"
+    if not path.exists():
+        pytest.skip(f"real data set absent ({path}); set DIVERSIFY_SHARED_DATA to the shared data folder")
+    seen, out = set(), []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            cols = line.rstrip("\n").split("\t")
+            for s in cols[:2]:
+                if s not in seen:  # raw-string duplicates only: normalization-equal ones stay
+                    seen.add(s)
+                    out.append(s)
+    return out
+
+
+def test_same_clusters_on_real_tweets(client):
+    texts = _twitter_sentences()
+    cfg = BuildConfig(text=TextConfig(shingle="char", k=5), minhash=MinHashConfig(threshold=0.7))
+    local = local_build(texts, config=cfg)
+    assert local.n_duplicates > 100, "re-posted tweets should cluster"
+    res = build_dask(texts, config=cfg, client=client, npartitions=4)
+    assert_same_build(res, local, "Twitter URL corpus, char 5-shingles at 0.7")
+
+
+def test_same_clusters_on_real_mrpc(client):
+    path = DATA / "mrpc" / "msr_paraphrase_train.txt"
+    if not path.exists():
+        pytest.skip(f"real data set absent ({path})")
+    texts = []
+    with open(path, encoding="utf-8-sig") as f:
+        next(f)
+        for line in f:
+            cols = line.rstrip("\n").split("\t")
+            texts += cols[3:5]
+    cfg = BuildConfig(text=TextConfig(k=2), minhash=MinHashConfig(threshold=0.6))
+    local = local_build(texts, config=cfg)
+    assert local.n_duplicates > 100
+    res = build_dask(texts, config=cfg, client=client, npartitions=3)
+    assert_same_build(res, local, "MRPC sentences, word 2-shingles at 0.6")
+
+
+# ------------------------------------------------------------------------- partitioned inputs
+
+
+@pytest.fixture(scope="module")
+def small():
+    c = generate_corpus(900, words_per_doc=60, dup_fraction=0.3, seed=21)
+    ids = [f"d{i:04d}" for i in range(len(c.texts))]
+    return list(c.texts), ids, local_build(list(c.texts), ids=ids)
+
+
+def test_jsonl_glob_in_sorted_path_order(client, small, tmp_path):
+    texts, ids, local = small
+    bounds = [0, 250, 600, len(texts)]
+    for j, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+        with open(tmp_path / f"part-{j}.jsonl", "w", encoding="utf-8") as f:
+            for i in range(a, b):
+                f.write(json.dumps({"id": ids[i], "text": texts[i]}) + "\n")
+    res = build_dask(str(tmp_path / "part-*.jsonl"), client=client, blocksize=40_000)
+    assert res.stats["dask"]["input_partitions"] > 3, "blocksize must split files into several partitions"
+    assert_same_build(res, local, "JSONL glob")
+
+
+def test_parquet_files(client, small, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    texts, ids, local = small
+    for j, (a, b) in enumerate([(0, 450), (450, len(texts))]):
+        pq.write_table(pa.table({"id": ids[a:b], "text": texts[a:b]}), tmp_path / f"p{j}.parquet", row_group_size=100)
+    res = build_dask(str(tmp_path / "*.parquet"), client=client, blocksize=1)
+    assert res.stats["dask"]["input_partitions"] == 10, "one partition per row group (5 + 5) at blocksize=1"
+    assert_same_build(res, local, "Parquet files")
+
+
+def test_dask_dataframe_and_bag(client, small):
+    import dask.bag as db
+    import pandas as pd
+
+    texts, ids, local = small
+    frame = dd.from_pandas(pd.DataFrame({"id": ids, "text": texts}), npartitions=4)
+    assert_same_build(build_dask(frame, client=client), local, "dask DataFrame")
+    bag = db.from_sequence([{"id": i, "text": t} for i, t in zip(ids, texts)], npartitions=3)
+    assert_same_build(build_dask(bag, client=client), local, "dask Bag of records")
+
+
+def test_failed_tasks_are_retried_without_corrupting_the_output(client, small, tmp_path):
+    """Every partition's reader fails on its first attempt; Dask retries it and the result is intact."""
+    import dask.bag as db
+
+    texts, ids, local = small
+    marker_dir = str(tmp_path)
+
+    def flaky(records):
+        records = list(records)
+        marker = os.path.join(marker_dir, f"seen-{records[0]['id']}")
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            raise OSError("injected failure (first attempt of this partition)")
+        return records
+
+    bag = db.from_sequence([{"id": i, "text": t} for i, t in zip(ids, texts)], npartitions=3).map_partitions(flaky)
+    res = build_dask(bag, client=client, retries=1)
+    assert len(os.listdir(marker_dir)) == 3, "each partition must have failed once"
+    assert_same_build(res, local, "after retried failures")
+
+
+# ------------------------------------------------------------------------- components
+
+
+def _oracle_labels(n: int, edges: np.ndarray) -> np.ndarray:
+    parent = list(range(n))
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in edges.tolist():
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    return np.array([find(i) for i in range(n)])
+
+
+def test_connected_components_long_paths_and_random_graph(client, rng):
+    n = 3000
+    perm = rng.permutation(n)
+    path = np.stack([perm[:999], perm[1:1000]], axis=1)  # a 1000-node path in random label order
+    rand = rng.integers(1000, n, size=(800, 2))
+    edges = np.concatenate([path, rand]).astype(np.int64)
+    chunks = np.array_split(edges, 4)
+    futs = client.scatter([{"u": c[:, 0].copy(), "v": c[:, 1].copy()} for c in chunks])
+    label_futs, rounds = connected_components(client, futs, npartitions=3)
+    labels = np.arange(n)
+    for f in label_futs:
+        r = f.result()
+        assert (r["v"] < r["u"]).all(), "a label must be smaller than its node"
+        labels[r["u"]] = r["v"]
+    expect = _oracle_labels(n, edges)
+    assert np.array_equal(labels, expect), f"{(labels != expect).sum()} labels differ after {rounds} rounds"
+    assert rounds <= 2 * int(np.log2(n)) ** 2
+
+
+# ------------------------------------------------------------------------- errors
+
+
+def test_clear_errors(client, tmp_path):
+    with pytest.raises(ConfigError, match="verify='exact'"):
+        build_dask(["a b c"], config=BuildConfig(minhash=MinHashConfig(verify="exact")), client=client)
+    with pytest.raises(InputError, match="not an existing path"):
+        build_dask(str(tmp_path / "missing.jsonl"), client=client)
+    with pytest.raises(InputError, match="no file matches"):
+        build_dask(str(tmp_path / "none-*.jsonl"), client=client)
+    with pytest.raises(InputError, match="empty"):
+        build_dask([], client=client)
+    with pytest.raises(DuplicateIdError):
+        build_dask(["a b c", "d e f"], ids=["x", "x"], client=client)
+    with pytest.raises(InputError, match="one id per text"):
+        build_dask(["a b c", "d e f"], ids=["x"], client=client)
