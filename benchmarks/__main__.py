@@ -4,7 +4,28 @@
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _reexec_on_snapshot(argv) -> int:
+    """Run again with ``diversify`` imported from an export of git HEAD (cwd comes first on
+    sys.path), and ``benchmarks`` from this checkout. Workers inherit both."""
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    snap = ROOT / "benchmarks" / ".cache" / f"lib-{commit[:12]}"
+    if not (snap / "diversify" / "__init__.py").exists():
+        snap.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "archive", commit, "diversify"], cwd=ROOT, capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", str(snap)], input=archive.stdout, check=True)
+    env = dict(os.environ, DIVERSIFY_BENCH_LIB=commit,
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    print(f"measuring diversify at git HEAD {commit[:12]} (snapshot {snap})", file=sys.stderr, flush=True)
+    return subprocess.run([sys.executable, "-m", "benchmarks", *argv], cwd=snap, env=env).returncode
 
 
 def main(argv=None) -> int:
@@ -17,6 +38,9 @@ def main(argv=None) -> int:
     r.add_argument("--tools", nargs="+", default=None,
                    help="build suite tools (default: diversify diversify-exact rensa datasketch)")
     r.add_argument("--no-report", action="store_true", help="do not regenerate RESULTS.md")
+    r.add_argument("--worktree", action="store_true",
+                   help="measure the library as it is in the working tree (default: a snapshot of git HEAD, "
+                        "so edits in progress by others cannot change the numbers mid-run)")
     sub.add_parser("report", help="regenerate benchmarks/RESULTS.md from benchmarks/results/*.json")
     sub.add_parser("check", help="self-check: truth join vs brute force, reference tokenizer vs the library")
     args = p.parse_args(argv)
@@ -30,6 +54,8 @@ def main(argv=None) -> int:
     if args.cmd == "report":
         report.write()
         return 0
+    if not args.worktree and not os.environ.get("DIVERSIFY_BENCH_LIB"):
+        return _reexec_on_snapshot(argv if argv is not None else sys.argv[1:])
     todo = ("build", "scaling", "quality") if args.suite == "all" else (args.suite,)
     for suite in todo:
         if suite == "build":

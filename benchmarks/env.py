@@ -50,7 +50,11 @@ def environment() -> dict:
         threads = numba.config.NUMBA_NUM_THREADS
     except ImportError:
         pass
+    import diversify
+
     return {
+        "diversify_from": os.path.dirname(os.path.dirname(os.path.abspath(diversify.__file__))),
+        "diversify_commit": os.environ.get("DIVERSIFY_BENCH_LIB") or f"working tree of {git_commit()}",
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpu": cpu_model(),

@@ -20,7 +20,8 @@ def _env_line(env: dict) -> str:
     v = env.get("versions", {})
     vs = ", ".join(f"{k} {val}" for k, val in v.items() if val)
     return (f"{env.get('cpu')} · {env.get('usable_cpus')} CPUs (numba threads {env.get('numba_threads')}) · "
-            f"{env.get('memory_gb')} GB RAM · Python {env.get('python')} · {vs} · commit {env.get('git_commit')}")
+            f"{env.get('memory_gb')} GB RAM · Python {env.get('python')} · {vs} · diversify at "
+            f"{str(env.get('diversify_commit') or env.get('git_commit'))[:12]}")
 
 
 def _build_section(d: dict) -> list[str]:

@@ -67,7 +67,8 @@ def _run_job(job: dict, timeout: float = 3600) -> None:
     path = CACHE / f"job-{_key(job)}.json"
     path.write_text(json.dumps(job))
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    subprocess.run([sys.executable, "-m", "benchmarks.worker", str(path)], check=True, cwd=ROOT, env=env,
+    # cwd stays the current one: under a HEAD snapshot it is what puts that `diversify` first.
+    subprocess.run([sys.executable, "-m", "benchmarks.worker", str(path)], check=True, cwd=os.getcwd(), env=env,
                    timeout=timeout)
 
 

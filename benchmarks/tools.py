@@ -73,9 +73,21 @@ def run_datasketch(texts, ids, *, num_perm=128, threshold=0.8) -> dict:
                             hash="sha1 (default)", update="MinHash.update_batch"))
 
 
-def run_rensa(texts, ids, *, num_perm=128, threshold=0.8, bands=16) -> dict:
+def rensa_bands(num_perm: int, threshold: float) -> int:
+    """Bands for RMinHashLSH (it needs them explicitly and they must divide num_perm): the divisor
+    whose S-curve midpoint (1/b)**(1/r) is the largest one not above the threshold (16 × 8 at 0.8),
+    so pairs at the threshold are likely candidates and the peer's own verify decides."""
+    best = num_perm
+    for b in sorted(d for d in range(1, num_perm + 1) if num_perm % d == 0):
+        if (1.0 / b) ** (b / num_perm) <= threshold:
+            return b
+    return best
+
+
+def run_rensa(texts, ids, *, num_perm=128, threshold=0.8, bands=None) -> dict:
     from rensa import RMinHash, RMinHashLSH
 
+    bands = bands or rensa_bands(num_perm, threshold)
     clock = time.perf_counter
     t_start = clock()
     t_tok = t_sk = 0.0

@@ -441,9 +441,9 @@ def generate_vectors(
 
     Each original gets ``topic_weight`` of a topic centroid plus an independent random direction;
     a copy is its original's vector plus noise of relative size ``copy_noise * (1 + 10 * rate)``,
-    renormalized, which gives cosine ≈ 0.99 to the original for rate 0 and ≈ 0.97 for rate 0.05.
-    Unrelated documents in one topic have cosine ≈ ``topic_weight**2 / (topic_weight**2 + 1 -
-    topic_weight**2)``-ish (about 0.35 at the default); across topics ≈ 0.
+    renormalized, which gives cosine ≈ 0.99 to the original for rate 0 and ≈ 0.98 for rate 0.05.
+    Unrelated documents in one topic have cosine ≈ ``topic_weight**2`` (0.36 at the default);
+    across topics ≈ 0.
 
     Parameters
     ----------
@@ -491,7 +491,7 @@ def generate_vectors(
     if is_copy.any():
         eps = rng.standard_normal((int(is_copy.sum()), dim))
         eps /= np.linalg.norm(eps, axis=1, keepdims=True)
-        scale = (copy_noise * (1.0 + 10.0 * rates[is_copy]))[:, None] / 1.0
+        scale = (copy_noise * (1.0 + 10.0 * rates[is_copy]))[:, None]
         out[is_copy] = base[source[is_copy]] + scale * eps
     # Originals also get a little noise so exact-duplicate vectors are not trivially equal.
     out[~is_copy] += 0.02 * rng.standard_normal((int((~is_copy).sum()), dim)) / math.sqrt(dim)
