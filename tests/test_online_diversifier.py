@@ -382,3 +382,19 @@ def test_cursor_keeps_numpy_integer_ids():
     p1 = w("q")
     p2 = w("q", cursor=p1.cursor)
     assert [int(i) for i in p1.ids + p2.ids] == [0, 2, 4, 6]
+
+
+def test_on_the_fly_text_through_the_diversifier():
+    class Document:  # LangChain-like
+        def __init__(self, id, page_content):
+            self.id, self.page_content, self.metadata = id, page_content, {}
+
+    docs = [Document("old", "shipping policy: orders ship within two business days"),
+            Document("new", "Shipping policy - orders ship within two business days."),
+            Document("other", "returns are accepted for thirty days")]
+    d = Diversifier({"old": 4}, k=3, fold_text_threshold=0.8)
+    res = d.select_items(docs)
+    assert res.ids == ["old", "other"] and res.hits[0].folded[0].item is docs[1]
+    w = d.wrap(lambda q, k: [{"id": x.id, "score": 1.0 - j / 10, "text": x.page_content}
+                             for j, x in enumerate(docs)][:k])
+    assert w("q").ids == ["old", "other"]

@@ -276,3 +276,33 @@ def test_property_cluster_id_encodings_agree(data):
     expected = select(hits, cids, k=k, max_per_cluster=n)
     for c in (np.array(cids, dtype=np.int64), [None if x == -1 else x for x in cids]):
         assert select(hits, c, k=k, max_per_cluster=n) == expected
+
+
+def test_on_the_fly_folding_by_text():
+    hits = [Hit("a", 0.9, text="The quick brown fox jumps over the lazy dog"),
+            Hit("new", 0.8, text="the QUICK brown fox jumps over the lazy dog!"),
+            Hit("b", 0.7, text="An entirely different sentence about databases"),
+            Hit("near", 0.6, text="the quick brown fox jumps over a lazy cat")]
+    res = select(hits, [1, None, 2, None], k=4, fold_text_threshold=0.9)
+    assert res.ids == ["a", "b", "near"] and [f.id for f in res.hits[0].folded] == ["new"]
+    loose = select(hits, [1, None, 2, None], k=4, fold_text_threshold=0.3)
+    assert loose.ids == ["a", "b"] and [f.id for f in loose.hits[0].folded] == ["new", "near"]
+    # texts can come separately; vectors are tried first, text second
+    plain = [Hit(h.id, h.score) for h in hits]
+    assert select(plain, [1, None, 2, None], k=4, fold_text_threshold=0.9,
+                  texts=[h.text for h in hits]).ids == res.ids
+    with pytest.raises(ConfigError, match="fold_text_threshold"):
+        select(hits, None, fold_text_threshold=0.0)
+    with pytest.raises(InputError, match="texts"):
+        select(hits, None, fold_text_threshold=0.5, texts=["x"])
+
+
+def test_text_shingles():
+    from diversify.online._textsim import jaccard, shingle_set
+
+    a = shingle_set("Ｈｅｌｌｏ, big   World")  # NFKC + casefold + word runs
+    assert a == frozenset({"hello big world"})
+    assert shingle_set("") is None and shingle_set(None) is None and shingle_set("!!") is None
+    assert shingle_set("one two") == frozenset({"one two"})
+    b = shingle_set("a b c d")
+    assert b == frozenset({"a b c", "b c d"}) and jaccard(b, shingle_set("a b c e")) == 1 / 3

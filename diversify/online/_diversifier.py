@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError, InputTypeError, StoreError
 from ._cursor import EMPTY, decode_cursor, encode_cursor
-from ._select import check_params, select
+from ._select import check_params, check_text_threshold, select
 from ._types import Hit, Result
 
 __all__ = ["Diversifier", "as_hit"]
@@ -68,6 +68,18 @@ def _payload_of(obj) -> Optional[Mapping]:
     if p is None:
         p = getattr(obj, "metadata", None)
     return p if isinstance(p, Mapping) else None
+
+
+def _text_of(item) -> Optional[str]:
+    if isinstance(item, Mapping):
+        t = item.get("text", item.get("content"))
+    else:
+        t = None
+        for attr in ("text", "page_content", "content"):
+            t = getattr(item, attr, None)
+            if isinstance(t, str):
+                break
+    return t if isinstance(t, str) else None
 
 
 def as_hit(raw: Any) -> Hit:
@@ -165,6 +177,9 @@ class Diversifier:
         Policy for ids the artifact does not know (see :func:`select`).
     fold_threshold : float, optional
         On-the-fly folding of unknown hits that carry a vector (see :func:`select`).
+    fold_text_threshold : float, optional
+        On-the-fly folding of unknown hits that carry text, by word-shingle Jaccard (see
+        :func:`select`).
     max_fetch_k : int
         Cap on the candidates asked for in one call (stores without exclusion filters are
         asked for ever larger k). Default ``fetch_k * 2 ** max_rounds`` capped at 10_000.
@@ -178,8 +193,9 @@ class Diversifier:
     def __init__(self, cluster_map=None, *, cluster_field: Optional[str] = None, k: int = 10,
                  max_per_cluster: int = 1, fetch_k: Optional[int] = None, max_rounds: int = 3,
                  unknown: str = "own", fold_threshold: Optional[float] = None,
-                 max_fetch_k: Optional[int] = None):
+                 fold_text_threshold: Optional[float] = None, max_fetch_k: Optional[int] = None):
         k, n, fold_threshold = check_params(k, max_per_cluster, unknown, fold_threshold)
+        fold_text_threshold = check_text_threshold(fold_text_threshold)
         if cluster_field is not None and (not isinstance(cluster_field, str) or not cluster_field):
             raise ConfigError(f"`cluster_field` must be a non-empty string naming a payload field; "
                               f"got cluster_field={cluster_field!r}. Use e.g. cluster_field='cluster_id'.")
@@ -202,6 +218,7 @@ class Diversifier:
         self.max_rounds = max_rounds
         self.unknown = unknown
         self.fold_threshold = fold_threshold
+        self.fold_text_threshold = fold_text_threshold
         self.cluster_field = cluster_field
         cm = _load(cluster_map)
         self._state = _State(cm, 0, str(getattr(cm, "fingerprint", "") or ""))
@@ -319,10 +336,17 @@ class Diversifier:
                                  f"{type(raw).__name__}. Return a list.") from None
             fetched += got
             new = []
+            want_text = self.fold_text_threshold is not None
             for r in raw:
                 h = as_hit(r)
                 if h.id in seen:
                     continue
+                if want_text and h.text is None:
+                    t = _text_of(h.item) if h.item is not None else None
+                    if t is None and h.payload is not None:
+                        t = _text_of(h.payload)
+                    if t is not None:
+                        h = Hit(h.id, h.score, h.payload, h.vector, h.item, t)
                 seen.add(h.id)
                 seen_order.append(h.id)
                 new.append(h)
@@ -330,7 +354,8 @@ class Diversifier:
                 pool.extend(new)
                 pool_cids.extend(self.cluster_ids(new, state=state))
             res = select(pool, pool_cids, k=k, max_per_cluster=n, unknown=self.unknown,
-                         fold_threshold=self.fold_threshold, groups=groups, exclude_clusters=excluded)
+                         fold_threshold=self.fold_threshold,
+                         fold_text_threshold=self.fold_text_threshold, groups=groups, exclude_clusters=excluded)
             store_done = got < ask
             if not res.short or store_done or rounds >= self.max_rounds:
                 break
@@ -425,7 +450,7 @@ class Diversifier:
         return diversified
 
     def select_items(self, items: Sequence[Any], *, ids=None, scores=None, payloads=None, vectors=None,
-                     cluster_ids=None, k: Optional[int] = None, max_per_cluster: Optional[int] = None,
+                     texts=None, cluster_ids=None, k: Optional[int] = None, max_per_cluster: Optional[int] = None,
                      groups: bool = False, cursor: Optional[str] = None) -> Result:
         """Diversify a fixed, already ranked list (no refetch): the entry point of the
         LangChain compressor, LlamaIndex postprocessor and Haystack ranker.
@@ -444,6 +469,9 @@ class Diversifier:
         vectors : sequence, optional
             For on-the-fly folding (``fold_threshold``). Default: ``item.vector`` /
             ``item["vector"]`` when present.
+        texts : sequence of str, optional
+            For on-the-fly folding by text (``fold_text_threshold``). Default: the item's
+            ``text`` / ``page_content`` / ``content`` attribute or ``"text"`` / ``"content"`` key.
         cluster_ids : sequence, optional
             Explicit cluster ids (skip the artifact and the payload field).
         k, max_per_cluster : int, optional
@@ -463,7 +491,7 @@ class Diversifier:
             raise InputTypeError(f"`items` must be a sequence; got {type(items).__name__}. Pass a list.")
         size = len(items)
         for name, seq in (("scores", scores), ("payloads", payloads), ("vectors", vectors),
-                          ("cluster_ids", cluster_ids)):
+                          ("texts", texts), ("cluster_ids", cluster_ids)):
             if seq is not None and len(seq) != size:
                 raise InputError(f"`{name}` must have one entry per item ({size}); got {len(seq)}.")
         if ids is not None and not callable(ids) and len(ids) != size:
@@ -493,7 +521,12 @@ class Diversifier:
                 v = item.get("vector") if isinstance(item, Mapping) else getattr(item, "vector", None)
             else:
                 v = None
-            hits.append(Hit(hid, s, p if isinstance(p, Mapping) else None, v, item))
+            t = None
+            if texts is not None:
+                t = texts[j]
+            elif self.fold_text_threshold is not None:
+                t = _text_of(item)
+            hits.append(Hit(hid, s, p if isinstance(p, Mapping) else None, v, item, t))
         state = self._state
         kk, nn = self._params(min(self.k, max(size, 1)) if k is None else k, max_per_cluster)
         cids = list(cluster_ids) if cluster_ids is not None else self.cluster_ids(hits, state=state)
@@ -503,7 +536,8 @@ class Diversifier:
             hits = [hits[j] for j in keep]
             cids = [cids[j] for j in keep]
         res = select(hits, cids, k=kk, max_per_cluster=nn, unknown=self.unknown,
-                     fold_threshold=self.fold_threshold, groups=groups,
+                     fold_threshold=self.fold_threshold,
+                         fold_text_threshold=self.fold_text_threshold, groups=groups,
                      exclude_clusters=self._excluded_clusters(state, cur))
         shown = list(cur.order)
         clusters = set(cur.clusters)

@@ -16,6 +16,7 @@ from typing import Any, Hashable, Iterable, Optional, Sequence
 import numpy as np
 
 from ..errors import ConfigError, InputError, InputTypeError
+from ._textsim import jaccard, shingle_set
 from ._types import Group, Kept, Result
 
 __all__ = ["select", "UNKNOWN"]
@@ -54,6 +55,17 @@ def check_params(k, max_per_cluster, unknown, fold_threshold):
                               "(higher -> only closer copies are folded) or None to disable folding.")
         fold_threshold = float(fold_threshold)
     return k, n, fold_threshold
+
+
+def check_text_threshold(value):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) \
+            or not (0.0 < float(value) <= 1.0):
+        raise ConfigError("`fold_text_threshold` must be a Jaccard similarity in (0, 1] or None; "
+                          f"got fold_text_threshold={value!r}. Use e.g. 0.7 (higher -> only closer "
+                          "copies are folded) or None to disable text folding.")
+    return float(value)
 
 
 def _id_key(value):
@@ -119,20 +131,37 @@ def _as_cluster_list(cluster_ids, n: int) -> list:
 
 
 class _Folder:
-    """On-the-fly folding: unit vectors of kept hits, compared by cosine."""
+    """On-the-fly folding: compares an unknown hit with the kept hits.
 
-    __slots__ = ("threshold", "vectors", "hits", "mat", "owners", "m", "dim")
+    First by cosine of unit vectors (``fold_threshold``) when both carry a vector, then by
+    word-shingle Jaccard (``fold_text_threshold``) when both carry text.
+    """
 
-    def __init__(self, threshold: float, vectors, hits, capacity: int):
+    __slots__ = ("threshold", "text_threshold", "vectors", "texts", "hits", "mat", "owners", "m",
+                 "dim", "shingles", "text_owners")
+
+    def __init__(self, threshold, text_threshold, vectors, texts, hits):
         self.threshold = threshold
+        self.text_threshold = text_threshold
         self.vectors = vectors
+        self.texts = texts
         self.hits = hits
         self.mat = None
         self.owners: list = []
         self.m = 0
         self.dim = None
+        self.shingles: list = []
+        self.text_owners: list = []
 
-    def unit(self, i: int):
+    def features(self, i: int):
+        return (self._unit(i) if self.threshold is not None else None,
+                self._shingles(i) if self.text_threshold is not None else None)
+
+    def _shingles(self, i: int):
+        t = self.texts[i] if self.texts is not None else getattr(self.hits[i], "text", None)
+        return shingle_set(t)
+
+    def _unit(self, i: int):
         v = self.vectors[i] if self.vectors is not None else getattr(self.hits[i], "vector", None)
         if v is None:
             return None
@@ -149,22 +178,33 @@ class _Folder:
             return None  # NaN / zero vectors cannot be compared: never folded, never fold others
         return v / norm
 
-    def add(self, unit, owner) -> None:
-        if unit is None:
-            return
-        if self.mat is None:
-            self.mat = np.empty((max(len(self.hits), 1), unit.shape[0]), dtype=np.float64)
-        self.mat[self.m] = unit
-        self.owners.append(owner)
-        self.m += 1
+    def add(self, feats, owner) -> None:
+        unit, sh = feats
+        if unit is not None:
+            if self.mat is None:
+                self.mat = np.empty((max(len(self.hits), 1), unit.shape[0]), dtype=np.float64)
+            self.mat[self.m] = unit
+            self.owners.append(owner)
+            self.m += 1
+        if sh is not None:
+            self.shingles.append(sh)
+            self.text_owners.append(owner)
 
-    def match(self, unit):
-        if unit is None or self.m == 0:
-            return None
-        sims = self.mat[: self.m] @ unit
-        j = int(np.argmax(sims))  # most similar kept hit; first one on ties
-        if sims[j] >= self.threshold:
-            return self.owners[j]
+    def match(self, feats):
+        unit, sh = feats
+        if unit is not None and self.m:
+            sims = self.mat[: self.m] @ unit
+            j = int(np.argmax(sims))  # most similar kept hit; first one on ties
+            if sims[j] >= self.threshold:
+                return self.owners[j]
+        if sh is not None and self.shingles:
+            best, owner = -1.0, None
+            for other, o in zip(self.shingles, self.text_owners):
+                sim = jaccard(sh, other)
+                if sim > best:
+                    best, owner = sim, o
+            if best >= self.text_threshold:
+                return owner
         return None
 
 
@@ -177,6 +217,8 @@ def select(
     unknown: str = "own",
     fold_threshold: Optional[float] = None,
     vectors: Optional[Any] = None,
+    fold_text_threshold: Optional[float] = None,
+    texts: Optional[Sequence[Optional[str]]] = None,
     groups: bool = False,
     exclude_clusters: Optional[Iterable[Hashable]] = None,
 ) -> Result:
@@ -207,6 +249,14 @@ def select(
     vectors : array_like, optional
         ``(len(hits), d)`` float array or a sequence of 1-d vectors / ``None``; overrides
         ``Hit.vector``. Only read when ``fold_threshold`` is set.
+    fold_text_threshold : float, optional
+        On-the-fly mode by text, for unknown hits with text (``texts`` or ``Hit.text``): when
+        the vector test did not fold it, the hit is folded into the kept hit with the highest
+        word 3-shingle Jaccard similarity if that is at least this (in (0, 1]); higher -> only
+        closer copies are folded. Exact Jaccard over this query's hits, pure Python.
+    texts : sequence of str, optional
+        One text (or ``None``) per hit; overrides ``Hit.text``. Only read when
+        ``fold_text_threshold`` is set.
     groups : bool
         ``False``: a flat top-k (``Result.hits``). ``True``: up to ``k`` groups of up to
         ``max_per_cluster`` members each (``Result.groups``), ordered by their best member.
@@ -229,6 +279,7 @@ def select(
     the on-the-fly mode).
     """
     k, n, fold_threshold = check_params(k, max_per_cluster, unknown, fold_threshold)
+    fold_text_threshold = check_text_threshold(fold_text_threshold)
     if not isinstance(hits, (list, tuple)):
         if isinstance(hits, (str, bytes)) or not hasattr(hits, "__len__"):
             hits = list(hits) if not isinstance(hits, (str, bytes)) else None
@@ -241,14 +292,16 @@ def select(
     excluded = frozenset(exclude_clusters) if exclude_clusters else None
 
     folder = None
-    if fold_threshold is not None:
+    if fold_threshold is not None or fold_text_threshold is not None:
+        if texts is not None and len(texts) != size:
+            raise InputError(f"`texts` must have one entry per hit ({size}); got {len(texts)}.")
         if vectors is not None:
             if isinstance(vectors, np.ndarray) and vectors.ndim == 2:
                 if vectors.shape[0] != size:
                     raise InputError(f"`vectors` must have one row per hit ({size}); got shape {vectors.shape}.")
             elif len(vectors) != size:
                 raise InputError(f"`vectors` must have one entry per hit ({size}); got {len(vectors)}.")
-        folder = _Folder(fold_threshold, vectors, hits, size)
+        folder = _Folder(fold_threshold, fold_text_threshold, vectors, texts, hits)
 
     if folder is None and not groups:
         return _select_flat(hits, cids, order, k, n, unknown == "drop", excluded)
@@ -271,7 +324,7 @@ def select(
         if c is None or c == -1:
             key = None
             if folder is not None:
-                unit = folder.unit(i)
+                unit = folder.features(i)
                 key = folder.match(unit)
             if key is None:
                 if drop_unknown:
@@ -306,8 +359,8 @@ def select(
                 reported[key] = c
         kept.append((hit, key, rank))
         if folder is not None:
-            if unit is None and (c is not None and c != -1):
-                unit = folder.unit(i)
+            if unit is None:
+                unit = folder.features(i)
             folder.add(unit, key)
         if not groups and len(kept) >= k:
             full = True

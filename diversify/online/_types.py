@@ -44,6 +44,8 @@ class Hit:
     item : Any, optional
         The caller's original object (a LangChain ``Document``, a Qdrant ``ScoredPoint``...),
         returned untouched.
+    text : str, optional
+        Lets the on-the-fly mode fold hits by word-shingle Jaccard (``fold_text_threshold``).
     """
 
     id: DocId
@@ -51,6 +53,7 @@ class Hit:
     payload: Optional[Mapping[str, Any]] = field(default=None, compare=False)
     vector: Optional[np.ndarray] = field(default=None, compare=False, repr=False)
     item: Any = field(default=None, compare=False, repr=False)
+    text: Optional[str] = field(default=None, compare=False, repr=False)
 
 
 class Kept(tuple):
