@@ -41,7 +41,7 @@ def corpus():
 
 def test_refill_with_exclusion_reports_backend_calls(corpus):
     search = CountingSearch(corpus.ranked_ids)
-    d = Diversifier(corpus.cluster_map, k=8, fetch_k=8, max_rounds=5)
+    d = Diversifier(corpus.cluster_map, k=8, fetch_k=8, max_rounds=5, max_exclude_members=0)
     res = d.wrap(search)("q")
     assert res.ids == oracle_select(corpus.ranked_ids, corpus.cluster_of, k=8)
     assert res.backend_calls == len(search.calls) >= 2 and res.rounds == res.backend_calls - 1
@@ -331,6 +331,7 @@ def test_on_the_fly_through_the_diversifier():
     ({"max_rounds": -1}, "max_rounds"),
     ({"cluster_field": ""}, "cluster_field"),
     ({"max_fetch_k": 5}, "max_fetch_k"),
+    ({"max_exclude_members": -1}, "max_exclude_members"),
 ])
 def test_config_errors(kwargs, match):
     with pytest.raises(ConfigError, match=match):
@@ -398,3 +399,31 @@ def test_on_the_fly_text_through_the_diversifier():
     w = d.wrap(lambda q, k: [{"id": x.id, "score": 1.0 - j / 10, "text": x.page_content}
                              for j, x in enumerate(docs)][:k])
     assert w("q").ids == ["old", "other"]
+
+
+def test_refetch_excludes_unseen_members_of_full_clusters(corpus):
+    """With the artifact's members, a refetch skips the rest of full clusters: fewer calls."""
+    k = 6
+    plain = CountingSearch(corpus.ranked_ids)
+    smart = CountingSearch(corpus.ranked_ids)
+    r0 = Diversifier(corpus.cluster_map, k=k, fetch_k=k, max_rounds=8, max_exclude_members=0).wrap(plain)("q")
+    r1 = Diversifier(corpus.cluster_map, k=k, fetch_k=k, max_rounds=8).wrap(smart)("q")
+    assert r0.ids == r1.ids == oracle_select(corpus.ranked_ids, corpus.cluster_of, k=k)
+    assert r1.backend_calls < r0.backend_calls, (r1.backend_calls, r0.backend_calls)
+    # the second call excluded members of the first call's clusters that it had not seen
+    first_ids = corpus.ranked_ids[:k]
+    full = {corpus.cluster_of[i] for i in first_ids if i in corpus.cluster_of}
+    members = {i for i, c in corpus.cluster_of.items() if c in full}
+    assert members - set(first_ids) <= set(smart.calls[1][1])
+    # bounded
+    small = CountingSearch(corpus.ranked_ids)
+    Diversifier(corpus.cluster_map, k=k, fetch_k=k, max_exclude_members=3).wrap(small)("q")
+    assert len(small.calls[1][1]) <= k + 3
+    # page 2 excludes page 1's clusters in the store
+    d = Diversifier(corpus.cluster_map, k=3)
+    p1 = d.wrap(CountingSearch(corpus.ranked_ids))("q")
+    s2 = CountingSearch(corpus.ranked_ids)
+    p2 = d.wrap(s2)("q", cursor=p1.cursor)
+    shown = {corpus.cluster_of[i] for i in p1.ids if i in corpus.cluster_of}
+    assert {i for i, c in corpus.cluster_of.items() if c in shown} <= set(s2.calls[0][1])
+    assert p1.ids + p2.ids == oracle_select(corpus.ranked_ids, corpus.cluster_of, k=6)

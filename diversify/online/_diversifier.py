@@ -183,6 +183,11 @@ class Diversifier:
     max_fetch_k : int
         Cap on the candidates asked for in one call (stores without exclusion filters are
         asked for ever larger k). Default ``fetch_k * 2 ** max_rounds`` capped at 10_000.
+    max_exclude_members : int
+        On a refetch from a store with exclusion filters, also exclude up to this many not yet
+        seen members of clusters that are already full (per the artifact's ``members``), and of
+        clusters shown on earlier pages; higher -> more productive refetches, longer filters.
+        0 excludes only the ids seen. Members excluded this way never show up in ``folded``.
 
     Notes
     -----
@@ -193,7 +198,8 @@ class Diversifier:
     def __init__(self, cluster_map=None, *, cluster_field: Optional[str] = None, k: int = 10,
                  max_per_cluster: int = 1, fetch_k: Optional[int] = None, max_rounds: int = 3,
                  unknown: str = "own", fold_threshold: Optional[float] = None,
-                 fold_text_threshold: Optional[float] = None, max_fetch_k: Optional[int] = None):
+                 fold_text_threshold: Optional[float] = None, max_fetch_k: Optional[int] = None,
+                 max_exclude_members: int = 1000):
         k, n, fold_threshold = check_params(k, max_per_cluster, unknown, fold_threshold)
         fold_text_threshold = check_text_threshold(fold_text_threshold)
         if cluster_field is not None and (not isinstance(cluster_field, str) or not cluster_field):
@@ -207,6 +213,10 @@ class Diversifier:
         elif isinstance(fetch_k, bool) or not isinstance(fetch_k, int) or fetch_k < k:
             raise ConfigError(f"`fetch_k` must be an int >= k ({k}); got fetch_k={fetch_k!r}. "
                               f"Use e.g. fetch_k={2 * k}, or leave it unset for the default.")
+        if isinstance(max_exclude_members, bool) or not isinstance(max_exclude_members, int) \
+                or max_exclude_members < 0:
+            raise ConfigError(f"`max_exclude_members` must be an int >= 0; got {max_exclude_members!r}. "
+                              "Use 0 to exclude only seen ids on refetch.")
         if max_fetch_k is None:
             max_fetch_k = max(fetch_k, min(fetch_k * 2 ** max_rounds, 10_000))
         elif isinstance(max_fetch_k, bool) or not isinstance(max_fetch_k, int) or max_fetch_k < fetch_k:
@@ -216,6 +226,7 @@ class Diversifier:
         self.fetch_k = fetch_k
         self.max_fetch_k = max_fetch_k
         self.max_rounds = max_rounds
+        self.max_exclude_members = max_exclude_members
         self.unknown = unknown
         self.fold_threshold = fold_threshold
         self.fold_text_threshold = fold_text_threshold
@@ -324,8 +335,37 @@ class Diversifier:
         calls = rounds = 0
         ask = self.fetch_k if supports_exclude else min(self.fetch_k + len(seen_order), self.max_fetch_k)
         fetched = 0
+        # Unseen members of clusters that are already full (or shown on earlier pages) can only be
+        # folded: exclude them in the store too, so refetches bring new clusters (bounded).
+        members_of = None
+        if supports_exclude and self.max_exclude_members and state.cluster_map is not None:
+            members_of = getattr(state.cluster_map, "members", None)
+        member_excl: list = []
+        member_done: set = set()
+
+        def exclude_members(clusters):
+            budget = self.max_exclude_members - len(member_excl)
+            for c in clusters:
+                if budget <= 0:
+                    return
+                if c in member_done or isinstance(c, bool) or not isinstance(c, (int, np.integer)):
+                    continue
+                member_done.add(c)
+                try:
+                    members = members_of(c)
+                except (LookupError, ValueError, TypeError):  # a payload cluster id the map lacks
+                    continue
+                for m in members:
+                    if m not in seen:
+                        member_excl.append(m)
+                        budget -= 1
+                        if budget <= 0:
+                            return
+
+        if members_of is not None and excluded:
+            exclude_members(sorted(c for c in excluded if isinstance(c, int)))
         while True:
-            raw = yield (ask, list(seen_order) if supports_exclude else None)
+            raw = yield (ask, (seen_order + member_excl) if supports_exclude else None)
             calls += 1
             if raw is None:
                 raw = ()
@@ -363,6 +403,12 @@ class Diversifier:
                 break
             rounds += 1
             ask = min(ask * 2, self.max_fetch_k)
+            if members_of is not None:
+                counts: dict = {}
+                for kp in res.hits:
+                    if kp.cluster_id is not None:
+                        counts[kp.cluster_id] = counts.get(kp.cluster_id, 0) + 1
+                exclude_members([c for c, m in counts.items() if m >= n])
         # The cursor remembers what this page showed (kept + folded) on top of earlier pages.
         shown = list(cur.order)
         clusters = set(cur.clusters)
