@@ -196,3 +196,38 @@ def test_text_simhash_near_copies_are_close_and_unrelated_are_far():
     d_near = bin(int(h[0]) ^ int(h[1])).count("1")
     d_far = bin(int(h[0]) ^ int(h[2])).count("1")
     assert d_near < d_far, f"near copy at Hamming {d_near}, unrelated at {d_far}"
+
+
+# ----------------------------------------------------------------------------- simhash_lsh_multi (online band keys)
+
+
+def test_lsh_multi_band_keys_reassemble_the_signature_and_obey_pigeonhole(rng):
+    from diversify.lsh import band_starts
+    from diversify.simhash import simhash_lsh_multi
+
+    bits, bands, families = 256, 16, 2
+    v = rng.standard_normal(32)
+    fams = simhash_lsh_multi(v, bits=bits, bands=bands, families=families, seed=5)
+    packed = simhash_vectors(v[None, :], seed=5, bits=bits, families=families)[0]
+    starts = band_starts(bits, bands).tolist()
+    for f in fams:
+        value = int(f.signature, 16)
+        assert value == sum(int(w) << (64 * i) for i, w in enumerate(packed[f.family * 4 : f.family * 4 + 4]))
+        rebuilt = 0
+        for b, key in enumerate(f.bands):
+            idx, hexpart = key.split(":")
+            assert int(idx) == b
+            rebuilt |= int(hexpart, 16) << starts[b]
+        assert rebuilt == value, "band keys must be the signature's bit ranges"
+    # nearby vectors: whenever a family differs in at most bands-1 bits, some band key is shared
+    checked = 0
+    for scale in (0.01, 0.03, 0.1, 0.3):
+        for _ in range(10):
+            w = v + scale * rng.standard_normal(32)
+            other = simhash_lsh_multi(w, bits=bits, bands=bands, families=families, seed=5)
+            for fa, fb in zip(fams, other):
+                h = hamming_distance_hex(fa.signature, fb.signature)
+                if h <= bands - 1:
+                    checked += 1
+                    assert set(fa.bands) & set(fb.bands), f"Hamming {h} <= {bands - 1} but no shared band key"
+    assert checked >= 10
