@@ -427,3 +427,23 @@ def test_refetch_excludes_unseen_members_of_full_clusters(corpus):
     shown = {corpus.cluster_of[i] for i in p1.ids if i in corpus.cluster_of}
     assert {i for i, c in corpus.cluster_of.items() if c in shown} <= set(s2.calls[0][1])
     assert p1.ids + p2.ids == oracle_select(corpus.ranked_ids, corpus.cluster_of, k=6)
+
+
+def test_mapping_cluster_map_needs_int_cluster_ids():
+    with pytest.raises(InputTypeError, match="int cluster ids"):
+        Diversifier({"a": "x"})
+    with pytest.raises(InputTypeError, match="int cluster ids"):
+        Diversifier({"a": 1.5})
+
+
+def test_cursor_after_reload_between_artifacts_with_the_same_fingerprint():
+    ids = list(range(12))
+    search = CountingSearch(ids)
+    a = make_cluster_map(ids, [i // 2 for i in ids], fingerprint="same")   # pairs (0,1), (2,3)...
+    b = make_cluster_map(ids[::-1], [i // 3 for i in ids[::-1]], fingerprint="same")  # other ids
+    d = Diversifier(a, k=3)
+    p1 = d.wrap(search)("q")
+    d.reload(b)
+    p2 = d.wrap(search)("q", cursor=p1.cursor)
+    shown = {i // 3 for i in p1.ids}
+    assert not {i // 3 for i in p2.ids} & shown, (p1.ids, p2.ids)

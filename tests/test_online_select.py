@@ -306,3 +306,10 @@ def test_text_shingles():
     assert shingle_set("one two") == frozenset({"one two"})
     b = shingle_set("a b c d")
     assert b == frozenset({"a b c", "b c d"}) and jaccard(b, shingle_set("a b c e")) == 1 / 3
+
+
+def test_unhashable_cluster_ids_are_a_type_error():
+    with pytest.raises(InputTypeError, match="hashable"):
+        select(hits_of(["a", "b"]), [[1], [1]], k=2)
+    with pytest.raises(InputTypeError, match="hashable"):
+        select(hits_of(["a", "b"]), [{"c": 1}, 2], k=2, groups=True)

@@ -36,10 +36,16 @@ class _State:
 
 
 class _MappingLookup:
-    """Adapts a plain ``{id: cluster_id}`` mapping to the ``lookup(ids)`` protocol."""
+    """Adapts a plain ``{id: cluster_id}`` mapping (int cluster ids) to the ``lookup(ids)`` protocol."""
 
     def __init__(self, mapping: Mapping):
         self._m = dict(mapping)  # a private copy: the caller may keep mutating theirs
+        bad = next((v for v in self._m.values()
+                    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < -1), None)
+        if bad is not None:
+            raise InputTypeError(f"a `cluster_map` mapping must map ids to int cluster ids (>= 0, or -1 for "
+                                 f"unknown); got {type(bad).__name__} {bad!r}. For other labels store them in "
+                                 "the payload and use cluster_field=.")
         self.fingerprint = ""
 
     def lookup(self, ids):
@@ -314,14 +320,21 @@ class Diversifier:
         return k, n
 
     def _excluded_clusters(self, state: _State, cur) -> frozenset:
+        """Clusters shown on earlier pages.
+
+        Re-derived from the cursor's ids with the artifact answering now (a cursor may outlive a
+        reload, and two artifacts can number clusters differently); cluster ids the cursor
+        recorded are used as such only when they came from payloads or there is no artifact.
+        """
         if cur is EMPTY:
             return frozenset()
-        if state.cluster_map is None or cur.fingerprint == state.fingerprint:
+        cm = state.cluster_map
+        if cm is None:
             return cur.clusters
-        # The artifact changed between pages: re-derive page 1's clusters from its ids.
-        looked = state.cluster_map.lookup(list(cur.order)).tolist()
-        base = cur.clusters if self.cluster_field is not None else frozenset()
-        return base | frozenset(c for c in looked if c != -1)
+        derived = {c for c in cm.lookup(list(cur.order)).tolist() if c != -1}
+        if self.cluster_field is not None:
+            derived |= cur.clusters
+        return frozenset(derived)
 
     def _engine(self, query, k, n, groups, cursor, supports_exclude):
         """Generator: yields ``(ask_k, exclude_ids)`` requests, receives raw results; returns Result."""

@@ -275,8 +275,8 @@ def select(
     Ties: hits with equal adjacent scores are ordered by id (ints before strings, then by
     value), so the result does not depend on the order a store happens to return ties in.
     The whole input is scanned, so ``folded`` lists every hit of a kept cluster that is not
-    itself kept (over the cluster's ``max_per_cluster``, or past the k-th kept hit). Runs in O(len(hits)) (plus O(len(hits) * kept) dot products in
-    the on-the-fly mode).
+    itself kept (over the cluster's ``max_per_cluster``, or past the k-th kept hit). Runs in
+    O(len(hits)), plus O(len(hits) * kept) comparisons in the on-the-fly mode.
     """
     k, n, fold_threshold = check_params(k, max_per_cluster, unknown, fold_threshold)
     fold_text_threshold = check_text_threshold(fold_text_threshold)
@@ -303,8 +303,35 @@ def select(
                 raise InputError(f"`vectors` must have one entry per hit ({size}); got {len(vectors)}.")
         folder = _Folder(fold_threshold, fold_text_threshold, vectors, texts, hits)
 
-    if folder is None and not groups:
-        return _select_flat(hits, cids, order, k, n, unknown == "drop", excluded)
+    try:
+        if folder is None and not groups:
+            return _select_flat(hits, cids, order, k, n, unknown == "drop", excluded)
+        return _select_general(hits, cids, order, k, n, unknown == "drop", excluded, folder, groups)
+    except TypeError as exc:
+        bad = next((c for c in cids if not _hashable(c)), None)
+        if bad is None:
+            raise
+        raise InputTypeError(f"cluster ids must be hashable (int, str...); got {type(bad).__name__} "
+                             f"{bad!r}. Store scalar cluster ids in the payload field.") from exc
+
+
+def _hashable(value) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+class _Own:
+    """Cluster key of an unknown hit: its own singleton cluster, equal only to itself."""
+
+    __slots__ = ()
+
+
+def _select_general(hits, cids, order, k, n, drop_unknown, excluded, folder, groups) -> Result:
+    """Every option (grouped output, on-the-fly folding): one loop over all hits."""
+    size = len(hits)
 
     counts: dict = {}        # cluster key -> members kept
     first: dict = {}         # cluster key -> slot of its best kept member
@@ -314,7 +341,6 @@ def select(
     group_keys = []          # grouped output: cluster keys in order of first appearance
     dropped = 0
     full = False             # flat output: k kept, only folds are still recorded
-    drop_unknown = unknown == "drop"
 
     for rank in range(size):
         i = rank if order is None else order[rank]
@@ -330,7 +356,7 @@ def select(
                 if drop_unknown:
                     dropped += 1
                     continue
-                key = ("\x00unknown", i)
+                key = _Own()
                 reported[key] = None
         else:
             if excluded is not None and c in excluded:
