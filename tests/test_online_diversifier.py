@@ -447,3 +447,20 @@ def test_cursor_after_reload_between_artifacts_with_the_same_fingerprint():
     p2 = d.wrap(search)("q", cursor=p1.cursor)
     shown = {i // 3 for i in p1.ids}
     assert not {i // 3 for i in p2.ids} & shown, (p1.ids, p2.ids)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=200), st.binary(max_size=200).map(
+    lambda b: __import__("base64").urlsafe_b64encode(b).decode().rstrip("="))))
+def test_fuzz_cursor_never_crashes(token):
+    from diversify.online._cursor import decode_cursor
+
+    try:
+        state = decode_cursor(token)
+    except InputError:
+        return
+    assert all(isinstance(i, (int, str)) for i in state.ids)
