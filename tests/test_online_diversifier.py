@@ -464,3 +464,12 @@ def test_fuzz_cursor_never_crashes(token):
     except InputError:
         return
     assert all(isinstance(i, (int, str)) for i in state.ids)
+
+
+def test_cursor_round_trip_of_mixed_and_exotic_values():
+    from diversify.online._cursor import decode_cursor, encode_cursor
+
+    token = encode_cursor(["a", 3, np.int64(4), 2.5, True, ("t",)], [1, "x", np.int32(2), 1.0], "fp")
+    state = decode_cursor(token)
+    assert state.ids == frozenset({"a", 3, 4}) and state.clusters == frozenset({1, "x", 2})
+    assert state.order == ("a", 3, 4) and state.fingerprint == "fp"

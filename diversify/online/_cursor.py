@@ -45,10 +45,21 @@ def _plain(v):
     return int(v) if isinstance(v, np.integer) else v
 
 
+_PLAIN_TYPES = frozenset((int, str))
+
+
 def encode_cursor(ids: Iterable[Hashable], clusters: Iterable[Hashable], fingerprint: str) -> str:
     """Ids and cluster ids that are neither int nor str (e.g. tuples) are left out."""
-    ids = [i for i in map(_plain, ids) if _ok_key(i)]
-    clusters = sorted((c for c in map(_plain, clusters) if _ok_key(c)), key=lambda c: (isinstance(c, str), c))
+    ids = list(ids)
+    clusters = list(clusters)
+    types = set(map(type, ids))
+    ctypes = set(map(type, clusters))
+    if not (types <= _PLAIN_TYPES and len(ctypes) <= 1 and ctypes <= _PLAIN_TYPES):
+        ids = [i for i in map(_plain, ids) if _ok_key(i)]
+        clusters = [c for c in map(_plain, clusters) if _ok_key(c)]
+        clusters.sort(key=lambda c: (isinstance(c, str), c))
+    else:
+        clusters.sort()
     raw = msgpack.packb({"v": _VERSION, "i": ids, "c": clusters, "f": fingerprint or ""},
                         use_bin_type=True)
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
