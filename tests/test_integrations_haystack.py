@@ -133,10 +133,10 @@ TEXTS = {
 
 @pytest.fixture(scope="module")
 def artifact(tmp_path_factory):
-    import diversify
+    from diversify.build import build
 
     path = tmp_path_factory.mktemp("artifact") / "clusters.dvf"
-    diversify.build(texts=list(TEXTS.values()), ids=list(TEXTS)).cluster_map.save(path)
+    build(texts=list(TEXTS.values()), ids=list(TEXTS)).cluster_map.save(path)
     return str(path)
 
 
@@ -219,9 +219,9 @@ def test_clear_errors():
         DiversifyRanker(cluster_field="c", top_k=0)
     with pytest.raises(InputError, match="uid"):
         DiversifyRanker(cluster_field="c", id_field="uid").run(documents=[Document(content="x")])
-    import diversify
+    from diversify.build import build
 
-    in_memory = diversify.build(texts=["one two three four five six"], ids=["x"]).cluster_map
+    in_memory = build(texts=["one two three four five six"], ids=["x"]).cluster_map
     with pytest.raises(ConfigError, match="save"):
         DiversifyRanker(cluster_map=in_memory).to_dict()
 

@@ -184,9 +184,9 @@ TEXTS = {
 
 @pytest.fixture(scope="module")
 def built_map():
-    import diversify
+    from diversify.build import build
 
-    return diversify.build(texts=list(TEXTS.values()), ids=list(TEXTS)).cluster_map
+    return build(texts=list(TEXTS.values()), ids=list(TEXTS)).cluster_map
 
 
 def _word_store():

@@ -164,13 +164,14 @@ def test_ref_doc_id_and_serialization(tmp_path):
     assert [n.node_id for n in pp.postprocess_nodes(nodes)] == ["chunk-0", "chunk-2", "chunk-3"]
     data = DiversifyPostprocessor(cluster_map={"a": 0}, top_k=3).to_dict()
     assert data["cluster_map"] == {"a": 0} and data["top_k"] == 3 and data["class_name"] == "DiversifyPostprocessor"
-    import diversify
+    from diversify.artifact import load
+    from diversify.build import build
 
-    in_memory = diversify.build(texts=["one two three four five six"], ids=["x"]).cluster_map
+    in_memory = build(texts=["one two three four five six"], ids=["x"]).cluster_map
     with pytest.raises(ValueError, match="save"):  # pydantic wraps the ConfigError
         DiversifyPostprocessor(cluster_map=in_memory).to_dict()
     in_memory.save(tmp_path / "c.dvf")
-    saved = DiversifyPostprocessor(cluster_map=diversify.load(tmp_path / "c.dvf")).to_dict()
+    saved = DiversifyPostprocessor(cluster_map=load(tmp_path / "c.dvf")).to_dict()
     assert saved["cluster_map"] == str(tmp_path / "c.dvf")
     assert DiversifyPostprocessor.from_dict(saved).postprocess_nodes(nodes[:1])[0].node_id == "chunk-0"
     with pytest.raises(InputError, match="ref_doc_id"):
