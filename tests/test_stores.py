@@ -169,12 +169,9 @@ class TestFaissStoreL2IdMap(StoreContract):
 
         index = faiss.IndexIDMap(faiss.IndexFlatL2(corpus.vectors.shape[1]))
         index.add_with_ids(np.ascontiguousarray(corpus.vectors), np.asarray(corpus.ids, dtype=np.int64))
-        store = FaissStore(index)  # labels are the ids
+        store = FaissStore(index)  # labels are the ids; no payloads until write_clusters
         assert store.scores_are == "distance"
         return store
-
-    def test_write_clusters_then_group_by_payload(self, store, corpus):
-        pytest.skip("an IndexIDMap without `ids=` has no label -> row mapping for payloads")
 
 
 # ---------------------------------------------------------------------- lancedb

@@ -28,8 +28,9 @@ class FaissStore(Store):
     ids : sequence, optional
         External id of each FAISS label (label ``j`` -> ``ids[j]``). Default: labels are the ids.
     payloads : sequence of Mapping, optional
-        FAISS holds no payload, so the adapter keeps (copies of) them; ``write_clusters``
-        writes into those copies.
+        One per label; FAISS holds no payload, so the adapter keeps (copies of) them;
+        ``write_clusters`` writes into those copies (also without ``payloads``, for an
+        ``IndexIDMap`` too).
 
     ``scores_are`` follows the index metric: inner product -> similarity, L2 -> distance.
     """
@@ -50,7 +51,8 @@ class FaissStore(Store):
                 self._label[i] = j
         if payloads is not None and self._ids is not None and len(payloads) != len(self._ids):
             raise InputError(f"`payloads` must have one entry per id ({len(self._ids)}); got {len(payloads)}.")
-        self._payloads = None if payloads is None else [dict(p or {}) for p in payloads]
+        # label -> payload (a private copy); FAISS itself stores none
+        self._payloads = None if payloads is None else {j: dict(p or {}) for j, p in enumerate(payloads)}
 
     @property
     def scores_are(self) -> str:  # type: ignore[override]
@@ -87,27 +89,37 @@ class FaissStore(Store):
                 break  # fewer than k vectors passed the selector
             payload = None
             if self._payloads is not None:
-                payload = MappingProxyType(self._payloads[l])
+                p = self._payloads.get(l)
+                payload = None if p is None else MappingProxyType(p)
             out.append(Hit(self._external(l), float(d), payload, None, None))
         return out
 
+    def _all_labels(self) -> list:
+        if self._ids is not None:
+            return list(range(len(self._ids)))
+        id_map = getattr(self.index, "id_map", None)  # IndexIDMap / IndexIDMap2
+        if id_map is not None:
+            return _faiss().vector_to_array(id_map).tolist()
+        return list(range(self.index.ntotal))
+
     def write_clusters(self, cluster_map, *, ids=None, cluster_field="cluster_id",
                        representative_field="is_representative") -> int:
+        """Keep cluster ids (and representative flags) in the adapter's payloads, by label."""
         check_field("cluster_field", cluster_field)
-        n = self.index.ntotal
         if self._payloads is None:
-            self._payloads = [{} for _ in range(n if self._ids is None else len(self._ids))]
-        all_ids = list(range(n)) if self._ids is None else self._ids
-        ids = all_ids if ids is None else list(ids)
+            self._payloads = {}
+        if ids is None:
+            ids = [self._external(label) for label in self._all_labels()]
+        ids = list(ids)
         cids, flags = representative_flags(cluster_map, ids)
         written = 0
         for j, (i, c) in enumerate(zip(ids, cids.tolist())):
             if c < 0:
                 continue
-            label = int(i) if self._label is None else self._label.get(i)
-            if label is None or not 0 <= label < len(self._payloads):
+            label = self._label.get(i) if self._label is not None else int(i)
+            if label is None:
                 continue
-            p = dict(self._payloads[label])
+            p = dict(self._payloads.get(label, {}))  # copy-on-write: hits handed out stay consistent
             p[cluster_field] = c
             if representative_field and flags is not None:
                 p[representative_field] = bool(flags[j])
