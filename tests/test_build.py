@@ -406,3 +406,45 @@ def test_add_equals_a_from_scratch_build(cfg, rng, tmp_path):
     inc = add(str(path), texts=texts[half:], ids=ids[half:])
     scratch = build(texts=texts, ids=ids, config=cfg)
     assert parts(inc) == parts(scratch) == R.partition([group[i] for i in order])
+
+
+# ----------------------------------------------------------------------------- stats invariants
+
+
+@pytest.mark.parametrize("cfg", [BuildConfig(), BuildConfig(minhash=MinHashConfig(verify="exact")),
+                                 BuildConfig(minhash=MinHashConfig(threshold=0.5)),
+                                 BuildConfig(minhash=MinHashConfig(method="classic", verify="estimate"))],
+                         ids=["default", "exact", "t0.5", "classic"])
+def test_merges_equal_components_removed(cfg, rng):
+    """Every counted merge joins two components: sum(merged) = n_docs - n_clusters."""
+    texts, _ = planted(rng, 20, size=4)
+    pool = words(rng, 300)
+    texts += [" ".join(pool[s : s + 80]) for s in rng.integers(0, 220, size=20)]  # graded overlaps
+    res = build(texts=texts, config=cfg)
+    assert sum(res.stats["merged"].values()) == res.n_docs - res.n_clusters, res.stats
+    assert all(res.stats["verified"][s] <= res.stats["candidates"][s] + res.stats.get("exact_checks", {}).get(s, 0)
+               for s in res.stats["verified"])
+    singletons = np.bincount(res.cluster_ids, minlength=res.n_docs)[res.cluster_ids] == 1
+    assert np.all(res.doc_stages[singletons] == 0), "a document no edge joined records no stage"
+
+
+def test_add_merges_equal_components_removed(rng):
+    texts, _ = planted(rng, 12, size=3)
+    old = build(texts=texts[:18])
+    res = add(old.cluster_map, texts=texts[18:])
+    assert sum(res.stats["merged"].values()) == old.n_clusters + (len(texts) - 18) - res.n_clusters
+
+
+def test_borderline_estimate_decisions_count_only_real_merges():
+    from diversify.build.pipeline import STAGE_MINHASH as BIT, Sketches, decide_deferred
+
+    n = 3
+    sig = np.tile(np.arange(128, dtype=np.uint32), (n, 1))
+    sk = Sketches(ids=list(range(n)), lengths=np.ones(n, np.uint32), exact=np.arange(n, dtype=np.uint64),
+                  empty=np.zeros(n, bool), minhash=sig)  # no texts: the estimate decides
+    parent = np.array([0, 0, 1], dtype=np.int64)  # one component, doc 2 at depth 2
+    flags = np.zeros(n, np.uint8)
+    counters = np.zeros(3, np.int64)
+    decide_deferred(np.array([[2, 0]], dtype=np.int64), sk, BuildConfig(), parent, flags, counters)
+    assert counters[2] == 0, f"no components were joined but {counters[2]} merge(s) were counted"
+    assert not (flags & BIT).any(), "no edge merged anything, so no document should record the stage"

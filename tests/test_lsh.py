@@ -235,7 +235,7 @@ def test_bucket_linking_equals_bfs_over_shared_keys(one_numba_thread, data, n, n
 # ----------------------------------------------------------------------------- what the build reports
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "BUG (lead, diversify/build/pipeline.py link(), SimHash stage): the S-curve is optimized for "
     "(bands, rows) with bands*rows <= bits, but the keys are cut with band_starts(bits, bands), i.e. "
     "bands of bits/bands bits (19-20 for the default 256 bits, 13 bands, rows=19). The recall_at_threshold "

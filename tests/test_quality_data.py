@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from diversify.build import build
