@@ -473,3 +473,10 @@ def test_cursor_round_trip_of_mixed_and_exotic_values():
     state = decode_cursor(token)
     assert state.ids == frozenset({"a", 3, 4}) and state.clusters == frozenset({1, "x", 2})
     assert state.order == ("a", 3, 4) and state.fingerprint == "fp"
+
+
+def test_awrap_accepts_a_sync_adapter(corpus):
+    store = NumpyStore(corpus.vectors, corpus.ids)
+    d = Diversifier(corpus.cluster_map, k=5, fetch_k=5)
+    res = asyncio.run(d.awrap(store)(corpus.query))
+    assert res.ids == oracle_select(corpus.ranked_ids, corpus.cluster_of, k=5)

@@ -484,7 +484,9 @@ class Diversifier:
     def awrap(self, search) -> Callable[..., Any]:
         """Async twin of :meth:`wrap`: ``await diversified(query, ...) -> Result``.
 
-        ``search`` is an async callable (or an adapter whose ``.search`` is a coroutine function).
+        ``search`` is an async callable (or an adapter whose ``.search`` is a coroutine
+        function). A plain callable (e.g. a :mod:`diversify.stores` adapter) is accepted too; it
+        then runs in the event loop's thread, so keep it to fast, local stores.
         """
         fn, supports_exclude = _resolve_search(search)
 
@@ -495,7 +497,9 @@ class Diversifier:
             while True:
                 ask, exclude = req
                 try:
-                    raw = await (fn(query, ask, exclude) if supports_exclude else fn(query, ask))
+                    raw = fn(query, ask, exclude) if supports_exclude else fn(query, ask)
+                    if inspect.isawaitable(raw):
+                        raw = await raw
                 except Exception as exc:
                     if isinstance(exc, StoreError):
                         raise
