@@ -91,7 +91,7 @@ class MinHashConfig(_Frozen):
     verify: Literal["estimate", "exact", "auto"] = "auto"
     #: half-width of the borderline band of "auto", in standard errors of the estimate at the
     #: threshold; higher -> more pairs checked exactly
-    borderline: float = 3.0
+    borderline: float = 2.0
 
     @field_validator("num_perm")
     @classmethod
@@ -111,7 +111,7 @@ class MinHashConfig(_Frozen):
     @classmethod
     def _borderline(cls, v: float) -> float:
         if not (0.0 <= v <= 10.0):
-            raise ValueError("must be in [0, 10] standard errors (3 is a good default)")
+            raise ValueError("must be in [0, 10] standard errors (2 is a good default)")
         return float(v)
 
     @model_validator(mode="after")

@@ -238,3 +238,19 @@ def link_pairs_exact(pairs, rows, sh_indptr, sh_hashes, jacc_t, parent, flags, s
             flags[a] |= stage_bit
             flags[b] |= stage_bit
             counters[2] += 1
+
+
+@kernel
+def link_pairs_accept(pairs, parent, flags, stage_bit, counters):
+    """Join already-accepted pairs; flags and counts only the pairs that merge two components."""
+    for t in range(pairs.shape[0]):
+        a = pairs[t, 0]
+        b = pairs[t, 1]
+        ra = find(parent, a)
+        rb = find(parent, b)
+        if ra == rb:
+            continue
+        union_roots(parent, ra, rb)
+        flags[a] |= stage_bit
+        flags[b] |= stage_bit
+        counters[2] += 1

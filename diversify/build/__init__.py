@@ -235,6 +235,7 @@ def _finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarra
     if aliases.size:
         extras["aliases"] = aliases
     n_clusters = int(np.unique(cluster_ids).size)
+    # no wall-clock timings in the artifact: same input, config and seed => same bytes
     build_info = {
         "n_docs": sk.n,
         "n_clusters": n_clusters,
@@ -244,7 +245,6 @@ def _finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarra
         "merged": stats.merged,
         "lsh": stats.lsh,
         "exact_checks": stats.exact_checks,
-        "timings": {k: round(v, 6) for k, v in timings.items()},
         "stages": {str(k): v for k, v in STAGE_NAMES.items()},
     }
     cmap = ClusterMap.from_arrays(
@@ -446,3 +446,19 @@ def add(
 def _concat_csr_pair(p1, h1, p2, h2):
     indptr = np.concatenate([p1, p2[1:] + p1[-1]])
     return indptr, np.concatenate([h1, h2])
+
+
+# Importing a submodule (e.g. ``diversify.build.pipeline``) makes the import system set the
+# attribute ``diversify.build`` to this package, hiding the ``build`` function that
+# ``diversify/__init__.py`` exports lazily. Making the package itself callable keeps
+# ``diversify.build(...)`` working in either case.
+import sys as _sys
+import types as _types
+
+
+class _CallablePackage(_types.ModuleType):
+    def __call__(self, *args, **kwargs):
+        return build(*args, **kwargs)
+
+
+_sys.modules[__name__].__class__ = _CallablePackage

@@ -44,7 +44,6 @@ Not supported on this engine (raise ConfigError): vectors / SimHash, ``MinHashCo
 
 from __future__ import annotations
 
-import glob as _glob
 import math
 import os
 import sys
@@ -244,6 +243,12 @@ def _exact_edges(df) -> dict:
 # stage 3: MinHash bands
 
 
+def _key_frame_meta():
+    import pandas as pd
+
+    return pd.DataFrame({"key": np.zeros(0, np.uint64)})
+
+
 def _sig_columns(num_perm: int) -> list:
     return [f"s{j}" for j in range(num_perm)]
 
@@ -258,28 +263,79 @@ def _band_meta(num_perm: int):
     return pd.DataFrame(cols)
 
 
-def _band_frame(skp: dict, offset: int, lo: int, hi: int, rows: int, bands: int, seed_h: int):
-    """One row per (non-empty document in [lo, hi), band): key, doc, band, exact hash, signature."""
-    import pandas as pd
-
+def _band_keys(skp: dict, lo: int, hi: int, rows: int, bands: int, seed_h: int) -> tuple[np.ndarray, np.ndarray]:
     from .._kernels.lsh import fill_minhash_band_keys
 
-    sigs = skp["minhash"]
     local = (np.flatnonzero(~skp["empty"][lo:hi]) + lo).astype(np.int64)
     keys = np.empty((local.size, bands), dtype=np.uint64)
     if local.size:
-        fill_minhash_band_keys(sigs, local, rows, np.uint64(seed_h), keys)
-    m = local.size * bands
+        fill_minhash_band_keys(skp["minhash"], local, rows, np.uint64(seed_h), keys)
+    return local, keys
+
+
+def _key_frame(skp: dict, lo: int, hi: int, rows: int, bands: int, seed_h: int):
+    """Pass 1: just the band keys of documents [lo, hi) (8 bytes a row)."""
+    import pandas as pd
+
+    _, keys = _band_keys(skp, lo, hi, rows, bands, seed_h)
+    return pd.DataFrame({"key": keys.reshape(-1)})
+
+
+def _shared_keys(df) -> np.ndarray:
+    """Keys held by two or more band rows (the only buckets that can yield a candidate pair)."""
+    k = np.sort(df["key"].to_numpy(np.uint64))
+    if k.size < 2:
+        return np.zeros(0, np.uint64)
+    dup = k[1:] == k[:-1]
+    return np.unique(k[1:][dup])
+
+
+_BLOOM_K = 7
+
+
+def _bloom_slots(keys: np.ndarray, m_bits: int) -> np.ndarray:
+    """k bit positions per key (double hashing on the two halves of an already mixed 64-bit key)."""
+    h1 = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint64)
+    h2 = (keys >> np.uint64(32)) | np.uint64(1)
+    i = np.arange(_BLOOM_K, dtype=np.uint64)
+    return ((h1[:, None] + i[None, :] * h2[:, None]) & np.uint64(m_bits - 1)).astype(np.int64)
+
+
+def _bloom(keys: np.ndarray, m_bits: int) -> np.ndarray:
+    bits = np.zeros(m_bits // 8, dtype=np.uint8)
+    slots = _bloom_slots(keys, m_bits).reshape(-1)
+    np.bitwise_or.at(bits, slots >> 3, (np.uint8(1) << (slots & 7).astype(np.uint8)))
+    return bits
+
+
+def _bloom_or(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a | b
+
+
+def _bloom_has(bits: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    m_bits = bits.size * 8
+    slots = _bloom_slots(keys, m_bits)
+    hit = (bits[slots >> 3] >> (slots & 7).astype(np.uint8)) & np.uint8(1)
+    return hit.all(axis=1)
+
+
+def _band_frame(skp: dict, offset: int, lo: int, hi: int, rows: int, bands: int, seed_h: int, bloom=None):
+    """Pass 2: one row per (non-empty document in [lo, hi), band) whose key may be shared (passes the
+    Bloom filter of shared keys; no false negatives): key, doc, band, exact hash, signature."""
+    import pandas as pd
+
+    sigs = skp["minhash"]
+    local, keys = _band_keys(skp, lo, hi, rows, bands, seed_h)
+    flat = keys.reshape(-1)
+    row_doc = np.repeat(local, bands)
+    row_band = np.tile(np.arange(bands, dtype=np.int16), local.size)
+    if bloom is not None:
+        keep = _bloom_has(bloom, flat) if flat.size else np.zeros(0, bool)
+        flat, row_doc, row_band = flat[keep], row_doc[keep], row_band[keep]
     num_perm = sigs.shape[1]
-    sig_rows = np.repeat(sigs[local], bands, axis=0)
-    data = {
-        "key": keys.reshape(-1),
-        "doc": np.repeat(local + np.int64(offset), bands),
-        "band": np.tile(np.arange(bands, dtype=np.int16), local.size),
-        "exact": np.repeat(skp["exact"][local], bands),
-    }
-    frame = pd.DataFrame(data)
-    sig_frame = pd.DataFrame(sig_rows.reshape(m, num_perm), columns=_sig_columns(num_perm))
+    frame = pd.DataFrame({"key": flat, "doc": row_doc + np.int64(offset), "band": row_band,
+                          "exact": skp["exact"][row_doc]})
+    sig_frame = pd.DataFrame(sigs[row_doc], columns=_sig_columns(num_perm))
     return pd.concat([frame, sig_frame], axis=1)
 
 
@@ -293,6 +349,7 @@ def _scan_buckets(df, cfg_json: dict) -> dict:
     from .._kernels import lsh as kl
     from .._kernels.lsh import roots
 
+    t0 = time.perf_counter()
     cfg = BuildConfig(**cfg_json)
     num_perm = cfg.minhash.num_perm
     key = df["key"].to_numpy(np.uint64)
@@ -306,7 +363,8 @@ def _scan_buckets(df, cfg_json: dict) -> dict:
     run_len = np.bincount(run_id) if ks.size else np.zeros(0, np.int64)
     keep = order[run_len[run_id] >= 2] if ks.size else order
     empty = {"u": np.zeros(0, np.int64), "v": np.zeros(0, np.int64), "flagged": np.zeros(0, np.int64),
-             "deferred": np.zeros((0, 2), np.int64), "candidates": 0, "verified": 0, "rows": n_rows, "bucket_rows": 0}
+             "deferred": np.zeros((0, 2), np.int64), "candidates": 0, "verified": 0, "rows": n_rows, "bucket_rows": 0,
+             "seconds": time.perf_counter() - t0}
     if keep.size == 0:
         return empty
     key = key[keep]
@@ -348,7 +406,8 @@ def _scan_buckets(df, cfg_json: dict) -> dict:
     moved = np.flatnonzero(root != np.arange(uniq.size))
     d = deferred[: n_deferred[0]]
     return {"u": uniq[moved], "v": uniq[root[moved]], "flagged": uniq[flags != 0], "deferred": uniq[d],
-            "candidates": int(counters[0]), "verified": int(counters[1]), "rows": n_rows, "bucket_rows": int(keep.size)}
+            "candidates": int(counters[0]), "verified": int(counters[1]), "rows": n_rows, "bucket_rows": int(keep.size),
+            "seconds": time.perf_counter() - t0}
 
 
 def _shingle_docs(part: _Part, local: np.ndarray, offset: int, cfg_json: dict) -> dict:
@@ -384,6 +443,10 @@ def _decide_block(pairs: np.ndarray, csr_a: dict, csr_b: dict, threshold: float)
     roots(parent, root)
     moved = np.flatnonzero(root != np.arange(uniq.size))
     return {"u": uniq[moved], "v": uniq[root[moved]], "flagged": uniq[flags != 0], "checked": int(counters[1])}
+
+
+def _flagged_of(res: dict) -> np.ndarray:
+    return res["flagged"]
 
 
 def _deferred_of(res: dict) -> np.ndarray:
@@ -736,12 +799,6 @@ def build_dask(
         ``cluster_ids`` equal to the local build's on the same documents and config (see the
         module docstring for why); ``stats["dask"]`` holds partition counts, shuffle rows and rounds.
     """
-    from dask import delayed
-
-    from . import BuildResult, _finish  # noqa: F401  (BuildResult is the return type)
-    from ._inputs import check_ids, check_keys, normalize_ids
-    from ..minhash import mixed_seed
-
     cfg = _resolve_config(config)
     if not isinstance(retries, int) or retries < 0:
         raise ConfigError(f"`retries` must be an int >= 0; got {retries!r}.")
@@ -835,27 +892,56 @@ def _run(src, *, ids, keys, cfg: BuildConfig, client, npartitions, shuffle_parti
         num_perm = cfg.minhash.num_perm
         seed_h = int(mixed_seed(cfg.seed ^ 0x6C7368))  # the local build's "lsh" seed
         row_bytes = 8 + 8 + 2 + 8 + 4 * num_perm
+        chunks = []
+        key_chunk = max(1, SHUFFLE_PARTITION_BYTES // (8 * p.bands))
+        for i, f in enumerate(sk_futs):
+            for lo in range(0, int(counts[i]), key_chunk):
+                chunks.append((i, f, lo, min(int(counts[i]), lo + key_chunk)))
+        # pass 1: shuffle the bare keys; a key held by one row can never give a candidate pair
+        n_rows_all = n_text * p.bands
+        q1 = max(n_workers, math.ceil(n_rows_all * 8 / SHUFFLE_PARTITION_BYTES))
+        rep.stage(f"MinHash stage: {n_rows_all:,} band keys -> {q1} partitions, bands={p.bands} rows={p.rows}")
+        kframe = dd.from_delayed([delayed(_key_frame, pure=True)(f, lo, hi, p.rows, p.bands, seed_h)
+                                  for _, f, lo, hi in chunks], meta=_key_frame_meta(), verify_meta=False)
+        ksh = kframe.shuffle(on="key", npartitions=q1, shuffle_method=shuffle_method)
+        shared = client.compute([delayed(_shared_keys, pure=True)(part) for part in ksh.to_delayed()], retries=retries)
+        rep.wait(shared, "band keys")
+        n_shared = int(sum(client.gather(client.map(len, shared, pure=False))))
+        m_bits = 1 << max(16, math.ceil(math.log2(max(1, 10 * n_shared))))  # ~1% false positives at k=7
+        blooms = [client.submit(_bloom, f, m_bits, pure=False) for f in shared]
+        del shared
+        while len(blooms) > 1:
+            blooms = [client.submit(_bloom_or, blooms[j], blooms[j + 1], pure=False) if j + 1 < len(blooms)
+                      else blooms[j] for j in range(0, len(blooms), 2)]
+        bloom = blooms[0]
+        info.update(band_keys=n_rows_all, shared_keys=n_shared, bloom_bytes=m_bits // 8,
+                    key_shuffle_seconds=round(time.perf_counter() - t0, 3))
+        # pass 2: only rows whose key may be shared travel, each with its document's signature
+        est_rows = max(2 * n_shared, 1)
         chunk_docs = max(1, SHUFFLE_PARTITION_BYTES // (row_bytes * p.bands))
         parts = []
         for i, f in enumerate(sk_futs):
             for lo in range(0, int(counts[i]), chunk_docs):
                 hi = min(int(counts[i]), lo + chunk_docs)
-                parts.append(delayed(_band_frame, pure=True)(f, int(offsets[i]), lo, hi, p.rows, p.bands, seed_h))
-        total_bytes = n_text * p.bands * row_bytes
+                parts.append(delayed(_band_frame, pure=True)(f, int(offsets[i]), lo, hi, p.rows, p.bands, seed_h,
+                                                             bloom))
+        total_bytes = est_rows * row_bytes
         q = shuffle_partitions or max(n_workers, math.ceil(total_bytes / SHUFFLE_PARTITION_BYTES))
-        rep.stage(f"MinHash stage: {n_text * p.bands:,} band rows ({total_bytes / 2**30:.2f} GiB) -> {q} partitions, "
-                  f"bands={p.bands} rows={p.rows}")
+        rep.stage(f"MinHash stage: {n_shared:,} shared keys; >= {est_rows:,} band rows with signatures "
+                  f"(>= {total_bytes / 2**30:.2f} GiB) -> {q} partitions")
         frame = dd.from_delayed(parts, meta=_band_meta(num_perm), verify_meta=False)
         sh = frame.shuffle(on="key", npartitions=q, shuffle_method=shuffle_method)
         mh_futs = client.compute([delayed(_scan_buckets, pure=True)(part, cfg_json) for part in sh.to_delayed()],
                                  retries=retries)
         rep.wait(mh_futs, "bands")
         summ = client.gather(client.map(_scan_summary, mh_futs, pure=False))
+        info["band_shuffle_seconds"] = round(time.perf_counter() - t0, 3)
         stats.candidates["minhash"] = int(sum(s[0] for s in summ))
         stats.verified["minhash"] = int(sum(s[1] for s in summ))
         stats.lsh["minhash"] = p.as_dict()
         info.update(band_rows=int(sum(s[2] for s in summ)), band_rows_in_buckets=int(sum(s[3] for s in summ)),
-                    band_partitions=q, band_bytes=int(total_bytes), forest_edges=int(sum(s[4] for s in summ)))
+                    band_partitions=q, band_bytes=int(sum(s[2] for s in summ) * row_bytes), forest_edges=int(sum(s[4] for s in summ)),
+                    scan_task_seconds=round(float(sum(s[5] for s in summ)), 3))
         edge_parts += mh_futs
         flagged_minhash = list(mh_futs)
         lo_hi = agreement_band(cfg, auto=True)
@@ -881,8 +967,8 @@ def _run(src, *, ids, keys, cfg: BuildConfig, client, npartitions, shuffle_parti
         info["rounds"] = rounds
         info["cc_partitions"] = q
         for f in label_futs:
-            res = f.result()
-            cluster_ids[res["u"]] = res["v"]
+            lab = f.result()
+            cluster_ids[lab["u"]] = lab["v"]
         del label_futs
     timings["dask_components"] = time.perf_counter() - t0
     rep.stage(f"components in {info['rounds']} rounds")
@@ -892,19 +978,19 @@ def _run(src, *, ids, keys, cfg: BuildConfig, client, npartitions, shuffle_parti
     flags = np.zeros(n, dtype=np.uint8)
     for futs, bit in ((flagged_exact, STAGE_EXACT), (flagged_minhash, STAGE_MINHASH)):
         for f in futs:
-            flags[f.result()["flagged"]] |= bit
+            flags[client.submit(_flagged_of, f, pure=False).result()] |= bit
     del edge_parts, flagged_exact, flagged_minhash
     with_mh = cfg.incremental and cfg.minhash is not None
     id_list: list = []
     lengths, exact, empty, sigs, key_parts = [], [], [], [], []
-    any_ids = False
+    sketch_seconds = 0.0
     for i, f in enumerate(sk_futs):
         c = client.submit(_columns_of, f, with_mh, pure=False).result()
         if c["ids"] is None:
             id_list.extend(range(int(offsets[i]), int(offsets[i + 1])))
         else:
-            any_ids = True
             id_list.extend(int(offsets[i]) + j if x is None else x for j, x in enumerate(c["ids"]))
+        sketch_seconds += c["seconds"]
         lengths.append(c["lengths"])
         exact.append(c["exact"])
         empty.append(c["empty"])
@@ -912,8 +998,7 @@ def _run(src, *, ids, keys, cfg: BuildConfig, client, npartitions, shuffle_parti
             sigs.append(c["minhash"])
         key_parts.append(c["keys"])
     del sk_futs
-    if ids is None and not any_ids:
-        pass  # global indices, as the local build's default ids
+    info["sketch_task_seconds"] = round(sketch_seconds, 3)
     check_ids(id_list)
     sk = Sketches(ids=normalize_ids(id_list), lengths=np.concatenate(lengths), exact=np.concatenate(exact),
                   empty=np.concatenate(empty))
@@ -971,4 +1056,4 @@ def _decide_borderline(client, mh_futs, sources, offsets, cfg, cfg_json, retries
 
 
 def _scan_summary(res: dict) -> tuple:
-    return (res["candidates"], res["verified"], res["rows"], res["bucket_rows"], int(res["u"].size))
+    return (res["candidates"], res["verified"], res["rows"], res["bucket_rows"], int(res["u"].size), res["seconds"])

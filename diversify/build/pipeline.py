@@ -102,54 +102,72 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
         sig_buf = np.empty((n_hint, mh_cfg.num_perm), dtype=np.uint32)
     # the fused kernel goes from bytes to signatures in one pass; other settings need the shingles
     fused = mh_cfg is not None and mh_cfg.method == "oph" and mh_cfg.verify != "exact"
-    done = 0
-    for block in chunks(texts, chunk_size):
-        if id_iter is not None:
-            block_ids = []
-            for _ in range(len(block)):
-                try:
-                    block_ids.append(next(id_iter))
-                except StopIteration:
-                    raise InputError(
-                        f"`ids` must have one id per text; ids ran out after {done + len(block_ids)} items while "
-                        "texts continue. Pass as many ids as texts (or ids=None)."
-                    ) from None
-        else:
-            block_ids = list(range(id_offset + done, id_offset + done + len(block)))
-        all_ids.extend(block_ids)
+    def compute(buf, offsets):
+        """Kernel work for one encoded chunk (runs in a worker thread; the kernels release the GIL)."""
         t0 = time.perf_counter()
-        buf, offsets = encode_batch(block, start_index=done)
         if fused:
             sig, n_sh, blk_len, blk_exact = sketch_oph_buffer(buf, offsets, config.text, config.seed, mh_cfg.num_perm)
-            t1 = time.perf_counter()
-            lengths.append(blk_len)
-            exact.append(blk_exact)
-            empty.append(n_sh == 0)
-        else:
-            sh = shingle_buffer(buf, offsets, config.text, config.seed)
-            t1 = time.perf_counter()
-            lengths.append(sh.lengths)
-            exact.append(sh.exact)
-            empty.append(np.diff(sh.indptr) == 0)
-            sig = None
-            if mh_cfg is not None:
-                sig = minhash_signatures(sh, num_perm=mh_cfg.num_perm, method=mh_cfg.method, seed=config.seed)
-                if mh_cfg.verify == "exact":
-                    ptr, vals = _unique_shingles(sh)
-                    sh_ptrs.append(ptr)
-                    sh_vals.append(vals)
-            del sh
-        del buf
+            return sig, blk_len, blk_exact, n_sh == 0, None, time.perf_counter() - t0, 0.0
+        sh = shingle_buffer(buf, offsets, config.text, config.seed)
+        t1 = time.perf_counter()
+        sig = csr = None
+        if mh_cfg is not None:
+            sig = minhash_signatures(sh, num_perm=mh_cfg.num_perm, method=mh_cfg.method, seed=config.seed)
+            if mh_cfg.verify == "exact":
+                csr = _unique_shingles(sh)
+        return sig, sh.lengths, sh.exact, np.diff(sh.indptr) == 0, csr, t1 - t0, time.perf_counter() - t1
+
+    def collect(result, start, count):
+        nonlocal t_shingle, t_minhash
+        sig, blk_len, blk_exact, blk_empty, csr, dt_sketch, dt_sig = result
+        lengths.append(blk_len)
+        exact.append(blk_exact)
+        empty.append(blk_empty)
+        if csr is not None:
+            sh_ptrs.append(csr[0])
+            sh_vals.append(csr[1])
         if sig is not None:
-            if sig_buf is not None and done + len(block) <= sig_buf.shape[0]:
-                sig_buf[done : done + len(block)] = sig
+            if sig_buf is not None and start + count <= sig_buf.shape[0]:
+                sig_buf[start : start + count] = sig
             else:
                 sigs.append(sig)
-        t_minhash += time.perf_counter() - t1
-        t_shingle += t1 - t0
-        done += len(block)
+        t_shingle += dt_sketch
+        t_minhash += dt_sig
         if bar is not None:
-            bar.update(len(block))
+            bar.update(count)
+
+    # One-deep pipeline: the main thread reads and encodes chunk i+1 (Python, holds the GIL) while a
+    # worker runs the kernels on chunk i. Results are collected in input order: deterministic.
+    from concurrent.futures import ThreadPoolExecutor
+
+    done = 0
+    pending = None
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="diversify-sketch") as pool:
+        for block in chunks(texts, chunk_size):
+            if id_iter is not None:
+                block_ids = []
+                for _ in range(len(block)):
+                    try:
+                        block_ids.append(next(id_iter))
+                    except StopIteration:
+                        raise InputError(
+                            f"`ids` must have one id per text; ids ran out after {done + len(block_ids)} items while "
+                            "texts continue. Pass as many ids as texts (or ids=None)."
+                        ) from None
+            else:
+                block_ids = list(range(id_offset + done, id_offset + done + len(block)))
+            all_ids.extend(block_ids)
+            t0 = time.perf_counter()
+            buf, offsets = encode_batch(block, start_index=done)
+            t_encode_local = time.perf_counter() - t0
+            timings["encode"] = timings.get("encode", 0.0) + t_encode_local
+            if pending is not None:
+                collect(pending[0].result(), pending[1], pending[2])
+            pending = (pool.submit(compute, buf, offsets), done, len(block))
+            del buf, offsets
+            done += len(block)
+        if pending is not None:
+            collect(pending[0].result(), pending[1], pending[2])
     if bar is not None:
         bar.close()
     if id_iter is not None:
@@ -296,7 +314,7 @@ def agreement_band(cfg: BuildConfig, *, auto: bool) -> tuple[int, int]:
 def decide_deferred(pairs: np.ndarray, sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray,
                     counters: np.ndarray) -> int:
     """Exact Jaccard for borderline pairs whose texts are at hand; the estimate decides the rest."""
-    from .._kernels.lsh import link_pairs_exact, union_pairs
+    from .._kernels.lsh import link_pairs_accept, link_pairs_exact
     from ..text import shingle_hashes
 
     if pairs.size == 0:
@@ -317,10 +335,7 @@ def decide_deferred(pairs: np.ndarray, sk: Sketches, cfg: BuildConfig, parent: n
         agree = (sk.minhash[rest[:, 0]] == sk.minhash[rest[:, 1]]).sum(axis=1)
         ok = rest[2 * agree >= lo + hi]
         if ok.size:
-            before = parent.copy()
-            union_pairs(parent, ok)
-            flags[ok.ravel()] |= np.uint8(STAGE_MINHASH)
-            counters[2] += int((before != parent).sum())
+            link_pairs_accept(np.ascontiguousarray(ok), parent, flags, np.uint8(STAGE_MINHASH), counters)
     return int(exact_pairs.shape[0])
 
 
