@@ -40,21 +40,31 @@ def _build_section(d: dict) -> list[str]:
     L.append(f"Measured {d['created']} on {_env_line(d['env'])}.")
     L.append("")
     base = tools.get("diversify")
-    L.append("| tool | end-to-end docs/s | ours ÷ tool | signatures/s | peak RSS beyond texts | pair P | pair R | pair F1 | F1 vs truth components |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    L.append("| tool | end-to-end docs/s | ours ÷ tool | docs per CPU-second | signatures/s | peak RSS beyond texts | pair P | pair R | pair F1 | F1 vs truth components |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in tools.items():
         ratio = base["docs_per_s"] / r["docs_per_s"] if base else None
         s = r["scores"]["pairs"]
-        L.append(f"| {name} | {_f(r['docs_per_s'])} | {_f(ratio, 1)}× | {_f(r['signatures_per_s'])} | "
+        L.append(f"| {name} | {_f(r['docs_per_s'])} | {_f(ratio, 1)}× | {_cpu(r)} | {_f(r['signatures_per_s'])} | "
                  f"{_f(r['rss_delta_mb'])} MiB | {s['precision']:.4f} | {s['recall']:.4f} | {s['f1']:.4f} | "
                  f"{r['scores']['components']['f1']:.4f} |")
         if "scores_verified" in r:
             sv = r["scores_verified"]["pairs"]
             ratio_v = base["docs_per_s"] / r["docs_per_s_verified"] if base else None
-            L.append(f"| {name} + verify (own estimate ≥ t) | {_f(r['docs_per_s_verified'])} | {_f(ratio_v, 1)}× | "
+            L.append(f"| {name} + verify (own estimate ≥ t) | {_f(r['docs_per_s_verified'])} | {_f(ratio_v, 1)}× | — | "
                      f"{_f(r['signatures_per_s'])} | {_f(r['rss_delta_mb'])} MiB | {sv['precision']:.4f} | "
                      f"{sv['recall']:.4f} | {sv['f1']:.4f} | {r['scores_verified']['components']['f1']:.4f} |")
     L.append("")
+    if base:
+        checks = []
+        for peer, bar in (("datasketch", 20.0), ("rensa", 5.0)):
+            if peer in tools:
+                ratio = base["docs_per_s"] / tools[peer]["docs_per_s"]
+                checks.append(f"end-to-end vs {peer} {ratio:.1f}× (bar ≥ {bar:.0f}×: {'met' if ratio >= bar else 'NOT met'})")
+        f1 = base["scores"]["pairs"]["f1"]
+        checks.append(f"pair F1 {f1:.4f} (bar ≥ 0.97: {'met' if f1 >= 0.97 else 'NOT met'})")
+        L.append("Bars (issue): " + "; ".join(checks) + ".")
+        L.append("")
     L.append("Stage times (s):")
     L.append("")
     for name, r in tools.items():
@@ -67,21 +77,44 @@ def _build_section(d: dict) -> list[str]:
             lsh = p["lsh"].get("minhash", {})
             extra = (f" — LSH bands={lsh.get('bands')} rows={lsh.get('rows')}, candidates {p.get('candidates')}, "
                      f"verified {p.get('verified')}, merged {p.get('merged')}")
+        if "loadavg_before" in r:
+            extra += (f" — CPU time {r['cpu_s']:.1f}s over {r['timings']['total']:.1f}s wall; 1-min load average "
+                      f"{r['loadavg_before'][0]:.2f} before, {r['loadavg_after'][0]:.2f} after")
         L.append(f"- **{name}**: {t}{extra}")
     L.append("")
     return L
 
 
+def _cpu(r) -> str:
+    return _f(r["n_docs"] / r["cpu_s"]) if r.get("cpu_s") else "—"
+
+
+def _load(r) -> str:
+    if "loadavg_before" not in r:
+        return "—"
+    return f"{r['loadavg_before'][0]:.2f} → {r['loadavg_after'][0]:.2f}"
+
+
 def _scaling_section(d: dict) -> list[str]:
     L = ["### Scaling (diversify only, default config, same generator)", "",
          f"Measured {d['created']} on {_env_line(d['env'])}.", "",
-         "| documents | text MiB | wall time (s) | docs/s | peak RSS beyond texts | pair F1 (exact truth) |",
-         "|---:|---:|---:|---:|---:|---:|"]
+         "| documents | text MiB | wall time (s) | docs/s | peak RSS beyond texts | pair F1 (exact truth) | CPU s | load avg before → after |",
+         "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in d["rows"]:
+        if r["n_docs"] >= 1_000_000:
+            ok_t = r["timings"]["total"] < 60
+            ok_m = r["rss_delta_mb"] < 2048
+            bar = (f"Bar at {r['n_docs']:,} docs (< 60 s, < 2 GB beyond the texts): time "
+                   f"{r['timings']['total']:.1f}s {'met' if ok_t else 'NOT met'}, memory "
+                   f"{r['rss_delta_mb']:,.0f} MiB {'met' if ok_m else 'NOT met'}.")
+            d.setdefault("_bars", []).append(bar)
         f1 = r.get("scores", {}).get("pairs", {}).get("f1")
         L.append(f"| {r['n_docs']:,} | {_f(r['text_mb'])} | {r['timings']['total']:.2f} | {_f(r['docs_per_s'])} | "
-                 f"{_f(r['rss_delta_mb'])} MiB | {'—' if f1 is None else f'{f1:.4f}'} |")
+                 f"{_f(r['rss_delta_mb'])} MiB | {'—' if f1 is None else f'{f1:.4f}'} | "
+                 f"{_f(r.get('cpu_s'), 1)} | {_load(r)} |")
     L.append("")
+    for bar in d.get("_bars", []):
+        L += [bar, ""]
     return L
 
 

@@ -39,13 +39,21 @@ def _key(obj) -> str:
 
 
 def corpus_file(n: int, params: dict = CORPUS) -> str:
-    """Generate (once) and store a corpus as a UTF-8 blob + offsets; returns the path prefix."""
-    from diversify.datagen import generate_corpus
+    """Generate (once) and store a corpus as a UTF-8 blob + offsets; returns the path prefix.
 
+    Large corpora are generated in a child process so this process does not keep their memory."""
     CACHE.mkdir(exist_ok=True)
     prefix = str(CACHE / f"corpus-{n}-{_key(params)}")
     if os.path.exists(prefix + ".npz"):
         return prefix
+    if n > 50_000 and not os.environ.get("_BENCH_CORPUS_CHILD"):
+        env = dict(os.environ, _BENCH_CORPUS_CHILD="1",
+                   PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        code = f"from benchmarks.suites import corpus_file; corpus_file({n}, {params!r})"
+        subprocess.run([sys.executable, "-c", code], check=True, cwd=os.getcwd(), env=env)
+        return prefix
+    from diversify.datagen import generate_corpus
+
     t = time.perf_counter()
     c = generate_corpus(n, **params)
     gen_s = time.perf_counter() - t

@@ -81,6 +81,8 @@ def run_tool(job: dict) -> None:
     warm_up(tool, **kwargs)
     warm = time.perf_counter() - t
     gc.collect()
+    load_before = os.getloadavg()
+    cpu0 = os.times()
     base_kb = _status_kb("VmRSS")
     exact_peak = reset_peak() and _status_kb("VmHWM") <= base_kb + 1024
     if exact_peak:
@@ -90,7 +92,10 @@ def run_tool(job: dict) -> None:
         with PeakSampler() as s:
             out = RUNNERS[tool](texts, ids, **kwargs)
         peak_kb = s.peak
+    cpu1 = os.times()
     rec = dict(tool=tool, kwargs=kwargs, n_docs=len(texts), warmup_s=warm, timings=out["timings"],
+               loadavg_before=load_before, loadavg_after=os.getloadavg(),
+               cpu_s=(cpu1.user - cpu0.user) + (cpu1.system - cpu0.system),
                params=out.get("params", {}), rss_before_mb=base_kb / 1024, rss_peak_mb=peak_kb / 1024,
                rss_delta_mb=(peak_kb - base_kb) / 1024,
                peak_method="VmHWM reset via /proc/self/clear_refs" if exact_peak else "RSS sampled every 5 ms",
