@@ -448,3 +448,70 @@ def test_borderline_estimate_decisions_count_only_real_merges():
     decide_deferred(np.array([[2, 0]], dtype=np.int64), sk, BuildConfig(), parent, flags, counters)
     assert counters[2] == 0, f"no components were joined but {counters[2]} merge(s) were counted"
     assert not (flags & BIT).any(), "no edge merged anything, so no document should record the stage"
+
+
+# ----------------------------------------------------------------------------- streaming input
+
+
+def _texts_with_bad_item(texts, bad_at):
+    for i, t in enumerate(texts):
+        yield 5 if i == bad_at else t
+
+
+def test_streaming_errors_name_the_global_position():
+    texts = [f"document number {i} with a few words" for i in range(50)]
+    with pytest.raises(InputTypeError, match="item 33 is int"):
+        build(texts=_texts_with_bad_item(texts, 33), chunk_size=4)
+    with pytest.raises(InputError, match="ran out after 40"):
+        build(texts=iter(texts), ids=iter(range(40)), chunk_size=4)
+    with pytest.raises(InputError, match="more ids than the 50 texts"):
+        build(texts=iter(texts), ids=iter(range(60)), chunk_size=4)
+
+
+def test_an_exception_in_the_callers_generator_propagates():
+    def failing():
+        yield "a b c d"
+        yield "e f g h"
+        raise RuntimeError("source went away")
+
+    with pytest.raises(RuntimeError, match="source went away"):
+        build(texts=failing(), chunk_size=1)
+
+
+@pytest.mark.parametrize("cfg", [BuildConfig(minhash=MinHashConfig(verify="exact")),
+                                 BuildConfig(minhash=MinHashConfig(method="classic")),
+                                 BuildConfig(text=TextConfig(shingle="char", k=6))], ids=["exact", "classic", "char"])
+def test_chunk_size_changes_nothing(cfg, rng):
+    texts, group = planted(rng, 8, size=3)
+    whole = build(texts=texts, config=cfg)
+    assert parts(whole) == R.partition(group)
+    for chunk_size in (1, 5):
+        chunked = build(texts=iter(texts), config=cfg, chunk_size=chunk_size)
+        assert chunked.cluster_ids.tolist() == whole.cluster_ids.tolist()
+        assert np.array_equal(np.asarray(chunked.cluster_map.extras["minhash"]),
+                              np.asarray(whole.cluster_map.extras["minhash"])), f"chunk_size={chunk_size}"
+
+
+# ----------------------------------------------------------------------------- BuildResult
+
+
+def test_build_result_counts_and_summary(rng):
+    texts, _ = planted(rng, 5, size=3)
+    res = build(texts=texts + [""])
+    assert (res.n_docs, res.n_clusters, res.n_duplicates) == (16, 6, 10)
+    assert res.n_verified_edges == sum(res.stats["merged"].values()) == 10
+    assert res.n_candidates == sum(res.stats["candidates"].values())
+    text = res.summary()
+    assert "documents        16" in text and "clusters         6" in text
+    cm = res.cluster_map
+    assert cm.n_docs == 16 and cm.n_clusters == 6
+    assert cm.cluster_ids.tolist() == res.cluster_ids.tolist()
+    assert cm.is_representative.tolist() == res.is_representative.tolist()
+
+
+def test_package_stays_callable_after_importing_submodules():
+    import diversify
+    import diversify.build.pipeline  # noqa: F401  (sets the attribute diversify.build to the package)
+
+    res = diversify.build(texts=["a b c d e f", "a b c d e f!", "something else"], ids=["x", "y", "z"])
+    assert res.cluster_ids.tolist() == [0, 0, 2]
