@@ -196,3 +196,42 @@ def write_export(cmap, path: str, fmt: Optional[str] = None) -> int:
     else:
         raise InputError(f"export format must be jsonl, csv or parquet; got {fmt!r}.")
     return len(ids)
+
+
+def read_table(path: str) -> list[dict]:
+    """All records of a small JSONL / CSV / TSV file as dicts (for labels and labeled pairs).
+
+    TSV is read without quote processing (as MRPC and STS-B need); a UTF-8 BOM is ignored.
+    """
+    if not os.path.exists(path):
+        raise InputError(f"file {path!r} does not exist. Check the path.")
+    fmt = detect_format(path)
+    if fmt == "jsonl":
+        return [rec for _, rec in _jsonl_dicts(path)]
+    if fmt != "csv":
+        raise InputError(f"labels/pairs must be JSONL, CSV or TSV; got {path!r}.")
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    tsv = path.lower().endswith(".tsv")
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f, delimiter="\t" if tsv else ",", quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL)
+        return list(reader)
+
+
+def _jsonl_dicts(path):
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                rec = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise InputError(f"{path}:{lineno}: not valid JSON ({exc}). Each line must be one JSON object.") from None
+            if not isinstance(rec, dict):
+                raise InputError(f"{path}:{lineno}: each line must be a JSON object; got {type(rec).__name__}.")
+            yield lineno, rec
+
+
+def column(rows: list[dict], name: str, path: str) -> list:
+    if rows and name not in rows[0]:
+        raise InputError(f"column {name!r} is missing in {path}; columns: {sorted(rows[0])[:12]}. Name it with the matching --*-field/--label option.")
+    return [r.get(name) for r in rows]
