@@ -232,3 +232,20 @@ def test_golden_signature_prefixes():
     sh = shingle_hashes(["the quick brown fox jumps over the lazy dog"], TextConfig(k=5), seed=1)
     assert minhash_signatures(sh, num_perm=128, method="oph", seed=1)[0, :8].tolist() == GOLDEN_OPH
     assert minhash_signatures(sh, num_perm=128, method="classic", seed=1)[0, :8].tolist() == GOLDEN_CLASSIC
+
+
+def test_multi_block_signatures_equal_reference(rng):
+    from test_text import random_batch
+
+    docs = random_batch(rng, 600)  # three blocks of 256 documents
+    cfg = TextConfig(k=2)
+    sh = shingle_hashes(docs, cfg, seed=8)
+    oph = minhash_signatures(sh, num_perm=32, method="oph", seed=8)
+    cls = minhash_signatures(sh, num_perm=8, method="classic", seed=8)
+    buf, offsets = encode_batch(docs)
+    fused = sketch_oph_buffer(buf, offsets, cfg, 8, 32)[0]
+    for i, d in enumerate(docs):
+        ref = R.shingles(d, "word", 2, 8)
+        want = R.oph(ref, 32, 8)
+        assert oph[i].tolist() == want and fused[i].tolist() == want, f"doc {i} {d!r}"
+        assert cls[i].tolist() == R.classic(ref, 8, 8), f"doc {i} {d!r}"

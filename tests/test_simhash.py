@@ -231,3 +231,11 @@ def test_lsh_multi_band_keys_reassemble_the_signature_and_obey_pigeonhole(rng):
                     checked += 1
                     assert set(fa.bands) & set(fb.bands), f"Hamming {h} <= {bands - 1} but no shared band key"
     assert checked >= 10
+
+
+def test_text_simhash_multi_block_equals_reference(rng):
+    from test_text import random_batch
+
+    docs = random_batch(rng, 600)
+    got = text_simhash(docs)
+    assert [int(x) for x in got] == [R.text_simhash(d) for d in docs]

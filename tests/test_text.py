@@ -194,3 +194,19 @@ def test_golden_exact_hashes():
     docs = list(GOLDEN_EXACT)
     sh = shingle_hashes(docs)
     assert {d: int(h) for d, h in zip(docs, sh.exact)} == GOLDEN_EXACT
+
+
+# ----------------------------------------------------------------------------- many blocks
+# the kernels split a batch into blocks of 256 documents run in parallel: check every slot of a
+# batch that spans several blocks (and mixes the ASCII fast path with the Unicode path)
+
+
+def random_batch(rng, n: int) -> list[str]:
+    pieces = ["alpha", "Beta", "gamma,", "delta.", "ﬁx", "Straße", "ＡＢ", "e\u0301", "中文", "!!", "  ", "\t", "\u2028"]
+    return [" ".join(rng.choice(pieces, size=int(rng.integers(0, 14)))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("mode, k", [("word", 3), ("char", 5)])
+def test_multi_block_batch_equals_reference(mode, k, rng):
+    docs = random_batch(rng, 700)
+    _check_against_reference(docs, mode, k, seed=21)
