@@ -480,3 +480,17 @@ def test_awrap_accepts_a_sync_adapter(corpus):
     d = Diversifier(corpus.cluster_map, k=5, fetch_k=5)
     res = asyncio.run(d.awrap(store)(corpus.query))
     assert res.ids == oracle_select(corpus.ranked_ids, corpus.cluster_of, k=5)
+
+
+def test_expand_lists_every_member_of_a_kept_cluster(corpus):
+    d = Diversifier(corpus.cluster_map, k=3)
+    res = d.wrap(CountingSearch(corpus.ranked_ids))("q")
+    top = res.hits[0]
+    expected = sorted(i for i, c in corpus.cluster_of.items() if c == top.cluster_id)
+    assert sorted(d.expand(top)) == expected and top.id in expected
+    assert {f.id for f in top.folded} <= set(expected)
+    assert sorted(d.expand(top.cluster_id)) == expected
+    unknown = Diversifier(corpus.cluster_map, k=50).select_items([Hit("new", 1.0)]).hits[0]
+    assert d.expand(unknown) == ["new"]
+    with pytest.raises(ConfigError, match="expand"):
+        Diversifier(cluster_field="c").expand(3)

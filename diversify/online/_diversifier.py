@@ -266,6 +266,24 @@ class Diversifier:
             self._stats["reloads"] += 1
             return self._state.generation
 
+    def expand(self, kept) -> list:
+        """All member ids of a kept hit's cluster (or of a cluster id), from the artifact.
+
+        For a UI's "show the N similar results": ``kept.folded`` lists the ones this query
+        fetched; ``expand`` lists every member the artifact knows (the hit itself included).
+        An unknown hit (``cluster_id is None``) expands to itself and what was folded into it.
+        """
+        cluster_id = getattr(kept, "cluster_id", kept)
+        if cluster_id is None:
+            if hasattr(kept, "hit"):
+                return [kept.hit.id] + [f.id for f in kept.folded]
+            return []
+        members = getattr(self._state.cluster_map, "members", None)
+        if members is None:
+            raise ConfigError("`expand` needs an artifact with cluster members (a ClusterMap); this "
+                              "Diversifier has none. Pass cluster_map=path or a ClusterMap.")
+        return list(members(cluster_id))
+
     def stats(self) -> dict:
         """A snapshot of the counters (queries, backend_calls, refetch_rounds, short, ...)."""
         with self._lock:
