@@ -250,7 +250,7 @@ def cmd_eval(a) -> int:
         raise DiversifyError("`eval` needs exactly one of --pairs FILE (id_a, id_b, label) or --labels FILE (id, label).")
     report: dict = {}
     if a.pairs:
-        rows = read_table(a.pairs)
+        rows = read_table(a.pairs, _columns(a))
         ida, idb = column(rows, a.id_a, a.pairs), column(rows, a.id_b, a.pairs)
         gold = _labels_to_bool(column(rows, a.label, a.pairs), a.positive_min)
         ca, cb = lookup(_coerce_ids(ida)), lookup(_coerce_ids(idb))
@@ -258,7 +258,7 @@ def cmd_eval(a) -> int:
         m = pair_metrics((ca == cb)[known], gold[known])
         report = {"mode": "pairs", "pairs": len(rows), "unknown_pairs": int((~known).sum()), **m.as_dict()}
     else:
-        rows = read_table(a.labels)
+        rows = read_table(a.labels, _columns(a))
         ids = _coerce_ids(column(rows, a.id_field, a.labels))
         gold = column(rows, a.label, a.labels)
         pred = lookup(ids)
@@ -281,6 +281,10 @@ def cmd_eval(a) -> int:
     return 0
 
 
+def _columns(a):
+    return [c.strip() for c in a.columns.split(",")] if getattr(a, "columns", None) else None
+
+
 def _coerce_ids(values):
     """Ids read from CSV are strings; keep ints as ints when every value is an integer literal."""
     if all(isinstance(v, int) for v in values):
@@ -294,7 +298,7 @@ def cmd_tune(a) -> int:
     from .io import column, read_table, read_records
     from .lsh import optimal_params
 
-    rows = read_table(a.pairs)
+    rows = read_table(a.pairs, _columns(a))
     gold = _labels_to_bool(column(rows, a.label, a.pairs), a.positive_min)
     if a.corpus:
         texts = {str(r[0]): r[1] for r in read_records(a.corpus, id_field=a.id_field, text_field=a.text_field)}
@@ -407,6 +411,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--positive-min", type=float, default=None, help="a score >= this is a positive pair (e.g. 4 for STS-B)")
     p.add_argument("--id-field", default="id")
     p.add_argument("--text-field", default="text")
+    p.add_argument("--columns", default=None, help="comma-separated column names for a CSV/TSV without a header row")
     p.add_argument("--json", action="store_true")
     _add_config_args(p)
     p.set_defaults(func=cmd_eval)
@@ -426,6 +431,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", "--k", type=int, default=5)
     p.add_argument("--num-perm", type=int, default=128, help="for the implied LSH bands/rows")
     p.add_argument("--plot", default=None, help="write the PR curve as PNG (needs matplotlib: pip install 'diversify[plot]')")
+    p.add_argument("--columns", default=None, help="comma-separated column names for a CSV/TSV without a header row")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_tune)
 

@@ -9,7 +9,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -198,10 +198,11 @@ def write_export(cmap, path: str, fmt: Optional[str] = None) -> int:
     return len(ids)
 
 
-def read_table(path: str) -> list[dict]:
+def read_table(path: str, columns: Optional[Sequence[str]] = None) -> list[dict]:
     """All records of a small JSONL / CSV / TSV file as dicts (for labels and labeled pairs).
 
     TSV is read without quote processing (as MRPC and STS-B need); a UTF-8 BOM is ignored.
+    ``columns`` names the columns of a CSV/TSV file that has no header row.
     """
     if not os.path.exists(path):
         raise InputError(f"file {path!r} does not exist. Check the path.")
@@ -213,7 +214,8 @@ def read_table(path: str) -> list[dict]:
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
     tsv = path.lower().endswith(".tsv")
     with open(path, newline="", encoding="utf-8-sig") as f:
-        reader = csv.DictReader(f, delimiter="\t" if tsv else ",", quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL)
+        reader = csv.DictReader(f, fieldnames=list(columns) if columns else None, delimiter="\t" if tsv else ",",
+                                quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL)
         return list(reader)
 
 
