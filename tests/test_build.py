@@ -515,3 +515,23 @@ def test_package_stays_callable_after_importing_submodules():
 
     res = diversify.build(texts=["a b c d e f", "a b c d e f!", "something else"], ids=["x", "y", "z"])
     assert res.cluster_ids.tolist() == [0, 0, 2]
+
+
+def test_add_vectors_only_equals_a_from_scratch_build(rng):
+    vecs, group = planted_vectors(rng, 10, 3)
+    order = rng.permutation(len(group))
+    vecs, group = vecs[order], [group[i] for i in order]
+    old = build(vectors=vecs[:15])
+    inc = add(old.cluster_map, vectors=vecs[15:])
+    assert inc.cluster_map.ids.tolist() == list(range(30)), "default ids continue after the old ones"
+    assert parts(inc) == parts(build(vectors=vecs)) == R.partition(group)
+    with pytest.raises(InputError, match="vectors"):
+        add(old.cluster_map, texts=["text without a vector"])
+
+
+def test_add_texts_and_vectors_equals_a_from_scratch_build(rng):
+    texts, group = planted(rng, 8, size=3)
+    vecs = rng.standard_normal((len(texts), 16))  # unrelated vectors: the text stages decide
+    old = build(texts=texts[:12], vectors=vecs[:12])
+    inc = add(old.cluster_map, texts=texts[12:], vectors=vecs[12:])
+    assert parts(inc) == parts(build(texts=texts, vectors=vecs)) == R.partition(group)
