@@ -244,7 +244,10 @@ def planted_vectors(rng, n_groups: int, size: int, dim: int = 32, noise: float =
     return vecs, np.repeat(np.arange(n_groups), size).tolist()
 
 
-@pytest.mark.parametrize("simhash", [SimHashConfig(), SimHashConfig(verify="estimate"), SimHashConfig(pigeonhole=True)])
+@pytest.mark.parametrize("simhash", [SimHashConfig(), SimHashConfig(verify="estimate"), SimHashConfig(pigeonhole=True),
+                                     SimHashConfig(families=3), SimHashConfig(bits=64, pigeonhole=True, families=2),
+                                     SimHashConfig(bits=128, bands=8, verify="estimate")],
+                         ids=["default", "estimate", "pigeonhole", "3-families", "64-bit-pigeonhole-2f", "128-bit-8-bands"])
 def test_vectors_only_build_with_simhash(simhash, rng):
     vecs, group = planted_vectors(rng, 15, 3)
     res = build(vectors=vecs, config=BuildConfig(simhash=simhash))
