@@ -306,9 +306,11 @@ class Diversifier:
 
     # ------------------------------------------------------------------ cluster ids
 
-    def cluster_ids(self, hits: Sequence[Hit], *, state: Optional[_State] = None) -> list:
+    def cluster_ids(self, hits: Sequence[Hit]) -> list:
         """Cluster id of each hit: the payload field if set and present, else the artifact, else None."""
-        state = state or self._state
+        return self._cluster_ids(hits, self._state)
+
+    def _cluster_ids(self, hits: Sequence[Hit], state: _State) -> list:
         out: list = [None] * len(hits)
         missing = range(len(hits))
         field = self.cluster_field
@@ -423,7 +425,7 @@ class Diversifier:
                 new.append(h)
             if new:
                 pool.extend(new)
-                pool_cids.extend(self.cluster_ids(new, state=state))
+                pool_cids.extend(self._cluster_ids(new, state))
             res = select(pool, pool_cids, k=k, max_per_cluster=n, unknown=self.unknown,
                          fold_threshold=self.fold_threshold,
                          fold_text_threshold=self.fold_text_threshold, groups=groups, exclude_clusters=excluded)
@@ -610,7 +612,7 @@ class Diversifier:
             hits.append(Hit(hid, s, p if isinstance(p, Mapping) else None, v, item, t))
         state = self._state
         kk, nn = self._params(min(self.k, max(size, 1)) if k is None else k, max_per_cluster)
-        cids = list(cluster_ids) if cluster_ids is not None else self.cluster_ids(hits, state=state)
+        cids = list(cluster_ids) if cluster_ids is not None else self._cluster_ids(hits, state)
         cur = decode_cursor(cursor)
         if cur.ids:
             keep = [j for j, h in enumerate(hits) if h.id not in cur.ids]
