@@ -52,8 +52,9 @@ STAGE_SIMHASH_TEXT = 8
 # (a few cache lines, fetched in parallel) instead of ~log2(n) dependent probes.
 SLOT_MULTIPLIER = 0x9E3779B97F4A7C15
 _MULT = np.uint64(SLOT_MULTIPLIER)
-# Below this many documents plain binary search is faster (fewer numpy calls, arrays in cache).
-_BUCKET_MIN_DOCS = 1 << 21
+# Below this many documents plain binary search is as fast (fewer numpy calls, arrays in cache);
+# measured crossover ~0.5-2M documents, earlier when other processes contend for the caches.
+_BUCKET_MIN_DOCS = 1 << 19
 _MAX_BUCKET_BITS = 40
 
 _EXTRA_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
