@@ -4,8 +4,9 @@ Oracle: ``diversify.build.build`` on the same texts in the same order. The Dask 
 the same cluster id per document (same partition into clusters AND same labels), the same stage
 flags and representatives, whatever the number of input partitions.
 
-One cluster is shared by the module (start-up is the slowest part); the whole module runs in
-well under a minute on 2 cores.
+One cluster is shared by the module (start-up is the slowest part). Shuffles use Dask's task
+shuffle (fastest on tiny data) except in one test that runs the P2P shuffle, Dask's default on a
+distributed cluster; the module runs in under a minute on 2 cores.
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ def client():
     cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
                                        silence_logs=logging.ERROR)
     c = distributed.Client(cluster)
-    yield c
+    import dask
+
+    with dask.config.set({"dataframe.shuffle.method": "tasks"}):
+        yield c
     c.close()
     cluster.close()
 
@@ -65,13 +69,13 @@ def assert_same_build(dask_res, local_res, what: str) -> None:
     assert list(dask_res.cluster_map.ids) == list(local_res.cluster_map.ids), f"{what}: ids differ"
 
 
-@pytest.mark.parametrize("npartitions", [1, 5])
-def test_same_clusters_as_local_on_planted_duplicates(client, corpus_texts, npartitions):
+@pytest.mark.parametrize("npartitions, shuffle_method", [(1, "tasks"), (5, "p2p")])
+def test_same_clusters_as_local_on_planted_duplicates(client, corpus_texts, npartitions, shuffle_method):
     local = local_build(corpus_texts)
     assert local.n_duplicates > 300, "the corpus must hold planted duplicates for this test to mean anything"
     assert local.stats["exact_checks"]["minhash"] > 0, "borderline pairs must be exercised"
-    res = build_dask(corpus_texts, client=client, npartitions=npartitions)
-    assert_same_build(res, local, f"npartitions={npartitions}")
+    res = build_dask(corpus_texts, client=client, npartitions=npartitions, shuffle_method=shuffle_method)
+    assert_same_build(res, local, f"npartitions={npartitions}, shuffle={shuffle_method}")
     assert res.stats["dask"]["input_partitions"] == npartitions
 
 
