@@ -80,11 +80,13 @@ def _id_key(value):
 def _tie_order(hits: Sequence[Any]) -> Optional[list]:
     """Rank order with runs of equal adjacent scores sorted by id; None when there is no tie."""
     try:
-        scores = list(map(_get_score, hits))
+        if len(set(map(_get_score, hits))) == len(hits):  # the common case, checked at C speed
+            return None
     except AttributeError:
-        scores = [getattr(h, "score", None) for h in hits]
-    if len(set(scores)) == len(scores):  # the common case, checked at C speed
-        return None
+        pass
+    except TypeError:  # unhashable scores: compare them one by one below
+        pass
+    scores = [getattr(h, "score", None) for h in hits]
     prev = None
     ties = False
     for s in scores:
@@ -472,12 +474,13 @@ def _select_flat(hits, cids, order, k: int, n: int, drop_unknown: bool, excluded
         if drop_unknown or excluded is not None:
             dropped += sum(1 for c in cids[stop:] if (drop_unknown and (c is None or c == -1))
                            or (excluded is not None and c in excluded))
-    out = [_new_tuple(Kept, (hit, c, rank, ())) for hit, c, rank in kept]
-    omitted = 0
-    for c, lst in folds.items():
-        slot = first[c]
-        hit, _, rank = kept[slot]
-        out[slot] = _new_tuple(Kept, (hit, c, rank, tuple(lst)))
-        omitted += len(lst)
+    if folds:
+        at = {first[c]: tuple(lst) for c, lst in folds.items()}  # folds sit on the best kept member
+        get = at.get
+        out = [_new_tuple(Kept, (hit, c, rank, get(slot, ()))) for slot, (hit, c, rank) in enumerate(kept)]
+        omitted = sum(map(len, at.values()))
+    else:
+        out = [_new_tuple(Kept, (hit, c, rank, ())) for hit, c, rank in kept]
+        omitted = 0
     return _new_tuple(Result, (tuple(out), None, k, omitted, dropped, size, False,
                                len(out) < k, 0, 0, None, 0))
