@@ -8,11 +8,15 @@ Stages (each a pure Dask task graph; a failed task is recomputed from its inputs
    position in the input order), which is what cluster labels are made of.
 2. **exact stage**: rows ``(exact hash, doc)`` shuffled by hash; each document points at the
    smallest document with its hash.
-3. **MinHash stage**: one row per (document, band) holding the band key, the document index, the
-   band, the exact hash and the whole signature, shuffled by band key. A shuffle partition holds
-   every member of its buckets, so candidate pairs are emitted and verified there, with the very
-   scan of the local build (same bucket order (doc, band), same ``bucket_window``). Only a
-   spanning forest of each partition's verified edges leaves the partition.
+3. **MinHash stage**, in two passes over the band keys. Pass 1 shuffles the bare keys (8 bytes
+   a row) and keeps the keys held by two or more rows; their Bloom filter (no false negatives,
+   ~1% false positives) goes to every worker. Pass 2 emits only the rows whose key passes the
+   filter, each with the document index, band, exact hash and whole signature, shuffled by key.
+   A shuffle partition then holds every member of its shared buckets, so candidate pairs are
+   emitted and verified there, with the very scan of the local build (same bucket order (doc,
+   band), same ``bucket_window``). Only a spanning forest of each partition's verified edges, and
+   its borderline pairs, leave the partition. Borderline pairs (``verify="auto"``) are decided by
+   exact Jaccard: each input partition re-shingles just its documents that occur in one.
 4. **connected components** of the exact and MinHash edges by alternating large-star and
    small-star rounds (Kiveris et al. 2014) over the edge table, each a shuffle by node; O(log n)
    rounds. A component's label is its smallest member: the local build's cluster id.
@@ -33,7 +37,14 @@ applied there, per bucket, with the same result as the global filter. Hence the 
 to edges inside components, the same components, the same smallest members, the same ids; and the
 same stage flags (a document gets the MinHash flag iff it lies in a non-trivial component of the
 MinHash graph, in both engines). The one statistic that differs is ``verified["minhash"]``:
-here a pair is skipped only if it is already connected within its partition.
+here a pair is skipped only if it is already connected within its partition. A row left out by
+the filter has a key no other row holds: it can never give a candidate pair.
+
+The local build decides borderline pairs by exact Jaccard only up to a buffer of
+``max(16, min(4e6, 4 * n_lsh_docs))`` pairs and by the estimate's midpoint beyond it; which pairs
+overflow depends on its global scan order. This engine never overflows (every borderline pair is
+checked exactly), so on a corpus whose local build overflows that buffer (e.g. thousands of
+near-identical boilerplate pages) the two can differ in a few borderline merges.
 
 Corner case (documented, not handled): two *different* texts with the same 64-bit exact hash
 (probability ~ n**2 / 2**65) are one exact group in both engines, but the per-bucket filter may
