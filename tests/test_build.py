@@ -127,6 +127,7 @@ def test_giant_bucket_is_fast_and_correct(rng):
              + [" ".join(boiler + [f"tail{i}"]) for i in range(n_near)]
              + [" ".join(words(rng, 60)) for _ in range(n_other)])
     cfg = BuildConfig()
+    build(texts=texts[:3] + texts[-3:], config=cfg)  # compile first: time the algorithm, not the JIT
     t0 = time.perf_counter()
     res = build(texts=texts, config=cfg)
     elapsed = time.perf_counter() - t0
@@ -139,7 +140,7 @@ def test_giant_bucket_is_fast_and_correct(rng):
     assert st["verified"]["minhash"] <= 2 * m, f"{st['verified']['minhash']} verifications for m={m}"
     bands = st["lsh"]["minhash"]["bands"]
     assert st["candidates"]["minhash"] <= m * (cfg.bucket_window - 1) * bands, "candidates must stay O(m * window)"
-    assert elapsed < 20.0, f"giant bucket took {elapsed:.1f}s"
+    assert elapsed < 10.0, f"giant bucket took {elapsed:.1f}s (about 0.2 s expected)"
 
 
 # ----------------------------------------------------------------------------- empty documents

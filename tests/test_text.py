@@ -67,7 +67,7 @@ def _check_against_reference(docs, mode, k, seed):
 
 
 @pytest.mark.parametrize("mode", ["word", "char"])
-@pytest.mark.parametrize("k", [1, 2, 5, 9])
+@pytest.mark.parametrize("k", [1, 2, 5, 9, 32])
 def test_shingles_equal_reference_on_hostile_batch(mode, k):
     _check_against_reference(HOSTILE, mode, k, seed=1)
 
