@@ -552,3 +552,30 @@ def test_exact_copies_cluster_through_minhash_when_the_exact_stage_is_off():
     t = "the committee approved the annual budget after a long debate"
     res = build(texts=[t, t, t.upper(), t + " today"], config=BuildConfig(exact=False))
     assert res.cluster_ids.tolist() == [0, 0, 0, 0]
+
+
+def test_repeated_adds_equal_scratch_and_old_labels_resolve(rng):
+    """Four increments of a corpus with graded overlaps (many bridges): after every add the
+    partition equals a from-scratch build, and every earlier label resolves to the current one."""
+    pool = words(rng, 400)
+    texts = []
+    for _ in range(48):
+        start = int(rng.integers(0, 320))
+        texts.append(" ".join(pool[start : start + 80]))
+    cfg = BuildConfig(minhash=MinHashConfig(threshold=0.6, verify="exact"))
+    ids = [f"t{i}" for i in range(len(texts))]
+    res = build(texts=texts[:12], ids=ids[:12], config=cfg)
+    history = [res.cluster_ids.copy()]
+    merged_any = False
+    for step in range(1, 4):
+        lo, hi = 12 * step, 12 * (step + 1)
+        res = add(res.cluster_map, texts=texts[lo:hi], ids=ids[lo:hi])
+        scratch = build(texts=texts[:hi], ids=ids[:hi], config=cfg)
+        assert parts(res) == parts(scratch), f"after add #{step}"
+        cm = res.cluster_map
+        for old in history:
+            for doc, label in enumerate(old.tolist()):
+                assert cm.resolve_cluster(label) == res.cluster_ids[doc], f"doc {doc}: old label {label} lost"
+        merged_any |= len(np.unique(res.cluster_ids[: lo])) < len(np.unique(history[-1]))
+        history.append(res.cluster_ids.copy())
+    assert merged_any, "the corpus should make some add bridge two old clusters"
