@@ -235,13 +235,6 @@ def test_bucket_linking_equals_bfs_over_shared_keys(one_numba_thread, data, n, n
 # ----------------------------------------------------------------------------- what the build reports
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "BUG (lead, diversify/build/pipeline.py link(), SimHash stage): the S-curve is optimized for "
-    "(bands, rows) with bands*rows <= bits, but the keys are cut with band_starts(bits, bands), i.e. "
-    "bands of bits/bands bits (19-20 for the default 256 bits, 13 bands, rows=19). The recall_at_threshold "
-    "in res.stats['lsh']['simhash'] (0.841) overstates the real candidate probability (0.818). Fix: cut "
-    "bands of exactly `rows` bits (starts = np.arange(bands + 1) * rows), or report the S-curve of the "
-    "widths used."))
 def test_simhash_stage_reports_the_banding_it_uses(rng):
     from diversify.build import build
     from diversify.config import BuildConfig, SimHashConfig
@@ -249,7 +242,9 @@ def test_simhash_stage_reports_the_banding_it_uses(rng):
     cfg = BuildConfig(simhash=SimHashConfig())
     res = build(vectors=rng.standard_normal((4, 8)), config=cfg)
     p = res.stats["lsh"]["simhash"]
-    widths = np.diff(band_starts(cfg.simhash.bits, p["bands"]))
+    # S-curve bands are exactly `rows` bits wide (pigeonhole bands would cover every bit instead)
+    assert p["band_widths"] == [p["rows"]]
+    widths = np.full(p["bands"], p["rows"])
     s = simhash_bit_similarity(cfg.simhash.threshold)
     actual = 1.0 - float(np.prod(1.0 - s ** widths.astype(np.float64)))
     assert p["recall_at_threshold"] == pytest.approx(actual, abs=1e-9), (

@@ -359,7 +359,9 @@ def link(sk: Sketches, config: BuildConfig, parent: np.ndarray, flags: np.ndarra
         _record(stats, "exact", counters)
         timings["exact"] = timings.get("exact", 0.0) + time.perf_counter() - t0
 
-    lsh_mask = _first_of_exact(sk.exact, text_ok) if has_text else None
+    # with the exact stage on, one document per exact group is enough for LSH (the others are
+    # already joined to it); with it off, every document must enter LSH
+    lsh_mask = (_first_of_exact(sk.exact, text_ok) if config.exact else text_ok) if has_text else None
 
     if config.minhash is not None and sk.minhash is not None and lsh_mask is not None and lsh_mask.any():
         t0 = time.perf_counter()
@@ -381,7 +383,9 @@ def link(sk: Sketches, config: BuildConfig, parent: np.ndarray, flags: np.ndarra
         t0 = time.perf_counter()
         sc = config.simhash
         p = simhash_params(config)
-        starts = band_starts(sc.bits, p.bands)
+        # pigeonhole bands must cover every bit; S-curve bands are exactly `rows` bits wide, so the
+        # reported candidate probability is the one of the keys actually used
+        starts = band_starts(sc.bits, p.bands) if sc.pigeonhole else np.arange(p.bands + 1, dtype=np.int64) * p.rows
         docs = np.arange(sk.n, dtype=np.int64)
         keys = np.empty((docs.size, p.bands * sc.families), dtype=np.uint64)
         kl.fill_simhash_band_keys(sk.simhash, docs, sc.bits, starts, np.uint64(seed_h ^ np.uint64(0x53494D)), keys)
@@ -391,6 +395,7 @@ def link(sk: Sketches, config: BuildConfig, parent: np.ndarray, flags: np.ndarra
         _record(stats, "simhash", counters)
         d = p.as_dict()
         d["families"] = sc.families
+        d["band_widths"] = sorted(set(np.diff(starts).tolist()))
         d["hamming_radius"] = hamming_radius(sc.threshold, sc.bits)
         stats.lsh["simhash"] = d
         timings["lsh_simhash"] = timings.get("lsh_simhash", 0.0) + time.perf_counter() - t0
