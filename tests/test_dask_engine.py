@@ -257,3 +257,32 @@ def test_clear_errors(client, tmp_path):
         build_dask(["a b c", "d e f"], ids=["x", "x"], client=client)
     with pytest.raises(InputError, match="one id per text"):
         build_dask(["a b c", "d e f"], ids=["x"], client=client)
+
+
+# ------------------------------------------------------------------------- wiring (active once the lead wires it)
+
+
+def _wired() -> bool:
+    import inspect
+
+    return "engine" in inspect.signature(local_build).parameters
+
+
+@pytest.mark.skipif(not _wired(), reason="build(..., engine='dask') not wired yet")
+def test_build_engine_dask_and_cli(client, small, tmp_path):
+    from diversify.artifact import load
+    from diversify.cli import main
+
+    texts, ids, local = small
+    res = local_build(texts, ids=ids, engine="dask", client=client)
+    assert_same_build(res, local, "build(engine='dask')")
+    with open(tmp_path / "c.jsonl", "w", encoding="utf-8") as f:
+        for i, t in zip(ids, texts):
+            f.write(json.dumps({"id": i, "text": t}) + "\n")
+    out = tmp_path / "c.dvf"
+    code = main(["build", str(tmp_path / "*.jsonl"), "--engine", "dask", "--scheduler", client.scheduler.address,
+                 "-o", str(out), "--no-progress"])
+    assert code == 0 and out.exists()
+    cmap = load(str(out))
+    expect = local_build(texts, ids=ids, config=BuildConfig(**cmap.config))  # the CLI's own defaults
+    assert np.array_equal(np.asarray(cmap.cluster_ids), expect.cluster_ids), "CLI --engine dask: cluster ids differ"
