@@ -32,7 +32,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run a suite and write benchmarks/results/*.json, then RESULTS.md")
-    r.add_argument("--suite", choices=("build", "scaling", "quality", "all"), default="build")
+    r.add_argument("--suite", choices=("build", "boilerplate", "scaling", "quality", "all"), default="build")
     r.add_argument("--n", type=int, nargs="+", default=None,
                    help="documents: one size for build (default 200000), sizes for scaling (default 10000 100000 1000000)")
     r.add_argument("--tools", nargs="+", default=None,
@@ -56,15 +56,15 @@ def main(argv=None) -> int:
         return 0
     if not args.worktree and not os.environ.get("DIVERSIFY_BENCH_LIB"):
         return _reexec_on_snapshot(argv if argv is not None else sys.argv[1:])
-    todo = ("build", "scaling", "quality") if args.suite == "all" else (args.suite,)
+    todo = ("build", "boilerplate", "scaling", "quality") if args.suite == "all" else (args.suite,)
     for suite in todo:
-        if suite == "build":
+        if suite in ("build", "boilerplate"):
             kw = {}
             if args.n:
                 kw["n"] = args.n[0]
             if args.tools:
                 kw["tools"] = tuple(args.tools)
-            suites.suite_build(**kw)
+            suites.SUITES[suite](**kw)
         elif suite == "scaling":
             suites.suite_scaling(**({"ns": tuple(args.n)} if args.n else {}))
         else:

@@ -29,10 +29,10 @@ def _build_section(d: dict) -> list[str]:
     tr = d["truth"]
     tools = d["tools"]
     n = c["n_docs"]
-    L = [f"### Build: {n:,} documents, word 5-shingles, num_perm={d['num_perm']}, threshold {d['threshold']}", ""]
-    L.append(f"Corpus: `generate_corpus({n}, words_per_doc={c['words_per_doc']}, dup_fraction={c['dup_fraction']}, "
-             f"edit_rate={tuple(c['edit_rate']) if isinstance(c['edit_rate'], list) else c['edit_rate']}, "
-             f"boilerplate_fraction={c['boilerplate_fraction']}, seed={c['seed']})`; "
+    title = "Build" if d.get("suite", "build") == "build" else "Boilerplate (giant buckets)"
+    L = [f"### {title}: {n:,} documents, word 5-shingles, num_perm={d['num_perm']}, threshold {d['threshold']}", ""]
+    args = ", ".join(f"{k}={tuple(v) if isinstance(v, list) else v}" for k, v in c.items() if k != "n_docs")
+    L.append(f"Corpus: `generate_corpus({n}, {args})`; "
              f"{_f(next(iter(tools.values()))['text_mb'])} MiB of text. "
              f"Truth: exact Jaccard ≥ {d['threshold']} over all pairs (prefix-filtered similarity join, "
              f"{tr['candidates']:,} candidates checked exactly): **{tr['pairs']:,} pairs**.")
@@ -194,8 +194,8 @@ How the tools are run:
 def write() -> Path:
     parts = [HEADER]
     files = sorted(RESULTS.glob("*.json"))
-    builds = [json.loads(p.read_text()) for p in files if p.name.startswith("build-")]
-    for d in sorted(builds, key=lambda d: -d["corpus"]["n_docs"]):
+    builds = [json.loads(p.read_text()) for p in files if p.name.startswith(("build-", "boilerplate-"))]
+    for d in sorted(builds, key=lambda d: (d.get("suite") != "build", -d["corpus"]["n_docs"])):
         parts += _build_section(d)
     sc = RESULTS / "scaling.json"
     if sc.exists():

@@ -132,8 +132,14 @@ TOOL_VARIANTS = {
 }
 
 
-def suite_build(n: int = 200_000, tools=("diversify", "diversify-exact", "rensa", "datasketch")) -> Path:
-    prefix = corpus_file(n)
+# Giant buckets: a fifth of the corpus is pages rendered from 8 templates (500 pages each at 20k
+# docs, so every template page shares LSH buckets with hundreds of others).
+BOILERPLATE = dict(CORPUS, boilerplate_fraction=0.2, n_templates=8)
+
+
+def suite_build(n: int = 200_000, tools=("diversify", "diversify-exact", "rensa", "datasketch"),
+                params: dict = CORPUS, suite: str = "build") -> Path:
+    prefix = corpus_file(n, params)
     truth_pairs, truth_stats = truth_for(prefix)
     truth_labels = components(n, truth_pairs)
     rows = {}
@@ -145,7 +151,7 @@ def suite_build(n: int = 200_000, tools=("diversify", "diversify-exact", "rensa"
         log(f"  {name}: {r['docs_per_s']:,.0f} docs/s, RSS +{r['rss_delta_mb']:,.0f} MiB, "
             f"pair F1 {r['scores']['pairs']['f1']:.4f}")
     meta = np.load(prefix + ".npz")
-    return _write(f"build-n{n}", dict(suite="build", created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    return _write(f"{suite}-n{n}", dict(suite=suite, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                       env=environment(), corpus=json.loads(str(meta["params"])),
                                       num_perm=NUM_PERM, threshold=THRESHOLD, truth=truth_stats, tools=rows))
 
@@ -308,4 +314,8 @@ def suite_quality() -> Path:
     return _write("quality", payload)
 
 
-SUITES = {"build": suite_build, "scaling": suite_scaling, "quality": suite_quality}
+def suite_boilerplate(n: int = 20_000, tools=("diversify", "diversify-exact", "rensa", "datasketch")) -> Path:
+    return suite_build(n, tools, params=BOILERPLATE, suite="boilerplate")
+
+
+SUITES = {"build": suite_build, "boilerplate": suite_boilerplate, "scaling": suite_scaling, "quality": suite_quality}

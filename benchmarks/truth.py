@@ -52,7 +52,7 @@ def _dense_ids(values: np.ndarray) -> tuple[np.ndarray, int]:
     return ids, int(ids_sorted[-1]) + 1
 
 
-def similarity_join(indptr: np.ndarray, hashes: np.ndarray, threshold: float, *, chunk: int = 200_000):
+def similarity_join(indptr: np.ndarray, hashes: np.ndarray, threshold: float, *, chunk: int = 20_000):
     """All pairs with exact Jaccard ≥ ``threshold`` (0 < threshold ≤ 1).
 
     Returns
