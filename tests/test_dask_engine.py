@@ -286,3 +286,22 @@ def test_build_engine_dask_and_cli(client, small, tmp_path):
     cmap = load(str(out))
     expect = local_build(texts, ids=ids, config=BuildConfig(**cmap.config))  # the CLI's own defaults
     assert np.array_equal(np.asarray(cmap.cluster_ids), expect.cluster_ids), "CLI --engine dask: cluster ids differ"
+
+
+def test_bucket_scan_keeps_every_borderline_pair_when_its_buffer_fills(corpus_texts, monkeypatch):
+    """The scan restarts with a larger buffer instead of deciding overflowing pairs by the estimate."""
+    from diversify.build import dask_engine as de
+    from diversify.build.pipeline import minhash_params
+    from diversify.minhash import mixed_seed
+
+    cfg = BuildConfig()
+    cj = cfg.model_dump(mode="json")
+    skp = de._sketch_part(de._Part(corpus_texts), cj)
+    p = minhash_params(cfg)
+    frame = de._band_frame(skp, 0, 0, len(corpus_texts), p.rows, p.bands, int(mixed_seed(cfg.seed ^ 0x6C7368)))
+    roomy = de._scan_buckets(frame, cj)
+    assert roomy["deferred"].shape[0] > 10
+    monkeypatch.setattr(de, "_DEFERRED_SLACK", -4 * len(frame) + 3)  # start with room for 3 pairs
+    tight = de._scan_buckets(frame, cj)
+    assert np.array_equal(tight["deferred"], roomy["deferred"]), "borderline pairs lost to a full buffer"
+    assert np.array_equal(tight["u"], roomy["u"]) and np.array_equal(tight["v"], roomy["v"])

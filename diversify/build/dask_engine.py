@@ -75,6 +75,8 @@ SHUFFLE_PARTITION_BYTES = 128 * 2**20
 #: documents per input partition when texts are handed in as a Python sequence
 DEFAULT_PARTITION_DOCS = 20_000
 _TARGET_EDGE_PARTITION_BYTES = 64 * 2**20
+#: initial room for borderline pairs in a bucket partition beyond 4 per row (grown on demand)
+_DEFERRED_SLACK = 1024
 
 
 def _dask():
@@ -396,22 +398,28 @@ def _scan_buckets(df, cfg_json: dict) -> dict:
     uniq, inv = np.unique(doc, return_inverse=True)
     mh = np.empty((uniq.size, num_perm), dtype=np.uint32)
     mh[inv] = sig
-    parent = np.arange(uniq.size, dtype=np.int64)
-    flags = np.zeros(uniq.size, dtype=np.uint8)
-    counters = np.zeros(3, dtype=np.int64)
     agree_lo, agree_hi = agreement_band(cfg, auto=True)
-    # room for every window pair: a borderline pair is never decided by the buffer-full fallback
+    # every borderline pair must be kept (the kernel's buffer-full fallback would make the result
+    # depend on the scan order): start small, and rescan with a larger buffer if it filled up
     run = np.ones(key.size, dtype=bool)
     run[1:] = key[1:] != key[:-1]
-    sizes = np.diff(np.append(np.flatnonzero(run), key.size))
-    bound = int(np.minimum(sizes - 1, cfg.bucket_window - 1).astype(np.int64) @ sizes.astype(np.int64)) if agree_lo < agree_hi else 0
-    deferred = np.empty((max(1, bound), 2), dtype=np.int64)
-    n_deferred = np.zeros(1, dtype=np.int64)
+    sizes = np.diff(np.append(np.flatnonzero(run), key.size)).astype(np.int64)
+    bound = int(np.minimum(sizes - 1, cfg.bucket_window - 1) @ sizes) if agree_lo < agree_hi else 0
+    cap = max(1, min(bound, 4 * key.size + _DEFERRED_SLACK))
     z = np.zeros
-    kl.link_sorted(np.arange(key.size, dtype=np.int64), key, inv.astype(np.int64), 1, cfg.bucket_window,
-                   kl.KIND_MINHASH_ESTIMATE, mh, agree_lo, agree_hi, z(1, np.int64), z(0, np.uint64), 0.0,
-                   z((1, 1), np.uint64), 0, z((1, 1), np.float64), 0.0, 0, parent, flags, np.uint8(STAGE_MINHASH),
-                   counters, deferred, n_deferred)
+    while True:
+        parent = np.arange(uniq.size, dtype=np.int64)
+        flags = np.zeros(uniq.size, dtype=np.uint8)
+        counters = np.zeros(3, dtype=np.int64)
+        deferred = np.empty((cap, 2), dtype=np.int64)
+        n_deferred = np.zeros(1, dtype=np.int64)
+        kl.link_sorted(np.arange(key.size, dtype=np.int64), key, inv.astype(np.int64), 1, cfg.bucket_window,
+                       kl.KIND_MINHASH_ESTIMATE, mh, agree_lo, agree_hi, z(1, np.int64), z(0, np.uint64), 0.0,
+                       z((1, 1), np.uint64), 0, z((1, 1), np.float64), 0.0, 0, parent, flags,
+                       np.uint8(STAGE_MINHASH), counters, deferred, n_deferred)
+        if n_deferred[0] < cap or cap >= bound:
+            break
+        cap = min(bound, 4 * cap)
     root = np.empty(uniq.size, dtype=np.int64)
     roots(parent, root)
     moved = np.flatnonzero(root != np.arange(uniq.size))
