@@ -106,15 +106,38 @@ def cmd_build(a) -> int:
     import diversify
 
     cfg = _config_from_args(a)
-    texts, ids, keys, vectors = _streams(a)
     t0 = time.perf_counter()
-    res = diversify.build(texts, ids=ids, vectors=vectors, config=cfg, keys=keys, metadata=_parse_metadata(a.metadata),
-                          progress=not a.no_progress, chunk_size=a.chunk_size)
+    if a.engine == "dask":
+        res = _build_dask(a, cfg)
+    else:
+        texts, ids, keys, vectors = _streams(a)
+        res = diversify.build(texts, ids=ids, vectors=vectors, config=cfg, keys=keys,
+                              metadata=_parse_metadata(a.metadata), progress=not a.no_progress, chunk_size=a.chunk_size)
     res.save(a.output)
     dt = time.perf_counter() - t0
     print(res.summary())
     print(f"wrote {a.output} ({os.path.getsize(a.output):,} bytes) in {dt:.2f}s ({res.n_docs / max(dt, 1e-9):,.0f} docs/s)")
     return 0
+
+
+def _build_dask(a, cfg):
+    import diversify
+
+    from .errors import require
+
+    if a.input is None or a.vectors:
+        raise DiversifyError("`--engine dask` needs an INPUT path or glob of JSONL/Parquet files and no --vectors.")
+    client = None
+    if a.scheduler:
+        distributed = require("distributed", extra="dask", purpose="--engine dask")
+        client = distributed.Client(a.scheduler)
+    try:
+        return diversify.build(a.input, engine="dask", client=client, config=cfg, metadata=_parse_metadata(a.metadata),
+                               progress=not a.no_progress, text_field=a.text_field, id_field=a.id_field,
+                               key_field=a.key_field, format=a.format)
+    finally:
+        if client is not None:
+            client.close()
 
 
 def cmd_add(a) -> int:
@@ -379,6 +402,8 @@ def make_parser() -> argparse.ArgumentParser:
     _add_input_args(p)
     p.add_argument("-o", "--output", required=True, help="artifact path to write (atomically)")
     p.add_argument("--metadata", nargs="*", default=[], metavar="KEY=VALUE", help="stored in the artifact, e.g. embedding_model=all-MiniLM-L6-v2")
+    p.add_argument("--engine", choices=["local", "dask"], default="local", help="run on this machine (default) or on Dask")
+    p.add_argument("--scheduler", default=None, help="Dask scheduler address for --engine dask (default: a local cluster)")
     _add_config_args(p)
     p.set_defaults(func=cmd_build)
 

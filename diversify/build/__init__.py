@@ -121,6 +121,9 @@ def build(
     progress: bool = False,
     chunk_size: int = 16384,
     created_at: Optional[str] = None,
+    engine: str = "local",
+    client: Any = None,
+    **engine_options: Any,
 ) -> BuildResult:
     """Cluster near-duplicate documents.
 
@@ -142,6 +145,11 @@ def build(
         Show a progress bar on stderr.
     created_at : str, optional
         ISO-8601 time recorded in the artifact; default now (or ``SOURCE_DATE_EPOCH``).
+    engine : {"local", "dask"}
+        ``"dask"`` runs the same stages on a Dask cluster (``client``, default the current one or
+        a temporary local cluster) and gives the same clusters; ``texts`` may then also be a path
+        glob, a dask DataFrame or Bag. Extra keyword options go to
+        :func:`diversify.build.dask_engine.build_dask` (e.g. ``npartitions``). See docs/dask.md.
 
     Returns
     -------
@@ -153,6 +161,17 @@ def build(
     side (standard error about sqrt(J(1-J)/num_perm)); raise ``num_perm`` or use
     ``MinHashConfig(verify="exact")`` to tighten it.
     """
+    if engine == "dask":
+        if vectors is not None:
+            raise ConfigError("`engine='dask'` clusters texts only; got `vectors`. Use engine='local' for vectors.")
+        from .dask_engine import build_dask
+
+        return build_dask(texts, ids=ids, config=config, keys=keys, client=client, metadata=metadata,
+                          progress=progress, created_at=created_at, **engine_options)
+    if engine != "local":
+        raise ConfigError(f"`engine` must be 'local' or 'dask'; got {engine!r}.")
+    if engine_options or client is not None:
+        raise ConfigError(f"`client` and extra options {sorted(engine_options)} apply only to engine='dask'.")
     cfg = _resolve_config(config)
     if texts is None and vectors is None:
         raise InputError("build needs `texts`, `vectors` or both; got neither. Pass texts=[...] and/or vectors=array.")
