@@ -128,8 +128,28 @@ def _doc_pass(buf, start, end, mode, k, seed_h, lower, classes, ring, bk1, sink,
 
 
 @kernel
+def _push_word(u, ring, ri, count, H, k, bk1, seed_h, sink, out, pos, emitted, sig, filled, mh_seed, num_perm):
+    if count >= k:
+        H = H - ring[ri] * bk1
+    H = H * ROLL_BASE + u
+    ring[ri] = u
+    ri += 1
+    if ri == k:
+        ri = 0
+    count += 1
+    if count >= k:
+        _sink(fmix64(H + seed_h), sink, out, pos + emitted, sig, filled, mh_seed, num_perm)
+        emitted += 1
+    return ri, count, H, emitted
+
+
+@kernel
 def _word_pass(buf, start, end, k, seed_h, lower, classes, ring, bk1, sink, out, pos, sig, filled, mh_seed):
-    """Word-mode specialization of :func:`_doc_pass` (same results; the hot path)."""
+    """Word-mode specialization of :func:`_doc_pass` (same results; the hot path).
+
+    ``classes`` is indexed by the raw byte (A-Z and a-z share a class), so the class lookup does
+    not wait for the lowercasing lookup.
+    """
     num_perm = sig.shape[0]
     hx = FNV_OFFSET
     length = 0
@@ -140,38 +160,25 @@ def _word_pass(buf, start, end, k, seed_h, lower, classes, ring, bk1, sink, out,
     ri = 0
     H = np.uint64(0)
     emitted = 0
-    for p in range(start, end + 1):
-        if p < end:
-            c = lower[buf[p]]
-            cls = classes[c]
-        else:
-            c = np.uint8(32)
-            cls = 1
+    for p in range(start, end):
+        b = buf[p]
+        cls = classes[b]
+        c = np.uint64(lower[b])
         if cls == 0:
             if pending_space:
                 hx = (hx ^ _SPACE) * FNV_PRIME
                 length += 1
                 pending_space = False
-            hx = (hx ^ np.uint64(c)) * FNV_PRIME
+            hx = (hx ^ c) * FNV_PRIME
             length += 1
-            cur = (cur ^ np.uint64(c)) * FNV_PRIME
+            cur = (cur ^ c) * FNV_PRIME
             in_word = True
             continue
         if in_word:
-            u = fmix64(cur)
+            ri, count, H, emitted = _push_word(fmix64(cur), ring, ri, count, H, k, bk1, seed_h, sink, out, pos,
+                                               emitted, sig, filled, mh_seed, num_perm)
             cur = FNV_OFFSET
             in_word = False
-            if count >= k:
-                H = H - ring[ri] * bk1
-            H = H * ROLL_BASE + u
-            ring[ri] = u
-            ri += 1
-            if ri == k:
-                ri = 0
-            count += 1
-            if count >= k:
-                _sink(fmix64(H + seed_h), sink, out, pos + emitted, sig, filled, mh_seed, num_perm)
-                emitted += 1
         if cls == 1:
             if length > 0:
                 pending_space = True
@@ -180,8 +187,11 @@ def _word_pass(buf, start, end, k, seed_h, lower, classes, ring, bk1, sink, out,
                 hx = (hx ^ _SPACE) * FNV_PRIME
                 length += 1
                 pending_space = False
-            hx = (hx ^ np.uint64(c)) * FNV_PRIME
+            hx = (hx ^ c) * FNV_PRIME
             length += 1
+    if in_word:
+        ri, count, H, emitted = _push_word(fmix64(cur), ring, ri, count, H, k, bk1, seed_h, sink, out, pos,
+                                           emitted, sig, filled, mh_seed, num_perm)
     if 0 < count < k:
         _sink(fmix64(H + seed_h), sink, out, pos + emitted, sig, filled, mh_seed, num_perm)
         emitted += 1
