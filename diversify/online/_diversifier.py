@@ -5,11 +5,19 @@ Concurrency model: the loaded artifact lives in one immutable ``_State`` object.
 builds the new state completely, then assigns the attribute) can never produce a torn read: a
 query sees the old artifact or the new one, never a mix. The only shared mutable data are the
 stats counters, guarded by a lock.
+
+Fail-open (``on_error``): loading the artifact (at construction or in :meth:`Diversifier.reload`)
+and looking cluster ids up in it at query time are the only artifact operations. With
+``on_error="last_good"`` or ``"passthrough"`` a failure there is logged (logger ``"diversify"``,
+level WARNING), counted in :meth:`Diversifier.stats` and absorbed: the wrapper keeps serving with
+the last good artifact, or undiversified (every hit its own cluster). ``"raise"`` (the default)
+propagates the error. Store failures are not artifact failures and always raise ``StoreError``.
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 import os
 import threading
@@ -23,7 +31,18 @@ from ._cursor import EMPTY, decode_cursor, encode_cursor
 from ._select import check_params, check_text_threshold, select
 from ._types import Hit, Result
 
-__all__ = ["Diversifier", "as_hit"]
+__all__ = ["Diversifier", "as_hit", "ON_ERROR"]
+
+log = logging.getLogger("diversify")
+
+#: Policies for an artifact that cannot be loaded or read (see :class:`Diversifier`).
+ON_ERROR = ("raise", "last_good", "passthrough")
+
+# What counts as "the artifact failed" (as opposed to a programming error such as a wrong type):
+# ArtifactError (corrupt/hostile/missing file, a ValueError), other OSErrors (permissions, EIO),
+# MemoryError. Anything else from a *query-time* lookup is also absorbed when failing open: the
+# lookup object may be user-supplied.
+_LOAD_ERRORS = (ValueError, OSError, MemoryError)
 
 
 class _State:
@@ -67,6 +86,11 @@ def _load(cluster_map):
             "`cluster_map` must be a ClusterMap, a path to an artifact file, a {id: cluster_id} mapping "
             f"or None; got {type(cluster_map).__name__}. Use diversify.load(path) or pass the path.")
     return cluster_map
+
+
+def _describe(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= 500 else text[:497] + "..."
 
 
 def _payload_of(obj) -> Optional[Mapping]:
@@ -153,7 +177,7 @@ def _resolve_search(search):
 
 
 _STAT_KEYS = ("queries", "backend_calls", "refetch_rounds", "short", "exhausted", "returned",
-              "omitted", "dropped", "fetched", "reloads")
+              "omitted", "dropped", "fetched", "reloads", "load_errors", "lookup_errors", "degraded_queries")
 
 
 class Diversifier:
@@ -194,6 +218,16 @@ class Diversifier:
         seen members of clusters that are already full (per the artifact's ``members``), and of
         clusters shown on earlier pages; higher -> more productive refetches, longer filters.
         0 excludes only the ids seen. Members excluded this way never show up in ``folded``.
+    on_error : {"raise", "last_good", "passthrough"}
+        What to do when the artifact cannot be loaded (at construction or in :meth:`reload`) or
+        its lookup fails while answering a query. ``"raise"`` (default): raise the error
+        (``ArtifactError`` for a bad file). ``"last_good"``: keep serving with the last artifact
+        that loaded (undiversified if none ever did) and never raise. ``"passthrough"``: serve
+        undiversified (every hit its own cluster; ``cluster_field`` still applies) until a
+        reload succeeds, and never raise. Either fail-open policy logs a WARNING on logger
+        ``"diversify"`` and counts the failure in :meth:`stats` (``load_errors``,
+        ``lookup_errors``, ``degraded_queries``, ``serving``, ``last_error``). A wrong *type*
+        of ``cluster_map`` is a programming error and raises under every policy.
 
     Notes
     -----
@@ -205,7 +239,10 @@ class Diversifier:
                  max_per_cluster: int = 1, fetch_k: Optional[int] = None, max_rounds: int = 3,
                  unknown: str = "own", fold_threshold: Optional[float] = None,
                  fold_text_threshold: Optional[float] = None, max_fetch_k: Optional[int] = None,
-                 max_exclude_members: int = 1000):
+                 max_exclude_members: int = 1000, on_error: str = "raise"):
+        if on_error not in ON_ERROR:
+            raise ConfigError(f"`on_error` must be one of {list(ON_ERROR)}; got on_error={on_error!r}. Use "
+                              "'last_good' to keep serving when an artifact cannot be loaded, 'raise' to fail fast.")
         k, n, fold_threshold = check_params(k, max_per_cluster, unknown, fold_threshold)
         fold_text_threshold = check_text_threshold(fold_text_threshold)
         if cluster_field is not None and (not isinstance(cluster_field, str) or not cluster_field):
@@ -237,10 +274,24 @@ class Diversifier:
         self.fold_threshold = fold_threshold
         self.fold_text_threshold = fold_text_threshold
         self.cluster_field = cluster_field
-        cm = _load(cluster_map)
-        self._state = _State(cm, 0, str(getattr(cm, "fingerprint", "") or ""))
+        self.on_error = on_error
         self._lock = threading.Lock()
         self._stats = dict.fromkeys(_STAT_KEYS, 0)
+        self._last_error: Optional[str] = None
+        self._warned_generation = -1  # query-time failures: one WARNING per generation, then DEBUG
+        if on_error == "raise":
+            cm = _load(cluster_map)
+        else:
+            try:
+                cm = _load(cluster_map)
+            except InputTypeError:
+                raise
+            except _LOAD_ERRORS as exc:
+                self._note_load_error(exc, "at startup", "serving undiversified until a reload succeeds")
+                cm = None
+        self._state = _State(cm, 0, str(getattr(cm, "fingerprint", "") or ""))
+        # "passthrough" after a failure: a state with no artifact; "degraded" marks it for stats
+        self._degraded = cm is None and cluster_map is not None
 
     # ------------------------------------------------------------------ artifact
 
@@ -255,16 +306,57 @@ class Diversifier:
         return self._state.generation
 
     def reload(self, cluster_map) -> int:
-        """Swap in a new artifact (object or path) under live traffic; returns the new generation.
+        """Swap in a new artifact (object or path) under live traffic; returns the generation now serving.
 
-        The file is read and validated completely before the swap; if loading fails the old
-        artifact stays in place and the error is raised.
+        The file is read and validated completely before the swap. If loading fails:
+        ``on_error="raise"`` raises and the old artifact stays in place; ``"last_good"`` logs a
+        warning, counts it and keeps the old artifact (the returned generation is unchanged);
+        ``"passthrough"`` logs, counts and swaps in "no artifact" (a new generation, undiversified)
+        until a later reload succeeds.
         """
-        cm = _load(cluster_map)
+        try:
+            cm = _load(cluster_map)
+        except InputTypeError:
+            raise
+        except _LOAD_ERRORS as exc:
+            if self.on_error == "raise":
+                with self._lock:
+                    self._stats["load_errors"] += 1
+                    self._last_error = _describe(exc)
+                raise
+            if self.on_error == "last_good":
+                self._note_load_error(exc, "on reload", "keeping the last good artifact "
+                                      f"(generation {self._state.generation})")
+                return self._state.generation
+            self._note_load_error(exc, "on reload", "serving undiversified until a reload succeeds")
+            with self._lock:
+                self._state = _State(None, self._state.generation + 1, "")
+                self._degraded = True
+                return self._state.generation
         with self._lock:
             self._state = _State(cm, self._state.generation + 1, str(getattr(cm, "fingerprint", "") or ""))
+            self._degraded = False
             self._stats["reloads"] += 1
             return self._state.generation
+
+    def _note_load_error(self, exc: BaseException, when: str, action: str) -> None:
+        msg = _describe(exc)
+        with self._lock:
+            self._stats["load_errors"] += 1
+            self._last_error = msg
+        log.warning("diversify: the cluster map could not be loaded %s (%s); on_error=%r: %s.",
+                    when, msg, self.on_error, action)
+
+    def _note_lookup_error(self, exc: BaseException, state: "_State") -> None:
+        msg = _describe(exc)
+        with self._lock:
+            self._stats["lookup_errors"] += 1
+            self._last_error = msg
+            first = self._warned_generation != state.generation
+            self._warned_generation = state.generation
+        (log.warning if first else log.debug)(
+            "diversify: cluster lookup failed in artifact generation %d (%s); on_error=%r: this query is "
+            "served undiversified. Reload a good artifact.", state.generation, msg, self.on_error)
 
     def expand(self, kept) -> list:
         """All member ids of a kept hit's cluster (or of a cluster id), from the artifact.
@@ -285,16 +377,27 @@ class Diversifier:
         return list(members(cluster_id))
 
     def stats(self) -> dict:
-        """A snapshot of the counters (queries, backend_calls, refetch_rounds, short, ...)."""
+        """A snapshot of the counters (queries, backend_calls, refetch_rounds, short, ...).
+
+        Fail-open counters: ``load_errors`` (failed loads at startup or reload),
+        ``lookup_errors`` (query-time lookup failures absorbed; those hits count as unknown),
+        ``degraded_queries`` (queries answered in passthrough after a failed load), ``serving`` (``"artifact"``, ``"none"`` when no
+        artifact was configured, or ``"passthrough"`` after a failure) and ``last_error``.
+        """
         with self._lock:
             out = dict(self._stats)
-        out["generation"] = self._state.generation
+            out["last_error"] = self._last_error
+            degraded = self._degraded
+        state = self._state
+        out["generation"] = state.generation
+        out["serving"] = ("passthrough" if degraded else "artifact" if state.cluster_map is not None else "none")
         return out
 
     def _record(self, res: Result, fetched: int) -> None:
         with self._lock:
             s = self._stats
             s["queries"] += 1
+            s["degraded_queries"] += self._degraded
             s["backend_calls"] += res.backend_calls
             s["refetch_rounds"] += res.rounds
             s["short"] += res.short
@@ -325,7 +428,16 @@ class Diversifier:
                     out[j] = v
         cm = state.cluster_map
         if cm is not None and len(missing):
-            looked = cm.lookup([hits[j].id for j in missing])
+            if self.on_error == "raise":
+                looked = cm.lookup([hits[j].id for j in missing])
+            else:
+                try:
+                    looked = np.asarray(cm.lookup([hits[j].id for j in missing]))
+                    if looked.shape != (len(missing),):
+                        raise ValueError(f"lookup returned shape {looked.shape} for {len(missing)} ids")
+                except Exception as exc:  # fail open: a broken artifact must not fail the query
+                    self._note_lookup_error(exc, state)
+                    return out
             for j, c in zip(missing, looked.tolist()):
                 if c != -1:
                     out[j] = c
@@ -351,7 +463,13 @@ class Diversifier:
         cm = state.cluster_map
         if cm is None:
             return cur.clusters
-        derived = {c for c in cm.lookup(list(cur.order)).tolist() if c != -1}
+        try:
+            derived = {c for c in np.asarray(cm.lookup(list(cur.order))).tolist() if c != -1}
+        except Exception as exc:
+            if self.on_error == "raise":
+                raise
+            self._note_lookup_error(exc, state)
+            return cur.clusters
         if self.cluster_field is not None:
             derived |= cur.clusters
         return frozenset(derived)
@@ -387,6 +505,11 @@ class Diversifier:
                 try:
                     members = members_of(c)
                 except (LookupError, ValueError, TypeError):  # a payload cluster id the map lacks
+                    continue
+                except Exception as exc:
+                    if self.on_error == "raise":
+                        raise
+                    self._note_lookup_error(exc, state)
                     continue
                 for m in members:
                     if m not in seen:
