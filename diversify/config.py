@@ -20,6 +20,7 @@ __all__ = [
     "TextConfig",
     "MinHashConfig",
     "SimHashConfig",
+    "TextSimHashConfig",
     "BuildConfig",
     "fingerprint",
     "HASH_SCHEME",
@@ -170,6 +171,25 @@ class SimHashConfig(_Frozen):
         return self
 
 
+class TextSimHashConfig(_Frozen):
+    """Charikar SimHash over word features (64 bits), the classic web-page near-duplicate test.
+
+    Two texts are joined when their fingerprints differ in at most ``max_hamming`` bits. Candidates
+    come from ``max_hamming + 1`` pigeonhole bands, so every such pair is found. Coarser than
+    MinHash (64 bits of a bag of words, no word order); useful as an extra, cheap stage.
+    """
+
+    #: largest Hamming distance of near-duplicates; higher -> looser, more candidates
+    max_hamming: int = 3
+
+    @field_validator("max_hamming")
+    @classmethod
+    def _max_hamming(cls, v: int) -> int:
+        if not 0 <= v <= 15:
+            raise ValueError("must be in [0, 15] (3 is the usual choice for 64-bit fingerprints)")
+        return v
+
+
 class BuildConfig(_Frozen):
     """Everything that decides which documents end up in one cluster."""
 
@@ -182,10 +202,13 @@ class BuildConfig(_Frozen):
     minhash: Optional[MinHashConfig] = MinHashConfig()
     #: SimHash stage over vectors; used when vectors are given; None disables it
     simhash: Optional[SimHashConfig] = SimHashConfig()
+    #: Charikar SimHash stage over text (off by default)
+    text_simhash: Optional[TextSimHashConfig] = None
     #: which member represents a cluster: "longest" text (ties: first seen), "first" seen,
     #: or "key" (largest user-supplied key, e.g. a timestamp or authority score)
     representative: Literal["longest", "first", "key"] = "longest"
-    #: policy for documents with no words: "singleton" (own cluster, never joined) or "error"
+    #: policy for documents with no words: "singleton" (no text stage joins them; a vector stage
+    #: still may, through the document's embedding) or "error"
     empty: Literal["singleton", "error"] = "singleton"
     #: candidate pairs verified per giant bucket member: buckets larger than this are compared
     #: within a sliding window of this size instead of all pairs (never O(m^2))

@@ -43,7 +43,9 @@ for _ch in string.punctuation:
     _CLASSES[ord(_ch)] = 2
 
 # Unicode whitespace that NFKC leaves alone (e.g. U+2028) becomes a plain space.
-_SPACE_TABLE = {cp: " " for cp in range(128, sys.maxunicode + 1) if chr(cp).isspace()}
+# (the non-ASCII code points for which str.isspace() is true; a test checks the list is complete)
+_UNICODE_SPACES = (0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028, 0x2029, 0x202F, 0x205F, 0x3000)
+_SPACE_TABLE = {cp: " " for cp in _UNICODE_SPACES}
 
 
 def normalize(text: str) -> str:

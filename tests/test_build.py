@@ -303,7 +303,7 @@ def test_bad_build_arguments():
         build(texts=[])
     with pytest.raises(ConfigError, match="chunk_size"):
         build(texts=["a"], chunk_size=0)
-    with pytest.raises(ConfigError, match="both text stages are off"):
+    with pytest.raises(ConfigError, match="every text stage is off"):
         build(texts=["a"], config=BuildConfig(minhash=None, exact=False))
     with pytest.raises(ConfigError, match="config"):
         build(texts=["a"], config=42)
@@ -612,12 +612,6 @@ def test_auto_verification_decides_borderline_pairs_exactly(rng):
     assert stream_res.stats["exact_checks"]["minhash"] == 0
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "PERF (lead, diversify/build/pipeline.py decide_deferred): a borderline pair is deferred once per "
-    "band bucket it shares (link_sorted appends it each time the roots still differ), and the list is "
-    "not deduplicated, so a rejected pair is re-checked exactly up to `bands` times and "
-    "stats['exact_checks'] counts the repeats: 30 unrelated pairs at J=0.786 give 75 exact checks. "
-    "Fix: pairs = np.unique(np.sort(pairs, axis=1), axis=0) at the top of decide_deferred."))
 def test_each_borderline_pair_is_checked_exactly_once(rng):
     texts = _shifted_pairs(rng, 12, 30)  # 30 mutually unrelated pairs: at most 30 candidate pairs
     res = build(texts=texts)

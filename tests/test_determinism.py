@@ -129,8 +129,9 @@ GOLDEN_CONFIG = {
     "minhash": {"bands": None, "borderline": 2.0, "false_negative_weight": 0.95, "false_positive_weight": 0.05,
                 "method": "oph", "num_perm": 128, "rows": None, "threshold": 0.8, "verify": "estimate"},
     "simhash": {"bands": None, "bits": 256, "families": 1, "pigeonhole": False, "threshold": 0.95, "verify": "exact"},
+    "text_simhash": None,
 }
-GOLDEN_ARTIFACT_SHA256 = "a46f6d077b768bba68b35e1398afd5b9631fc1a1f115eb6f0fb502cc452c6cf6"
+GOLDEN_ARTIFACT_SHA256 = "ce9461b951fefdf7417bce36e7ff0e7a439c7a4efd2c581df39b9d3f0a2895fc"
 
 
 def golden_artifact_sha256(tmp_dir: Path | None = None) -> str:

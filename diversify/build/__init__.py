@@ -26,6 +26,7 @@ from .pipeline import (
     STAGE_MINHASH,
     STAGE_NAMES,
     STAGE_SIMHASH,
+    STAGE_TEXT_SIMHASH,
     LinkStats,
     Sketches,
     link,
@@ -34,7 +35,7 @@ from .pipeline import (
     sketch_vectors,
 )
 
-__all__ = ["build", "add", "BuildResult", "STAGE_EXACT", "STAGE_MINHASH", "STAGE_SIMHASH"]
+__all__ = ["build", "add", "BuildResult", "STAGE_EXACT", "STAGE_MINHASH", "STAGE_SIMHASH", "STAGE_TEXT_SIMHASH"]
 
 
 @dataclass
@@ -166,6 +167,9 @@ def build(
             raise ConfigError("`engine='dask'` clusters texts only; got `vectors`. Use engine='local' for vectors.")
         from .dask_engine import build_dask
 
+        if _resolve_config(config).text_simhash is not None:
+            raise ConfigError("`text_simhash` is not available with engine='dask' yet; use engine='local' or text_simhash=None.")
+
         return build_dask(texts, ids=ids, config=config, keys=keys, client=client, metadata=metadata,
                           progress=progress, created_at=created_at, **engine_options)
     if engine != "local":
@@ -194,9 +198,9 @@ def _sketch(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool, chun
             id_offset: int = 0) -> Sketches:
     t0 = time.perf_counter()
     if texts is not None:
-        if cfg.minhash is None and not cfg.exact:
+        if cfg.minhash is None and not cfg.exact and cfg.text_simhash is None:
             raise ConfigError(
-                "texts were given but both text stages are off (`minhash=None`, `exact=False`). "
+                "texts were given but every text stage is off (`minhash=None`, `exact=False`, `text_simhash=None`). "
                 "Enable one of them, or pass only vectors."
             )
         sk = sketch_texts(texts, ids, cfg, id_offset=id_offset, chunk_size=chunk_size, progress=progress, timings=timings)
@@ -213,7 +217,8 @@ def _sketch(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool, chun
         else:
             id_list = list(ids)
         n = len(id_list)
-        sk = Sketches(ids=id_list, lengths=np.zeros(n, np.uint32), exact=np.zeros(n, np.uint64), empty=np.ones(n, bool))
+        sk = Sketches(ids=id_list, lengths=np.zeros(n, np.uint32), exact=np.zeros(n, np.uint64), empty=np.ones(n, bool),
+                      has_text=False)
     t1 = time.perf_counter()
     check_ids(sk.ids)
     sk.ids = normalize_ids(sk.ids)
@@ -258,7 +263,7 @@ def _finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarra
     build_info = {
         "n_docs": sk.n,
         "n_clusters": n_clusters,
-        "n_empty": int(sk.empty.sum()) if sk.minhash is not None or cfg.exact else 0,
+        "n_empty": int(sk.empty.sum()) if sk.has_text else 0,
         "candidates": stats.candidates,
         "verified": stats.verified,
         "merged": stats.merged,
@@ -301,6 +306,8 @@ def _extras(sk: Sketches) -> dict:
     if sk.simhash is not None:
         ex["simhash"] = sk.simhash
         ex["vectors"] = sk.vectors
+    if sk.text_simhash is not None:
+        ex["text_simhash"] = sk.text_simhash
     if sk.keys is not None:
         ex["rep_keys"] = sk.keys
     return ex
@@ -443,6 +450,8 @@ def add(
     if new.sh_indptr is not None:
         sk.sh_indptr, sk.sh_hashes = _concat_csr_pair(np.asarray(ex["shingle_indptr"]), np.asarray(ex["shingle_hashes"]),
                                                      new.sh_indptr, new.sh_hashes)
+    if new.text_simhash is not None:
+        sk.text_simhash = np.concatenate([np.asarray(ex["text_simhash"]), new.text_simhash])
     if new.simhash is not None:
         sk.simhash = np.concatenate([np.asarray(ex["simhash"]), new.simhash])
         sk.vectors = np.concatenate([np.asarray(ex["vectors"]), new.vectors.astype(np.asarray(ex["vectors"]).dtype)])

@@ -33,7 +33,8 @@ from ._inputs import check_ids, check_keys, chunks, normalize_ids
 STAGE_EXACT = 1
 STAGE_MINHASH = 2
 STAGE_SIMHASH = 4
-STAGE_NAMES = {STAGE_EXACT: "exact", STAGE_MINHASH: "minhash", STAGE_SIMHASH: "simhash"}
+STAGE_TEXT_SIMHASH = 8
+STAGE_NAMES = {STAGE_EXACT: "exact", STAGE_MINHASH: "minhash", STAGE_SIMHASH: "simhash", STAGE_TEXT_SIMHASH: "text_simhash"}
 
 # bits of the per-document "doc_flags" extra
 FLAG_EMPTY_TEXT = 1
@@ -52,8 +53,10 @@ class Sketches:
     sh_indptr: Optional[np.ndarray] = None  # int64 (n+1,) sorted unique shingles (exact verify)
     sh_hashes: Optional[np.ndarray] = None
     simhash: Optional[np.ndarray] = None  # uint64 (n, W)
+    text_simhash: Optional[np.ndarray] = None  # uint64 (n,) Charikar fingerprints of the texts
     vectors: Optional[np.ndarray] = None  # float32/64 (n, d), L2-normalized
     keys: Optional[np.ndarray] = None  # float64 (n,) representative keys
+    has_text: bool = True  # False for a vectors-only build
     texts: Optional[Sequence] = None  # random-access texts of documents text_offset.. (for verify="auto")
     text_offset: int = 0
 
@@ -94,7 +97,7 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
     n_hint = len(texts) if hasattr(texts, "__len__") else None
     id_iter = iter(ids) if ids is not None else None
     all_ids: list = []
-    lengths, exact, empty, sigs, sh_ptrs, sh_vals = [], [], [], [], [], []
+    lengths, exact, empty, sigs, sh_ptrs, sh_vals, fps = [], [], [], [], [], [], []
     bar = _progress(n_hint, "sketching", progress)
     t_shingle = t_minhash = 0.0
     sig_buf = None
@@ -105,6 +108,16 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
     def compute(buf, offsets):
         """Kernel work for one encoded chunk (runs in a worker thread; the kernels release the GIL)."""
         t0 = time.perf_counter()
+        fp = None
+        if config.text_simhash is not None:
+            from .._kernels.text import fill_unit_simhash
+            from ..text import _CLASSES, _LOWER
+
+            fp = np.empty(offsets.size - 1, dtype=np.uint64)
+            fill_unit_simhash(buf, offsets, _LOWER, _CLASSES, fp)
+        return _compute(buf, offsets, t0) + (fp,)
+
+    def _compute(buf, offsets, t0):
         if fused:
             sig, n_sh, blk_len, blk_exact = sketch_oph_buffer(buf, offsets, config.text, config.seed, mh_cfg.num_perm)
             return sig, blk_len, blk_exact, n_sh == 0, None, time.perf_counter() - t0, 0.0
@@ -119,7 +132,9 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
 
     def collect(result, start, count):
         nonlocal t_shingle, t_minhash
-        sig, blk_len, blk_exact, blk_empty, csr, dt_sketch, dt_sig = result
+        sig, blk_len, blk_exact, blk_empty, csr, dt_sketch, dt_sig, fp = result
+        if fp is not None:
+            fps.append(fp)
         lengths.append(blk_len)
         exact.append(blk_exact)
         empty.append(blk_empty)
@@ -187,6 +202,8 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
         exact=np.concatenate(exact) if exact else np.zeros(0, np.uint64),
         empty=np.concatenate(empty) if empty else np.zeros(0, bool),
     )
+    if config.text_simhash is not None:
+        sk.text_simhash = np.concatenate(fps) if fps else np.zeros(0, np.uint64)
     if mh_cfg is not None:
         if sig_buf is not None and not sigs:
             sk.minhash = sig_buf[:done]
@@ -271,7 +288,8 @@ def _first_of_exact(exact: np.ndarray, eligible: np.ndarray) -> np.ndarray:
 
 
 def _link_keys(keymat: np.ndarray, docs: np.ndarray, window: int, kind: int, sk: Sketches, cfg: BuildConfig,
-               new_start: int, parent: np.ndarray, flags: np.ndarray, stage_bit: int, counters: np.ndarray) -> None:
+               new_start: int, parent: np.ndarray, flags: np.ndarray, stage_bit: int, counters: np.ndarray,
+               *, sims: Optional[np.ndarray] = None, max_ham: Optional[int] = None):
     from .._kernels.lsh import link_sorted
 
     stride = keymat.shape[1] if keymat.ndim == 2 else 1
@@ -281,9 +299,12 @@ def _link_keys(keymat: np.ndarray, docs: np.ndarray, window: int, kind: int, sk:
     mh = sk.minhash if sk.minhash is not None else np.zeros((1, 1), np.uint32)
     shp = sk.sh_indptr if sk.sh_indptr is not None else np.zeros(1, np.int64)
     shh = sk.sh_hashes if sk.sh_hashes is not None else np.zeros(0, np.uint64)
-    sims = sk.simhash if sk.simhash is not None else np.zeros((1, 1), np.uint64)
+    if sims is None:
+        sims = sk.simhash if sk.simhash is not None else np.zeros((1, 1), np.uint64)
     vecs = sk.vectors if sk.vectors is not None else np.zeros((1, 1), np.float64)
-    agree_lo = agree_hi = max_ham = 0
+    agree_lo = agree_hi = 0
+    override_ham = max_ham
+    max_ham = 0
     jt = ct = 0.0
     if cfg.minhash is not None:
         agree_lo, agree_hi = agreement_band(cfg, auto=sk.texts is not None)
@@ -291,6 +312,8 @@ def _link_keys(keymat: np.ndarray, docs: np.ndarray, window: int, kind: int, sk:
     if cfg.simhash is not None:
         max_ham = hamming_radius(cfg.simhash.threshold, cfg.simhash.bits * cfg.simhash.families)
         ct = cfg.simhash.threshold - 1e-12
+    if override_ham is not None:
+        max_ham = override_ham
     deferred = np.empty((max(16, min(4_000_000, 4 * docs.size)), 2), dtype=np.int64)
     n_deferred = np.zeros(1, dtype=np.int64)
     link_sorted(perm, skeys, docs, stride, window, kind, mh, agree_lo, agree_hi, shp, shh, jt, sims, max_ham, vecs, ct,
@@ -319,6 +342,8 @@ def decide_deferred(pairs: np.ndarray, sk: Sketches, cfg: BuildConfig, parent: n
 
     if pairs.size == 0:
         return 0
+    # a borderline pair is deferred once per band it shares; check it once
+    pairs = np.unique(np.sort(pairs, axis=1), axis=0)
     off = sk.text_offset
     have = (pairs >= off).all(axis=1) if sk.texts is not None else np.zeros(len(pairs), bool)
     exact_pairs = pairs[have]
@@ -346,7 +371,7 @@ def link(sk: Sketches, config: BuildConfig, parent: np.ndarray, flags: np.ndarra
     from ..minhash import mixed_seed
 
     stats = LinkStats()
-    has_text = sk.minhash is not None or config.exact
+    has_text = sk.minhash is not None or config.exact or sk.text_simhash is not None
     text_ok = ~sk.empty
     seed_h = mixed_seed(config.seed ^ 0x6C7368)  # "lsh"
 
@@ -378,6 +403,22 @@ def link(sk: Sketches, config: BuildConfig, parent: np.ndarray, flags: np.ndarra
         stats.exact_checks["minhash"] = n_exact
         stats.lsh["minhash"] = p.as_dict()
         timings["lsh_minhash"] = timings.get("lsh_minhash", 0.0) + time.perf_counter() - t0
+
+    if config.text_simhash is not None and sk.text_simhash is not None and lsh_mask is not None and lsh_mask.any():
+        t0 = time.perf_counter()
+        mh_ = config.text_simhash.max_hamming
+        docs = np.flatnonzero(lsh_mask).astype(np.int64)
+        fps2 = np.ascontiguousarray(sk.text_simhash.reshape(-1, 1))
+        starts = band_starts(64, mh_ + 1)
+        keys = np.empty((docs.size, mh_ + 1), dtype=np.uint64)
+        kl.fill_simhash_band_keys(fps2, docs, 64, starts, np.uint64(seed_h ^ np.uint64(0x545348)), keys)
+        counters = np.zeros(3, dtype=np.int64)
+        _link_keys(keys, docs, config.bucket_window, kl.KIND_SIMHASH_ESTIMATE, sk, config, new_start, parent, flags,
+                   STAGE_TEXT_SIMHASH, counters, sims=fps2, max_ham=mh_)
+        _record(stats, "text_simhash", counters)
+        stats.lsh["text_simhash"] = {"bands": mh_ + 1, "rows": 64 // (mh_ + 1), "recall_at_threshold": 1.0,
+                                     "method": "pigeonhole", "max_hamming": mh_}
+        timings["lsh_text_simhash"] = timings.get("lsh_text_simhash", 0.0) + time.perf_counter() - t0
 
     if config.simhash is not None and sk.simhash is not None:
         t0 = time.perf_counter()
