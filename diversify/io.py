@@ -60,23 +60,13 @@ def read_records(path: str, *, fmt: Optional[str] = None, id_field: str = "id", 
 
 
 def _read_jsonl(path, id_field, text_field, key_field):
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            try:
-                rec = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise InputError(f"{path}:{lineno}: not valid JSON ({exc}). Each line must be one JSON object.") from None
-            if not isinstance(rec, dict):
-                raise InputError(f"{path}:{lineno}: each line must be a JSON object; got {type(rec).__name__}.")
-            if text_field not in rec:
-                raise _missing_field(text_field, "text", f"{path}:{lineno}", rec.keys())
-            text = rec[text_field]
-            if not isinstance(text, str):
-                raise InputError(f"{path}:{lineno}: field {text_field!r} must be a string; got {type(text).__name__}.")
-            rid = rec.get(id_field, lineno - 1)
-            yield rid, text, (rec.get(key_field) if key_field else None)
+    for lineno, rec in _jsonl_dicts(path):
+        if text_field not in rec:
+            raise _missing_field(text_field, "text", f"{path}:{lineno}", rec.keys())
+        text = rec[text_field]
+        if not isinstance(text, str):
+            raise InputError(f"{path}:{lineno}: field {text_field!r} must be a string; got {type(text).__name__}.")
+        yield rec.get(id_field, lineno - 1), text, (rec.get(key_field) if key_field else None)
 
 
 def _read_csv(path, id_field, text_field, key_field):
