@@ -474,32 +474,34 @@ def _deferred_of(res: dict) -> np.ndarray:
 
 # --------------------------------------------------------------------------------------------
 # stage 4: connected components over an edge table
+#
+# The edge table is small next to the band rows (at most one edge per clustered document), so its
+# shuffles are plain task shuffles of numpy arrays: each map task splits its edges by a hash of
+# the node into q pieces, each reduce task concatenates its piece of every map output.
 
 
-def _edge_frame(res: dict):
-    import pandas as pd
+def _split_edges(res: dict, q: int, mode: str):
+    """q pieces (s, d) of the directed edges to group by s. ``mode``: "both" emits (u, v) and
+    (v, u) (large-star); "orient" emits (max, min) (small-star)."""
+    u = np.asarray(res["u"], np.int64)
+    v = np.asarray(res["v"], np.int64)
+    if mode == "both":
+        s, d = np.concatenate([u, v]), np.concatenate([v, u])
+    else:
+        s, d = np.maximum(u, v), np.minimum(u, v)
+    h = (s.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(33)
+    part = (h % np.uint64(q)).astype(np.int64)
+    order = np.argsort(part, kind="stable")
+    bounds = np.searchsorted(part[order], np.arange(q + 1))
+    s, d = s[order], d[order]
+    pieces = tuple((s[bounds[j]:bounds[j + 1]], d[bounds[j]:bounds[j + 1]]) for j in range(q))
+    return pieces if q > 1 else pieces[0]
 
-    return pd.DataFrame({"u": np.asarray(res["u"], np.int64), "v": np.asarray(res["v"], np.int64)})
 
-
-def _edge_meta():
-    return _edge_frame({"u": [], "v": []})
-
-
-def _both_directions(df):
-    import pandas as pd
-
-    u = df["u"].to_numpy(np.int64)
-    v = df["v"].to_numpy(np.int64)
-    return pd.DataFrame({"s": np.concatenate([u, v]), "d": np.concatenate([v, u])})
-
-
-def _oriented(df):
-    import pandas as pd
-
-    u = df["u"].to_numpy(np.int64)
-    v = df["v"].to_numpy(np.int64)
-    return pd.DataFrame({"hi": np.maximum(u, v), "lo": np.minimum(u, v)})
+def _concat_pieces(pieces) -> tuple[np.ndarray, np.ndarray]:
+    if not pieces:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces])
 
 
 def _unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -512,13 +514,13 @@ def _unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return a[k], b[k]
 
 
-def _large_star(df) -> dict:
+def _large_star(*pieces) -> dict:
     """Large-star: every neighbour larger than u hangs under the smallest of u's closed neighbourhood.
 
     Also counts the nodes that are neither a star centre (all neighbours larger) nor a leaf (one
     neighbour, smaller): when there is none, the edges are stars rooted at component minima.
     """
-    s, d = _unique_pairs(df["s"].to_numpy(np.int64), df["d"].to_numpy(np.int64))
+    s, d = _unique_pairs(*_concat_pieces(pieces))
     if s.size == 0:
         return {"u": s, "v": d, "bad": 0}
     start = np.ones(s.size, dtype=bool)
@@ -535,9 +537,9 @@ def _large_star(df) -> dict:
     return {"u": u, "v": v, "bad": bad}
 
 
-def _small_star(df) -> dict:
+def _small_star(*pieces) -> dict:
     """Small-star: u and its smaller neighbours all hang under the smallest of them."""
-    hi, lo = _unique_pairs(df["hi"].to_numpy(np.int64), df["lo"].to_numpy(np.int64))
+    hi, lo = _unique_pairs(*_concat_pieces(pieces))
     if hi.size == 0:
         return {"u": hi, "v": lo, "bad": 0}
     start = np.ones(hi.size, dtype=bool)
@@ -560,41 +562,46 @@ def _rows_of(res: dict) -> int:
     return int(np.asarray(res["u"]).size)
 
 
+def _star_round(client, parts: list, q: int, mode: str, reducer, retries: int) -> list:
+    from dask import delayed
+
+    if q == 1:
+        pieces = [[delayed(_split_edges, pure=True)(p, 1, mode)] for p in parts]
+    else:
+        pieces = [list(delayed(_split_edges, nout=q, pure=True)(p, q, mode)) for p in parts]
+    outs = [delayed(reducer, pure=True)(*[pc[j] for pc in pieces]) for j in range(q)]
+    return client.compute(outs, retries=retries)
+
+
 def connected_components(client, edge_parts: list, *, npartitions: int, shuffle_method: Optional[str] = None,
                          retries: int = 2, max_rounds: int = 200) -> tuple[list, int]:
     """Connected components of a distributed edge table, labelled by their smallest node.
+
+    Alternating large-star / small-star rounds (Kiveris et al., "Connected Components in
+    MapReduce and Beyond", 2014), each a shuffle of the edge table by node, until every node is
+    either a star centre or a leaf whose one neighbour is smaller: then each star is a component
+    and its centre the component's smallest node.
 
     Parameters
     ----------
     client : distributed.Client
     edge_parts : list of Futures or Delayed, each a dict with int64 arrays ``u`` and ``v``
     npartitions : int
-        Shuffle partitions of the edge table.
+        Reduce partitions per round.
+    shuffle_method : ignored (kept for symmetry with the band shuffles; these are task shuffles)
 
     Returns
     -------
     (futures, rounds): each future is a dict of ``u`` (a node) and ``v`` (its label, ``v < u``)
     for every node that is not its own label; the number of large-star rounds run.
     """
-    import dask.dataframe as dd
-    from dask import delayed
-
-    parts = [delayed(_edge_frame, pure=True)(p) for p in edge_parts]
-    frame = dd.from_delayed(parts, meta=_edge_meta(), verify_meta=False)
+    parts = list(edge_parts)
     for rounds in range(1, max_rounds + 1):
-        sh = frame.map_partitions(_both_directions, meta={"s": np.int64, "d": np.int64}).shuffle(
-            on="s", npartitions=npartitions, shuffle_method=shuffle_method)
-        futs = client.compute([delayed(_large_star, pure=True)(p) for p in sh.to_delayed()], retries=retries)
+        futs = _star_round(client, parts, npartitions, "both", _large_star, retries)
         bad = sum(client.gather(client.map(_bad_of, futs, pure=False)))
         if bad == 0:
             return futs, rounds
-        frame = dd.from_delayed([delayed(_edge_frame, pure=True)(f) for f in futs], meta=_edge_meta(),
-                                verify_meta=False)
-        sh = frame.map_partitions(_oriented, meta={"hi": np.int64, "lo": np.int64}).shuffle(
-            on="hi", npartitions=npartitions, shuffle_method=shuffle_method)
-        futs = client.compute([delayed(_small_star, pure=True)(p) for p in sh.to_delayed()], retries=retries)
-        frame = dd.from_delayed([delayed(_edge_frame, pure=True)(f) for f in futs], meta=_edge_meta(),
-                                verify_meta=False)
+        parts = _star_round(client, futs, npartitions, "orient", _small_star, retries)
     raise RuntimeError(f"connected components did not converge in {max_rounds} rounds")  # pragma: no cover
 
 
