@@ -305,3 +305,18 @@ def test_bucket_scan_keeps_every_borderline_pair_when_its_buffer_fills(corpus_te
     tight = de._scan_buckets(frame, cj)
     assert np.array_equal(tight["deferred"], roomy["deferred"]), "borderline pairs lost to a full buffer"
     assert np.array_equal(tight["u"], roomy["u"]) and np.array_equal(tight["v"], roomy["v"])
+
+
+def test_bloom_filter_has_no_false_negatives_and_about_one_percent_false_positives(rng):
+    from diversify.build import dask_engine as de
+
+    keys = rng.integers(0, 2**63, size=20_000, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(1)
+    m_bits = 64 * int(np.ceil(10 * keys.size / 64))
+    half = keys.size // 2
+    bits = de._bloom_or(de._bloom(keys[:half], m_bits), de._bloom(keys[half:], m_bits))
+    assert de._bloom_has(bits, keys).all(), "a key in the filter must always be found"
+    others = rng.integers(0, 2**63, size=50_000, dtype=np.int64).astype(np.uint64) * np.uint64(2)  # even: disjoint
+    fp = de._bloom_has(bits, others).mean()
+    expect = (1 - np.exp(-de._BLOOM_K * keys.size / m_bits)) ** de._BLOOM_K  # ~0.8% at 10 bits, k=7
+    tol = 4 * np.sqrt(expect * (1 - expect) / others.size)
+    assert abs(fp - expect) < tol + 0.002, f"false positive rate {fp:.4f}, theory {expect:.4f} +- {tol:.4f}"

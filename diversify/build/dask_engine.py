@@ -311,7 +311,7 @@ def _bloom_slots(keys: np.ndarray, m_bits: int) -> np.ndarray:
     h1 = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint64)
     h2 = (keys >> np.uint64(32)) | np.uint64(1)
     i = np.arange(_BLOOM_K, dtype=np.uint64)
-    return ((h1[:, None] + i[None, :] * h2[:, None]) & np.uint64(m_bits - 1)).astype(np.int64)
+    return ((h1[:, None] + i[None, :] * h2[:, None]) % np.uint64(m_bits)).astype(np.int64)
 
 
 def _bloom(keys: np.ndarray, m_bits: int) -> np.ndarray:
@@ -933,7 +933,7 @@ def _run(src, *, ids, keys, cfg: BuildConfig, client, npartitions, shuffle_parti
         shared = client.compute([delayed(_shared_keys, pure=True)(part) for part in ksh.to_delayed()], retries=retries)
         rep.wait(shared, "band keys")
         n_shared = int(sum(client.gather(client.map(len, shared, pure=False))))
-        m_bits = 1 << max(16, math.ceil(math.log2(max(1, 10 * n_shared))))  # ~1% false positives at k=7
+        m_bits = max(1 << 16, 64 * math.ceil(10 * n_shared / 64))  # 10 bits a key: ~1% false positives at k=7
         blooms = [client.submit(_bloom, f, m_bits, pure=False) for f in shared]
         del shared
         while len(blooms) > 1:
