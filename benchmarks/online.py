@@ -74,18 +74,45 @@ def _pct(samples_ns, q):
 def _summary(samples_ns):
     a = np.asarray(samples_ns, dtype=np.float64)
     return {"calls": int(a.size), "p50_us": round(_pct(a, 50), 2), "p99_us": round(_pct(a, 99), 2),
-            "mean_us": round(float(a.mean()) / 1000.0, 2)}
+            "mean_us": round(float(a.mean()) / 1000.0, 2), "over_1ms_share": round(float((a > 1e6).mean()), 4)}
 
 
-def _time_calls(calls, passes, warm_passes=2):
+def _blas(threads=None):
+    """Get (and with ``threads``, set) numpy's OpenBLAS thread count via its exported C API.
+
+    Best effort: None when the library or symbol is not found (e.g. MKL or Accelerate)."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as f:
+            libs = sorted({ln.split()[-1] for ln in f if "openblas" in ln.lower() and ln.split()[-1].startswith("/")})
+    except OSError:
+        return None
+    for path in libs:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for get, put in (("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+                         ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
+                         ("openblas_get_num_threads", "openblas_set_num_threads")):
+            if hasattr(lib, get) and hasattr(lib, put):
+                if threads is not None:
+                    getattr(lib, put)(int(threads))
+                return int(getattr(lib, get)())
+    return None
+
+
+def _time_calls(calls, passes, warm_passes=2, clock=time.perf_counter_ns):
     """Time each zero-arg callable in ``calls``, ``passes`` times over, with gc off.
 
-    Returns per-call wall-clock samples in ns (perf_counter_ns around each call)."""
+    Returns per-call samples in ns (``clock`` around each call: wall clock by default,
+    ``time.thread_time_ns`` for CPU time, which leaves out time the thread was descheduled)."""
     for _ in range(warm_passes):
         for c in calls:
             c()
     out = np.empty(len(calls) * passes, dtype=np.int64)
-    pc = time.perf_counter_ns
+    pc = clock
     i = 0
     gc.collect()
     gc.disable()
@@ -156,6 +183,7 @@ def _setup(workdir):
                     pairs += 1
                     agree += same_art and same_pl
     texts = {i: corpus.texts[row[i]] for i in all_ids}
+    planted_of = {i: int(planted[row[i]]) for i in all_ids}
     info = {
         "corpus": {**CORPUS, "edit_rate": list(CORPUS["edit_rate"]), "generate_s": round(t_gen, 2)},
         "build": {"n_docs": built.n_docs, "n_clusters": built.n_clusters, "seconds": round(t_build, 2),
@@ -169,7 +197,7 @@ def _setup(workdir):
         "artifact_vs_planted_pair_agreement": round(agree / pairs, 3) if pairs else None,
     }
     return dict(cm=cm, path=path, store=store, vectors=vectors, row=row, queries=queries, hits=hits,
-                cluster_of=cluster_of, texts=texts, info=info)
+                cluster_of=cluster_of, planted_of=planted_of, texts=texts, info=info)
 
 
 # --------------------------------------------------------------------------- peers
@@ -302,10 +330,26 @@ def _latency_round(s, erf_call, mmr_call, passes, peer_passes):
     added, store_ns = _wrap_added_ns(s, max(1, peer_passes))
     r["wrap_minus_store"] = _summary(added)
     r["wrap_store_search"] = _summary(store_ns)
+    r["blas_threads"] = _blas()
+    if r["blas_threads"] is not None and r["blas_threads"] > 1:
+        # OpenBLAS workers spin after the store's matrix-vector product and compete with the
+        # Python work that follows on a 2-CPU machine; the same with one BLAS thread:
+        _blas(1)
+        try:
+            added, _ = _wrap_added_ns(s, max(1, peer_passes))
+            r["wrap_minus_store_blas1"] = _summary(added)
+        finally:
+            _blas(r["blas_threads"])
     added, _ = _wrap_added_ns(s, passes // 5 or 1, _ReplayStore(s["queries"], hits))
     r["wrap_replay_minus_store"] = _summary(added)
     r["erf"] = _summary(_time_calls([(lambda j=j: erf_call(j)) for j in range(len(hits))], peer_passes))
     r["mmr"] = _summary(_time_calls([(lambda j=j: mmr_call(j)) for j in range(len(hits))], peer_passes))
+    # CPU time of the thread (descheduled time left out): the code's own tail on a shared machine
+    tt = time.thread_time_ns
+    r["timer_overhead_cpu"] = _summary(_time_calls(empty_calls, passes // 5 or 1, clock=tt))
+    r["select_cpu"] = _summary(_time_calls(sel_calls, passes // 5 or 1, clock=tt))
+    r["lookup_cpu"] = _summary(_time_calls(look_calls, passes // 5 or 1, clock=tt))
+    r["lookup_select_cpu"] = _summary(_time_calls(both_calls, passes // 5 or 1, clock=tt))
     r["loadavg_end"] = _loadavg()
     return r
 
@@ -329,9 +373,11 @@ def _quality(s, erf_call, mmr_call):
     }
     out = {}
     for name, fn in methods.items():
-        lens, red, best_copy, kept_total = [], [], 0, 0
+        lens, red, red_pl, best_copy, kept_total = [], [], [], 0, 0
         for j in range(len(hits)):
             ids = list(fn(j))
+            if all(i in s["planted_of"] for i in ids):
+                red_pl.append(_redundancy(ids, s["planted_of"]))
             first_rank = {}
             for r, h in enumerate(hits[j]):
                 first_rank.setdefault(cluster_of[h.id], r)
@@ -347,6 +393,8 @@ def _quality(s, erf_call, mmr_call):
             "queries_short": int(sum(x < K for x in lens)),
             "redundancy_at_10_mean": round(float(np.mean(red)), 3), "redundancy_at_10_max": int(np.max(red)),
             "queries_with_redundancy": int(sum(x > 0 for x in red)),
+            "redundancy_at_10_planted_mean": round(float(np.mean(red_pl)), 3) if red_pl else None,
+            "redundancy_planted_queries": len(red_pl),
             "kept_best_ranked_copy_share": round(best_copy / kept_total, 3) if kept_total else None,
         }
     return out
@@ -416,10 +464,20 @@ ids = ['doc-%07d' % i for i in np.random.default_rng(0).integers(0, n, 20000).to
 b = status()
 cm = diversify.load(path, mmap=(mode != 'memory'), verify=(mode != 'mmap-noverify'))
 a = status()
-for j in range(0, len(ids), 50):
-    cm.lookup(ids[j:j + 50])
+import gc, time
+batches = [ids[j:j + 50] for j in range(0, len(ids), 50)]
+for x in batches:
+    cm.lookup(x)
 w = status()
-print(json.dumps({'before': b, 'after_load': a, 'after_lookups': w}))
+t = []
+gc.disable()
+for _ in range(5):
+    for x in batches:
+        t0 = time.perf_counter_ns(); cm.lookup(x); t.append(time.perf_counter_ns() - t0)
+gc.enable()
+t = np.asarray(t) / 1000.0
+print(json.dumps({'before': b, 'after_load': a, 'after_lookups': w,
+                  'lookup_us': [round(float(np.percentile(t, 50)), 2), round(float(np.percentile(t, 99)), 2), len(t)]}))
 """
 
 
@@ -486,6 +544,8 @@ def _memory(s, workdir, sizes=(100_000, 1_000_000)):
                 "rss_per_doc_after_lookups": round((w["VmRSS"] - b["VmRSS"]) / n, 1),
                 "anon_per_doc_after_lookups": round((w["RssAnon"] - b["RssAnon"]) / n, 1),
                 "file_per_doc_after_lookups": round((w["RssFile"] - b["RssFile"]) / n, 1),
+                "lookup_50_p50_us": m["lookup_us"][0], "lookup_50_p99_us": m["lookup_us"][1],
+                "lookup_calls": m["lookup_us"][2],
             }
         os.remove(path)
         out[str(n)] = entry
@@ -539,7 +599,7 @@ def run(*, repeats=3, passes=100, peer_passes=10, memory=True, memory_sizes=(100
         for r in range(repeats):
             print(f"latency round {r + 1}/{repeats} (load {_loadavg()})", file=sys.stderr, flush=True)
             rounds.append(_latency_round(s, erf_call, mmr_call, passes, peer_passes))
-        keys = [k for k in rounds[0] if isinstance(rounds[0][k], dict)]
+        keys = [k for k in rounds[0] if isinstance(rounds[0][k], dict) and all(k in r for r in rounds)]
         results["latency"] = {
             "k": K, "hits": N_HITS, "passes": passes, "peer_passes": peer_passes,
             "rounds": rounds,
@@ -596,12 +656,14 @@ def render_markdown(results: dict) -> str:
     L.append("")
     L.append("### Latency per query (µs, wall clock, gc off)")
     L.append("")
-    L.append("| method | calls/round | p50 best | p99 best-of-3 | p99 rounds | redundancy@10 | returns 10 |")
-    L.append("|---|---:|---:|---:|---|---:|---|")
+    L.append("| method | calls/round | p50 best | p99 best-of-3 | p99 rounds | calls > 1 ms (worst round) | "
+             "p50 / p99 CPU time (best) | redundancy@10 | returns 10 |")
+    L.append("|---|---:|---:|---:|---|---:|---|---:|---|")
     names = [("select", "diversify `select` (cluster ids given)", "select"),
              ("lookup", "`ClusterMap.lookup` (50 str ids, mmap)", None),
              ("lookup_select", "lookup + `select`", "select"),
              ("wrap_minus_store", "`Diversifier.wrap(NumpyStore)` minus store search", "wrap"),
+             ("wrap_minus_store_blas1", "same, NumPy's OpenBLAS at 1 thread", "wrap"),
              ("wrap_replay_minus_store", "`Diversifier.wrap(replay store)` minus store search", "wrap"),
              ("erf", f"LangChain `EmbeddingsRedundantFilter` (thr {ERF_THRESHOLD}), first 10", "erf"),
              ("mmr", f"LangChain MMR (λ={MMR_LAMBDA})", "mmr"),
@@ -615,15 +677,22 @@ def render_markdown(results: dict) -> str:
         if qk and qk in q:
             red = f"{q[qk]['redundancy_at_10_mean']:.2f}"
             ret = "yes" if q[qk]["returned_min"] >= lat["k"] else f"no (min {q[qk]['returned_min']})"
+        over = max(r[key].get("over_1ms_share", 0.0) for r in rounds)
+        cpu = "–"
+        if key + "_cpu" in best:
+            cpu = f"{_fmt(best[key + '_cpu']['p50_us'])} / {_fmt(best[key + '_cpu']['p99_us'])}"
         L.append(f"| {label} | {rounds[0][key]['calls']:,} | {_fmt(best[key]['p50_us'])} | "
-                 f"**{_fmt(best[key]['p99_us'])}** | {p99s} | {red} | {ret} |")
+                 f"**{_fmt(best[key]['p99_us'])}** | {p99s} | {over:.2%} | {cpu} | {red} | {ret} |")
     L.append("")
+    if PLOT.exists():
+        L.append("![online latency, p50 and p99 per method](plots/online_latency.png)")
+        L.append("")
     if q:
         L.append("### Redundancy and rank (same 200 queries)")
         L.append("")
         L.append("| method | mean returned | min returned | redundancy@10 mean / max | queries with a duplicate | "
-                 "kept = best-ranked copy |")
-        L.append("|---|---:|---:|---:|---:|---:|")
+                 "redundancy@10 vs planted groups | kept = best-ranked copy |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|")
         qlabels = {"top10": "no diversification (top-10)", "select": "diversify lookup + select",
                    "wrap": "diversify wrap (refetch)", "erf": "EmbeddingsRedundantFilter on 50, first 10",
                    "erf_top10": "EmbeddingsRedundantFilter on top-10 (compressor after k=10)",
@@ -633,7 +702,8 @@ def render_markdown(results: dict) -> str:
                 e = q[k_]
                 L.append(f"| {lab} | {e['returned_mean']:.2f} | {e['returned_min']} | "
                          f"{e['redundancy_at_10_mean']:.2f} / {e['redundancy_at_10_max']} | "
-                         f"{e['queries_with_redundancy']} | {_fmt(e['kept_best_ranked_copy_share'] * 100, 0)}% |")
+                         f"{e['queries_with_redundancy']} | {_fmt(e.get('redundancy_at_10_planted_mean'), 2)} | "
+                         f"{_fmt(e['kept_best_ranked_copy_share'] * 100, 0)}% |")
         L.append("")
     bc = results.get("backend_calls")
     if bc:
@@ -653,8 +723,8 @@ def render_markdown(results: dict) -> str:
         L.append("### Memory of the loaded lookup (bytes per document)")
         L.append("")
         L.append("| docs | artifact made by | file | lookup arrays | RSS mmap (after 20k lookups) | "
-                 "RSS mmap, verify=False | RSS in memory (mmap=False) |")
-        L.append("|---:|---|---:|---:|---:|---:|---:|")
+                 "RSS mmap, verify=False | RSS in memory (mmap=False) | lookup of 50 ids p50 / p99 µs (mmap) |")
+        L.append("|---:|---|---:|---:|---:|---:|---:|---:|")
         for n, e in mem.items():
             def cell(m):
                 x = e[m]
@@ -662,28 +732,92 @@ def render_markdown(results: dict) -> str:
                         f"+ {_fmt(x['file_per_doc_after_lookups'])} file)")
             L.append(f"| {int(n):,} | {e['how']} | {_fmt(e['file_bytes_per_doc'])} | "
                      f"{_fmt(e['lookup_arrays_bytes_per_doc'])} | {cell('mmap')} | {cell('mmap-noverify')} | "
-                     f"{cell('memory')} |")
+                     f"{cell('memory')} | {_fmt(e['mmap'].get('lookup_50_p50_us'))} / "
+                     f"{_fmt(e['mmap'].get('lookup_50_p99_us'))} |")
         L.append("")
     L.append("Notes:")
     L.append("")
+    bar = lat.get("bar_p99_us", 25.0)
+    sel_best = best.get("select", {}).get("p99_us")
+    verdict = ("meets" if sel_best is not None and sel_best < bar else "misses")
+    L.append(f"- **Bar (p99 < {bar:g} µs for `select`)**: best-of-3 wall-clock p99 {_fmt(sel_best)} µs, which "
+             f"{verdict} it on this run. On a shared machine the wall-clock tail is set by preemption: a call "
+             "that loses the CPU for one scheduler slice takes milliseconds (column \"calls > 1 ms\"); once that "
+             "share reaches 1% it *is* the p99. The CPU-time column (`time.thread_time_ns`, separate loop) leaves "
+             "descheduled time out but still includes cache and SMT contention from other jobs.")
     L.append("- Latency is wall clock per call (`time.perf_counter_ns` around each call, gc disabled, "
-             "2 warm-up passes), repeated in 3 rounds; the best-of-3 p99 is the headline, all three are shown. "
-             "`select` gets hits and cluster ids ready; lookup includes building the id list from the hits. "
-             "`wrap` is end to end (fetch_k=25 from the store, select, refetch if short) minus the time "
-             "spent inside the store's `search` (a timing shim; its two timer calls count against us).")
-    L.append("- Peers get the precomputed datagen vectors through a lookup `Embeddings`; a real "
-             "`EmbeddingsRedundantFilter` would also re-embed all hits (a model call) and MMR needs "
-             "the hit vectors from the store, neither counted here. Redundancy@10 = kept hits sharing an "
-             "artifact cluster with a higher kept hit; \"kept = best-ranked copy\": share of kept hits that "
-             "are the best-ranked member of their cluster among the 50.")
-    L.append("- Memory: RSS growth of a fresh process over loading (`diversify.load`) plus 20,000 lookups "
-             "of 50 ids; mmap pages are file-backed page cache (shared, reclaimable), in-memory is anonymous. "
-             "The default `verify=True` reads the whole file once for checksums.")
+             "2 warm-up passes), repeated in 3 rounds; p50 is the best round's, the p99 headline is the best "
+             "of the 3 rounds, all three are listed. `select` gets hits and cluster ids ready; lookup includes "
+             "building the id list from the hits (str ids, 20k-document artifact: binary-search path).")
+    L.append("- `wrap` is end to end (fetch_k=25 from the store, convert hits, lookup, select, cursor, stats; "
+             "refetch if short) minus the time spent inside the store's `search` (a timing shim; its two timer "
+             "calls count against us). Over the real NumpyStore it is slower than over a replay store that "
+             "returns the same precomputed hits: after the store's matrix-vector product NumPy's OpenBLAS "
+             "worker threads keep spinning and compete for the 2 CPUs (the \"1 thread\" row removes that); "
+             "the rest of the gap to the replay row is most likely the search evicting the wrapper's data "
+             "from cache (not isolated). For a store behind a network call the replay row is the relevant one.")
+    L.append("- Peers get the precomputed datagen vectors through a lookup `Embeddings` (no model, nothing "
+             "downloaded); a real `EmbeddingsRedundantFilter` would also re-embed every hit (a model call), "
+             "and MMR needs the hit vectors from the store: neither cost is counted. "
+             f"`EmbeddingsRedundantFilter` (default threshold {ERF_THRESHOLD}) filters whatever list it gets: "
+             "on the 50 hits we take its first 10; as a compressor after a k=10 retriever it returns fewer than "
+             "10 and cannot fetch more. It drops the *higher*-ranked document of a similar pair, hence its "
+             "low \"kept = best-ranked copy\". MMR returns its own selection order, not rank order.")
+    L.append("- Redundancy@10 = kept hits that share a cluster with a higher kept hit, against the artifact's "
+             "clusters (what we enforce) and against the generator's planted groups (ground truth). The "
+             "datagen vectors are built from the planted groups (a copy = its original's vector plus noise), "
+             "so vector-based peers see the planted truth exactly, while the artifact comes from text MinHash "
+             f"at the default Jaccard 0.8 and agrees with the planted groups on "
+             f"{su.get('artifact_vs_planted_pair_agreement', 0):.0%} of the same-cluster pairs among the hits: "
+             "our residual redundancy vs planted groups is the artifact's recall, not `select`.")
+    L.append("- Backend calls: 200 queries through `Diversifier(cm, k=10, max_per_cluster=1)`; the default "
+             "fetch_k (25) almost never needs a refetch at this duplicate rate, so fetch_k=10 (no over-fetch) "
+             "is shown too. Without `exclude_ids` the refetch asks for a larger k and re-reads the first hits.")
+    L.append("- Memory: RSS growth of a fresh process (after loading a small artifact once, so imports are not "
+             "counted) over `diversify.load` plus 20,000 lookups of 50 random ids. mmap pages are file-backed "
+             "page cache (shared between processes, reclaimable), `mmap=False` is anonymous memory. "
+             "`verify=True` (default) checksums the core arrays once, which pages them all in; with "
+             "`verify=False` only the touched lookup pages are resident. The built 100k artifact also carries "
+             "the builder's incremental state (extras), which `mmap=False` reads into memory too; the 1M "
+             "artifact was assembled with `ClusterMap.from_arrays` (no extras), not built from texts.")
     L.append("")
     L.append(f"Command: `{results.get('command', COMMAND)}` (took {results.get('seconds')} s; "
              f"results in `benchmarks/results/online.json`).")
     L.append("")
     return "\n".join(L)
+
+
+PLOT = ROOT / "benchmarks" / "plots" / "online_latency.png"
+
+
+def plot(results: dict, path: Path = PLOT) -> Path | None:
+    """Bar chart (log scale) of best-of-rounds p50 / p99 per method; None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    best = results["latency"]["best_of_rounds"]
+    keys = [("select", "select"), ("lookup", "lookup"), ("lookup_select", "lookup+select"),
+            ("wrap_replay_minus_store", "wrap (replay store)"), ("wrap_minus_store", "wrap (NumpyStore)"),
+            ("erf", "EmbeddingsRedundantFilter"), ("mmr", "MMR")]
+    keys = [(k, lab) for k, lab in keys if k in best]
+    x = np.arange(len(keys))
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    ax.bar(x - 0.2, [best[k]["p50_us"] for k, _ in keys], 0.4, label="p50 (best round)")
+    ax.bar(x + 0.2, [best[k]["p99_us"] for k, _ in keys], 0.4, label="p99 (best of 3 rounds)")
+    ax.axhline(results["latency"].get("bar_p99_us", 25.0), color="k", ls="--", lw=0.8, label="25 µs bar")
+    ax.set_yscale("log")
+    ax.set_xticks(x, [lab for _, lab in keys], rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("µs per query (k=10 of 50 hits)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def main(argv=None) -> int:
@@ -702,6 +836,8 @@ def main(argv=None) -> int:
               memory_sizes=tuple(a.memory_sizes))
     write(res, a.out)
     print(f"wrote {a.out}", file=sys.stderr)
+    if a.out == RESULTS and plot(res):
+        print(f"wrote {PLOT}", file=sys.stderr)
     if a.markdown:
         print(render_markdown(res))
     return 0
