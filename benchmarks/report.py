@@ -30,7 +30,7 @@ def _build_section(d: dict) -> list[str]:
     tools = d["tools"]
     n = c["n_docs"]
     title = "Build" if d.get("suite", "build") == "build" else "Boilerplate (giant buckets)"
-    L = [f"### {title}: {n:,} documents, word 5-shingles, num_perm={d['num_perm']}, threshold {d['threshold']}", ""]
+    L = [f"## {title}: {n:,} documents, word 5-shingles, num_perm={d['num_perm']}, threshold {d['threshold']}", ""]
     args = ", ".join(f"{k}={tuple(v) if isinstance(v, list) else v}" for k, v in c.items() if k != "n_docs")
     L.append(f"Corpus: `generate_corpus({n}, {args})`; "
              f"{_f(next(iter(tools.values()))['text_mb'])} MiB of text. "
@@ -107,7 +107,7 @@ def _load(r) -> str:
 
 
 def _scaling_section(d: dict) -> list[str]:
-    L = ["### Scaling (diversify only, default config, same generator)", "",
+    L = ["## Scaling (diversify only, default config, same generator)", "",
          f"Measured {d['created']} on {_env_line(d['env'])}.", "",
          "| documents | text MiB | wall time (s) | docs/s | peak RSS beyond texts | pair F1 (exact truth) | CPU s | load avg before → after |",
          "|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -130,7 +130,7 @@ def _scaling_section(d: dict) -> list[str]:
 
 
 def _quality_section(d: dict) -> list[str]:
-    L = ["### Quality on real labeled data", ""]
+    L = ["## Quality on real labeled data", ""]
     if d.get("skipped"):
         return L + [f"Skipped: {d['skipped']}", ""]
     L += [f"Measured {d['created']} on {_env_line(d['env'])}.", ""]
@@ -202,6 +202,30 @@ How the tools are run:
 """
 
 
+# Sections written by other benchmark modules (their own render_markdown over their own JSON).
+OTHER_SECTIONS = (
+    ("peers_vectors", RESULTS / "vectors.json"),
+    ("peers_simhash", RESULTS / "simhash_text.json"),
+    ("online", RESULTS / "online.json"),
+    ("plots", HERE / "plots" / "plots.json"),
+)
+
+
+def _other_sections() -> list[str]:
+    import importlib
+
+    out = []
+    for module, path in OTHER_SECTIONS:
+        if not path.exists():
+            continue
+        try:
+            render = importlib.import_module(f"benchmarks.{module}").render_markdown
+            out += [render(json.loads(path.read_text())).rstrip(), ""]
+        except Exception as e:  # one broken section must not lose the others
+            out += [f"<!-- section from benchmarks/{module}.py not rendered: {type(e).__name__}: {e} -->", ""]
+    return out
+
+
 def write() -> Path:
     parts = [HEADER]
     files = sorted(RESULTS.glob("*.json"))
@@ -214,6 +238,7 @@ def write() -> Path:
     q = RESULTS / "quality.json"
     if q.exists():
         parts += _quality_section(json.loads(q.read_text()))
+    parts += _other_sections()
     OUT.write_text("\n".join(parts).rstrip() + "\n", encoding="utf-8")
     print(f"wrote {OUT}")
     return OUT
