@@ -320,3 +320,9 @@ def test_bloom_filter_has_no_false_negatives_and_about_one_percent_false_positiv
     expect = (1 - np.exp(-de._BLOOM_K * keys.size / m_bits)) ** de._BLOOM_K  # ~0.8% at 10 bits, k=7
     tol = 4 * np.sqrt(expect * (1 - expect) / others.size)
     assert abs(fp - expect) < tol + 0.002, f"false positive rate {fp:.4f}, theory {expect:.4f} +- {tol:.4f}"
+
+
+def test_ids_with_files_are_refused(client, tmp_path):
+    (tmp_path / "a.jsonl").write_text(json.dumps({"text": "a b c"}) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match="id_field"):
+        build_dask(str(tmp_path / "a.jsonl"), ids=["x"], client=client)

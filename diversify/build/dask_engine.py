@@ -685,6 +685,11 @@ def _sources(texts_or_paths, *, ids, keys, client, npartitions, text_field, id_f
     from dask import delayed
 
     src = texts_or_paths
+    is_texts = not isinstance(src, (dd.DataFrame, db.Bag, str, bytes, os.PathLike)) and not (
+        isinstance(src, (list, tuple)) and src and all(isinstance(p, os.PathLike) for p in src))
+    if not is_texts and (ids is not None or keys is not None):
+        raise InputError("`ids` and `keys` go with a sequence of texts; with files, a DataFrame or a Bag name their "
+                         "columns instead: id_field=..., key_field=...")
     if isinstance(src, dd.DataFrame):
         if text_field not in src.columns:
             raise InputError(f"`text_field` {text_field!r} is not a column of the DataFrame; columns: "
