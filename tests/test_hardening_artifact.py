@@ -38,6 +38,13 @@ BUGS = {
     "first: a parser differential). Expected ArtifactError 'duplicate key'; got a loaded ClusterMap. Fix: "
     "unpack with object_pairs_hook that refuses repeated keys.",
 }
+_UNHASHABLE = ("BUG (artifact helper, diversify/artifact/format.py:341 _parse_table `if code not in DTYPES`): an array "
+               "table entry whose dtype is a list or a map (found by the hypothesis fuzzer, 5 in 20,000 inputs); "
+               "expected ArtifactError 'not in the allowed set'; got TypeError: unhashable type. Fix: "
+               "`if not isinstance(code, str) or code not in DTYPES`. Then also drop KNOWN_BUGS in "
+               "tests/hostile/fuzz_worker.py.")
+BUGS["dtype-list.dvf"] = _UNHASHABLE
+BUGS["dtype-map-in-clustermap.dvf"] = _UNHASHABLE
 
 
 def touch_everything(cm) -> None:
@@ -126,7 +133,7 @@ def test_non_regular_file_message_is_not_double_wrapped():
 @pytest.mark.xfail(strict=True, reason="BUG (artifact helper, diversify/artifact/format.py:475 read_container): "
                    "open(path, 'rb') runs before the regular-file check, and opening a FIFO blocks until a writer "
                    "appears. Input: load() of a named pipe (e.g. a path swapped by an attacker, or a mistaken "
-                   "/dev/stdin); expected ArtifactNotFoundError 'is not a regular file'; got a hang (killed after 5 s). "
+                   "/dev/stdin); expected ArtifactNotFoundError 'is not a regular file'; got a hang (killed after 3 s). "
                    "Fix: os.open(path, O_RDONLY | O_NONBLOCK) then fstat S_ISREG before reading.")
 def test_named_pipe_is_refused_not_hung(tmp_path):
     fifo = tmp_path / "pipe.dvf"
@@ -134,9 +141,9 @@ def test_named_pipe_is_refused_not_hung(tmp_path):
     code = ("import sys\nfrom diversify.artifact import load\nfrom diversify.errors import ArtifactError\n"
             f"try:\n    load({str(fifo)!r})\nexcept ArtifactError as e:\n    print('refused', e)\n")
     try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=5)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3)
     except subprocess.TimeoutExpired:
-        pytest.fail("load() of a named pipe hung for 5 s")
+        pytest.fail("load() of a named pipe hung for 3 s")
     assert out.stdout.startswith("refused") and "regular file" in out.stdout, out
 
 
@@ -152,7 +159,7 @@ def test_unreadable_file_is_artifact_not_found(tmp_path):
 
 # --------------------------------------------------------------------------- fuzzing under a memory cap
 
-FUZZ_EXAMPLES = 1000
+FUZZ_EXAMPLES = 600
 
 
 def test_fuzz_load_in_memory_capped_process():
@@ -167,6 +174,8 @@ def test_fuzz_load_in_memory_capped_process():
     report = json.loads(out.stdout.strip().splitlines()[-1])
     print(f"fuzz: {report['tried']} inputs, {report['loaded']} loaded, {report['refused']} refused, seed {seed}, "
           f"max RSS {report['maxrss_kb']} KiB")
+    if report["known_bug_hits"]:
+        print(f"fuzz: {report['known_bug_hits']} inputs hit the known unhashable-dtype bug (see BUGS)")
     assert not report["failures"], f"seed {seed} (rerun with DIVERSIFY_FUZZ_SEED={seed}): {report['failures']}"
     assert report["tried"] == FUZZ_EXAMPLES and report["refused"] > FUZZ_EXAMPLES // 2, report
     assert report["maxrss_kb"] < 400 * 1024, report

@@ -132,7 +132,7 @@ def run_kills(tmp_path: Path, mode: str, kills: int, rng: random.Random) -> dict
     return outcome
 
 
-@pytest.mark.parametrize("mode,kills", [("save", 25), ("add", 15)])
+@pytest.mark.parametrize("mode,kills", [("save", 20), ("add", 12)])
 def test_sigkill_during_write_leaves_old_or_new(tmp_path, mode, kills):
     seed = int(os.environ.get("DIVERSIFY_KILL_SEED", 1234))
     t0 = time.perf_counter()

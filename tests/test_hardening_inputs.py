@@ -153,6 +153,8 @@ POLICIES = {
                          [None, None, None], k=3, fold_threshold=0.5).ids, lambda r: r == ["a", "b", "c"]),
     "select: ids are opaque; mixed types allowed online": (
         lambda d: select([Hit("1", 1.0), Hit(1, 0.9)], [None, None], k=2).ids, lambda r: r == ["1", 1]),
+    "select: the same id twice in its input is kept twice (select trusts its input)": (
+        lambda d: select([Hit("a", 1.0), Hit("a", 0.5)], [None, None], k=3).ids, lambda r: r == ["a", "a"]),
     "wrap: an id the store returns twice is kept once": (
         lambda d: Diversifier(None, k=3).wrap(lambda q, k: [("a", 1.0), ("a", 0.9), ("b", 0.5)])("q").ids,
         lambda r: r == ["a", "b"]),
@@ -164,17 +166,17 @@ POLICIES = {
 BUGS = {
     "fingerprint: a dict instead of a BuildConfig": (
         lambda d: diversify.fingerprint({"seed": 1}), ConfigError, ["`config`", "BuildConfig"],
-        "BUG (lead, diversify/config.py:224 fingerprint): input fingerprint({'seed': 1}); expected ConfigError naming "
+        "BUG (lead, diversify/config.py:239 fingerprint -> canonical_json:236): input fingerprint({'seed': 1}); expected ConfigError naming "
         "`config` and BuildConfig(**d); got AttributeError \"'dict' object has no attribute 'model_dump'\". Fix: accept a "
         "Mapping via BuildConfig(**config) or raise ConfigError."),
     "shingle_hashes: a bare str": (
         lambda d: shingle_hashes("one document"), InputError, ["`texts`", "Wrap it"],
-        "BUG (lead, diversify/text.py shingle_hashes): input shingle_hashes('one document'); expected InputError like "
+        "BUG (lead, diversify/text.py:161 shingle_hashes): input shingle_hashes('one document'); expected InputError like "
         "build()'s \"`texts` must be an iterable of documents, not one str. Wrap it\"; got 12 one-character documents, "
         "silently. Fix: the same isinstance(texts, str) check as build."),
     "save: target directory does not exist": (
         lambda d: load(d / "a.dvf").save(d / "no-such-dir" / "x.dvf"), ArtifactError, ["no-such-dir", "directory"],
-        "BUG (artifact helper, diversify/artifact/format.py:258 write_container, tempfile.mkstemp): input "
+        "BUG (artifact helper, diversify/artifact/format.py:280 write_container, tempfile.mkstemp): input "
         "save('<dir>/no-such-dir/x.dvf'); expected a DiversifyError naming `path` and the missing directory; got a bare "
         "FileNotFoundError about a temp name '.../.tmp-XXXX.dvf' (and the CLI prints a traceback). Fix: check the "
         "directory first, or wrap OSError from mkstemp/replace in an ArtifactError naming the target path."),
@@ -323,17 +325,17 @@ CLI_ERRORS = {
 CLI_BUGS = {
     "build: non-UTF-8 CSV": (
         ["build", "latin1.csv", "-o", "x.dvf"], ["latin1.csv", "UTF-8"],
-        "BUG (lead, diversify/io.py:83 _read_csv): input a CSV with byte 0xe9; expected exit 2 with \"not valid UTF-8 ... "
+        "BUG (lead, diversify/io.py:77 _read_csv): input a CSV with byte 0xe9; expected exit 2 with \"not valid UTF-8 ... "
         "Re-encode\"; got an uncaught UnicodeDecodeError traceback (the header read `reader.fieldnames` decodes the first "
         "8 KiB outside the try). Fix: move the fieldnames access inside the try (and honour --encoding-errors for CSV)."),
     "build: -o in a missing directory": (
         ["build", "ok.jsonl", "-o", "no-such-dir/x.dvf"], ["no-such-dir"],
-        "BUG (artifact helper format.py:258 write_container + lead cli.py:484 main): input `diversify build ok.jsonl -o "
+        "BUG (artifact helper format.py:280 write_container + lead cli.py:479 main): input `diversify build ok.jsonl -o "
         "no-such-dir/x.dvf`; expected exit 2 naming the missing directory; got a FileNotFoundError traceback about "
         "'no-such-dir/.tmp-XXXX.dvf'. Fix: ArtifactError from write_container (or catch OSError in main)."),
     "export: -o in a missing directory": (
         ["export", "ok.dvf", "-o", "no-such-dir/x.csv"], ["no-such-dir"],
-        "BUG (lead, diversify/io.py atomic_write_text/write_export + cli.py:484 main): input `diversify export ok.dvf -o "
+        "BUG (lead, diversify/io.py:139 atomic_write_text + cli.py:479 main): input `diversify export ok.dvf -o "
         "no-such-dir/x.csv`; expected exit 2 naming the directory; got a FileNotFoundError traceback. Fix: InputError "
         "naming `--output` when its directory is missing."),
     "demo: --n -5": (

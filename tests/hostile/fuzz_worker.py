@@ -123,7 +123,15 @@ inputs = st.one_of(
     data_edit(),
 )
 
-COUNTS = {"tried": 0, "loaded": 0, "refused": 0}
+COUNTS = {"tried": 0, "loaded": 0, "refused": 0, "known_bug_hits": 0}
+
+# Bugs already reported with an xfail(strict) fixture in tests/test_hardening_artifact.py: counted,
+# not failed, so that this random test is not flaky while the fix is pending. Remove when fixed.
+KNOWN_BUGS = [("TypeError", "unhashable type", "if code not in DTYPES")]
+
+
+def _known(exc: BaseException, tb: str) -> bool:
+    return any(type(exc).__name__ == cls and text in str(exc) and where in tb for cls, text, where in KNOWN_BUGS)
 FAILURES: list = []
 
 
@@ -157,6 +165,9 @@ def run(n: int, seed_value: int) -> dict:
         except ArtifactError:
             COUNTS["refused"] += 1
         except Exception as exc:  # the property under test: nothing but ArtifactError
+            if _known(exc, traceback.format_exc()):
+                COUNTS["known_bug_hits"] += 1
+                return
             if len(FAILURES) < 5:
                 FAILURES.append({"error": f"{type(exc).__name__}: {exc}"[:300], "input": data[:200].hex(),
                                  "size": len(data), "mmap": mmap,

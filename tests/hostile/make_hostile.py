@@ -164,6 +164,8 @@ def generate() -> dict[str, bytes]:
     files["data-nbytes-bool.dvf"] = container({"arrays": [], "data_nbytes": False})
     files["dtype-big-endian.dvf"] = container({"arrays": [entry("a", ">i8", [2], 0, 16, zlib.crc32(A8))], "data_nbytes": 16}, A8)
     files["dtype-float16.dvf"] = container({"arrays": [entry("a", "f2", [8], 0, 16, zlib.crc32(A8))], "data_nbytes": 16}, A8)
+    files["dtype-list.dvf"] = container({"arrays": [entry("a", ["i8"], [2], 0, 16, zlib.crc32(A8))], "data_nbytes": 16}, A8)
+    files["dtype-map-in-clustermap.dvf"] = repack(good, lambda h: h["arrays"][3].update(dtype={"i8": 1}))
     files["dtype-object-in-clustermap.dvf"] = repack(
         good, lambda h: h["arrays"][0].update(dtype="O"))
 
@@ -212,6 +214,8 @@ CASES: dict[str, tuple] = {
     "data-nbytes-bool.dvf": ("data_nbytes", "data_nbytes False (bool is an int in Python)"),
     "dtype-big-endian.dvf": ("not in the allowed set", "'>i8': byte-order confusion"),
     "dtype-float16.dvf": ("not in the allowed set", "'f2' (float16)"),
+    "dtype-list.dvf": ("not in the allowed set", "dtype ['i8'] (a list: unhashable)"),
+    "dtype-map-in-clustermap.dvf": ("not in the allowed set", "dtype {'i8': 1} (a map) in a real ClusterMap"),
     "dtype-object-in-clustermap.dvf": ("not in the allowed set", "'O' (object: pickle) in a real ClusterMap"),
     "crc-lookup-key.dvf": ("fails its checksum", "lookup/key corrupted: refused at load, not mid-query"),
     "crc-lookup-cluster.dvf": ("fails its checksum", "lookup/cluster corrupted"),
