@@ -976,6 +976,7 @@ def _run(src, *, ids, keys, cfg: BuildConfig, client, npartitions, shuffle_parti
         edge_parts += mh_futs
         flagged_minhash = list(mh_futs)
         lo_hi = agreement_band(cfg, auto=True)
+        stats.exact_checks["minhash"] = 0
         if lo_hi[0] < lo_hi[1]:
             dec_futs, n_checked = _decide_borderline(client, mh_futs, sources, offsets, cfg, cfg_json, retries, rep)
             stats.exact_checks["minhash"] = n_checked
