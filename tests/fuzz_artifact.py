@@ -4,6 +4,10 @@
     python tests/fuzz_artifact.py -atheris_runs=100000 tests/hostile/       # seeds: the hostile fixtures
     python tests/fuzz_artifact.py -max_total_time=600 -rss_limit_mb=1024 corpus/ tests/hostile/
 
+An input whose first byte has bit 1 set is raw msgpack header bytes: the target wraps them with
+a correct CRC and the base file's arrays, so mutations get past the checksum. Seed that mode with
+a file holding ``b"\x02"`` followed by the header of ``tests/hostile/valid.dvf``.
+
 Property: ``diversify.load`` of any bytes either returns a ClusterMap that then answers lookups,
 members, ids and extras, or raises ``ArtifactError``. Anything else (another exception, a crash, a
 hang, memory beyond ``-rss_limit_mb``) is a finding: libFuzzer writes the input to ``crash-*``.
@@ -13,8 +17,11 @@ Add every finding to ``tests/hostile/make_hostile.py`` as a fixture once it is f
 from __future__ import annotations
 
 import os
+import struct
 import sys
 import tempfile
+import zlib
+from pathlib import Path
 
 import atheris
 
@@ -27,10 +34,24 @@ with atheris.instrument_imports():
 
 _DIR = tempfile.mkdtemp(prefix="dvf-atheris-")
 _PATH = os.path.join(_DIR, "x.dvf")
+_BASE = (Path(__file__).resolve().parent / "hostile" / "valid.dvf").read_bytes()
+_HLEN = struct.unpack_from("<Q", _BASE, 16)[0]
+_DATA = _BASE[-(-(24 + _HLEN) // 64) * 64 :]
+
+
+def _with_valid_crc(header: bytes) -> bytes:
+    """A container around fuzzed header bytes with a *correct* CRC and the base file's data, so
+    that mutations reach the header and table checks instead of stopping at the checksum."""
+    head = struct.pack("<8sHHIQ", _BASE[:8], 1, 0, zlib.crc32(header), len(header)) + header
+    return head + b"\0" * (-len(head) % 64) + _DATA
 
 
 def TestOneInput(data: bytes) -> None:  # noqa: N802 (libFuzzer's name)
-    mmap = bool(data[:1]) and data[0] & 1 == 1
+    # first byte: bit 0 -> mmap, bit 1 -> the rest is a header to wrap with a valid CRC
+    flags = data[0] if data else 0
+    mmap = bool(flags & 1)
+    if flags & 2:
+        data = _with_valid_crc(data[1:])
     with open(_PATH, "wb") as f:
         f.write(data)
     try:

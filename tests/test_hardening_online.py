@@ -9,6 +9,7 @@ import os
 import threading
 import time
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -117,6 +118,22 @@ def test_wrong_cluster_map_type_raises_under_every_policy():
 
 
 # ---------------------------------------------------------------------- fail-open: reload
+
+
+HOSTILE = Path(__file__).resolve().parent / "hostile"
+
+
+@pytest.mark.parametrize("fixture", ["trunc-array-lookup-key.dvf", "crc-lookup-key.dvf", "msgpack-recursion-bomb-100k.dvf",
+                                     "dtype-list.dvf", "header-len-u64-max.dvf", "table-4097-arrays.dvf"])
+def test_last_good_survives_hostile_artifacts_on_reload(paths, fixture, caplog):
+    """Whatever a hostile file makes the reader raise (even a reader bug), reload fails open."""
+    caplog.set_level(logging.WARNING, logger="diversify")
+    d = Diversifier(paths["A"], k=10, fetch_k=10, on_error="last_good")
+    assert d.reload(HOSTILE / fixture) == 0
+    assert d.wrap(search)("q").ids == EXPECT["A"]
+    assert d.stats()["load_errors"] == 1 and len(warnings_of(caplog)) == 1
+    d2 = Diversifier(HOSTILE / fixture, k=10, fetch_k=10, on_error="passthrough")
+    assert d2.wrap(search)("q").ids == UNDIVERSIFIED and d2.stats()["serving"] == "passthrough"
 
 
 def test_raise_policy_reload_keeps_old_and_counts(paths):

@@ -38,11 +38,18 @@ log = logging.getLogger("diversify")
 #: Policies for an artifact that cannot be loaded or read (see :class:`Diversifier`).
 ON_ERROR = ("raise", "last_good", "passthrough")
 
-# What counts as "the artifact failed" (as opposed to a programming error such as a wrong type):
-# ArtifactError (corrupt/hostile/missing file, a ValueError), other OSErrors (permissions, EIO),
-# MemoryError. Anything else from a *query-time* lookup is also absorbed when failing open: the
-# lookup object may be user-supplied.
-_LOAD_ERRORS = (ValueError, OSError, MemoryError)
+
+
+def _load_failed(exc: BaseException, cluster_map) -> bool:
+    """Is ``exc`` (raised by ``_load(cluster_map)``) an artifact failure rather than a programming error?
+
+    Loading a *path* can fail in any way a hostile or damaged file makes it fail (ArtifactError,
+    OSError, MemoryError, or a reader bug): all of those count. For an object or a mapping only
+    value/IO/memory errors count; a wrong type (InputTypeError) is the caller's mistake.
+    """
+    if isinstance(cluster_map, (str, os.PathLike)):
+        return isinstance(exc, Exception)
+    return isinstance(exc, (ValueError, OSError, MemoryError)) and not isinstance(exc, InputTypeError)
 
 
 class _State:
@@ -284,9 +291,9 @@ class Diversifier:
         else:
             try:
                 cm = _load(cluster_map)
-            except InputTypeError:
-                raise
-            except _LOAD_ERRORS as exc:
+            except Exception as exc:
+                if not _load_failed(exc, cluster_map):
+                    raise
                 self._note_load_error(exc, "at startup", "serving undiversified until a reload succeeds")
                 cm = None
         self._state = _State(cm, 0, str(getattr(cm, "fingerprint", "") or ""))
@@ -316,9 +323,9 @@ class Diversifier:
         """
         try:
             cm = _load(cluster_map)
-        except InputTypeError:
-            raise
-        except _LOAD_ERRORS as exc:
+        except Exception as exc:
+            if not _load_failed(exc, cluster_map):
+                raise
             if self.on_error == "raise":
                 with self._lock:
                     self._stats["load_errors"] += 1
