@@ -322,6 +322,39 @@ def measure(vec_path: str, n: int, dim: int, thresholds, timeout: float, extra=N
     return out
 
 
+def measure_scale(n: int, dim: int, thresholds, timeout: float, variants=("diversify",)) -> dict:
+    """Beyond what exact truth affords (n² cosines): diversify alone, timed, with recall over the
+    planted pairs (copy, its original) whose exact cosine is ≥ t — O(n) to check."""
+    vec_path, params = dataset(n, dim)
+    src = np.load(CACHE / f"src-n{n}.npy")
+    v = np.load(vec_path).astype(np.float64)
+    copies = np.flatnonzero(src != np.arange(n))
+    cos = np.einsum("ij,ij->i", v[copies], v[src[copies]])
+    del v
+    out = dict(n=n, dim=dim, corpus=params, tools={})
+    base = dict(vectors=vec_path, dim=dim)
+    for name in variants:
+        for t in thresholds:
+            log(f"{name} t={t} n={n:,} dim={dim} (scale, no all-pairs truth) ...")
+            r = _run_child(dict(base, tool="diversify", thresholds=[t], kwargs=VARIANTS[name]), timeout)
+            if r is None:
+                out["tools"].setdefault(str(t), {})[name] = dict(skipped=f"timed out after {timeout:.0f}s")
+                continue
+            meta, labs = r
+            lab = labs[str(t)]
+            pt = meta["per_threshold"][str(t)]
+            ok = cos >= t
+            row = {k: meta[k] for k in ("tool", "kwargs", "n", "dim", "loadavg_before", "loadavg_after", "cpu_s",
+                                         "rss_delta_mb", "rss_peak_mb", "vectors_mb", "peak_method")}
+            row.update(timings=pt["timings"], params=pt["params"], vectors_per_s=n / pt["timings"]["total"],
+                       planted_pairs_at_t=int(ok.sum()),
+                       planted_recall=float((lab[copies[ok]] == lab[src[copies[ok]]]).mean()) if ok.any() else None,
+                       clusters=int(np.unique(lab).size))
+            out["tools"].setdefault(str(t), {})[name] = row
+            log(f"  {pt['timings']['total']:.1f}s, planted recall {row['planted_recall']:.4f}")
+    return out
+
+
 # ------------------------------------------------------------------ real data (optional)
 
 def _mrpc():
@@ -449,7 +482,10 @@ def render_markdown(results: dict) -> str:
     v = env.get("versions", {})
     th = results.get("thresholds", list(THRESHOLDS))
     L = ["## Embedding route: diversify SimHash vs FAISS", ""]
-    L.append(f"Command: `{results.get('command', 'python -m benchmarks.peers_vectors')}` "
+    cmd = results.get("command", "python -m benchmarks.peers_vectors")
+    if results.get("command_real"):
+        cmd += "` then `" + results["command_real"]
+    L.append(f"Command: `{cmd}` "
              f"(writes `benchmarks/results/vectors.json`). Measured {results.get('created')} on "
              f"{env.get('cpu')} · {env.get('usable_cpus')} CPUs (numba threads {env.get('numba_threads')}, FAISS OpenMP "
              f"threads {env.get('faiss_omp_threads')}) · {env.get('memory_gb')} GB RAM · diversify "
@@ -481,6 +517,27 @@ def render_markdown(results: dict) -> str:
         L.append("")
         L += _table(run, th)
         L.append("")
+    sc = results.get("scale")
+    if sc:
+        L.append(f"### Scale: {sc['n']:,} vectors, dim {sc['dim']} (diversify only)")
+        L.append("")
+        L.append(f"Command: `{results.get('command_scale')}`. No all-pairs truth at this size (FAISS flat would be "
+                 "n²·d multiply-adds, about 100× the 100k run); recall is measured on the planted pairs (a copy and "
+                 "its original) whose exact cosine is ≥ t.")
+        L.append("")
+        L.append("| t | tool | time (s) | CPU s | vectors/s | peak RSS beyond input | candidates | planted pairs ≥ t | recall on them | clusters | load avg (1 min) |")
+        L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for t, tools in sc["tools"].items():
+            for name, r in tools.items():
+                if "skipped" in r:
+                    L.append(f"| {t} | {name} | skipped: {r['skipped']} |" + " |" * 9)
+                    continue
+                lsh = r["params"].get("lsh") or {}
+                L.append(f"| {t} | {name} (b={lsh.get('bands')}, r={lsh.get('rows')}) | {r['timings']['total']:.1f} | "
+                         f"{r['cpu_s']:.1f} | {_f(r['vectors_per_s'])} | {_f(r['rss_delta_mb'])} MiB | "
+                         f"{_f(r['params'].get('candidates'))} | {r['planted_pairs_at_t']:,} | {r['planted_recall']:.4f} | "
+                         f"{r['clusters']:,} | {r['loadavg_before'][0]:.1f} → {r['loadavg_after'][0]:.1f} |")
+        L.append("")
     real = results.get("real_mrpc")
     if real:
         L.append("### Real data: MRPC sentences embedded with all-MiniLM-L6-v2")
@@ -503,6 +560,11 @@ def render_markdown(results: dict) -> str:
 
 def _notes(results: dict) -> list[str]:
     L = ["Reading the table:", ""]
+    L.append("- Wall-clock times are on a shared 2-core machine at load average 7-10 (recorded per row): a process "
+             "got roughly a quarter to a half of the CPU it asked for, so compare **CPU seconds** between tools; "
+             "wall time mostly measures the neighbours.")
+    L.append("- FAISS flat 'candidates' are its range-search hits at the lower threshold, each vector's match with "
+             "itself included.")
     L.append("- FAISS flat range search is exact by construction (it *is* the truth up to float32 rounding at t), so "
              "its row is the quality ceiling; its cost is n² · d multiply-adds (BLAS), which is what LSH avoids as n grows.")
     L.append("- diversify's SimHash banding is chosen for recall at the threshold (S-curve); pairs well above t "
@@ -525,6 +587,9 @@ def main(argv=None) -> int:
     p.add_argument("--timeout", type=float, default=1800)
     p.add_argument("--no-real", action="store_true", help="skip the MRPC / MiniLM row")
     p.add_argument("--report", action="store_true", help="print the markdown section of the stored results")
+    p.add_argument("--real-only", action="store_true", help="add only the MRPC / MiniLM row to the stored results")
+    p.add_argument("--scale", type=int, nargs=2, metavar=("N", "DIM"),
+                   help="add a diversify-only scale row (no all-pairs truth) to the stored results, e.g. 1000000 64")
     p.add_argument("--job", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.job:
@@ -532,6 +597,23 @@ def main(argv=None) -> int:
         return 0
     if a.report:
         print(render_markdown(json.loads((RESULTS / "vectors.json").read_text())))
+        return 0
+    if a.scale:
+        path = RESULTS / "vectors.json"
+        scale = measure_scale(a.scale[0], a.scale[1], a.thresholds, a.timeout)
+        payload = json.loads(path.read_text())  # read after measuring: other rows may have been added meanwhile
+        payload["scale"] = scale
+        payload["command_scale"] = f"python -m benchmarks.peers_vectors --scale {a.scale[0]} {a.scale[1]}"
+        path.write_text(json.dumps(payload, indent=1, default=float))
+        print(render_markdown(payload))
+        return 0
+    if a.real_only:
+        path = RESULTS / "vectors.json"
+        payload = json.loads(path.read_text())
+        payload["real_mrpc"] = real_mrpc(a.thresholds, a.timeout)
+        payload["command_real"] = "python -m benchmarks.peers_vectors --real-only"
+        path.write_text(json.dumps(payload, indent=1, default=float))
+        print(render_markdown(payload))
         return 0
     if len(a.dims) != len(a.n):
         p.error("give one --dims value per --n value")

@@ -213,7 +213,7 @@ def render_markdown(results: dict) -> str:
                   f"implies b={p['lsh']['bands']}, r={p['lsh']['rows']}; at t = 0.8: P {a8['precision']:.3f}, "
                   f"R {a8['recall']:.3f}. MRPC paraphrases are rewordings, not copies: word-shingle Jaccard "
                   "separates them poorly" + (" — the F1 maximum is at the lowest threshold of the grid, where "
-                  "almost every pair counts as a duplicate" if b["threshold"] <= 0.05 + 1e-9 else "") +
+                  "sharing a few 5-word runs is enough" if b["threshold"] <= 0.05 + 1e-9 else "") +
                   ". A near-duplicate detector is not a paraphrase detector; this plot shows what `tune` reports, "
                   "not a threshold to use for dedup."]
         L.append("")
