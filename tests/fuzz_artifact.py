@@ -39,6 +39,11 @@ _HLEN = struct.unpack_from("<Q", _BASE, 16)[0]
 _DATA = _BASE[-(-(24 + _HLEN) // 64) * 64 :]
 
 
+# Reported bugs with an xfail(strict) fixture (tests/test_hardening_artifact.py BUGS): skipped so the
+# fuzzer looks for new ones. Remove an entry when its fix lands.
+KNOWN_BUGS = [("TypeError", "unhashable type")]
+
+
 def _with_valid_crc(header: bytes) -> bytes:
     """A container around fuzzed header bytes with a *correct* CRC and the base file's data, so
     that mutations reach the header and table checks instead of stopping at the checksum."""
@@ -65,6 +70,9 @@ def TestOneInput(data: bytes) -> None:  # noqa: N802 (libFuzzer's name)
             arr.sum()
     except ArtifactError:
         pass
+    except Exception as exc:
+        if not any(type(exc).__name__ == cls and text in str(exc) for cls, text in KNOWN_BUGS):
+            raise
 
 
 def main() -> None:
