@@ -388,6 +388,8 @@ def _plot_pr(curve, best, path):
 def cmd_demo(a) -> int:
     from .demo import run_demo
 
+    if a.n < 0:
+        raise DiversifyError(f"`--n` must be a number of documents >= 1; got {a.n}. The default 20000 runs in seconds.")
     return run_demo(n_docs=a.n, seed=a.seed, threshold=a.threshold)
 
 

@@ -243,5 +243,9 @@ def fingerprint(config: BuildConfig) -> str:
     builds whose fingerprints differ. ``incremental`` and ``representative`` do not change which
     documents cluster, but they are included anyway: the fingerprint is about the whole build.
     """
+    if not isinstance(config, BuildConfig):
+        raise ConfigError(
+            f"`config` must be a BuildConfig; got {type(config).__name__}. Wrap a dict as BuildConfig(**d)."
+        )
     payload = HASH_SCHEME + "|" + canonical_json(config)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()

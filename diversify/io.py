@@ -73,11 +73,11 @@ def _read_csv(path, id_field, text_field, key_field):
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
     delim = "\t" if path.lower().endswith(".tsv") else ","
     with open(path, newline="", encoding="utf-8", errors="strict") as f:
-        reader = csv.DictReader(f, delimiter=delim)
-        if reader.fieldnames is None or text_field not in reader.fieldnames:
-            raise _missing_field(text_field, "text", path, reader.fieldnames or [])
-        has_id = id_field in reader.fieldnames
         try:
+            reader = csv.DictReader(f, delimiter=delim)
+            if reader.fieldnames is None or text_field not in reader.fieldnames:
+                raise _missing_field(text_field, "text", path, reader.fieldnames or [])
+            has_id = id_field in reader.fieldnames
             for rowno, row in enumerate(reader):
                 key = float(row[key_field]) if key_field else None
                 yield (row[id_field] if has_id else rowno), row[text_field] or "", key
@@ -133,9 +133,16 @@ def read_vectors(path: str, ids_path: Optional[str] = None):
     return vecs, ids
 
 
+def _output_dir(path: str) -> str:
+    directory = os.path.dirname(os.path.abspath(path)) or "."
+    if not os.path.isdir(directory):
+        raise InputError(f"`--output` {path!r}: the directory {directory!r} does not exist. Create it first.")
+    return directory
+
+
 def atomic_write_text(path: str, write) -> None:
     """Call ``write(file)`` on a temp file next to ``path``, then rename it over ``path``."""
-    directory = os.path.dirname(os.path.abspath(path)) or "."
+    directory = _output_dir(path)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
@@ -173,7 +180,7 @@ def write_export(cmap, path: str, fmt: Optional[str] = None) -> int:
         pa = require("pyarrow", extra="parquet", purpose="Writing Parquet")
         pq = require("pyarrow.parquet", extra="parquet", purpose="Writing Parquet")
         table = pa.table({"id": ids, "cluster_id": clusters, "is_representative": reps})
-        directory = os.path.dirname(os.path.abspath(path)) or "."
+        directory = _output_dir(path)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
         os.close(fd)
         try:

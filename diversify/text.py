@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 
 from .config import TextConfig
-from .errors import InputTypeError
+from .errors import InputError, InputTypeError
 
 __all__ = ["normalize", "encode_batch", "Shingles", "shingle_hashes", "text_simhash"]
 
@@ -158,6 +158,12 @@ def sketch_oph_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, 
     return sigs, counts, lengths, exact
 
 
+def _check_texts(texts) -> list:
+    if isinstance(texts, (str, bytes)):
+        raise InputError("`texts` must be an iterable of documents, not one str. Wrap it: [text].")
+    return list(texts)
+
+
 def shingle_hashes(texts: Sequence[str], text_config: TextConfig | None = None, seed: int = 1) -> Shingles:
     """Shingle hashes of many documents (see the module docstring for the exact rule).
 
@@ -168,7 +174,7 @@ def shingle_hashes(texts: Sequence[str], text_config: TextConfig | None = None, 
     seed : int, the build seed (changes every shingle hash)
     """
     config = text_config or TextConfig()
-    texts = list(texts)
+    texts = _check_texts(texts)
     buf, offsets = encode_batch(texts)
     return shingle_buffer(buf, offsets, config, seed)
 
@@ -181,7 +187,7 @@ def text_simhash(texts: Sequence[str]) -> np.ndarray:
     """
     from ._kernels import text as kt
 
-    texts = list(texts)
+    texts = _check_texts(texts)
     buf, offsets = encode_batch(texts)
     out = np.empty(offsets.size - 1, dtype=np.uint64)
     kt.fill_unit_simhash(buf, offsets, _LOWER, _CLASSES, out)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import mmap as _mmap
 import os
+import stat
 import re
 import struct
 import tempfile
@@ -135,6 +136,15 @@ def _ext_hook(code: int, data: bytes) -> Any:
     raise ValueError(f"msgpack extension type {code} is not allowed")
 
 
+def _no_duplicate_keys(pairs):
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"duplicate map key {k!r} (readers could disagree on its value)")
+        out[k] = v
+    return out
+
+
 def _unpack_header(raw: bytes) -> dict:
     try:
         obj = msgpack.unpackb(
@@ -142,6 +152,7 @@ def _unpack_header(raw: bytes) -> dict:
             raw=False,
             strict_map_key=True,
             use_list=True,
+            object_pairs_hook=_no_duplicate_keys,
             ext_hook=_ext_hook,
             max_str_len=MAX_HEADER_BYTES,
             max_bin_len=MAX_HEADER_BYTES,
@@ -277,7 +288,18 @@ def write_container(path: str | os.PathLike, header: Mapping[str, Any], arrays: 
 
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".dvf", dir=directory)
+    if not os.path.isdir(directory):
+        raise ArtifactError(
+            f"cannot write the artifact to `path` {path!r}: the directory {directory!r} does not exist. "
+            "Create it first (e.g. mkdir -p) or choose another path."
+        )
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".dvf", dir=directory)
+    except OSError as exc:
+        raise ArtifactError(
+            f"cannot write the artifact to `path` {path!r}: {exc.strerror or exc} in directory {directory!r}. "
+            "Check its permissions and free space."
+        ) from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(prefix)
@@ -338,7 +360,7 @@ def _parse_table(path: str, header: dict, file_size: int, data_start: int) -> li
         if not isinstance(name, str) or not _NAME_RE.match(name) or name in seen:
             raise _fail(path, f"array table entry {i} has an invalid or repeated name {name!r}. The file is corrupt.")
         seen.add(name)
-        if code not in DTYPES:
+        if not isinstance(code, str) or code not in DTYPES:
             raise _fail(
                 path,
                 f"array {name!r} has dtype {code!r}, which is not in the allowed set {sorted(DTYPES)}. "
@@ -472,6 +494,16 @@ def read_container(
     """
     spath = os.fspath(path)
     try:
+        st = os.stat(spath)
+    except OSError as exc:
+        raise ArtifactNotFoundError(
+            f"artifact {spath!r}: cannot be opened ({exc.strerror or exc}). "
+            "Check the path, or build the artifact first (`diversify build`)."
+        ) from None
+    if not stat.S_ISREG(st.st_mode):
+        # a FIFO would block open() forever; devices and directories are never artifacts
+        raise ArtifactNotFoundError(f"artifact {spath!r}: is not a regular file. Pass the artifact file's path.")
+    try:
         f = open(spath, "rb")
     except OSError as exc:
         raise ArtifactNotFoundError(
@@ -480,8 +512,6 @@ def read_container(
         ) from None
     with f:
         try:
-            if not os.path.isfile(spath):
-                raise ArtifactNotFoundError(f"artifact {spath!r}: is not a regular file. Pass the artifact file's path.")
             file_size = os.fstat(f.fileno()).st_size
             prefix = f.read(PREFIX.size)
         except OSError as exc:
