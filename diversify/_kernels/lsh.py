@@ -156,8 +156,9 @@ def _verify(kind, a, b, mh, agree_lo, agree_hi, sh_indptr, sh_hashes, jacc_t, sh
 
 
 @kernel
-def link_sorted(perm, skeys, docs, stride, window, kind, mh, agree_lo, agree_hi, sh_indptr, sh_hashes, jacc_t,
-                sh, max_ham, vecs, cos_t, new_start, parent, flags, stage_bit, counters, deferred, n_deferred):
+def link_scan(perm, skeys, docs, stride, window, kind, mh, agree_lo, agree_hi, sh_indptr, sh_hashes, jacc_t,
+              sh, max_ham, vecs, cos_t, new_start, parent, flags, stage_bit, counters, deferred, n_deferred,
+              state, resumable):
     """Scan runs of equal keys, verify candidate pairs and union the accepted ones.
 
     Parameters
@@ -172,48 +173,79 @@ def link_sorted(perm, skeys, docs, stride, window, kind, mh, agree_lo, agree_hi,
     flags : uint8 (n,)     ``stage_bit`` is or-ed into both ends of every merging edge
     counters : int64 (3,)  += [candidate pairs, verifications, merges]
     deferred : int64 (cap, 2), n_deferred : int64 (1,)
-        borderline pairs (DEFER) are appended here instead of being joined; when the buffer is
-        full, a borderline pair is decided by the midpoint ``(agree_lo + agree_hi) / 2`` instead
+        borderline pairs (DEFER) are appended here instead of being joined
+    state : int64 (3,)     scan position (bucket start, x, y); start with [0, -1, -1]
+    resumable : bool       when the buffer is full: True -> save the position in ``state`` and
+                           return False (the caller decides the buffered pairs, empties the
+                           buffer and calls again); False -> decide by the midpoint estimate
+
+    Returns True when the scan is complete.
     """
     M = perm.size
-    i = 0
+    i = state[0]
+    x0 = state[1]
+    y0 = state[2]
     while i < M:
         j = i + 1
         while j < M and skeys[j] == skeys[i]:
             j += 1
         m = j - i
         if m >= 2:
-            for x in range(i, j):
+            xs = x0 if x0 >= i else i
+            for x in range(xs, j):
                 ub = j if m <= window else min(j, x + window)
                 a = docs[perm[x] // stride]
-                for y in range(x + 1, ub):
+                ys = y0 if (x == x0 and y0 > x) else x + 1
+                for y in range(ys, ub):
                     b = docs[perm[y] // stride]
                     if a == b or (a < new_start and b < new_start):
                         continue
-                    counters[0] += 1
                     ra = find(parent, a)
                     rb = find(parent, b)
                     if ra == rb:
+                        counters[0] += 1
                         continue
-                    counters[1] += 1
                     v = _verify(kind, a, b, mh, agree_lo, agree_hi, sh_indptr, sh_hashes, jacc_t, sh, max_ham, vecs, cos_t)
                     if v == DEFER:
                         if n_deferred[0] < deferred.shape[0]:
                             deferred[n_deferred[0], 0] = a
                             deferred[n_deferred[0], 1] = b
                             n_deferred[0] += 1
+                            counters[0] += 1
+                            counters[1] += 1
                             continue
+                        if resumable:
+                            state[0] = i
+                            state[1] = x
+                            state[2] = y
+                            return False
                         agree = 0
                         for t in range(mh.shape[1]):
                             if mh[a, t] == mh[b, t]:
                                 agree += 1
                         v = ACCEPT if 2 * agree >= agree_lo + agree_hi else REJECT
+                    counters[0] += 1
+                    counters[1] += 1
                     if v == ACCEPT:
                         union_roots(parent, ra, rb)
                         flags[a] |= stage_bit
                         flags[b] |= stage_bit
                         counters[2] += 1
+        x0 = -1
+        y0 = -1
         i = j
+    state[0] = M
+    return True
+
+
+@kernel
+def link_sorted(perm, skeys, docs, stride, window, kind, mh, agree_lo, agree_hi, sh_indptr, sh_hashes, jacc_t,
+                sh, max_ham, vecs, cos_t, new_start, parent, flags, stage_bit, counters, deferred, n_deferred):
+    """One-shot :func:`link_scan`: a full buffer decides further borderline pairs by the midpoint."""
+    state = np.array([0, -1, -1], dtype=np.int64)
+    link_scan(perm, skeys, docs, stride, window, kind, mh, agree_lo, agree_hi, sh_indptr, sh_hashes, jacc_t,
+              sh, max_ham, vecs, cos_t, new_start, parent, flags, stage_bit, counters, deferred, n_deferred,
+              state, False)
 
 
 @kernel

@@ -289,8 +289,8 @@ def _first_of_exact(exact: np.ndarray, eligible: np.ndarray) -> np.ndarray:
 
 def _link_keys(keymat: np.ndarray, docs: np.ndarray, window: int, kind: int, sk: Sketches, cfg: BuildConfig,
                new_start: int, parent: np.ndarray, flags: np.ndarray, stage_bit: int, counters: np.ndarray,
-               *, sims: Optional[np.ndarray] = None, max_ham: Optional[int] = None):
-    from .._kernels.lsh import link_sorted
+               *, sims: Optional[np.ndarray] = None, max_ham: Optional[int] = None, on_deferred=None):
+    from .._kernels.lsh import link_scan
 
     stride = keymat.shape[1] if keymat.ndim == 2 else 1
     flat = keymat.reshape(-1)
@@ -314,11 +314,25 @@ def _link_keys(keymat: np.ndarray, docs: np.ndarray, window: int, kind: int, sk:
         ct = cfg.simhash.threshold - 1e-12
     if override_ham is not None:
         max_ham = override_ham
-    deferred = np.empty((max(16, min(4_000_000, 4 * docs.size)), 2), dtype=np.int64)
+    # borderline pairs are buffered; when the buffer fills, the scan pauses, the caller decides
+    # them exactly, and the scan resumes where it stopped: memory stays bounded and every
+    # borderline pair gets the same (exact) decision whatever the buffer size or scan order
+    deferred = np.empty((_DEFER_CAPACITY, 2), dtype=np.int64)
     n_deferred = np.zeros(1, dtype=np.int64)
-    link_sorted(perm, skeys, docs, stride, window, kind, mh, agree_lo, agree_hi, shp, shh, jt, sims, max_ham, vecs, ct,
-                new_start, parent, flags, np.uint8(stage_bit), counters, deferred, n_deferred)
-    return deferred[: n_deferred[0]]
+    state = np.array([0, -1, -1], dtype=np.int64)
+    while True:
+        done = link_scan(perm, skeys, docs, stride, window, kind, mh, agree_lo, agree_hi, shp, shh, jt, sims, max_ham,
+                         vecs, ct, new_start, parent, flags, np.uint8(stage_bit), counters, deferred, n_deferred,
+                         state, on_deferred is not None)
+        if n_deferred[0] and on_deferred is not None:
+            on_deferred(deferred[: n_deferred[0]].copy())
+            n_deferred[0] = 0
+        if done:
+            return
+
+
+_DEFER_CAPACITY = 1 << 16  # borderline pairs buffered before the scan pauses for exact checks
+_EXACT_BATCH = 4096  # borderline pairs checked per batch of re-shingled documents
 
 
 def agreement_band(cfg: BuildConfig, *, auto: bool) -> tuple[int, int]:
@@ -347,13 +361,15 @@ def decide_deferred(pairs: np.ndarray, sk: Sketches, cfg: BuildConfig, parent: n
     off = sk.text_offset
     have = (pairs >= off).all(axis=1) if sk.texts is not None else np.zeros(len(pairs), bool)
     exact_pairs = pairs[have]
-    if exact_pairs.size:
-        docs, inv = np.unique(exact_pairs, return_inverse=True)
+    # in batches, so that only a bounded number of documents is re-shingled at a time
+    for lo in range(0, exact_pairs.shape[0], _EXACT_BATCH):
+        batch = exact_pairs[lo : lo + _EXACT_BATCH]
+        docs, inv = np.unique(batch, return_inverse=True)
         sh = shingle_hashes([sk.texts[int(d) - off] for d in docs], cfg.text, cfg.seed)
         indptr, hashes = _unique_shingles(sh)
         rows = inv.reshape(-1, 2).astype(np.int64)
-        link_pairs_exact(exact_pairs, rows, indptr, hashes, cfg.minhash.threshold, parent, flags, np.uint8(STAGE_MINHASH),
-                         counters)
+        link_pairs_exact(np.ascontiguousarray(batch), rows, indptr, hashes, cfg.minhash.threshold, parent, flags,
+                         np.uint8(STAGE_MINHASH), counters)
     rest = pairs[~have]
     if rest.size:
         lo, hi = agreement_band(cfg, auto=True)
@@ -396,9 +412,14 @@ def link(sk: Sketches, config: BuildConfig, parent: np.ndarray, flags: np.ndarra
         kl.fill_minhash_band_keys(sk.minhash, docs, p.rows, seed_h, keys)
         kind = kl.KIND_MINHASH_EXACT if config.minhash.verify == "exact" else kl.KIND_MINHASH_ESTIMATE
         counters = np.zeros(3, dtype=np.int64)
-        deferred = _link_keys(keys, docs, config.bucket_window, kind, sk, config, new_start, parent, flags, STAGE_MINHASH,
-                              counters)
-        n_exact = decide_deferred(deferred, sk, config, parent, flags, counters)
+        n_exact = [0]
+
+        def on_deferred(pairs):
+            n_exact[0] += decide_deferred(pairs, sk, config, parent, flags, counters)
+
+        _link_keys(keys, docs, config.bucket_window, kind, sk, config, new_start, parent, flags, STAGE_MINHASH,
+                   counters, on_deferred=on_deferred)
+        n_exact = n_exact[0]
         _record(stats, "minhash", counters)
         stats.exact_checks["minhash"] = n_exact
         stats.lsh["minhash"] = p.as_dict()
