@@ -60,6 +60,9 @@ def _add_input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--encoding-errors", choices=["strict", "replace"], default="strict", help="non-UTF-8 bytes in text files")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--chunk-size", type=int, default=16384, help="documents per processing chunk")
+    p.add_argument("--stream", action="store_true",
+                   help="stream the input instead of holding the texts in memory; borderline pairs are then decided "
+                        "by the MinHash estimate instead of exact Jaccard")
 
 
 def _streams(a):
@@ -79,6 +82,16 @@ def _streams(a):
     keys: Optional[list] = [] if a.key_field else None
     records = read_records(a.input, fmt=a.format, id_field=a.id_field, text_field=a.text_field, key_field=a.key_field,
                            encoding_errors=a.encoding_errors)
+
+    if not getattr(a, "stream", False):
+        # texts in memory: verify="auto" can re-read borderline documents for an exact check
+        recs = list(records)
+        texts = [r[1] for r in recs]
+        ids = [r[0] for r in recs]
+        if keys is not None:
+            keys.extend(r[2] for r in recs)
+        del recs
+        return texts, ids, keys, vectors
 
     def tap(recs):
         for r in recs:
