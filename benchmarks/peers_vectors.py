@@ -564,9 +564,9 @@ def render_markdown(results: dict) -> str:
 
 def _notes(results: dict) -> list[str]:
     L = ["Reading the table:", ""]
-    L.append("- Wall-clock times are on a shared 2-core machine at load average 7-10 (recorded per row): a process "
-             "got roughly a quarter to a half of the CPU it asked for, so compare **CPU seconds** between tools; "
-             "wall time mostly measures the neighbours.")
+    L.append("- Wall-clock times are on a shared 2-core machine at load average 2-10 (recorded per row, other people's "
+             "benchmarks and tests running): a process often got a quarter to a half of the CPU it asked for, so "
+             "compare **CPU seconds** between tools; wall time partly measures the neighbours.")
     L.append("- FAISS flat 'candidates' are its range-search hits at the lower threshold, each vector's match with "
              "itself included.")
     L.append("- FAISS flat range search is exact by construction (it *is* the truth up to float32 rounding at t), so "
@@ -575,8 +575,10 @@ def _notes(results: dict) -> list[str]:
              "(planted copies at ≈ 0.98) are found with probability ≈ 1, pairs just above t can be missed — that, not "
              "verification, is where its recall below 1 comes from (verification is exact cosine, so precision loss "
              "comes only from transitive closure, which every union-find row shares).")
-    L.append("- `pigeonhole=True` guarantees every pair within the Hamming radius shares a band, at the price of "
-             "radius+1 short bands: many more candidates, hence its size limit here.")
+    L.append("- `pigeonhole=True` guarantees that every pair within the threshold's Hamming radius shares a band, at "
+             "the price of radius+1 short bands: many more candidates, hence its size limit here. The guarantee is "
+             "about the *estimated* cosine: a pair whose exact cosine is ≥ t but whose 256-bit signatures differ in "
+             "more bits than the radius can still be missed, so its recall can stay below 1.")
     real = results.get("real_mrpc") or {}
     if "tools" in real:
         fl = real["tools"].get("0.9", {}).get("FAISS IndexFlatIP range search", {})
