@@ -405,7 +405,9 @@ def render_markdown(results: dict) -> str:
                              f"{e['f1']:.4f} | {lb['precision']:.3f} | {lb['recall']:.3f} | {lb['f1']:.3f} | "
                              f"{r['loadavg_before'][0]:.1f} |")
             L.append("")
-            L.append("Truth pairs: " + ", ".join(f"t={t}: {b['truth_pairs']:,}" for t, b in m["results"].items()) + ".")
+            L.append("Truth pairs: " + ", ".join(f"t={t}: {b['truth_pairs']:,}" for t, b in m["results"].items()) +
+                     ". simhash has no threshold, so each k is run once and the same clustering is scored at both t. "
+                     "MRPC timings are in-process wall clock (no separate peak-RSS measurement).")
         L.append("")
     L += [
         "Reading the tables:",
@@ -416,6 +418,9 @@ def render_markdown(results: dict) -> str:
         "near-verbatim copies (high precision, low recall), and matching J = 0.8 needs k ≈ 10, where the 6-bit blocks "
         "make large buckets that its pure-Python index scans pair by pair. Its decision is a Hamming estimate from 64 "
         "bits, so near the threshold it is noisy in both directions.",
+        "- Peak RSS: diversify and simhash rows are measured beyond the loaded texts in a fresh process (VmHWM reset); "
+        "text-dedup's is the largest single process of its CLI run (`/usr/bin/time -v`), texts included, its "
+        "worker processes not summed; its CPU seconds include the workers.",
         "- text-dedup's `minhash` merges every pair that shares one LSH bucket, with no verification, using "
         "datasketch's (b, r) choice with equal weights, and runs as a `datasets` pipeline (Arrow files, `num_proc` "
         "worker processes); its time includes loading and writing the deduplicated dataset.",
