@@ -158,6 +158,26 @@ def sketch_oph_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, 
     return sigs, counts, lengths, exact
 
 
+def sorted_unique_shingles(texts: Sequence[str], config: TextConfig, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each document's distinct shingle hashes, sorted, in one pass: (starts, counts, hashes).
+
+    Document i's set is ``hashes[starts[i]:starts[i] + counts[i]]``.
+    """
+    from ._kernels import text as kt
+
+    buf, offsets = encode_batch(texts)
+    n = offsets.size - 1
+    mode = kt.WORD if config.shingle == "word" else kt.CHAR
+    # a document of b bytes has at most max(b, 1) shingles (words need a separator; code points a byte)
+    room = np.maximum(np.diff(offsets), 1) if mode == kt.CHAR else np.diff(offsets) // 2 + 1
+    starts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(room, out=starts[1:])
+    hashes = np.empty(int(starts[-1]), dtype=np.uint64)
+    counts = np.empty(n, dtype=np.int64)
+    kt.fill_sorted_unique(buf, offsets, mode, config.k, _seed_hash(seed), _LOWER, _CLASSES, starts, hashes, counts)
+    return starts[:-1], counts, hashes
+
+
 def _check_texts(texts) -> list:
     if isinstance(texts, (str, bytes)):
         raise InputError("`texts` must be an iterable of documents, not one str. Wrap it: [text].")

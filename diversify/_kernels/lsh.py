@@ -286,3 +286,23 @@ def link_pairs_accept(pairs, parent, flags, stage_bit, counters):
         flags[a] |= stage_bit
         flags[b] |= stage_bit
         counters[2] += 1
+
+
+@kernel
+def link_pairs_exact_rows(pairs, rows, starts, counts, hashes, jacc_t, parent, flags, stage_bit, counters):
+    """:func:`link_pairs_exact` over rows laid out as ``hashes[starts[r]:starts[r]+counts[r]]``."""
+    for t in range(pairs.shape[0]):
+        a = pairs[t, 0]
+        b = pairs[t, 1]
+        ra = find(parent, a)
+        rb = find(parent, b)
+        if ra == rb:
+            continue
+        counters[1] += 1
+        x = rows[t, 0]
+        y = rows[t, 1]
+        if _jaccard_sorted(hashes, starts[x], starts[x] + counts[x], starts[y], starts[y] + counts[y]) >= jacc_t:
+            union_roots(parent, ra, rb)
+            flags[a] |= stage_bit
+            flags[b] |= stage_bit
+            counters[2] += 1

@@ -325,3 +325,33 @@ def fill_unit_simhash(buf, offsets, lower, classes, out):
                 if acc[bit] > 0:
                     fp |= np.uint64(1) << np.uint64(bit)
             out[i] = fp
+
+
+@kernel(parallel=True)
+def fill_sorted_unique(buf, offsets, mode, k, seed_h, lower, classes, starts, out, counts):
+    """One pass per document: its shingles, sorted and deduplicated, at ``out[starts[i]:starts[i]+counts[i]]``.
+
+    ``starts`` must leave room for every shingle (a document of b bytes has at most b shingles).
+    Used for exact Jaccard checks of a few documents without the two-pass CSR layout.
+    """
+    n = offsets.size - 1
+    bk1 = _pow(ROLL_BASE, k)
+    nblocks = (n + _BLOCK - 1) // _BLOCK
+    for blk in numba.prange(nblocks):
+        ring = np.empty(k, dtype=np.uint64)
+        sig = np.empty(1, dtype=np.uint32)
+        filled = np.empty(1, dtype=np.bool_)
+        for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
+            lo = starts[i]
+            e, _, _ = _pass(buf, offsets[i], offsets[i + 1], mode, k, seed_h, lower, classes, ring, bk1,
+                            SINK_CSR, out, lo, sig, filled, np.uint64(0))
+            if e == 0:
+                counts[i] = 0
+                continue
+            out[lo : lo + e] = np.sort(out[lo : lo + e])
+            w = lo + 1
+            for t in range(lo + 1, lo + e):
+                if out[t] != out[w - 1]:
+                    out[w] = out[t]
+                    w += 1
+            counts[i] = w - lo

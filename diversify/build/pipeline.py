@@ -351,8 +351,8 @@ def agreement_band(cfg: BuildConfig, *, auto: bool) -> tuple[int, int]:
 def decide_deferred(pairs: np.ndarray, sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray,
                     counters: np.ndarray) -> int:
     """Exact Jaccard for borderline pairs whose texts are at hand; the estimate decides the rest."""
-    from .._kernels.lsh import link_pairs_accept, link_pairs_exact
-    from ..text import shingle_hashes
+    from .._kernels.lsh import link_pairs_accept, link_pairs_exact_rows
+    from ..text import sorted_unique_shingles
 
     if pairs.size == 0:
         return 0
@@ -365,11 +365,10 @@ def decide_deferred(pairs: np.ndarray, sk: Sketches, cfg: BuildConfig, parent: n
     for lo in range(0, exact_pairs.shape[0], _EXACT_BATCH):
         batch = exact_pairs[lo : lo + _EXACT_BATCH]
         docs, inv = np.unique(batch, return_inverse=True)
-        sh = shingle_hashes([sk.texts[int(d) - off] for d in docs], cfg.text, cfg.seed)
-        indptr, hashes = _unique_shingles(sh)
+        starts, counts, hashes = sorted_unique_shingles([sk.texts[int(d) - off] for d in docs], cfg.text, cfg.seed)
         rows = inv.reshape(-1, 2).astype(np.int64)
-        link_pairs_exact(np.ascontiguousarray(batch), rows, indptr, hashes, cfg.minhash.threshold, parent, flags,
-                         np.uint8(STAGE_MINHASH), counters)
+        link_pairs_exact_rows(np.ascontiguousarray(batch), rows, starts, counts, hashes, cfg.minhash.threshold, parent,
+                              flags, np.uint8(STAGE_MINHASH), counters)
     rest = pairs[~have]
     if rest.size:
         lo, hi = agreement_band(cfg, auto=True)
