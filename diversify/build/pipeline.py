@@ -289,12 +289,18 @@ def _first_of_exact(exact: np.ndarray, eligible: np.ndarray) -> np.ndarray:
 
 def _link_keys(keymat: np.ndarray, docs: np.ndarray, window: int, kind: int, sk: Sketches, cfg: BuildConfig,
                new_start: int, parent: np.ndarray, flags: np.ndarray, stage_bit: int, counters: np.ndarray,
-               *, sims: Optional[np.ndarray] = None, max_ham: Optional[int] = None, on_deferred=None):
+               *, sims: Optional[np.ndarray] = None, max_ham: Optional[int] = None, on_deferred=None,
+               order_by: Optional[np.ndarray] = None):
     from .._kernels.lsh import link_scan
 
     stride = keymat.shape[1] if keymat.ndim == 2 else 1
     flat = keymat.reshape(-1)
-    perm = np.argsort(flat, kind="stable").astype(np.int64)
+    if order_by is None:
+        perm = np.argsort(flat, kind="stable").astype(np.int64)
+    else:
+        # inside a bucket, order members by a second key (e.g. the first word of their SimHash
+        # signature) so that the sliding window of a giant bucket compares similar members
+        perm = np.lexsort((np.repeat(order_by, stride), flat)).astype(np.int64)
     skeys = flat[perm]
     mh = sk.minhash if sk.minhash is not None else np.zeros((1, 1), np.uint32)
     shp = sk.sh_indptr if sk.sh_indptr is not None else np.zeros(1, np.int64)
@@ -452,7 +458,8 @@ def link(sk: Sketches, config: BuildConfig, parent: np.ndarray, flags: np.ndarra
         kl.fill_simhash_band_keys(sk.simhash, docs, sc.bits, starts, np.uint64(seed_h ^ np.uint64(0x53494D)), keys)
         kind = kl.KIND_SIMHASH_EXACT if sc.verify == "exact" else kl.KIND_SIMHASH_ESTIMATE
         counters = np.zeros(3, dtype=np.int64)
-        _link_keys(keys, docs, config.bucket_window, kind, sk, config, new_start, parent, flags, STAGE_SIMHASH, counters)
+        _link_keys(keys, docs, config.bucket_window, kind, sk, config, new_start, parent, flags, STAGE_SIMHASH, counters,
+                   order_by=sk.simhash[docs, 0])
         _record(stats, "simhash", counters)
         d = p.as_dict()
         d["families"] = sc.families
