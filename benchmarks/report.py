@@ -207,6 +207,7 @@ OTHER_SECTIONS = (
     ("peers_vectors", RESULTS / "vectors.json"),
     ("peers_simhash", RESULTS / "simhash_text.json"),
     ("online", RESULTS / "online.json"),
+    ("retrieval", RESULTS / "retrieval.json"),
     ("plots", HERE / "plots" / "plots.json"),
 )
 
