@@ -255,21 +255,8 @@ def link_pairs_exact(pairs, rows, sh_indptr, sh_hashes, jacc_t, parent, flags, s
     pairs : int64 (m, 2) documents; rows : int64 (m, 2) their rows in the CSR ``sh_*`` arrays
     counters : int64 (3,) += [0, exact verifications, merges]
     """
-    for t in range(pairs.shape[0]):
-        a = pairs[t, 0]
-        b = pairs[t, 1]
-        ra = find(parent, a)
-        rb = find(parent, b)
-        if ra == rb:
-            continue
-        counters[1] += 1
-        x = rows[t, 0]
-        y = rows[t, 1]
-        if _jaccard_sorted(sh_hashes, sh_indptr[x], sh_indptr[x + 1], sh_indptr[y], sh_indptr[y + 1]) >= jacc_t:
-            union_roots(parent, ra, rb)
-            flags[a] |= stage_bit
-            flags[b] |= stage_bit
-            counters[2] += 1
+    link_pairs_exact_rows(pairs, rows, sh_indptr[:-1], sh_indptr[1:] - sh_indptr[:-1], sh_hashes, jacc_t, parent,
+                          flags, stage_bit, counters)
 
 
 @kernel
