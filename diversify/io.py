@@ -3,6 +3,7 @@ and writing per-document exports. Everything streams record by record; writes ar
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -140,15 +141,13 @@ def _output_dir(path: str) -> str:
     return directory
 
 
-def atomic_write_text(path: str, write) -> None:
-    """Call ``write(file)`` on a temp file next to ``path``, then rename it over ``path``."""
-    directory = _output_dir(path)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+@contextlib.contextmanager
+def _atomic_target(path: str):
+    """Yield a temp path next to ``path``; on success it is renamed over ``path``, on failure removed."""
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=_output_dir(path))
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
+        yield tmp
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -156,6 +155,15 @@ def atomic_write_text(path: str, write) -> None:
         except OSError:
             pass
         raise
+
+
+def atomic_write_text(path: str, write) -> None:
+    """Call ``write(file)`` on a temp file next to ``path``, then rename it over ``path``."""
+    with _atomic_target(path) as tmp:
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
 
 
 def write_export(cmap, path: str, fmt: Optional[str] = None) -> int:
@@ -180,16 +188,8 @@ def write_export(cmap, path: str, fmt: Optional[str] = None) -> int:
         pa = require("pyarrow", extra="parquet", purpose="Writing Parquet")
         pq = require("pyarrow.parquet", extra="parquet", purpose="Writing Parquet")
         table = pa.table({"id": ids, "cluster_id": clusters, "is_representative": reps})
-        directory = _output_dir(path)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-        os.close(fd)
-        try:
+        with _atomic_target(path) as tmp:
             pq.write_table(table, tmp)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
     else:
         raise InputError(f"export format must be jsonl, csv or parquet; got {fmt!r}.")
     return len(ids)

@@ -618,10 +618,10 @@ class Diversifier:
                 ask, exclude = req
                 try:
                     raw = fn(query, ask, exclude) if supports_exclude else fn(query, ask)
+                except StoreError:
+                    raise
                 except Exception as exc:
-                    if isinstance(exc, StoreError):
-                        raise
-                    raise StoreError(f"the wrapped search failed with {type(exc).__name__}: {exc}") from exc
+                    raise _as_store_error(exc) from exc
                 try:
                     req = gen.send(raw)
                 except StopIteration as stop:
@@ -650,10 +650,10 @@ class Diversifier:
                     raw = fn(query, ask, exclude) if supports_exclude else fn(query, ask)
                     if inspect.isawaitable(raw):
                         raw = await raw
+                except StoreError:
+                    raise
                 except Exception as exc:
-                    if isinstance(exc, StoreError):
-                        raise
-                    raise StoreError(f"the wrapped search failed with {type(exc).__name__}: {exc}") from exc
+                    raise _as_store_error(exc) from exc
                 try:
                     req = gen.send(raw)
                 except StopIteration as stop:
@@ -765,3 +765,8 @@ class Diversifier:
                      generation=state.generation)
         self._record(out, size)
         return out
+
+
+def _as_store_error(exc: Exception) -> StoreError:
+    """A failure of the wrapped search, as the StoreError the caller sees."""
+    return StoreError(f"the wrapped search failed with {type(exc).__name__}: {exc}")
