@@ -1,0 +1,7 @@
+"""``python -m diversify``: the command line."""
+
+import sys
+
+from diversify.cli import main
+
+sys.exit(main())
