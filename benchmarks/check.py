@@ -25,7 +25,7 @@ EDGE_TEXTS = [
 
 
 def check_join(seeds=range(3)) -> None:
-    from diversify.datagen import generate_corpus
+    from diversify.corpus.datagen import generate_corpus
 
     from .reference import ShingleHasher
     from .truth import brute_force, similarity_join

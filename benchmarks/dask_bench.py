@@ -10,7 +10,7 @@ What it does
 1. Generates the corpus once (``diversify.datagen.generate_corpus``: planted near-duplicates) and
    writes it as Parquet files of ``--file-docs`` documents to ``benchmarks/.cache/dask/`` (git-ignored).
 2. Local build at k cores: a subprocess with ``NUMBA_NUM_THREADS=k`` reads the same Parquet files
-   into a list and runs ``diversify.build.build`` (after a warm-up build for the JIT). Wall time
+   into a list and runs ``diversify.build`` (after a warm-up build for the JIT). Wall time
    and peak RSS (``ru_maxrss``) are recorded; cluster ids are saved for the equality check.
 3. Dask build with k worker processes: ``LocalCluster(n_workers=k, threads_per_worker=1)`` with
    ``NUMBA_NUM_THREADS=1`` in every worker (one core each), reading the Parquet glob. Wall time,
@@ -47,7 +47,7 @@ def corpus_dir(n: int, words: int, dup: float, file_docs: int, seed: int) -> Pat
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from diversify.datagen import generate_corpus
+    from diversify.corpus.datagen import generate_corpus
 
     d.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -74,7 +74,7 @@ _LOCAL = r"""
 import json, os, resource, sys, time
 import numpy as np, pyarrow.parquet as pq
 from pathlib import Path
-from diversify.build import build
+from diversify import build
 d = Path(sys.argv[1]); out = sys.argv[2]
 files = sorted(d.glob("*.parquet"))
 t0 = time.perf_counter()
@@ -119,7 +119,7 @@ def run_dask(d: Path, workers: int, shuffle_method, local_ids: str) -> dict:
 
     import distributed
 
-    from diversify.build.dask_engine import build_dask
+    from diversify.engines.dask.engine import build_dask
 
     cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                        dashboard_address=None, silence_logs=logging.ERROR)

@@ -144,7 +144,7 @@ def _redundancy(ids, cluster_of):
 
 def _setup(workdir):
     import diversify
-    from diversify.datagen import generate_corpus, generate_vectors
+    from diversify.corpus.datagen import generate_corpus, generate_vectors
     from diversify.stores import NumpyStore
 
     params = dict(CORPUS)
@@ -510,7 +510,7 @@ def _artifact_from_arrays(n, path, template):
 
 def _memory(s, workdir, sizes=(100_000, 1_000_000)):
     import diversify
-    from diversify.datagen import generate_corpus
+    from diversify.corpus.datagen import generate_corpus
 
     out = {}
     for n in sizes:

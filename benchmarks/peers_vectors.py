@@ -71,7 +71,7 @@ def dataset(n: int, dim: int) -> tuple[str, dict]:
     path = CACHE / f"{tag}.npy"
     params = dict(n_docs=n, dim=dim, **CORPUS, vectors=dict(VECTORS))
     if not path.exists():
-        from diversify.datagen import generate_corpus, generate_vectors
+        from diversify.corpus.datagen import generate_corpus, generate_vectors
 
         t = time.perf_counter()
         c = generate_corpus(n, **CORPUS)

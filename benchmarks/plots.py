@@ -35,7 +35,7 @@ def _plt():
 
 def s_curve(path: Path) -> dict:
     from diversify.config import MinHashConfig
-    from diversify.lsh import candidate_probability, optimal_params
+    from diversify.linking.bands import candidate_probability, optimal_params
 
     m = MinHashConfig()
     ours = optimal_params(THRESHOLD, NUM_PERM, m.false_positive_weight, m.false_negative_weight)
@@ -100,7 +100,7 @@ def pr_plot(path: Path) -> dict:
         return dict(skipped=f"{DATA / 'mrpc'} not found")
     from diversify.config import MinHashConfig
     from diversify.evaluate import best_threshold, jaccard_pairs, pr_curve
-    from diversify.lsh import optimal_params
+    from diversify.linking.bands import optimal_params
 
     a, b, y = _mrpc_pairs()
     scores = jaccard_pairs(a, b)
@@ -144,7 +144,7 @@ def pr_plot(path: Path) -> dict:
 
 def cluster_hist(path: Path) -> dict:
     import diversify
-    from diversify.datagen import generate_corpus
+    from diversify.corpus.datagen import generate_corpus
 
     t0 = time.perf_counter()
     c = generate_corpus(HIST_N, **HIST_CORPUS)

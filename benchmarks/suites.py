@@ -52,7 +52,7 @@ def corpus_file(n: int, params: dict = CORPUS) -> str:
         code = f"from benchmarks.suites import corpus_file; corpus_file({n}, {params!r})"
         subprocess.run([sys.executable, "-c", code], check=True, cwd=os.getcwd(), env=env)
         return prefix
-    from diversify.datagen import generate_corpus
+    from diversify.corpus.datagen import generate_corpus
 
     t = time.perf_counter()
     c = generate_corpus(n, **params)

@@ -150,7 +150,7 @@ def run_diversify(texts, ids, *, num_perm=128, threshold=0.8, **minhash_kwargs) 
 
 def warm_up(tool: str, **kwargs) -> None:
     """Compile JIT code and load libraries on a small corpus before anything is measured."""
-    from diversify.datagen import generate_corpus
+    from diversify.corpus.datagen import generate_corpus
 
     c = generate_corpus(300, words_per_doc=80, dup_fraction=0.3, seed=99)
     RUNNERS[tool](c.texts, c.ids, **kwargs)

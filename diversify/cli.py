@@ -67,7 +67,7 @@ def _add_input_args(p: argparse.ArgumentParser) -> None:
 
 def _streams(a):
     """(texts, ids, keys, vectors) for build/add from the CLI input arguments."""
-    from .io import read_records, read_vectors
+    from .corpus.readers import read_records, read_vectors
 
     vectors = None
     vec_ids = None
@@ -232,7 +232,7 @@ def cmd_stats(a) -> int:
 
 def cmd_export(a) -> int:
     from .artifact import load
-    from .io import write_export
+    from .corpus.export import write_export
 
     cm = load(a.artifact)
     n = write_export(cm, a.output, a.format)
@@ -270,7 +270,7 @@ def _cluster_ids_for(a):
         return cm.lookup
     if not a.corpus:
         raise DiversifyError("`eval` needs an ARTIFACT or --corpus FILE to build from. See --help.")
-    from .io import read_records
+    from .corpus.readers import read_records
 
     recs = list(read_records(a.corpus, id_field=a.id_field, text_field=a.text_field))
     res = diversify.build([r[1] for r in recs], ids=[r[0] for r in recs], config=_config_from_args(a))
@@ -279,7 +279,7 @@ def _cluster_ids_for(a):
 
 def cmd_eval(a) -> int:
     from .evaluate import clustering_metrics, pair_metrics
-    from .io import column, read_table
+    from .corpus.readers import column, read_table
 
     lookup = _cluster_ids_for(a)
     if bool(a.pairs) == bool(a.labels):
@@ -331,8 +331,8 @@ def _coerce_ids(values):
 def cmd_tune(a) -> int:
     from .config import TextConfig
     from .evaluate import best_threshold, jaccard_pairs, pr_curve
-    from .io import column, read_table, read_records
-    from .lsh import optimal_params
+    from .corpus.readers import column, read_table, read_records
+    from .linking.bands import optimal_params
 
     rows = read_table(a.pairs, _columns(a))
     gold = _labels_to_bool(column(rows, a.label, a.pairs), a.positive_min)

@@ -15,6 +15,7 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
+from .hashing import HASH_SCHEME
 
 __all__ = [
     "TextConfig",
@@ -27,7 +28,6 @@ __all__ = [
 ]
 
 #: Name of the hash scheme; recorded in every artifact. Changing any hash is a new scheme.
-HASH_SCHEME = "diversify-fnv1a-splitmix64-v1"
 
 
 class _Frozen(BaseModel):

@@ -34,7 +34,7 @@ def run_demo(*, n_docs: int = 20000, seed: int = 0, threshold: float = 0.8, quer
 
     import diversify
     from diversify.config import BuildConfig, MinHashConfig
-    from diversify.datagen import generate_corpus, generate_vectors
+    from diversify.corpus.datagen import generate_corpus, generate_vectors
     from diversify.online import Hit, select
     from diversify.text import shingle_hashes
 

@@ -29,8 +29,10 @@ import numpy as np
 
 from .config import TextConfig
 from .errors import InputError, InputTypeError
+from .hashing import minhash_seed, seed_hash
 
-__all__ = ["normalize", "encode_batch", "Shingles", "shingle_hashes", "text_simhash"]
+__all__ = ["normalize", "encode_batch", "Shingles", "shingle_hashes", "shingle_buffer", "sketch_oph_buffer",
+           "sorted_unique_shingles", "text_simhash", "text_simhash_buffer"]
 
 _LOWER = np.arange(256, dtype=np.uint8)
 _LOWER[ord("A") : ord("Z") + 1] += 32
@@ -114,12 +116,6 @@ class Shingles:
         return self.hashes[self.indptr[i] : self.indptr[i + 1]]
 
 
-def _seed_hash(seed: int) -> np.uint64:
-    from ._kernels._common import fmix64
-
-    return np.uint64(fmix64(np.uint64(seed)))
-
-
 def shingle_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, seed: int) -> Shingles:
     """Shingle an already encoded batch (see :func:`encode_batch`)."""
     from ._kernels import text as kt
@@ -129,7 +125,7 @@ def shingle_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, see
     counts = np.empty(n, dtype=np.int64)
     lengths = np.empty(n, dtype=np.uint32)
     exact = np.empty(n, dtype=np.uint64)
-    seed_h = _seed_hash(seed)
+    seed_h = seed_hash(seed)
     kt.scan_docs(buf, offsets, mode, config.k, seed_h, _LOWER, _CLASSES, counts, lengths, exact)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
@@ -145,7 +141,6 @@ def sketch_oph_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, 
     Bit-identical to ``minhash_signatures(shingle_buffer(...), method="oph")``.
     """
     from ._kernels import text as kt
-    from .minhash import mixed_seed
 
     n = offsets.size - 1
     mode = kt.WORD if config.shingle == "word" else kt.CHAR
@@ -153,7 +148,7 @@ def sketch_oph_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, 
     lengths = np.empty(n, dtype=np.uint32)
     exact = np.empty(n, dtype=np.uint64)
     sigs = np.empty((n, num_perm), dtype=np.uint32)
-    kt.sketch_oph(buf, offsets, mode, config.k, _seed_hash(seed), _LOWER, _CLASSES, mixed_seed(seed), counts, lengths,
+    kt.sketch_oph(buf, offsets, mode, config.k, seed_hash(seed), _LOWER, _CLASSES, minhash_seed(seed), counts, lengths,
                   exact, sigs)
     return sigs, counts, lengths, exact
 
@@ -174,7 +169,7 @@ def sorted_unique_shingles(texts: Sequence[str], config: TextConfig, seed: int) 
     np.cumsum(room, out=starts[1:])
     hashes = np.empty(int(starts[-1]), dtype=np.uint64)
     counts = np.empty(n, dtype=np.int64)
-    kt.fill_sorted_unique(buf, offsets, mode, config.k, _seed_hash(seed), _LOWER, _CLASSES, starts, hashes, counts)
+    kt.fill_sorted_unique(buf, offsets, mode, config.k, seed_hash(seed), _LOWER, _CLASSES, starts, hashes, counts)
     return starts[:-1], counts, hashes
 
 
@@ -209,6 +204,13 @@ def text_simhash(texts: Sequence[str]) -> np.ndarray:
 
     texts = _check_texts(texts)
     buf, offsets = encode_batch(texts)
+    return text_simhash_buffer(buf, offsets)
+
+
+def text_simhash_buffer(buf: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """:func:`text_simhash` of an already encoded batch (see :func:`encode_batch`): uint64 (n,)."""
+    from ._kernels import text as kt
+
     out = np.empty(offsets.size - 1, dtype=np.uint64)
     kt.fill_unit_simhash(buf, offsets, _LOWER, _CLASSES, out)
     return out

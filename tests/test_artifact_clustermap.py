@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import diversify
-from diversify._ids import ID_KEY_SCHEME, id_key, id_keys, query_keys
+from diversify.ids import ID_KEY_SCHEME, id_key, id_keys, query_keys
 from diversify.artifact import ClusterMap, load
 from diversify.artifact.format import read_container, write_container
 from diversify.errors import ArtifactError, DuplicateIdError, InputError, InputTypeError

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import reference as R
-from diversify.build import STAGE_EXACT, STAGE_MINHASH, STAGE_SIMHASH, add, build
+from diversify import add, build
+from diversify.stages import STAGE_EXACT, STAGE_MINHASH, STAGE_SIMHASH
 from diversify.config import BuildConfig, MinHashConfig, SimHashConfig, TextConfig
 from diversify.errors import (
     ConfigError,
@@ -444,7 +445,9 @@ def test_add_merges_equal_components_removed(rng):
 
 
 def test_borderline_estimate_decisions_count_only_real_merges():
-    from diversify.build.pipeline import STAGE_MINHASH as BIT, Sketches, decide_deferred
+    from diversify.linking.link import decide_deferred
+    from diversify.sketches.batch import Sketches
+    from diversify.stages import STAGE_MINHASH as BIT
 
     n = 3
     sig = np.tile(np.arange(128, dtype=np.uint32), (n, 1))
@@ -517,10 +520,19 @@ def test_build_result_counts_and_summary(rng):
     assert cm.is_representative.tolist() == res.is_representative.tolist()
 
 
-def test_package_stays_callable_after_importing_submodules():
-    import diversify
-    import diversify.build.pipeline  # noqa: F401  (sets the attribute diversify.build to the package)
+def test_build_stays_the_function_after_importing_every_submodule():
+    import importlib
+    import inspect
+    import pkgutil
 
+    import diversify
+
+    for mod in pkgutil.walk_packages(diversify.__path__, "diversify."):
+        if mod.name.endswith("__main__"):
+            continue
+        importlib.import_module(mod.name)
+    assert inspect.isfunction(diversify.build) and inspect.isfunction(diversify.add)
+    assert "texts" in inspect.signature(diversify.build).parameters
     res = diversify.build(texts=["a b c d e f", "a b c d e f!", "something else"], ids=["x", "y", "z"])
     assert res.cluster_ids.tolist() == [0, 0, 2]
 

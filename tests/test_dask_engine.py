@@ -1,6 +1,6 @@
 """The Dask engine against the local build, on a real LocalCluster with two worker processes.
 
-Oracle: ``diversify.build.build`` on the same texts in the same order. The Dask build must give
+Oracle: ``diversify.build`` on the same texts in the same order. The Dask build must give
 the same cluster id per document (same partition into clusters AND same labels), the same stage
 flags and representatives, whatever the number of input partitions.
 
@@ -22,10 +22,10 @@ import pytest
 distributed = pytest.importorskip("distributed")
 dd = pytest.importorskip("dask.dataframe")
 
-from diversify.build import build as local_build  # noqa: E402
-from diversify.build.dask_engine import build_dask, connected_components  # noqa: E402
+from diversify import build as local_build  # noqa: E402
+from diversify.engines.dask.engine import build_dask, connected_components  # noqa: E402
 from diversify.config import BuildConfig, MinHashConfig, TextConfig  # noqa: E402
-from diversify.datagen import generate_corpus  # noqa: E402
+from diversify.corpus.datagen import generate_corpus  # noqa: E402
 from diversify.errors import ConfigError, DuplicateIdError, InputError  # noqa: E402
 
 DATA = Path(os.environ.get("DIVERSIFY_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -290,9 +290,9 @@ def test_build_engine_dask_and_cli(client, small, tmp_path):
 
 def test_bucket_scan_keeps_every_borderline_pair_when_its_buffer_fills(corpus_texts, monkeypatch):
     """The scan restarts with a larger buffer instead of deciding overflowing pairs by the estimate."""
-    from diversify.build import dask_engine as de
-    from diversify.build.pipeline import minhash_params
-    from diversify.minhash import mixed_seed
+    from diversify.engines.dask import engine as de
+    from diversify.linking.link import minhash_params
+    from diversify.hashing import minhash_seed as mixed_seed
 
     cfg = BuildConfig()
     cj = cfg.model_dump(mode="json")
@@ -308,7 +308,7 @@ def test_bucket_scan_keeps_every_borderline_pair_when_its_buffer_fills(corpus_te
 
 
 def test_bloom_filter_has_no_false_negatives_and_about_one_percent_false_positives(rng):
-    from diversify.build import dask_engine as de
+    from diversify.engines.dask import engine as de
 
     keys = rng.integers(0, 2**63, size=20_000, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(1)
     m_bits = 64 * int(np.ceil(10 * keys.size / 64))

@@ -10,7 +10,7 @@ import unicodedata
 import numpy as np
 import pytest
 
-from diversify.datagen import Corpus, generate_corpus, generate_vectors
+from diversify.corpus.datagen import Corpus, generate_corpus, generate_vectors
 
 _SPLIT = re.compile("[\\s" + re.escape(string.punctuation) + "]+")
 

@@ -19,7 +19,7 @@ import pytest
 
 import reference as R
 from conftest import BASE_SEED, CREATED_AT
-from diversify.build import build
+from diversify import build
 from diversify.config import BuildConfig
 from diversify.artifact import load
 
@@ -35,7 +35,7 @@ _SCRIPT = textwrap.dedent(
     import numpy as np
     sys.path.insert(0, {tests!r})
     from test_build import planted, planted_vectors
-    from diversify.build import build
+    from diversify import build
     import numba
 
     rng = np.random.default_rng({seed})

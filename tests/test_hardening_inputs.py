@@ -26,7 +26,7 @@ from diversify.cli import main as cli
 from diversify.errors import (ArtifactError, ArtifactNotFoundError, ConfigError, DiversifyError, DuplicateIdError,
                               IncompatibleArtifactError, InputError, InputTypeError)
 from diversify.online import Hit
-from diversify.simhash import simhash_vectors
+from diversify.sketches.simhash import simhash_vectors
 from diversify.text import shingle_hashes
 
 CA = "2026-01-01T00:00:00Z"

@@ -133,7 +133,7 @@ TEXTS = {
 
 @pytest.fixture(scope="module")
 def artifact(tmp_path_factory):
-    from diversify.build import build
+    from diversify import build
 
     path = tmp_path_factory.mktemp("artifact") / "clusters.dvf"
     build(texts=list(TEXTS.values()), ids=list(TEXTS)).cluster_map.save(path)
@@ -219,7 +219,7 @@ def test_clear_errors():
         DiversifyRanker(cluster_field="c", top_k=0)
     with pytest.raises(InputError, match="uid"):
         DiversifyRanker(cluster_field="c", id_field="uid").run(documents=[Document(content="x")])
-    from diversify.build import build
+    from diversify import build
 
     in_memory = build(texts=["one two three four five six"], ids=["x"]).cluster_map
     with pytest.raises(ConfigError, match="save"):

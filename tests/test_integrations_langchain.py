@@ -184,7 +184,7 @@ TEXTS = {
 
 @pytest.fixture(scope="module")
 def built_map():
-    from diversify.build import build
+    from diversify import build
 
     return build(texts=list(TEXTS.values()), ids=list(TEXTS)).cluster_map
 

@@ -165,7 +165,7 @@ def test_ref_doc_id_and_serialization(tmp_path):
     data = DiversifyPostprocessor(cluster_map={"a": 0}, top_k=3).to_dict()
     assert data["cluster_map"] == {"a": 0} and data["top_k"] == 3 and data["class_name"] == "DiversifyPostprocessor"
     from diversify.artifact import load
-    from diversify.build import build
+    from diversify import build
 
     in_memory = build(texts=["one two three four five six"], ids=["x"]).cluster_map
     with pytest.raises(ValueError, match="save"):  # pydantic wraps the ConfigError

@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import reference as R
-from diversify._kernels import lsh as kl
-from diversify.lsh import (
+from diversify._kernels import linking as kl
+from diversify._kernels import union as ku
+from diversify.linking.bands import (
     band_starts,
     candidate_probability,
     hamming_radius,
@@ -178,9 +179,9 @@ GRAPHS = st.integers(1, 40).flatmap(
 def test_union_find_components_equal_bfs(graph):
     n, edges = graph
     parent = np.arange(n, dtype=np.int64)
-    kl.union_pairs(parent, np.array(edges, dtype=np.int64).reshape(-1, 2))
+    ku.union_pairs(parent, np.array(edges, dtype=np.int64).reshape(-1, 2))
     out = np.empty(n, dtype=np.int64)
-    kl.roots(parent, out)
+    ku.roots(parent, out)
     assert out.tolist() == R.components_bfs(n, edges), "labels must be the smallest member of each component"
 
 
@@ -210,7 +211,7 @@ def test_bucket_linking_equals_bfs_over_shared_keys(one_numba_thread, data, n, n
                    stage_bit=np.uint8(2), counters=counters, deferred=np.zeros((16, 2), np.int64),
                    n_deferred=np.zeros(1, np.int64))
     out = np.empty(n, dtype=np.int64)
-    kl.roots(parent, out)
+    ku.roots(parent, out)
     runs: dict = {}
     for pos in range(flat.size):  # stable sorted order = increasing flat position within a key
         runs.setdefault(int(flat[pos]), []).append(pos // stride)
@@ -236,7 +237,7 @@ def test_bucket_linking_equals_bfs_over_shared_keys(one_numba_thread, data, n, n
 
 
 def test_simhash_stage_reports_the_banding_it_uses(rng):
-    from diversify.build import build
+    from diversify import build
     from diversify.config import BuildConfig, SimHashConfig
 
     cfg = BuildConfig(simhash=SimHashConfig())
@@ -253,7 +254,7 @@ def test_simhash_stage_reports_the_banding_it_uses(rng):
 
 
 def test_minhash_stage_reports_the_banding_it_uses(rng):
-    from diversify.build import build
+    from diversify import build
 
     res = build(texts=["a b c d e f g", "a b c d e f g h"])
     p = res.stats["lsh"]["minhash"]

@@ -18,7 +18,7 @@ import reference as R
 from diversify._kernels.minhash import mulmod61
 from diversify.config import TextConfig
 from diversify.errors import ConfigError, InputError
-from diversify.minhash import EMPTY, classic_params, estimate_jaccard, minhash_signatures
+from diversify.sketches.minhash import EMPTY, classic_params, estimate_jaccard, minhash_signatures
 from diversify.text import Shingles, encode_batch, shingle_hashes, sketch_oph_buffer
 
 from test_text import HOSTILE

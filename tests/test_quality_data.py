@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from diversify.build import build
+from diversify import build
 from diversify.config import BuildConfig, MinHashConfig, TextConfig
 from diversify.text import shingle_hashes
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import reference as R
 from diversify._kernels.simhash import fill_simhash
 from diversify.errors import ConfigError, InputError
-from diversify.simhash import (
+from diversify.sketches.simhash import (
     cosine_from_hamming,
     hamming_distance,
     hamming_distance_hex,
@@ -202,8 +202,8 @@ def test_text_simhash_near_copies_are_close_and_unrelated_are_far():
 
 
 def test_lsh_multi_band_keys_reassemble_the_signature_and_obey_pigeonhole(rng):
-    from diversify.lsh import band_starts
-    from diversify.simhash import simhash_lsh_multi
+    from diversify.linking.bands import band_starts
+    from diversify.sketches.simhash import simhash_lsh_multi
 
     bits, bands, families = 256, 16, 2
     v = rng.standard_normal(32)

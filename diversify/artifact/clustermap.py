@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from diversify import __version__ as _LIB_VERSION
-from diversify._ids import (
+from diversify.ids import (
     ID_KEY_SCHEME,
     INT64_MAX,
     INT64_MIN,
@@ -203,7 +203,7 @@ def _prepare_ids(ids: Any):
                 f"`ids`: str ids must be encodable as UTF-8; got {s!r} at position {i} ({exc.reason}). "
                 "Remove lone surrogates from the id."
             ) from None
-    from diversify._ids import _BLAKE_BASE
+    from diversify.ids import _BLAKE_BASE
 
     copy = _BLAKE_BASE.copy
     digests = []

@@ -25,13 +25,13 @@ import os
 import stat
 import re
 import struct
-import tempfile
 import zlib
 from typing import Any, Mapping
 
 import msgpack
 import numpy as np
 
+from diversify.files import atomic_replace
 from diversify.errors import ArtifactError, ArtifactNotFoundError, InputError, InputTypeError
 
 __all__ = [
@@ -52,6 +52,8 @@ FORMAT_MINOR = 0
 ALIGN = 64
 PREFIX = struct.Struct("<8sHHIQ")  # magic, major, minor, header crc32, header length
 assert PREFIX.size == 24
+#: the file name extension of a cluster map
+ARTIFACT_SUFFIX = ".dvf"
 
 MAX_HEADER_BYTES = 16 * 1024 * 1024
 MAX_ARRAYS = 4096
@@ -286,47 +288,15 @@ def write_container(path: str | os.PathLike, header: Mapping[str, Any], arrays: 
     head_end = PREFIX.size + len(raw)
     data_start = _align(head_end)
 
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise ArtifactError(
-            f"cannot write the artifact to `path` {path!r}: the directory {directory!r} does not exist. "
-            "Create it first (e.g. mkdir -p) or choose another path."
-        )
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".dvf", dir=directory)
-    except OSError as exc:
-        raise ArtifactError(
-            f"cannot write the artifact to `path` {path!r}: {exc.strerror or exc} in directory {directory!r}. "
-            "Check its permissions and free space."
-        ) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(prefix)
-            f.write(raw)
-            f.write(b"\0" * (data_start - head_end))
-            written = 0
-            for entry, (_, _, arr) in zip(table, prepared):
-                f.write(b"\0" * (entry["offset"] - written))
-                _write_array(f, arr)
-                written = entry["offset"] + entry["nbytes"]
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:  # make the rename durable; not possible on every platform
-        dfd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
+    with atomic_replace(path, what="the artifact", param="path", error=ArtifactError, suffix=ARTIFACT_SUFFIX) as f:
+        f.write(prefix)
+        f.write(raw)
+        f.write(b"\0" * (data_start - head_end))
+        written = 0
+        for entry, (_, _, arr) in zip(table, prepared):
+            f.write(b"\0" * (entry["offset"] - written))
+            _write_array(f, arr)
+            written = entry["offset"] + entry["nbytes"]
 
 
 # --------------------------------------------------------------------------- reading

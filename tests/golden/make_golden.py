@@ -25,7 +25,7 @@ CREATED_AT = "2026-01-01T00:00:00Z"
 
 
 def _corpus(n: int = 240, seed: int = 7):
-    from diversify.datagen import generate_corpus
+    from diversify.corpus.datagen import generate_corpus
 
     corpus = generate_corpus(n, words_per_doc=60, dup_fraction=0.3, boilerplate_fraction=0.2, seed=seed)
     texts = list(corpus.texts) + ["", "   ", "!!!", "Ünïcödé ﬁne text — with NFKC ﬀ ligatures"]

@@ -1,12 +1,11 @@
-"""LSH band keys, bucket scanning with verification, and union-find.
+"""LSH band keys and bucket scanning with verification, joining verified pairs in the union-find forest.
 
 Buckets are runs of equal keys in a sorted key array (no dicts of lists). A bucket of m members is
 checked pairwise when m <= window, otherwise each member against the next ``window - 1`` members,
 so a giant bucket costs O(m * window), never O(m**2). A pair already in one component is skipped
 (connected components do not depend on it), so m near-copies cost about m verifications.
 
-Union always hangs the larger root under the smaller one: a component's root is its smallest
-document index, which is the canonical cluster label whatever the pair order or thread count.
+Joins go through :mod:`._kernels.union` (the smaller index is always the root).
 """
 
 from __future__ import annotations
@@ -18,47 +17,13 @@ import numpy as np
 
 from ._common import fmix64, kernel
 from .simhash import hamming_rows
+from .union import find, union_roots
 
 KIND_ACCEPT = 0
 KIND_MINHASH_ESTIMATE = 1
 KIND_MINHASH_EXACT = 2
 KIND_SIMHASH_ESTIMATE = 3
 KIND_SIMHASH_EXACT = 4
-
-
-@kernel
-def find(parent, i):
-    while parent[i] != i:
-        parent[i] = parent[parent[i]]
-        i = parent[i]
-    return i
-
-
-@kernel
-def union_roots(parent, ra, rb):
-    """Join two distinct roots; the smaller index becomes the root. Returns the new root."""
-    if ra < rb:
-        parent[rb] = ra
-        return ra
-    parent[ra] = rb
-    return rb
-
-
-@kernel
-def union_pairs(parent, pairs):
-    """Union every (a, b) row of ``pairs`` (int64 (m, 2))."""
-    for t in range(pairs.shape[0]):
-        ra = find(parent, pairs[t, 0])
-        rb = find(parent, pairs[t, 1])
-        if ra != rb:
-            union_roots(parent, ra, rb)
-
-
-@kernel
-def roots(parent, out):
-    """out[i] = root of i (the smallest index of its component)."""
-    for i in range(parent.size):
-        out[i] = find(parent, i)
 
 
 @kernel(parallel=True)

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import ConfigError, InputError
-from .text import Shingles
+from ..errors import ConfigError, InputError
+from ..hashing import SALT_CLASSIC_PERMUTATIONS, minhash_seed, splitmix64_stream
+from ..text import Shingles
 
 __all__ = ["classic_params", "minhash_signatures", "estimate_jaccard", "EMPTY"]
 
@@ -27,35 +28,23 @@ MERSENNE61 = (1 << 61) - 1
 EMPTY = 0xFFFFFFFF
 
 
-def _splitmix64(seed: int, i: int) -> int:
-    z = (seed + (i + 1) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-    return z ^ (z >> 31)
-
-
 def classic_params(seed: int, num_perm: int) -> tuple[np.ndarray, np.ndarray]:
     """Permutation parameters (a, b) of classic MinHash: 1 <= a < p, 0 <= b < p, p = 2**61 - 1."""
-    a = [(_splitmix64(seed ^ 0xA5A5A5A5, 2 * j) % (MERSENNE61 - 1)) + 1 for j in range(num_perm)]
-    b = [_splitmix64(seed ^ 0xA5A5A5A5, 2 * j + 1) % MERSENNE61 for j in range(num_perm)]
+    stream = splitmix64_stream(seed ^ SALT_CLASSIC_PERMUTATIONS, 2 * num_perm).tolist()
+    a = [(stream[2 * j] % (MERSENNE61 - 1)) + 1 for j in range(num_perm)]
+    b = [stream[2 * j + 1] % MERSENNE61 for j in range(num_perm)]
     return np.array(a, dtype=np.uint64), np.array(b, dtype=np.uint64)
-
-
-def mixed_seed(seed: int) -> np.uint64:
-    from ._kernels._common import fmix64
-
-    return np.uint64(fmix64(np.uint64(seed ^ 0x6D696E68)))  # "minh"
 
 
 def minhash_signatures(shingles: Shingles, *, num_perm: int = 128, method: str = "oph", seed: int = 1) -> np.ndarray:
     """MinHash signatures, uint32 (n_docs, num_perm). Documents without shingles get all ``EMPTY``."""
-    from ._kernels import minhash as km
+    from .._kernels import minhash as km
 
     if not 8 <= int(num_perm) <= 4096:
         raise ConfigError(f"`num_perm` must be in [8, 4096]; got {num_perm!r}. 128 is a good default.")
     out = np.empty((len(shingles), int(num_perm)), dtype=np.uint32)
     if method == "oph":
-        km.fill_minhash_oph(shingles.hashes, shingles.indptr, mixed_seed(seed), out)
+        km.fill_minhash_oph(shingles.hashes, shingles.indptr, minhash_seed(seed), out)
     elif method == "classic":
         a, b = classic_params(seed, int(num_perm))
         km.fill_minhash_classic(shingles.hashes, shingles.indptr, a, b, out)

@@ -29,7 +29,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from diversify.errors import InputError, InputTypeError
+from diversify.errors import DuplicateIdError, InputError, InputTypeError
 
 __all__ = [
     "ID_KEY_SCHEME",
@@ -236,3 +236,37 @@ def query_keys(ids: Any, kind: str) -> tuple[np.ndarray, np.ndarray | None]:
             keys[i] = v & _U64_MASK
         valid[i] = True
     return keys, (None if valid.all() else valid)
+
+
+def check_ids(ids: Sequence, *, offset: int = 0) -> None:
+    """All str or all int (not bool), unique. Raises naming the first offender."""
+    kind = None
+    for pos, x in enumerate(ids):
+        if isinstance(x, bool) or not isinstance(x, (str, int, np.integer)):
+            raise InputTypeError(
+                f"`ids` must be str or int; item {offset + pos} is {type(x).__name__} ({x!r:.60}). "
+                "Convert ids with str(x) (or int(x)) before building."
+            )
+        k = str if isinstance(x, str) else int
+        if kind is None:
+            kind = k
+        elif k is not kind:
+            raise InputTypeError(
+                f"`ids` must be all str or all int; item {offset + pos} is {k.__name__} ({x!r:.60}) but earlier ids are "
+                f"{kind.__name__}. Convert every id with str(x)."
+            )
+        if k is int and not (-(2**63) <= int(x) < 2**63):
+            raise InputError(f"`ids` ints must fit in int64; item {offset + pos} is {x}. Use str ids for larger values.")
+    if len(set(ids)) != len(ids):
+        seen: dict = {}
+        for pos, x in enumerate(ids):
+            if x in seen:
+                raise DuplicateIdError(
+                    f"`ids` must be unique; id {x!r} occurs at positions {seen[x] + offset} and {pos + offset}. "
+                    "Deduplicate the ids (or build with ids=None to number documents 0..n-1)."
+                )
+            seen[x] = pos
+
+
+def normalize_ids(ids: list) -> list:
+    return [int(x) for x in ids] if ids and isinstance(ids[0], (int, np.integer)) else list(ids)

@@ -14,7 +14,7 @@ This module imports numpy only (no numba), so ``diversify demo`` stays light.
 
 Examples
 --------
->>> from diversify.datagen import generate_corpus
+>>> from diversify.corpus.datagen import generate_corpus
 >>> corpus = generate_corpus(1_000, words_per_doc=100, dup_fraction=0.2, seed=7)
 >>> len(corpus), corpus.planted_pairs().shape[1]
 (1000, 2)

@@ -64,9 +64,11 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from ..config import BuildConfig
-from ..errors import ConfigError, InputError, InputTypeError, require
-from .pipeline import STAGE_EXACT, STAGE_MINHASH, LinkStats, Sketches, agreement_band, minhash_params
+from ...config import BuildConfig
+from ...errors import ConfigError, InputError, InputTypeError, require
+from ...linking.link import LinkStats, agreement_band, minhash_params
+from ...sketches.batch import Sketches
+from ...stages import STAGE_EXACT, STAGE_MINHASH
 
 __all__ = ["build_dask", "connected_components"]
 
@@ -190,7 +192,7 @@ def _part_from_parquet(fs, path: str, row_groups: list, text_field: str, id_fiel
 
 def _sketch_part(part: _Part, cfg_json: dict) -> dict:
     """Per-document columns of one input partition (same code as the local build)."""
-    from .pipeline import sketch_texts
+    from ...sketches.batch import sketch_texts
 
     cfg = BuildConfig(**cfg_json)
     t0 = time.perf_counter()
@@ -277,7 +279,7 @@ def _band_meta(num_perm: int):
 
 
 def _band_keys(skp: dict, lo: int, hi: int, rows: int, bands: int, seed_h: int) -> tuple[np.ndarray, np.ndarray]:
-    from .._kernels.lsh import fill_minhash_band_keys
+    from ..._kernels.linking import fill_minhash_band_keys
 
     local = (np.flatnonzero(~skp["empty"][lo:hi]) + lo).astype(np.int64)
     keys = np.empty((local.size, bands), dtype=np.uint64)
@@ -359,8 +361,8 @@ def _scan_buckets(df, cfg_json: dict) -> dict:
     ordered by (key, doc, band), after dropping every exact copy that is not the first (smallest
     index) of its text within the bucket.
     """
-    from .._kernels import lsh as kl
-    from .._kernels.lsh import roots
+    from ..._kernels import linking as kl
+    from ..._kernels.union import roots
 
     t0 = time.perf_counter()
     cfg = BuildConfig(**cfg_json)
@@ -431,18 +433,19 @@ def _scan_buckets(df, cfg_json: dict) -> dict:
 
 def _shingle_docs(part: _Part, local: np.ndarray, offset: int, cfg_json: dict) -> dict:
     """Sorted unique shingles (CSR) of the documents ``local`` of one input partition."""
-    from ..text import shingle_hashes
-    from .pipeline import _unique_shingles
+    from ...sketches.batch import unique_shingles
+    from ...text import shingle_hashes
 
     cfg = BuildConfig(**cfg_json)
     sh = shingle_hashes([part.texts[int(i)] for i in local], cfg.text, cfg.seed)
-    indptr, hashes = _unique_shingles(sh)
+    indptr, hashes = unique_shingles(sh)
     return {"docs": local.astype(np.int64) + np.int64(offset), "indptr": indptr, "hashes": hashes}
 
 
 def _decide_block(pairs: np.ndarray, csr_a: dict, csr_b: dict, threshold: float) -> dict:
     """Exact Jaccard of borderline pairs (documents of ``csr_a`` x ``csr_b``); a forest of the accepted."""
-    from .._kernels.lsh import link_pairs_exact, roots
+    from ..._kernels.linking import link_pairs_exact
+    from ..._kernels.union import roots
 
     if csr_b is csr_a or np.array_equal(csr_a["docs"], csr_b["docs"]):
         docs, indptr, hashes = csr_a["docs"], csr_a["indptr"], csr_a["hashes"]
@@ -635,7 +638,7 @@ class _Report:
 
 
 def _resolve_config(config) -> BuildConfig:
-    from . import _resolve_config as resolve
+    from ..local import _resolve_config as resolve
 
     cfg = resolve(config)
     if cfg.minhash is not None and cfg.minhash.verify == "exact":
@@ -858,9 +861,10 @@ def _run(src, *, ids, keys, cfg: BuildConfig, client, npartitions, shuffle_parti
     import dask.dataframe as dd
     from dask import delayed
 
-    from . import _finish
-    from ..minhash import mixed_seed
-    from ._inputs import check_ids, check_keys, normalize_ids
+    from ...clusters import check_keys
+    from ...hashing import lsh_seed
+    from ...ids import check_ids, normalize_ids
+    from ..local import _finish
 
     rep = _Report(progress)
     timings: dict = {}
@@ -921,7 +925,7 @@ def _run(src, *, ids, keys, cfg: BuildConfig, client, npartitions, shuffle_parti
         t0 = time.perf_counter()
         p = minhash_params(cfg)
         num_perm = cfg.minhash.num_perm
-        seed_h = int(mixed_seed(cfg.seed ^ 0x6C7368))  # the local build's "lsh" seed
+        seed_h = int(lsh_seed(cfg.seed))
         row_bytes = 8 + 8 + 2 + 8 + 4 * num_perm
         chunks = []
         key_chunk = max(1, SHUFFLE_PARTITION_BYTES // (8 * p.bands))

@@ -3,20 +3,18 @@ and writing per-document exports. Everything streams record by record; writes ar
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
-from .errors import InputError, require
+from ..errors import InputError, require
 
-__all__ = ["detect_format", "read_records", "read_vectors", "write_export", "atomic_write_text"]
+__all__ = ["detect_format", "read_records", "read_vectors", "read_table", "column"]
 
 FORMATS = ("jsonl", "csv", "parquet", "dir")
 
@@ -132,67 +130,6 @@ def read_vectors(path: str, ids_path: Optional[str] = None):
         with open(ids_path, encoding="utf-8") as f:
             ids = [line.rstrip("\n") for line in f if line.strip()]
     return vecs, ids
-
-
-def _output_dir(path: str) -> str:
-    directory = os.path.dirname(os.path.abspath(path)) or "."
-    if not os.path.isdir(directory):
-        raise InputError(f"`--output` {path!r}: the directory {directory!r} does not exist. Create it first.")
-    return directory
-
-
-@contextlib.contextmanager
-def _atomic_target(path: str):
-    """Yield a temp path next to ``path``; on success it is renamed over ``path``, on failure removed."""
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=_output_dir(path))
-    os.close(fd)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def atomic_write_text(path: str, write) -> None:
-    """Call ``write(file)`` on a temp file next to ``path``, then rename it over ``path``."""
-    with _atomic_target(path) as tmp:
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-
-
-def write_export(cmap, path: str, fmt: Optional[str] = None) -> int:
-    """Write one record per document: id, cluster_id, is_representative. Returns the row count."""
-    fmt = fmt or detect_format(path)
-    ids = cmap.ids
-    ids = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
-    clusters = np.asarray(cmap.cluster_ids).tolist()
-    reps = np.asarray(cmap.is_representative).tolist()
-    if fmt == "jsonl":
-        def w(f):
-            for i, c, r in zip(ids, clusters, reps):
-                f.write(json.dumps({"id": i, "cluster_id": c, "is_representative": r}, ensure_ascii=False) + "\n")
-        atomic_write_text(path, w)
-    elif fmt == "csv":
-        def w(f):
-            wr = csv.writer(f)
-            wr.writerow(["id", "cluster_id", "is_representative"])
-            wr.writerows(zip(ids, clusters, [int(r) for r in reps]))
-        atomic_write_text(path, w)
-    elif fmt == "parquet":
-        pa = require("pyarrow", extra="parquet", purpose="Writing Parquet")
-        pq = require("pyarrow.parquet", extra="parquet", purpose="Writing Parquet")
-        table = pa.table({"id": ids, "cluster_id": clusters, "is_representative": reps})
-        with _atomic_target(path) as tmp:
-            pq.write_table(table, tmp)
-    else:
-        raise InputError(f"export format must be jsonl, csv or parquet; got {fmt!r}.")
-    return len(ids)
 
 
 def read_table(path: str, columns: Optional[Sequence[str]] = None) -> list[dict]:

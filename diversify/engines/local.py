@@ -15,27 +15,16 @@ from typing import Any, Iterable, Mapping, Optional, Union
 
 import numpy as np
 
-from .. import __version__
-from ..config import HASH_SCHEME, BuildConfig, fingerprint
+from ..clusters import check_keys, component_roots, representatives, stable_labels, union_pairs
+from ..config import BuildConfig, fingerprint
 from ..errors import ConfigError, IncompatibleArtifactError, InputError
-from ._inputs import check_ids, check_keys, normalize_ids
-from .pipeline import (
-    FLAG_EMPTY_TEXT,
-    FLAG_HAS_VECTOR,
-    STAGE_EXACT,
-    STAGE_MINHASH,
-    STAGE_NAMES,
-    STAGE_SIMHASH,
-    STAGE_TEXT_SIMHASH,
-    LinkStats,
-    Sketches,
-    link,
-    representatives,
-    sketch_texts,
-    sketch_vectors,
-)
+from ..hashing import HASH_SCHEME
+from ..ids import check_ids, normalize_ids
+from ..linking.link import LinkStats, link
+from ..sketches.batch import Sketches, sketch_texts, sketch_vectors
+from ..stages import FLAG_EMPTY_TEXT, FLAG_HAS_VECTOR, STAGE_NAMES
 
-__all__ = ["build", "add", "BuildResult", "STAGE_EXACT", "STAGE_MINHASH", "STAGE_SIMHASH", "STAGE_TEXT_SIMHASH"]
+__all__ = ["build", "add", "BuildResult"]
 
 
 @dataclass
@@ -165,7 +154,7 @@ def build(
     if engine == "dask":
         if vectors is not None:
             raise ConfigError("`engine='dask'` clusters texts only; got `vectors`. Use engine='local' for vectors.")
-        from .dask_engine import build_dask
+        from .dask import build_dask
 
         if _resolve_config(config).text_simhash is not None:
             raise ConfigError("`text_simhash` is not available with engine='dask' yet; use engine='local' or text_simhash=None.")
@@ -240,17 +229,15 @@ def _sketch(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool, chun
 
 def _finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray, stats: LinkStats, timings: dict,
             *, aliases: np.ndarray, raw_cluster: Optional[np.ndarray], metadata, created_at) -> BuildResult:
-    from .._kernels.lsh import roots
     from ..artifact import ClusterMap
 
     t0 = time.perf_counter()
-    root = np.empty(sk.n, dtype=np.int64)
-    roots(parent, root)
+    root = component_roots(parent)
     if raw_cluster is None:
         cluster_ids = root
         stored = root
     else:
-        cluster_ids, stored, aliases = _stable_labels(root, raw_cluster, aliases)
+        cluster_ids, stored, aliases = stable_labels(root, raw_cluster, aliases)
     rep = representatives(cluster_ids, cfg.representative, sk.lengths, sk.keys)
     timings["cluster"] = time.perf_counter() - t0
     extras: dict = {}
@@ -311,61 +298,6 @@ def _extras(sk: Sketches) -> dict:
     if sk.keys is not None:
         ex["rep_keys"] = sk.keys
     return ex
-
-
-def _stable_labels(root: np.ndarray, raw_old: np.ndarray, old_aliases: np.ndarray):
-    """Labels after an incremental add that keep every existing cluster id.
-
-    ``raw_old`` holds the stored (unresolved) cluster id of each old document; old documents are
-    the first ``raw_old.size``. A component holding old clusters keeps the smallest old cluster id;
-    the other old clusters in it become aliases of it. A component of only new documents is
-    labelled by its smallest member. Returns (resolved ids, stored ids, alias table).
-    """
-    n_old = raw_old.size
-    n = root.size
-    alias_map = {int(a): int(b) for a, b in old_aliases}
-
-    def resolve(c: int) -> int:
-        seen = 0
-        while c in alias_map and seen < len(alias_map) + 1:
-            c = alias_map[c]
-            seen += 1
-        return c
-
-    old_resolved = np.array([resolve(int(c)) for c in raw_old], dtype=np.int64) if n_old else np.zeros(0, np.int64)
-    label_of_root: dict = {}
-    new_aliases = dict(alias_map)
-    for i in range(n_old):
-        r = int(root[i])
-        c = int(old_resolved[i])
-        prev = label_of_root.get(r)
-        if prev is None:
-            label_of_root[r] = c
-        elif prev != c:
-            keep, drop = min(prev, c), max(prev, c)
-            label_of_root[r] = keep
-            new_aliases[drop] = keep
-    resolved = np.empty(n, dtype=np.int64)
-    resolved[:n_old] = [label_of_root[int(root[i])] for i in range(n_old)]
-    for i in range(n_old, n):
-        r = int(root[i])
-        if r not in label_of_root:
-            label_of_root[r] = i  # root is the smallest member; the first new member seen is it or an old doc
-        resolved[i] = label_of_root[r]
-    stored = resolved.copy()
-    stored[:n_old] = raw_old
-    # flatten alias chains so every alias points at a live id
-    flat = {a: _follow(new_aliases, a) for a in new_aliases}
-    alias_arr = np.array(sorted(flat.items()), dtype=np.int64).reshape(-1, 2)
-    return resolved, stored, alias_arr
-
-
-def _follow(m: dict, a: int) -> int:
-    seen = set()
-    while a in m and a not in seen:
-        seen.add(a)
-        a = m[a]
-    return a
 
 
 def add(
@@ -461,8 +393,6 @@ def add(
     # table is kept so that ids written elsewhere (e.g. into a store's payload) still resolve
     raw_old = np.asarray(cmap.cluster_ids, dtype=np.int64)
     old_aliases = np.asarray(ex.get("aliases", np.zeros((0, 2), np.int64)), dtype=np.int64).reshape(-1, 2)
-    from .._kernels.lsh import union_pairs
-
     parent = np.arange(sk.n, dtype=np.int64)
     union_pairs(parent, np.stack([np.arange(n_old, dtype=np.int64), raw_old], axis=1))
     flags = np.concatenate([np.asarray(cmap.doc_stages, np.uint8), np.zeros(new.n, np.uint8)])
@@ -474,19 +404,3 @@ def add(
 def _concat_csr_pair(p1, h1, p2, h2):
     indptr = np.concatenate([p1, p2[1:] + p1[-1]])
     return indptr, np.concatenate([h1, h2])
-
-
-# Importing a submodule (e.g. ``diversify.build.pipeline``) makes the import system set the
-# attribute ``diversify.build`` to this package, hiding the ``build`` function that
-# ``diversify/__init__.py`` exports lazily. Making the package itself callable keeps
-# ``diversify.build(...)`` working in either case.
-import sys as _sys
-import types as _types
-
-
-class _CallablePackage(_types.ModuleType):
-    def __call__(self, *args, **kwargs):
-        return build(*args, **kwargs)
-
-
-_sys.modules[__name__].__class__ = _CallablePackage

@@ -14,7 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .errors import ConfigError, InputError
+from ..errors import ConfigError, InputError
+from ..hashing import SALT_HYPERPLANES, splitmix64_stream
 
 __all__ = [
     "hyperplanes",
@@ -28,22 +29,11 @@ __all__ = [
     "simhash_lsh_multi",
 ]
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
-def _splitmix64_np(seed: int, count: int) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        z = np.uint64(seed & (2**64 - 1)) + (np.arange(1, count + 1, dtype=np.uint64) * _GOLDEN)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
-
-
 def hyperplanes(seed: int, dim: int, bits: int, families: int = 1) -> np.ndarray:
     """Deterministic Gaussian hyperplanes, float64 (families * bits, dim)."""
     n = families * bits * dim
     half = (n + 1) // 2
-    raw = _splitmix64_np(seed ^ 0x5F3759DF, 2 * half)
+    raw = splitmix64_stream(seed ^ SALT_HYPERPLANES, 2 * half)
     # 53-bit uniforms in (0, 1]
     u = ((raw >> np.uint64(11)).astype(np.float64) + 1.0) * (1.0 / 9007199254740992.0)
     u1, u2 = u[:half], u[half:]
@@ -90,7 +80,7 @@ def normalize_vector(vector) -> np.ndarray:
 
 def simhash_vectors(vectors, *, seed: int = 1, bits: int = 256, families: int = 1, normalized: bool = False) -> np.ndarray:
     """Packed SimHash signatures, uint64 (n, families * bits // 64)."""
-    from ._kernels.simhash import fill_simhash
+    from .._kernels.simhash import fill_simhash
 
     if bits not in (64, 128, 256):
         raise ConfigError(f"`bits` must be 64, 128 or 256; got {bits!r}. Use 256 for the most accurate estimates.")
@@ -151,7 +141,7 @@ def simhash_lsh_multi(vector, *, bits: int = 256, bands: int = 16, families: int
     agree on any band are LSH candidates. With ``bands`` = b, every pair within Hamming distance
     b-1 in a family shares a band (pigeonhole). Band keys are ``"<band>:<hex bits>"`` strings.
     """
-    from .lsh import band_starts
+    from ..linking.bands import band_starts
 
     if not 1 <= bands <= bits:
         raise ConfigError(f"`bands` must be in [1, bits={bits}]; got {bands!r}. 16 bands of 16 bits suit bits=256.")

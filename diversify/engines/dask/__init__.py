@@ -1,0 +1,8 @@
+"""The Dask engine: the local engine's stages on a Dask cluster, for corpora beyond one machine.
+
+Same clusters as ``engine="local"`` (tested byte for byte). See docs/dask.md.
+"""
+
+from .engine import build_dask
+
+__all__ = ["build_dask"]

@@ -1,0 +1,20 @@
+"""Stage bits and document flags: what joined a document to its cluster, and what it carried.
+
+Recorded in the artifact (``doc_stages``, ``doc_flags``; docs/artifact-format.md) and used by every
+engine. One home, so a new stage gets one bit everywhere.
+"""
+
+from __future__ import annotations
+
+__all__ = ["STAGE_EXACT", "STAGE_MINHASH", "STAGE_SIMHASH", "STAGE_TEXT_SIMHASH", "STAGE_NAMES",
+           "FLAG_EMPTY_TEXT", "FLAG_HAS_VECTOR"]
+
+STAGE_EXACT = 1
+STAGE_MINHASH = 2
+STAGE_SIMHASH = 4
+STAGE_TEXT_SIMHASH = 8
+STAGE_NAMES = {STAGE_EXACT: "exact", STAGE_MINHASH: "minhash", STAGE_SIMHASH: "simhash", STAGE_TEXT_SIMHASH: "text_simhash"}
+
+# bits of the per-document "doc_flags" extra
+FLAG_EMPTY_TEXT = 1
+FLAG_HAS_VECTOR = 2
