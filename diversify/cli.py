@@ -8,7 +8,8 @@ import json
 import os
 import sys
 import time
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 import numpy as np
 
@@ -213,7 +214,7 @@ def cmd_stats(a) -> int:
     for row in info["histogram"]:
         if row["clusters"]:
             print(f"  {row['size']:>9}: {row['clusters']:,} ({row['documents']:,})")
-    print(f"largest clusters (stages: 1 exact, 2 minhash, 4 simhash)")
+    print("largest clusters (stages: 1 exact, 2 minhash, 4 simhash)")
     for row in info["largest"]:
         if row["size"] < 2:
             break
@@ -278,8 +279,8 @@ def _cluster_ids_for(a):
 
 
 def cmd_eval(a) -> int:
-    from .evaluate import clustering_metrics, pair_metrics
     from .corpus.readers import column, read_table
+    from .evaluate import clustering_metrics, pair_metrics
 
     lookup = _cluster_ids_for(a)
     if bool(a.pairs) == bool(a.labels):
@@ -330,8 +331,8 @@ def _coerce_ids(values):
 
 def cmd_tune(a) -> int:
     from .config import TextConfig
+    from .corpus.readers import column, read_records, read_table
     from .evaluate import best_threshold, jaccard_pairs, pr_curve
-    from .corpus.readers import column, read_table, read_records
     from .linking.bands import optimal_params
 
     rows = read_table(a.pairs, _columns(a))
@@ -470,7 +471,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--shingle", choices=["word", "char"], default="word")
     p.add_argument("-k", "--k", type=int, default=5)
     p.add_argument("--num-perm", type=int, default=128, help="for the implied LSH bands/rows")
-    p.add_argument("--plot", default=None, help="write the PR curve as PNG (needs matplotlib: pip install 'diversify[plot]')")
+    p.add_argument("--plot", default=None, help="write the PR curve as PNG (needs matplotlib: pip install 'diversify-retrieval[plot]')")
     p.add_argument("--columns", default=None, help="comma-separated column names for a CSV/TSV without a header row")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_tune)

@@ -53,7 +53,7 @@ def run_demo(*, n_docs: int = 20000, seed: int = 0, threshold: float = 0.8, quer
     res = diversify.build(corpus.texts, ids=corpus.ids, config=cfg, metadata={"demo_seed": str(seed)})
     t_build = time.perf_counter() - t1
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "demo.dvcm")
+        path = os.path.join(tmp, "demo.dvf")
         res.save(path)
         size = os.path.getsize(path)
         cmap = diversify.load(path)

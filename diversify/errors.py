@@ -72,5 +72,5 @@ def require(module: str, *, extra: str, purpose: str):
     except ImportError as exc:  # pragma: no cover - exercised when extras are absent
         raise MissingDependencyError(
             f"{purpose} needs the optional package `{module.split('.')[0]}`, which is not installed. "
-            f"Install it with: pip install 'diversify[{extra}]'"
+            f"Install it with: pip install 'diversify-retrieval[{extra}]'"
         ) from exc

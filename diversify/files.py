@@ -12,7 +12,8 @@ import contextlib
 import io
 import os
 import tempfile
-from typing import IO, Iterator, Type
+from collections.abc import Iterator
+from typing import IO
 
 from .errors import DiversifyError, InputError
 
@@ -21,7 +22,7 @@ __all__ = ["atomic_replace", "atomic_write_text"]
 
 @contextlib.contextmanager
 def atomic_replace(path: str | os.PathLike, *, what: str = "the file", param: str = "path",
-                   error: Type[DiversifyError] = InputError, suffix: str = "") -> Iterator[IO[bytes]]:
+                   error: type[DiversifyError] = InputError, suffix: str = "") -> Iterator[IO[bytes]]:
     """Yield a binary file that replaces ``path`` atomically when the block ends without error.
 
     ``what``, ``param`` and ``error`` shape the message when the directory is missing or not

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 

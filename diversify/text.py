@@ -20,10 +20,9 @@ Everything is computed in Numba over one UTF-8 buffer of many documents plus off
 from __future__ import annotations
 
 import string
-import sys
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -200,7 +199,6 @@ def text_simhash(texts: Sequence[str]) -> np.ndarray:
     Returns uint64 (n,). Near-identical texts differ in few bits; estimate cosine similarity of
     the word-count vectors with ``cos(pi * hamming / 64)`` (rough: 64 bits is a small sample).
     """
-    from ._kernels import text as kt
 
     texts = _check_texts(texts)
     buf, offsets = encode_batch(texts)

@@ -43,7 +43,7 @@ def jsonl(tmp_path):
 
 
 def test_build_jsonl_then_export(tmp_path, jsonl, capsys):
-    art = tmp_path / "c.dvcm"
+    art = tmp_path / "c.dvf"
     assert main(["build", str(jsonl), "-o", str(art), "--no-progress", "--threshold", "0.5"]) == 0
     out = capsys.readouterr().out
     assert "documents        5" in out and "wrote" in out
@@ -70,7 +70,7 @@ def test_build_csv_parquet_dir_agree(tmp_path, jsonl):
         (d / f"{i}.txt").write_text(t, encoding="utf-8")
     results = []
     for src, extra in ((jsonl, []), (c, ["--text-field", "body"]), (tmp_path / "corpus.parquet", []), (d, [])):
-        art = tmp_path / f"{src.name}.dvcm"
+        art = tmp_path / f"{src.name}.dvf"
         assert main(["build", str(src), "-o", str(art), "--no-progress", "--threshold", "0.5", *extra]) == 0
         cl, _ = _clusters(tmp_path, art)
         results.append(sorted(cl.values()))
@@ -78,7 +78,7 @@ def test_build_csv_parquet_dir_agree(tmp_path, jsonl):
 
 
 def test_stats_text_and_json(tmp_path, jsonl, capsys):
-    art = tmp_path / "c.dvcm"
+    art = tmp_path / "c.dvf"
     main(["build", str(jsonl), "-o", str(art), "--no-progress", "--threshold", "0.5", "--metadata", "model=x"])
     capsys.readouterr()
     assert main(["stats", str(art)]) == 0
@@ -91,7 +91,7 @@ def test_stats_text_and_json(tmp_path, jsonl, capsys):
 
 
 def test_add_keeps_ids_and_joins(tmp_path, jsonl):
-    art = tmp_path / "c.dvcm"
+    art = tmp_path / "c.dvf"
     main(["build", str(jsonl), "-o", str(art), "--no-progress", "--threshold", "0.5"])
     before, _ = _clusters(tmp_path, art)
     more = tmp_path / "more.jsonl"
@@ -109,7 +109,7 @@ def test_vectors_npy(tmp_path):
     v[1] = v[0] + 1e-3
     np.save(tmp_path / "v.npy", v)
     (tmp_path / "ids.txt").write_text("\n".join(f"v{i}" for i in range(50)) + "\n")
-    art = tmp_path / "v.dvcm"
+    art = tmp_path / "v.dvf"
     assert main(["build", "--vectors", str(tmp_path / "v.npy"), "--ids", str(tmp_path / "ids.txt"), "-o", str(art),
                  "--no-progress", "--no-minhash"]) == 0
     cl, _ = _clusters(tmp_path, art)
@@ -128,7 +128,7 @@ def test_vectors_npy(tmp_path):
 def test_errors_are_clear_and_write_nothing(tmp_path, capsys, setup, needle):
     src = tmp_path / "in.jsonl"
     setup(src)
-    art = tmp_path / "out.dvcm"
+    art = tmp_path / "out.dvf"
     assert main(["build", str(src), "-o", str(art), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert needle in err, err
@@ -140,7 +140,7 @@ def test_non_utf8_file_in_dir(tmp_path, capsys):
     d.mkdir()
     (d / "ok.txt").write_text("fine text here", encoding="utf-8")
     (d / "bad.txt").write_bytes(b"caf\xe9 latin-1")
-    art = tmp_path / "o.dvcm"
+    art = tmp_path / "o.dvf"
     assert main(["build", str(d), "-o", str(art), "--no-progress"]) == 2
     assert "not valid UTF-8" in capsys.readouterr().err
     assert main(["build", str(d), "-o", str(art), "--no-progress", "--encoding-errors", "replace"]) == 0

@@ -105,7 +105,7 @@ def labeled(tmp_path):
 
 def test_eval_command_pairs_and_labels(tmp_path, labeled, capsys):
     corpus, labels, pairs, _ = labeled
-    art = tmp_path / "a.dvcm"
+    art = tmp_path / "a.dvf"
     assert main(["build", str(corpus), "-o", str(art), "--no-progress", "--threshold", "0.5"]) == 0
     capsys.readouterr()
     assert main(["eval", str(art), "--labels", str(labels), "--json"]) == 0

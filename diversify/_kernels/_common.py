@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import numba
 import numpy as np
 
-#: The one decorator preset for every kernel.
-kernel = functools.partial(numba.njit, cache=True, nogil=True)
+#: The one decorator preset for every kernel. Typed ``Any`` for the type checker: a jitted function
+#: is called with numpy arrays and scalars that numba's own stubs do not describe.
+kernel: Any = functools.partial(numba.njit, cache=True, nogil=True)
 
 U64 = np.uint64
 FNV_OFFSET = np.uint64(0xCBF29CE484222325)

@@ -10,8 +10,6 @@ Joins go through :mod:`._kernels.union` (the smaller index is always the root).
 
 from __future__ import annotations
 
-import math
-
 import numba
 import numpy as np
 

@@ -13,11 +13,24 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from diversify import __version__ as _LIB_VERSION
+from diversify.artifact.format import (
+    _CODE_OF,
+    DTYPES,
+    FORMAT_MAJOR,
+    FORMAT_MINOR,
+    MAX_NDIM,
+    _prepare_arrays,
+    canonical,
+    read_container,
+    write_container,
+)
+from diversify.errors import ArtifactError, DuplicateIdError, InputError, InputTypeError
 from diversify.ids import (
     ID_KEY_SCHEME,
     INT64_MAX,
@@ -25,18 +38,6 @@ from diversify.ids import (
     id_kind_of,
     query_keys,
 )
-from diversify.artifact.format import (
-    _CODE_OF,
-    _prepare_arrays,
-    DTYPES,
-    MAX_NDIM,
-    FORMAT_MAJOR,
-    FORMAT_MINOR,
-    canonical,
-    read_container,
-    write_container,
-)
-from diversify.errors import ArtifactError, DuplicateIdError, InputError, InputTypeError
 
 __all__ = ["ClusterMap", "load", "FORMAT_NAME", "STAGE_EXACT", "STAGE_MINHASH", "STAGE_SIMHASH_VECTORS", "STAGE_SIMHASH_TEXT"]
 
@@ -367,7 +368,7 @@ class ClusterMap:
         created_at: str | None = None,
         extras: dict[str, np.ndarray] | None = None,
         library_version: str = _LIB_VERSION,
-    ) -> "ClusterMap":
+    ) -> ClusterMap:
         """Validate the builder's arrays and assemble a ClusterMap (call :meth:`save` to write it).
 
         Parameters
@@ -556,7 +557,7 @@ class ClusterMap:
         write_container(path, header, dict(self._arrays.items()))
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, mmap: bool = True, verify: bool = True) -> "ClusterMap":
+    def load(cls, path: str | os.PathLike, *, mmap: bool = True, verify: bool = True) -> ClusterMap:
         """Open an artifact written by :meth:`save`.
 
         Parameters

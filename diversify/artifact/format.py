@@ -22,17 +22,18 @@ from __future__ import annotations
 import math
 import mmap as _mmap
 import os
-import stat
 import re
+import stat
 import struct
 import zlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import msgpack
 import numpy as np
 
-from diversify.files import atomic_replace
 from diversify.errors import ArtifactError, ArtifactNotFoundError, InputError, InputTypeError
+from diversify.files import atomic_replace
 
 __all__ = [
     "MAGIC",
@@ -504,7 +505,7 @@ def read_container(
                 raise _fail(
                     spath,
                     f"format version {major}.{minor} is newer than this library supports "
-                    f"(major {FORMAT_MAJOR}). Upgrade diversify (pip install -U diversify) to read it.",
+                    f"(major {FORMAT_MAJOR}). Upgrade diversify (pip install -U diversify-retrieval) to read it.",
                 )
             raise _fail(
                 spath,

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional, Union
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Optional, Union
 
 import numpy as np
 
@@ -325,7 +326,7 @@ def add(
     config : optional
         If given, must have the artifact's fingerprint (else :class:`IncompatibleArtifactError`).
     """
-    from ..artifact import ClusterMap, load
+    from ..artifact import load
 
     cmap = load(cluster_map) if isinstance(cluster_map, (str, os.PathLike)) else cluster_map
     cfg = BuildConfig(**cmap.config)

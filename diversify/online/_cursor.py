@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
-from typing import Hashable, Iterable, Optional
+from typing import Optional
 
 import msgpack
 import numpy as np

@@ -21,8 +21,8 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Mapping
-from typing import Any, Callable, Hashable, Optional, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Optional
 
 import numpy as np
 
@@ -354,7 +354,7 @@ class Diversifier:
         log.warning("diversify: the cluster map could not be loaded %s (%s); on_error=%r: %s.",
                     when, msg, self.on_error, action)
 
-    def _note_lookup_error(self, exc: BaseException, state: "_State") -> None:
+    def _note_lookup_error(self, exc: BaseException, state: _State) -> None:
         msg = _describe(exc)
         with self._lock:
             self._stats["lookup_errors"] += 1

@@ -10,8 +10,9 @@ only touched for vectors.
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Iterable, Sequence
 from operator import attrgetter
-from typing import Any, Hashable, Iterable, Optional, Sequence
+from typing import Any, Optional
 
 import numpy as np
 

@@ -6,9 +6,10 @@ All of them are immutable. None of them copies or touches the caller's objects: 
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, Hashable, Mapping, Optional, Protocol, Sequence, Union, runtime_checkable
+from typing import Any, Optional, Protocol, Union, runtime_checkable
 
 import numpy as np
 

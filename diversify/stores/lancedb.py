@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, Optional
 
 import numpy as np
 
 from ..errors import ConfigError, InputTypeError, StoreError, require
 from ..online._types import Hit
-from ._base import Store, check_field, check_k, query_vector, representative_flags
+from ._base import Store, check_k, query_vector, representative_flags
 
 __all__ = ["LanceDBStore"]
 
