@@ -161,3 +161,64 @@ def test_demo_small(capsys):
     assert main(["demo", "--n", "3000"]) == 0
     out = capsys.readouterr().out
     assert "recall" in out and "after (max one per cluster)" in out
+
+
+# --- the command line builds what the library builds (options generated from the config models)
+
+
+def test_build_with_no_options_has_the_library_default_fingerprint(tmp_path):
+    import json as _json
+
+    import diversify
+    from diversify.config import fingerprint
+
+    texts = [f"document number {i} about topic {i % 3} with some shared words here" for i in range(30)]
+    texts += [texts[0] + " x", texts[1] + " y"]
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(_json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    out = tmp_path / "a.dvf"
+    assert main(["build", str(corpus), "-o", str(out), "--no-progress"]) == 0
+    cli_map = diversify.load(out)
+    lib = diversify.build(texts, ids=[f"d{i}" for i in range(len(texts))])
+    assert cli_map.fingerprint == lib.cluster_map.fingerprint == fingerprint(diversify.BuildConfig())
+    assert cli_map.config == lib.cluster_map.config
+    assert cli_map.cluster_ids.tolist() == lib.cluster_ids.tolist()
+
+
+def test_every_clustering_flag_defaults_to_the_model_and_sets_only_its_field():
+    from diversify.cli.main import make_parser
+    from diversify.cli.options import CONFIG_OPTIONS, config_from_args, model_default
+    from diversify.config import BuildConfig
+
+    parser = make_parser()
+    assert config_from_args(parser.parse_args(["build", "x", "-o", "y"])) == BuildConfig()
+    base = BuildConfig().model_dump()
+    samples = {int: 3, float: 0.66, str: None}
+    for opt in CONFIG_OPTIONS:
+        flag = opt.flags[-1]
+        if opt.switch:
+            argv, expected = [flag], opt.switch_value
+        else:
+            action = next(a for a in parser._subparsers._group_actions[0].choices["build"]._actions
+                          if flag in a.option_strings)
+            assert f"(default {'chosen automatically' if model_default(opt.field) is None else model_default(opt.field)})" \
+                in action.help, (flag, action.help)
+            if action.choices:
+                expected = next(c for c in action.choices if c != model_default(opt.field))
+            else:
+                expected = {"minhash.num_perm": 64, "text.k": 3, "simhash.families": 2, "bucket_window": 16}.get(
+                    opt.field, samples.get(action.type, 3))
+            if opt.field == "minhash.bands":
+                argv, expected = [flag, "4", "--rows", "8"], 4
+            elif opt.field == "minhash.rows":
+                argv, expected = ["--bands", "4", flag, "8"], 8
+            elif opt.field == "seed":
+                argv, expected = [flag, "7"], 7
+            else:
+                argv = [flag, str(expected)]
+        cfg = config_from_args(parser.parse_args(["build", "x", "-o", "y", *argv])).model_dump()
+        head, _, name = opt.field.rpartition(".")
+        got = cfg[head][name] if head else cfg[name]
+        assert got == expected, (flag, got, expected)
+        changed = {k for k in base if cfg[k] != base[k]}
+        assert changed == {head or name}, (flag, changed)

@@ -24,3 +24,9 @@ def test_every_golden_case_rebuilds_to_the_pinned_bytes(tmp_path):
     assert set(got) == set(pinned), f"cases differ: pinned {sorted(pinned)}, built {sorted(got)}"
     changed = {name: (pinned[name][:12], got[name][:12]) for name in pinned if pinned[name] != got[name]}
     assert not changed, f"output bytes changed for {changed} (pinned sha256 prefix, new prefix)"
+
+
+def test_the_command_line_default_build_is_the_library_default_build():
+    """`diversify build X -o a` and `diversify.build(texts)` write the same bytes (same created_at)."""
+    pinned = json.loads(make_golden.TABLE.read_text())
+    assert pinned["cli_default"] == pinned["text_default"]

@@ -1,0 +1,107 @@
+"""The parser and the entry point of the `diversify` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Optional
+
+from ..errors import DiversifyError
+from .commands import cmd_add, cmd_build, cmd_demo, cmd_export, cmd_stats
+from .options import add_config_args, add_input_args, model_default
+from .quality import cmd_eval, cmd_tune
+
+__all__ = ["main", "make_parser"]
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="diversify", description="Keep near-duplicate documents out of retrieval results.")
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"diversify {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("build", help="cluster a corpus and write the artifact", description="Cluster a corpus and write a ClusterMap artifact.")
+    add_input_args(p)
+    p.add_argument("-o", "--output", required=True, help="artifact path to write (atomically)")
+    p.add_argument("--metadata", nargs="*", default=[], metavar="KEY=VALUE", help="stored in the artifact, e.g. embedding_model=all-MiniLM-L6-v2")
+    p.add_argument("--engine", choices=["local", "dask"], default="local", help="run on this machine (default) or on Dask")
+    p.add_argument("--scheduler", default=None, help="Dask scheduler address for --engine dask (default: a local cluster)")
+    add_config_args(p)
+    p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("add", help="add documents to an artifact without a rebuild", description="Add documents incrementally; existing cluster ids are kept.")
+    p.add_argument("artifact", help="existing artifact (built with incremental state)")
+    add_input_args(p)
+    p.add_argument("-o", "--output", default=None, help="write here instead of replacing the artifact (atomically)")
+    p.set_defaults(func=cmd_add)
+
+    p = sub.add_parser("stats", help="summarize an artifact", description="Documents, clusters, size histogram, largest clusters, params.")
+    p.add_argument("artifact")
+    p.add_argument("--top", type=int, default=10, help="largest clusters to list (default 10)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("export", help="write id, cluster_id, is_representative per document", description="Export one record per document (CSV, JSONL or Parquet) for a vector store's metadata.")
+    p.add_argument("artifact")
+    p.add_argument("-o", "--output", required=True, help="output .csv, .jsonl or .parquet")
+    p.add_argument("--format", choices=["csv", "jsonl", "parquet"], default=None)
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("eval", help="precision/recall/F1/ARI of a build against labels", description="Compare a build (or a build of --corpus) with labeled pairs or gold cluster labels.")
+    p.add_argument("artifact", nargs="?", help="artifact to evaluate (or give --corpus to build one in memory)")
+    p.add_argument("--corpus", default=None, help="JSONL/CSV/Parquet corpus to build with the clustering options below")
+    p.add_argument("--pairs", default=None, help="CSV/TSV/JSONL of labeled pairs (columns --id-a, --id-b, --label)")
+    p.add_argument("--labels", default=None, help="CSV/TSV/JSONL of gold cluster labels (columns --id-field, --label)")
+    p.add_argument("--id-a", default="id_a")
+    p.add_argument("--id-b", default="id_b")
+    p.add_argument("--label", default="label", help="label column (0/1, true/false, or a score with --positive-min)")
+    p.add_argument("--positive-min", type=float, default=None, help="a score >= this is a positive pair (e.g. 4 for STS-B)")
+    p.add_argument("--id-field", default="id")
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--columns", default=None, help="comma-separated column names for a CSV/TSV without a header row")
+    p.add_argument("--json", action="store_true")
+    add_config_args(p)
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("tune", help="sweep the threshold on labeled pairs and pick the F1 maximum", description="Label 200-500 pairs, then let this pick the threshold (and the LSH bands/rows it implies).")
+    p.add_argument("--pairs", required=True, help="CSV/TSV/JSONL of labeled pairs: texts (--text-a/--text-b) or ids with --corpus")
+    p.add_argument("--corpus", default=None, help="corpus holding the texts of --id-a/--id-b")
+    p.add_argument("--text-a", default="text_a")
+    p.add_argument("--text-b", default="text_b")
+    p.add_argument("--id-a", default="id_a")
+    p.add_argument("--id-b", default="id_b")
+    p.add_argument("--id-field", default="id")
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--label", default="label")
+    p.add_argument("--positive-min", type=float, default=None, help="a score >= this is a positive pair")
+    add_config_args(p, only={"text.shingle", "text.k", "minhash.num_perm"})
+    p.add_argument("--plot", default=None, help="write the PR curve as PNG (needs matplotlib: pip install 'diversify-retrieval[plot]')")
+    p.add_argument("--columns", default=None, help="comma-separated column names for a CSV/TSV without a header row")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_tune)
+
+    p = sub.add_parser("demo", help="build on generated data with planted duplicates and show diversified search", description="End-to-end demo on built-in generated data; no network.")
+    p.add_argument("--n", type=int, default=20000, help="documents to generate (default 20000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threshold", type=float, default=model_default("minhash.threshold"),
+                   help=f"Jaccard threshold (default {model_default('minhash.threshold')})")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = make_parser()
+    a = parser.parse_args(argv)
+    if not getattr(a, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return a.func(a)
+    except DiversifyError as exc:
+        print(f"diversify {a.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # pragma: no cover
+        print("interrupted; nothing was written", file=sys.stderr)
+        return 130

@@ -1,0 +1,216 @@
+"""Command-line options generated from the config models: one source of every default.
+
+Every clustering flag maps to one field of :class:`~diversify.config.BuildConfig`. Its default,
+its choices and the "(default ...)" of its help text are read from the model, and a flag that is
+not given leaves the model's default in place, so ``diversify build X -o a`` and
+``diversify.build(texts)`` build with the same config (same fingerprint), and they cannot drift.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ..config import BuildConfig, MinHashConfig, SimHashConfig, TextConfig, TextSimHashConfig
+from ..errors import DiversifyError
+
+__all__ = ["CONFIG_OPTIONS", "ConfigOption", "add_config_args", "config_from_args", "model_default", "add_input_args",
+           "streams", "parse_metadata"]
+
+_MODELS: dict[str, Any] = {"": BuildConfig, "text": TextConfig, "minhash": MinHashConfig, "simhash": SimHashConfig,
+                           "text_simhash": TextSimHashConfig}
+
+
+@dataclass(frozen=True)
+class ConfigOption:
+    """One flag: ``field`` is a dotted path into BuildConfig (``"minhash.threshold"``).
+
+    ``switch`` flags take no value and set the field to ``switch_value`` (e.g. ``--no-exact``
+    sets ``exact`` to False).
+    """
+
+    flags: tuple[str, ...]
+    field: str
+    help: str
+    switch: bool = False
+    switch_value: Any = None
+
+
+CONFIG_OPTIONS: tuple[ConfigOption, ...] = (
+    ConfigOption(("--threshold",), "minhash.threshold", "Jaccard threshold; higher -> fewer, tighter clusters"),
+    ConfigOption(("--num-perm",), "minhash.num_perm", "MinHash signature length; higher -> more accurate"),
+    ConfigOption(("--method",), "minhash.method", "MinHash variant: oph = one permutation + densification, "
+                                                  "classic = k permutations"),
+    ConfigOption(("--verify",), "minhash.verify", "how MinHash candidates are verified: by the signature estimate, "
+                                                  "by exact Jaccard, or auto = exact for borderline pairs only"),
+    ConfigOption(("--borderline",), "minhash.borderline", "half-width of auto's borderline band in standard errors; "
+                                                          "higher -> more exact checks"),
+    ConfigOption(("--bands",), "minhash.bands", "LSH bands (give with --rows; unset: chosen from the threshold)"),
+    ConfigOption(("--rows",), "minhash.rows", "LSH rows per band (give with --bands)"),
+    ConfigOption(("--shingle",), "text.shingle", "shingle unit"),
+    ConfigOption(("-k", "--k"), "text.k", "shingle length in units; higher -> only closer copies match"),
+    ConfigOption(("--no-exact",), "exact", "skip the exact normalized-text stage", switch=True, switch_value=False),
+    ConfigOption(("--no-minhash",), "minhash", "skip MinHash (vectors only)", switch=True, switch_value=None),
+    ConfigOption(("--simhash-threshold",), "simhash.threshold", "cosine threshold for vectors; higher -> tighter"),
+    ConfigOption(("--simhash-bits",), "simhash.bits", "SimHash bits per family"),
+    ConfigOption(("--families",), "simhash.families", "independent SimHash families; more -> higher recall"),
+    ConfigOption(("--pigeonhole",), "simhash.pigeonhole", "SimHash bands that guarantee recall within the Hamming "
+                                                          "radius", switch=True, switch_value=True),
+    ConfigOption(("--simhash-verify",), "simhash.verify", "verify vector candidates by exact cosine or the estimate"),
+    ConfigOption(("--representative",), "representative", "which member represents a cluster"),
+    ConfigOption(("--empty",), "empty", "documents with no words: their own cluster, or an error"),
+    ConfigOption(("--bucket-window",), "bucket_window", "members compared within a giant LSH bucket; higher -> "
+                                                        "more recall in giant buckets, more time"),
+    ConfigOption(("--seed",), "seed", "hash seed (part of the artifact)"),
+    ConfigOption(("--no-incremental",), "incremental", "do not keep signatures for `add` (smaller file)",
+                 switch=True, switch_value=False),
+)
+
+
+def _split(field: str) -> tuple[str, str]:
+    head, _, tail = field.rpartition(".")
+    return head, tail
+
+
+def model_default(field: str) -> Any:
+    """The default of a dotted BuildConfig field, read from its model."""
+    head, name = _split(field)
+    return _MODELS[head].model_fields[name].default
+
+
+def _annotation(field: str) -> Any:
+    head, name = _split(field)
+    return _MODELS[head].model_fields[name].annotation
+
+
+def _choices_and_type(field: str) -> tuple[Optional[list], Any]:
+    ann = _annotation(field)
+    args = [a for a in typing.get_args(ann) if a is not type(None)] if typing.get_origin(ann) else []
+    if typing.get_origin(ann) is typing.Literal:
+        choices = list(typing.get_args(ann))
+        return choices, type(choices[0])
+    if args and typing.get_origin(args[0]) is typing.Literal:  # Optional[Literal[...]]
+        choices = list(typing.get_args(args[0]))
+        return choices, type(choices[0])
+    base = args[0] if args else ann
+    return None, base if base in (int, float, str) else str
+
+
+def _dest(opt: ConfigOption) -> str:
+    return "cfg__" + opt.field.replace(".", "__")
+
+
+def add_config_args(p: argparse.ArgumentParser, *, only: Optional[set] = None) -> None:
+    """Add the clustering flags (all, or the fields in ``only``) with defaults from the models."""
+    g = p.add_argument_group("clustering (defaults are BuildConfig()'s: exact stage + MinHash on word 5-shingles at "
+                             "Jaccard 0.8, borderline pairs checked exactly)")
+    for opt in CONFIG_OPTIONS:
+        if only is not None and opt.field not in only:
+            continue
+        if opt.switch:
+            g.add_argument(*opt.flags, dest=_dest(opt), action="store_const", const=True, default=None, help=opt.help)
+            continue
+        choices, kind = _choices_and_type(opt.field)
+        default = model_default(opt.field)
+        shown = "chosen automatically" if default is None else f"{default}"
+        g.add_argument(*opt.flags, dest=_dest(opt), type=kind, choices=choices, default=None,
+                       metavar=None if choices else _split(opt.field)[1].upper(), help=f"{opt.help} (default {shown})")
+
+
+def given_config_options(a: argparse.Namespace) -> dict[str, Any]:
+    """{field: value} of every clustering flag the user gave."""
+    out: dict[str, Any] = {}
+    for opt in CONFIG_OPTIONS:
+        v = getattr(a, _dest(opt), None)
+        if v is not None:
+            out[opt.field] = opt.switch_value if opt.switch else v
+    return out
+
+
+def config_from_args(a: argparse.Namespace) -> BuildConfig:
+    """BuildConfig() with the fields of the flags that were given replaced; nothing else changes."""
+    data = BuildConfig().model_dump()
+    given = given_config_options(a)
+    for field, value in sorted(given.items(), key=lambda kv: kv[0].count(".")):
+        head, name = _split(field)
+        if head:
+            if data.get(head) is None:  # e.g. --no-minhash together with --threshold: the stage stays off
+                continue
+            data[head][name] = value
+        else:
+            data[name] = value
+    return BuildConfig(**data)
+
+
+# --------------------------------------------------------------------------- input options
+
+
+def add_input_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("input", nargs="?", help="JSONL / CSV / Parquet file or a directory of text files")
+    p.add_argument("--format", choices=["jsonl", "csv", "parquet", "dir"], default=None, help="input format (default: from the name)")
+    p.add_argument("--id-field", default="id", help="record field holding the id (default id)")
+    p.add_argument("--text-field", default="text", help="record field holding the text (default text)")
+    p.add_argument("--key-field", default=None, help="numeric field for --representative key (largest wins)")
+    p.add_argument("--vectors", default=None, help=".npy array (n, dim) of embeddings, aligned with the records")
+    p.add_argument("--ids", dest="ids_file", default=None, help="ids file (one per line) for --vectors without text input")
+    p.add_argument("--encoding-errors", choices=["strict", "replace"], default="strict", help="non-UTF-8 bytes in text files")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--chunk-size", type=int, default=16384, help="documents per processing chunk")
+    p.add_argument("--stream", action="store_true",
+                   help="stream the input instead of holding the texts in memory; borderline pairs are then decided "
+                        "by the MinHash estimate instead of exact Jaccard")
+
+
+def streams(a):
+    """(texts, ids, keys, vectors) for build/add from the CLI input arguments."""
+    from ..corpus.readers import read_records, read_vectors
+
+    vectors = None
+    vec_ids = None
+    if a.vectors:
+        vectors, vec_ids = read_vectors(a.vectors, a.ids_file)
+    if a.input is None:
+        if vectors is None:
+            raise DiversifyError("give an INPUT file/directory, or --vectors FILE.npy (with --ids FILE). See --help.")
+        return None, vec_ids, None, vectors
+    if not os.path.exists(a.input):
+        raise DiversifyError(f"`input` path {a.input!r} does not exist. Check the path (a file or a directory).")
+    keys: Optional[list] = [] if a.key_field else None
+    records = read_records(a.input, fmt=a.format, id_field=a.id_field, text_field=a.text_field, key_field=a.key_field,
+                           encoding_errors=a.encoding_errors)
+
+    if not getattr(a, "stream", False):
+        # texts in memory: verify="auto" can re-read borderline documents for an exact check
+        recs = list(records)
+        texts = [r[1] for r in recs]
+        ids = [r[0] for r in recs]
+        if keys is not None:
+            keys.extend(r[2] for r in recs)
+        del recs
+        return texts, ids, keys, vectors
+
+    def tap(recs):
+        for r in recs:
+            if keys is not None:
+                keys.append(r[2])
+            yield r
+
+    r1, r2 = itertools.tee(tap(records))
+    texts = (r[1] for r in r1)
+    ids = (r[0] for r in r2)
+    return texts, ids, keys, vectors
+
+
+def parse_metadata(items: Sequence[str]) -> dict:
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise DiversifyError(f"`--metadata` entries must be KEY=VALUE; got {item!r}.")
+        k, v = item.split("=", 1)
+        out[k] = v
+    return out
