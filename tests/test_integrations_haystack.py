@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-pytest.importorskip("haystack", reason="haystack-ai is not installed (pip install 'diversify[haystack]')")
+pytest.importorskip("haystack", reason="haystack-ai is not installed (pip install 'diversify-retrieval[haystack]')")
 
 _SRC = pathlib.Path(__file__).resolve().parents[1] / "integrations" / "diversify-haystack" / "src"
 if str(_SRC) not in sys.path:

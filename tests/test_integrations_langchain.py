@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-pytest.importorskip("langchain_core", reason="langchain-core is not installed (pip install 'diversify[langchain]')")
+pytest.importorskip("langchain_core", reason="langchain-core is not installed (pip install 'diversify-retrieval[langchain]')")
 
 _SRC = pathlib.Path(__file__).resolve().parents[1] / "integrations" / "langchain-diversify"
 if str(_SRC) not in sys.path:

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-pytest.importorskip("llama_index.core", reason="llama-index-core is not installed (pip install 'diversify[llamaindex]')")
+pytest.importorskip("llama_index.core", reason="llama-index-core is not installed (pip install 'diversify-retrieval[llamaindex]')")
 
 _SRC = pathlib.Path(__file__).resolve().parents[1] / "integrations" / "llama-index-postprocessor-diversify"
 if str(_SRC) not in sys.path:

@@ -84,7 +84,7 @@ def test_package_layout(name, framework, packages):
     folder = INTEGRATIONS / name
     meta = tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert meta["name"] == name
-    assert "diversify>=0.1" in meta["dependencies"] and framework in meta["dependencies"], meta["dependencies"]
+    assert "diversify-retrieval>=0.1" in meta["dependencies"] and framework in meta["dependencies"], meta["dependencies"]
     for pkg in packages:
         assert (folder / pkg / "__init__.py").is_file(), pkg
         # every parent between the distribution root and the package is a shared namespace

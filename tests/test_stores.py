@@ -22,7 +22,7 @@ from diversify.stores import NumpyStore
 
 def _need(module: str, extra: str):
     if importlib.util.find_spec(module) is None:
-        pytest.skip(f"{module} is not installed (pip install 'diversify[{extra}]')")
+        pytest.skip(f"{module} is not installed (pip install 'diversify-retrieval[{extra}]')")
     return importlib.import_module(module)
 
 
@@ -242,4 +242,4 @@ def test_missing_vendor_gives_pip_hint():
         "    print(e)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert "pip install 'diversify[qdrant]'" in out.stdout, (out.stdout, out.stderr)
+    assert "pip install 'diversify-retrieval[qdrant]'" in out.stdout, (out.stdout, out.stderr)
