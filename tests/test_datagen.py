@@ -190,8 +190,8 @@ def test_vectors_from_count(seed):
 
 
 def test_no_numba_import():
-    assert "diversify.datagen" in sys.modules
-    import diversify.datagen as dg
+    assert "diversify.corpus.datagen" in sys.modules
+    import diversify.corpus.datagen as dg
 
     assert "numba" not in dg.__dict__
     src = open(dg.__file__, encoding="utf-8").read()
