@@ -102,6 +102,8 @@ def representatives(cluster_ids: np.ndarray, rule: str, lengths: np.ndarray, key
     elif rule == "longest":
         order = np.lexsort((idx, -lengths.astype(np.int64), cluster_ids))
     else:
+        if keys is None:
+            raise InputError("`representative='key'` needs `keys` (one number per document; the largest wins).")
         order = np.lexsort((idx, -keys, cluster_ids))
     c = cluster_ids[order]
     first = np.ones(n, dtype=bool)

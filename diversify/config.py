@@ -123,7 +123,7 @@ class MinHashConfig(_Frozen):
                 "`bands` and `rows` must be given together or both left unset (chosen automatically); "
                 f"got bands={b!r}, rows={r!r}"
             )
-        if b is not None:
+        if b is not None and r is not None:
             if b < 1 or r < 1 or b * r > self.num_perm:
                 raise ValueError(
                     f"bands*rows must be >= 1 and <= num_perm ({self.num_perm}); got bands={b}, rows={r}. "

@@ -201,9 +201,7 @@ def streams(a):
             yield r
 
     r1, r2 = itertools.tee(tap(records))
-    texts = (r[1] for r in r1)
-    ids = (r[0] for r in r2)
-    return texts, ids, keys, vectors
+    return (r[1] for r in r1), (r[0] for r in r2), keys, vectors
 
 
 def parse_metadata(items: Sequence[str]) -> dict:

@@ -72,8 +72,8 @@ def cmd_eval(a) -> int:
         pred = lookup(ids)
         known = pred >= 0
         gold_arr = np.array([str(g) for g in gold], dtype=object)[known]
-        m = clustering_metrics(gold_arr, pred[known])
-        report = {"mode": "clusters", "unknown_ids": int((~known).sum()), **m}
+        clusters = clustering_metrics(gold_arr, pred[known])
+        report = {"mode": "clusters", "unknown_ids": int((~known).sum()), **clusters}
     if a.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -119,6 +119,7 @@ def cmd_tune(a) -> int:
         tb = [str(x or "") for x in column(rows, a.text_b, a.pairs)]
     cfg = config_from_args(a)
     tc = cfg.text
+    assert cfg.minhash is not None  # the tune command has no --no-minhash flag
     a.shingle, a.k, a.num_perm = tc.shingle, tc.k, cfg.minhash.num_perm
     scores = jaccard_pairs(ta, tb, tc)
     curve = pr_curve(scores, gold)

@@ -281,7 +281,7 @@ def _finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarra
 
 
 def _extras(sk: Sketches) -> dict:
-    ex = {"exact_hash": sk.exact}
+    ex: dict[str, np.ndarray | None] = {"exact_hash": sk.exact}
     doc_flags = sk.empty.astype(np.uint8) * FLAG_EMPTY_TEXT
     if sk.simhash is not None:
         doc_flags |= FLAG_HAS_VECTOR
@@ -387,6 +387,7 @@ def add(
         sk.text_simhash = np.concatenate([np.asarray(ex["text_simhash"]), new.text_simhash])
     if new.simhash is not None:
         sk.simhash = np.concatenate([np.asarray(ex["simhash"]), new.simhash])
+        assert new.vectors is not None  # set together with new.simhash
         sk.vectors = np.concatenate([np.asarray(ex["vectors"]), new.vectors.astype(np.asarray(ex["vectors"]).dtype)])
     if cfg.representative == "key":
         sk.keys = np.concatenate([np.asarray(ex["rep_keys"]), new.keys])
