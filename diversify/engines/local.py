@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, TypedDict, Union
 
 import numpy as np
 
@@ -25,7 +25,20 @@ from ..linking.link import LinkStats, link
 from ..sketches.batch import Sketches, sketch_texts, sketch_vectors
 from ..stages import FLAG_EMPTY_TEXT, FLAG_HAS_VECTOR, STAGE_NAMES
 
-__all__ = ["build", "add", "BuildResult"]
+if TYPE_CHECKING:
+    from ..artifact import ClusterMap
+
+__all__ = ["build", "add", "BuildResult", "BuildStats"]
+
+
+class BuildStats(TypedDict):
+    """Counts per stage (``"exact"``, ``"minhash"``, ``"text_simhash"``, ``"simhash"``)."""
+
+    candidates: dict[str, int]  # candidate pairs examined
+    verified: dict[str, int]  # verifications run
+    merged: dict[str, int]  # verified edges that joined two components
+    lsh: dict[str, dict]  # chosen LSH parameters (bands, rows, recall at the threshold, ...)
+    exact_checks: dict[str, int]  # borderline pairs decided by exact Jaccard
 
 
 @dataclass
@@ -40,12 +53,12 @@ class BuildResult:
     stats : candidate pairs, verifications and merges per stage; chosen LSH parameters
     """
 
-    cluster_map: Any
-    cluster_ids: np.ndarray
-    is_representative: np.ndarray
-    doc_stages: np.ndarray
-    timings: dict
-    stats: dict
+    cluster_map: ClusterMap
+    cluster_ids: np.ndarray  # int64 (n,)
+    is_representative: np.ndarray  # bool (n,)
+    doc_stages: np.ndarray  # uint8 (n,) stage bits (diversify.stages)
+    timings: dict[str, float]
+    stats: BuildStats
 
     @property
     def n_docs(self) -> int:
@@ -274,7 +287,7 @@ def _finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarra
         created_at=created_at,
         extras=extras,
     )
-    stats_dict = {"candidates": stats.candidates, "verified": stats.verified, "merged": stats.merged, "lsh": stats.lsh,
+    stats_dict: BuildStats = {"candidates": stats.candidates, "verified": stats.verified, "merged": stats.merged, "lsh": stats.lsh,
                   "exact_checks": stats.exact_checks}
     return BuildResult(cluster_map=cmap, cluster_ids=cluster_ids, is_representative=rep, doc_stages=flags,
                        timings=timings, stats=stats_dict)
