@@ -7,7 +7,7 @@ import csv
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Optional
 
@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import InputError, require
 
-__all__ = ["detect_format", "read_records", "read_vectors", "read_table", "column"]
+__all__ = ["detect_format", "read_records", "read_vectors", "read_table", "column", "jsonl_records"]
 
 FORMATS = ("jsonl", "csv", "parquet", "dir")
 
@@ -156,16 +156,24 @@ def read_table(path: str, columns: Optional[Sequence[str]] = None) -> list[dict]
 
 def _jsonl_dicts(path):
     with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            try:
-                rec = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise InputError(f"{path}:{lineno}: not valid JSON ({exc}). Each line must be one JSON object.") from None
-            if not isinstance(rec, dict):
-                raise InputError(f"{path}:{lineno}: each line must be a JSON object; got {type(rec).__name__}.")
-            yield lineno, rec
+        yield from jsonl_records(f, path)
+
+
+def jsonl_records(lines: Iterable[bytes], where: str) -> Iterator[tuple[int, dict]]:
+    """(line number, record) of every non-blank JSONL line; the one JSONL parser of both engines.
+
+    ``where`` names the source in errors (``"{where}:{lineno}: ..."``).
+    """
+    for lineno, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"{where}:{lineno}: not valid JSON ({exc}). Each line must be one JSON object.") from None
+        if not isinstance(rec, dict):
+            raise InputError(f"{where}:{lineno}: each line must be a JSON object; got {type(rec).__name__}.")
+        yield lineno, rec
 
 
 def column(rows: list[dict], name: str, path: str) -> list:
