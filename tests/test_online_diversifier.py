@@ -10,8 +10,8 @@ import threading
 
 import numpy as np
 import pytest
-
 from contract import make_cluster_map, make_corpus, oracle_select
+
 from diversify import Diversifier, Hit, load
 from diversify.errors import ConfigError, InputError, InputTypeError, StoreError
 from diversify.stores import NumpyStore
@@ -457,7 +457,7 @@ from hypothesis import strategies as st  # noqa: E402
 @given(st.one_of(st.text(max_size=200), st.binary(max_size=200).map(
     lambda b: __import__("base64").urlsafe_b64encode(b).decode().rstrip("="))))
 def test_fuzz_cursor_never_crashes(token):
-    from diversify.online._cursor import decode_cursor
+    from diversify.online.cursor import decode_cursor
 
     try:
         state = decode_cursor(token)
@@ -467,7 +467,7 @@ def test_fuzz_cursor_never_crashes(token):
 
 
 def test_cursor_round_trip_of_mixed_and_exotic_values():
-    from diversify.online._cursor import decode_cursor, encode_cursor
+    from diversify.online.cursor import decode_cursor, encode_cursor
 
     token = encode_cursor(["a", 3, np.int64(4), 2.5, True, ("t",)], [1, "x", np.int32(2), 1.0], "fp")
     state = decode_cursor(token)

@@ -6,10 +6,10 @@ import copy
 
 import numpy as np
 import pytest
+from contract import oracle_select
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contract import oracle_select
 from diversify import Hit, select
 from diversify.errors import ConfigError, InputError, InputTypeError
 from diversify.online import Group, Kept, Result
@@ -298,7 +298,7 @@ def test_on_the_fly_folding_by_text():
 
 
 def test_text_shingles():
-    from diversify.online._textsim import jaccard, shingle_set
+    from diversify.online.folding import jaccard, shingle_set
 
     a = shingle_set("Ｈｅｌｌｏ, big   World")  # NFKC + casefold + word runs
     assert a == frozenset({"hello big world"})

@@ -6,7 +6,8 @@ Public API
     Pure function over ranked hits and their cluster ids: keep at most ``max_per_cluster``
     per cluster, in rank order, ties broken by id, up to ``k``; flat or grouped output; each
     kept hit lists the similar hits folded into it. Optional on-the-fly folding of hits the
-    artifact does not know (cosine of their vectors against the kept hits).
+    artifact does not know (cosine of their vectors, or Jaccard of their texts, against the
+    kept hits).
 :class:`Diversifier`
     Holds a :class:`~diversify.ClusterMap` (or reads cluster ids from a payload field) and
     ``wrap(search)`` / ``awrap(async_search)`` any search callable: over-fetch, select,
@@ -15,10 +16,21 @@ Public API
     ``select_items`` diversifies a fixed list (what framework plugins call); ``stats()``.
 :class:`Hit`, :class:`Kept`, :class:`Group`, :class:`Result`
     Immutable value types (input hit; kept hit with ``cluster_id``, ``folded``, ``omitted``;
-    a group of up to n members; the whole answer with ``exhausted``, ``backend_calls``,
-    ``cursor``...).
-:class:`SearchFn`, :class:`AsyncSearchFn`, :class:`ClusterLookup`
-    Protocols: ``search(query, k[, exclude_ids]) -> ranked hits``; ``lookup(ids) -> int64``.
+    a group of up to n members; the whole answer, a sequence of kept hits with
+    ``exhausted``, ``backend_calls``, ``cursor``...).
+:class:`SearchFn`, :class:`AsyncSearchFn`, :class:`ClusterLookup`, :class:`DiversifiedSearch`, :class:`AsyncDiversifiedSearch`
+    Protocols: ``search(query, k[, exclude_ids]) -> ranked hits``; ``lookup(ids) -> int64``;
+    what ``wrap`` / ``awrap`` return.
+:class:`LazyDiversifier`, :func:`diversifier_from`, :func:`check_cluster_source`, :func:`annotation`, :func:`serializable_cluster_map`
+    What the framework plugins share (:mod:`diversify.online.plugins`).
+
+Modules: :mod:`~diversify.online.types` (value types, protocols), :mod:`~diversify.online.selection`
+(``select``), :mod:`~diversify.online.folding` (on-the-fly folding),
+:mod:`~diversify.online.checks` (validation), :mod:`~diversify.online.diversifier`
+(``Diversifier``), :mod:`~diversify.online.source` (artifact, hot reload, fail-open),
+:mod:`~diversify.online.refill` (the refetch loop), :mod:`~diversify.online.wrappers` (sync and
+async), :mod:`~diversify.online.cursor` (pages), :mod:`~diversify.online.hits` (normalizing
+search results), :mod:`~diversify.online.stats`, :mod:`~diversify.online.plugins`.
 
 Example
 -------
@@ -28,7 +40,7 @@ Example
 ...     hits = [Hit("a", 0.9), Hit("b", 0.8), Hit("c", 0.7)]
 ...     return [h for h in hits if h.id not in set(exclude_ids or ())][:k]
 >>> res = d.wrap(search)("q")
->>> [(h.id, h.omitted) for h in res.hits]
+>>> [(h.id, h.omitted) for h in res]
 [('a', 1), ('c', 0)]
 
 This package imports neither numba nor any vendor SDK.
@@ -36,10 +48,25 @@ This package imports neither numba nor any vendor SDK.
 
 from __future__ import annotations
 
-from ._cursor import MAX_CURSOR_CHARS
-from ._diversifier import Diversifier, as_hit
-from ._select import UNKNOWN, select
-from ._types import AsyncSearchFn, ClusterLookup, Group, Hit, Kept, Result, SearchFn
+from .checks import ON_ERROR
+from .cursor import MAX_CURSOR_CHARS
+from .diversifier import Diversifier
+from .hits import as_hit
+from .plugins import LazyDiversifier, annotation, check_cluster_source, diversifier_from, serializable_cluster_map
+from .selection import UNKNOWN, select
+from .types import (
+    AsyncDiversifiedSearch,
+    AsyncSearchFn,
+    ClusterLookup,
+    DiversifiedSearch,
+    DocId,
+    Group,
+    Hit,
+    Kept,
+    Result,
+    SearchFn,
+    Vector,
+)
 
 __all__ = [
     "select",
@@ -48,10 +75,20 @@ __all__ = [
     "Kept",
     "Group",
     "Result",
+    "DocId",
+    "Vector",
     "SearchFn",
     "AsyncSearchFn",
     "ClusterLookup",
+    "DiversifiedSearch",
+    "AsyncDiversifiedSearch",
     "as_hit",
     "UNKNOWN",
+    "ON_ERROR",
     "MAX_CURSOR_CHARS",
+    "LazyDiversifier",
+    "diversifier_from",
+    "check_cluster_source",
+    "annotation",
+    "serializable_cluster_map",
 ]

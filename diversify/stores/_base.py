@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Optional
 import numpy as np
 
 from ..errors import ConfigError, InputError, InputTypeError
-from ..online._types import Hit
+from ..online import Hit
 
 __all__ = ["Store", "representative_flags", "query_vector", "check_k"]
 
@@ -82,10 +82,14 @@ class Store:
     ``exclude_ids`` and filters them in the store.
     """
 
-    scores_are: ClassVar[str] = "similarity"
     supports_exclude: ClassVar[bool] = True
     #: which optional extra installs the vendor SDK (for the error hint)
     extra: ClassVar[str] = ""
+
+    @property
+    def scores_are(self) -> str:
+        """``"similarity"`` (higher is better) or ``"distance"`` (lower is better)."""
+        return "similarity"
 
     def search(self, query: Any, k: int, exclude_ids: Optional[Iterable[Any]] = None) -> list[Hit]:
         """Top-``k`` hits for ``query``, best first, none of ``exclude_ids``."""

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
 from ..errors import StoreError, require
-from ..online._types import Hit
+from ..online import Hit
 from ._base import Store, check_field, check_k, query_vector, representative_flags
 
 __all__ = ["ChromaStore"]

@@ -9,7 +9,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import DuplicateIdError, InputError, StoreError, require
-from ..online._types import Hit
+from ..online import Hit
 from ._base import Store, check_field, check_k, query_vector, representative_flags
 
 __all__ = ["FaissStore"]
@@ -42,21 +42,22 @@ class FaissStore(Store):
                  payloads: Optional[Sequence[Mapping]] = None):
         self.index = index
         self._ids = None if ids is None else list(ids)
-        self._label = None
+        self._label: Optional[dict[Any, int]] = None
         if self._ids is not None:
-            self._label = {}
+            label: dict[Any, int] = {}
             for j, i in enumerate(self._ids):
-                if i in self._label:
+                if i in label:
                     raise DuplicateIdError(f"`ids` must be unique; id {i!r} occurs at labels "
-                                           f"{self._label[i]} and {j}.")
-                self._label[i] = j
+                                           f"{label[i]} and {j}.")
+                label[i] = j
+            self._label = label
         if payloads is not None and self._ids is not None and len(payloads) != len(self._ids):
             raise InputError(f"`payloads` must have one entry per id ({len(self._ids)}); got {len(payloads)}.")
         # label -> payload (a private copy); FAISS itself stores none
         self._payloads = None if payloads is None else {j: dict(p or {}) for j, p in enumerate(payloads)}
 
     @property
-    def scores_are(self) -> str:  # type: ignore[override]
+    def scores_are(self) -> str:
         faiss = _faiss()
         return "similarity" if self.index.metric_type == faiss.METRIC_INNER_PRODUCT else "distance"
 
@@ -85,14 +86,14 @@ class FaissStore(Store):
         except Exception as exc:
             raise StoreError(f"FAISS search failed: {type(exc).__name__}: {exc}") from exc
         out = []
-        for d, l in zip(dist[0].tolist(), lab[0].tolist()):
-            if l < 0:
+        for d, label in zip(dist[0].tolist(), lab[0].tolist()):
+            if label < 0:
                 break  # fewer than k vectors passed the selector
             payload = None
             if self._payloads is not None:
-                p = self._payloads.get(l)
+                p = self._payloads.get(label)
                 payload = None if p is None else MappingProxyType(p)
-            out.append(Hit(self._external(l), float(d), payload, None, None))
+            out.append(Hit(self._external(label), float(d), payload, None, None))
         return out
 
     def _all_labels(self) -> list:

@@ -9,7 +9,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import ConfigError, InputTypeError, StoreError, require
-from ..online._types import Hit
+from ..online import Hit
 from ._base import Store, check_k, query_vector, representative_flags
 
 __all__ = ["LanceDBStore"]

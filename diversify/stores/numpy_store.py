@@ -9,7 +9,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import ConfigError, DuplicateIdError, InputError
-from ..online._types import Hit
+from ..online import Hit
 from ._base import Store, check_field, check_k, query_vector, representative_flags
 
 __all__ = ["NumpyStore"]
@@ -46,7 +46,7 @@ class NumpyStore(Store):
         ids = list(ids)
         if len(ids) != x.shape[0]:
             raise InputError(f"`ids` must have one entry per vector ({x.shape[0]}); got {len(ids)}.")
-        pos = {}
+        pos: dict[Any, int] = {}
         for j, i in enumerate(ids):
             if i in pos:
                 raise DuplicateIdError(f"`ids` must be unique; id {i!r} occurs at rows {pos[i]} and {j}.")
@@ -54,7 +54,6 @@ class NumpyStore(Store):
         if payloads is not None and len(payloads) != len(ids):
             raise InputError(f"`payloads` must have one entry per vector ({len(ids)}); got {len(payloads)}.")
         self.metric = metric
-        self.scores_are = "distance" if metric == "l2" else "similarity"
         if metric == "cosine":
             norms = np.linalg.norm(x, axis=1, keepdims=True)
             if (norms == 0).any():
@@ -79,6 +78,10 @@ class NumpyStore(Store):
     def payload(self, doc_id) -> Mapping:
         """Read-only view of one document's payload."""
         return MappingProxyType(self._payloads[self._pos[doc_id]])
+
+    @property
+    def scores_are(self) -> str:
+        return "distance" if self.metric == "l2" else "similarity"
 
     def search(self, query, k: int, exclude_ids: Optional[Iterable[Any]] = None) -> list[Hit]:
         k = check_k(k)

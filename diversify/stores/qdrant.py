@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
 from ..errors import StoreError, require
-from ..online._types import Hit
+from ..online import Hit
 from ._base import Store, check_field, check_k, query_vector, representative_flags
 
 __all__ = ["QdrantStore"]
@@ -50,7 +50,7 @@ class QdrantStore(Store):
         self._scores_are = scores_are
 
     @property
-    def scores_are(self) -> str:  # type: ignore[override]
+    def scores_are(self) -> str:
         if self._scores_are is None:
             info = self.client.get_collection(self.collection)
             vectors = info.config.params.vectors
@@ -88,7 +88,8 @@ class QdrantStore(Store):
         return out
 
     def _all_ids(self) -> list:
-        ids, offset = [], None
+        ids: list = []
+        offset = None
         while True:
             points, offset = self.client.scroll(self.collection, limit=1024, offset=offset,
                                                 with_payload=False, with_vectors=False)

@@ -12,14 +12,14 @@ import base64
 import binascii
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import msgpack
 import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["CursorState", "encode_cursor", "decode_cursor", "MAX_CURSOR_CHARS"]
+__all__ = ["CursorState", "EMPTY", "encode_cursor", "decode_cursor", "next_cursor", "MAX_CURSOR_CHARS"]
 
 _VERSION = 1
 #: Largest token accepted (characters); a cursor grows by roughly 10 bytes per shown hit.
@@ -28,20 +28,23 @@ MAX_CURSOR_CHARS = 4_000_000
 
 @dataclass(frozen=True)
 class CursorState:
+    """What a cursor says the earlier pages showed."""
+
     ids: frozenset            # ids already shown or folded on earlier pages
     clusters: frozenset       # cluster ids already shown on earlier pages
     fingerprint: str          # fingerprint of the artifact that assigned ``clusters``
     order: tuple              # ids in the order they were seen (for store-side exclusion)
 
 
+#: The state of page 1 (no cursor).
 EMPTY = CursorState(frozenset(), frozenset(), "", ())
 
 
-def _ok_key(v) -> bool:
+def _ok_key(v: Any) -> bool:
     return (isinstance(v, int) and not isinstance(v, bool)) or isinstance(v, str)
 
 
-def _plain(v):
+def _plain(v: Any) -> Any:
     # numpy integers (from a store's label array) travel as plain ints
     return int(v) if isinstance(v, np.integer) else v
 
@@ -50,23 +53,43 @@ _PLAIN_TYPES = frozenset((int, str))
 
 
 def encode_cursor(ids: Iterable[Hashable], clusters: Iterable[Hashable], fingerprint: str) -> str:
-    """Ids and cluster ids that are neither int nor str (e.g. tuples) are left out."""
-    ids = list(ids)
-    clusters = list(clusters)
-    types = set(map(type, ids))
-    ctypes = set(map(type, clusters))
+    """The token for ``ids`` shown so far and their ``clusters``, answered by ``fingerprint``.
+
+    Ids and cluster ids that are neither int nor str (e.g. tuples) are left out.
+    """
+    id_list: list[Any] = list(ids)
+    cluster_list: list[Any] = list(clusters)
+    types = set(map(type, id_list))
+    ctypes = set(map(type, cluster_list))
     if not (types <= _PLAIN_TYPES and len(ctypes) <= 1 and ctypes <= _PLAIN_TYPES):
-        ids = [i for i in map(_plain, ids) if _ok_key(i)]
-        clusters = [c for c in map(_plain, clusters) if _ok_key(c)]
-        clusters.sort(key=lambda c: (isinstance(c, str), c))
+        id_list = [i for i in map(_plain, id_list) if _ok_key(i)]
+        cluster_list = [c for c in map(_plain, cluster_list) if _ok_key(c)]
+        cluster_list.sort(key=lambda c: (isinstance(c, str), c))
     else:
-        clusters.sort()
-    raw = msgpack.packb({"v": _VERSION, "i": ids, "c": clusters, "f": fingerprint or ""},
+        cluster_list.sort()
+    raw = msgpack.packb({"v": _VERSION, "i": id_list, "c": cluster_list, "f": fingerprint or ""},
                         use_bin_type=True)
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
+def next_cursor(previous: CursorState, kept: Iterable[Any], fingerprint: str) -> str:
+    """The token for the page after this one: what earlier pages and this page's ``kept`` hits
+    (each a :class:`~diversify.online.Kept`, with what was folded into it) showed."""
+    shown = list(previous.order)
+    clusters = set(previous.clusters)
+    for kp in kept:
+        shown.append(kp.hit.id)
+        shown.extend(f.id for f in kp.folded)
+        if kp.cluster_id is not None:
+            clusters.add(kp.cluster_id)
+    return encode_cursor(shown, clusters, fingerprint)
+
+
 def decode_cursor(token: Optional[str]) -> CursorState:
+    """Decode a token from :func:`encode_cursor`; ``None`` or ``""`` is page 1 (:data:`EMPTY`).
+
+    Raises :class:`~diversify.errors.InputError` for anything else that is not a valid token.
+    """
     if token is None or token == "":
         return EMPTY
     if not isinstance(token, str):

@@ -2,14 +2,14 @@
 
 All of them are immutable. None of them copies or touches the caller's objects: a
 :class:`Hit` only *refers* to the caller's payload and original object (``item``).
+The protocols at the end describe the callables the online path accepts and returns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Awaitable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
-from typing import Any, Optional, Protocol, Union, runtime_checkable
+from typing import Any, Optional, Protocol, Union, overload, runtime_checkable
 
 import numpy as np
 
@@ -21,11 +21,16 @@ __all__ = [
     "ClusterLookup",
     "SearchFn",
     "AsyncSearchFn",
+    "DiversifiedSearch",
+    "AsyncDiversifiedSearch",
     "DocId",
+    "Vector",
 ]
 
-#: A document id as stores know it.
-DocId = Union[str, int]
+#: A document id as stores know it (numpy integers from a store's label array count as ints).
+DocId = Union[str, int, np.integer]
+#: A hit's embedding: shape ``(d,)``, any float dtype (a list is accepted too).
+Vector = Union[np.ndarray, Sequence[float]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +45,7 @@ class Hit:
         The store's score (similarity or distance: only equality is used, to break ties by id).
     payload : Mapping, optional
         The store's payload / metadata; read (``cluster_field``), never written.
-    vector : numpy.ndarray, optional
+    vector : numpy.ndarray or sequence of float, optional
         Shape ``(d,)``; lets the on-the-fly mode fold hits that are not in the artifact.
     item : Any, optional
         The caller's original object (a LangChain ``Document``, a Qdrant ``ScoredPoint``...),
@@ -52,13 +57,15 @@ class Hit:
     id: DocId
     score: Optional[float] = None
     payload: Optional[Mapping[str, Any]] = field(default=None, compare=False)
-    vector: Optional[np.ndarray] = field(default=None, compare=False, repr=False)
+    vector: Optional[Vector] = field(default=None, compare=False, repr=False)
     item: Any = field(default=None, compare=False, repr=False)
     text: Optional[str] = field(default=None, compare=False, repr=False)
 
 
 class Kept(tuple):
     """A hit that survived selection, with what it stands for (an immutable 4-tuple).
+
+    ``Kept(hit, cluster_id, rank, folded)``; indexing and unpacking go over those four fields.
 
     Attributes
     ----------
@@ -76,16 +83,31 @@ class Kept(tuple):
 
     __slots__ = ()
 
-    def __new__(cls, hit: Any, cluster_id: Optional[Hashable], rank: int, folded: tuple = ()):
+    def __new__(cls, hit: Any, cluster_id: Optional[Hashable], rank: int, folded: tuple = ()) -> Kept:
         return tuple.__new__(cls, (hit, cluster_id, rank, folded))
 
-    def __getnewargs__(self):
+    def __getnewargs__(self) -> tuple:
         return tuple(tuple.__iter__(self))
 
-    hit = property(itemgetter(0), doc="The original hit.")
-    cluster_id = property(itemgetter(1), doc="Cluster id, None for an unknown singleton.")
-    rank = property(itemgetter(2), doc="0-based rank in the (tie-broken) input.")
-    folded = property(itemgetter(3), doc="Similar lower-ranked hits left out because of this one.")
+    @property
+    def hit(self) -> Any:
+        """The original hit."""
+        return self[0]
+
+    @property
+    def cluster_id(self) -> Optional[Hashable]:
+        """Cluster id, None for an unknown singleton."""
+        return self[1]
+
+    @property
+    def rank(self) -> int:
+        """0-based rank in the (tie-broken) input."""
+        return self[2]
+
+    @property
+    def folded(self) -> tuple:
+        """Similar lower-ranked hits left out because of this one (``tuple[Hit, ...]``)."""
+        return self[3]
 
     @property
     def id(self) -> DocId:
@@ -106,7 +128,7 @@ class Kept(tuple):
         """Number of similar results folded into this one."""
         return len(self[3])
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"Kept(id={self.id!r}, score={self.score!r}, cluster_id={self[1]!r}, "
                 f"rank={self[2]}, omitted={len(self[3])})")
 
@@ -119,8 +141,8 @@ class Group:
     """
 
     cluster_id: Optional[Hashable]
-    hits: tuple  # tuple[Kept, ...]
-    folded: tuple = ()  # tuple[Hit, ...]
+    hits: tuple[Kept, ...]
+    folded: tuple[Hit, ...] = ()
 
     @property
     def omitted(self) -> int:
@@ -131,10 +153,14 @@ _RESULT_FIELDS = ("hits", "groups", "k", "omitted", "dropped", "considered", "ex
                   "backend_calls", "rounds", "cursor", "generation")
 
 
-class Result(tuple):
-    """What :func:`select` and a wrapped search return (immutable).
+class Result(Sequence[Kept]):
+    """What :func:`select` and a wrapped search return: the kept hits, and the accounting.
 
-    ``len(result)`` and ``iter(result)`` go over ``hits``.
+    A ``Result`` is an immutable sequence of :class:`Kept` hits in rank order: ``len(result)``,
+    ``result[0]``, ``result[1:3]`` (a tuple), ``for kept in result``, ``kept in result``,
+    ``reversed``, ``index`` and ``count`` all go over ``hits``, and an empty result is falsy.
+    ``result == other`` is True when ``other`` is a ``Result`` with every field equal (compare
+    ``list(result)`` or ``result.ids`` with a list); results are hashable.
 
     Attributes
     ----------
@@ -165,53 +191,118 @@ class Result(tuple):
         Which loaded artifact answered (increments on every ``reload``).
     """
 
-    __slots__ = ()
+    __slots__ = ("_f",)
+    _f: tuple
 
-    def __new__(cls, hits: tuple, groups: Optional[tuple] = None, k: int = 0, omitted: int = 0,
-                dropped: int = 0, considered: int = 0, exhausted: bool = False, short: bool = False,
-                backend_calls: int = 0, rounds: int = 0, cursor: Optional[str] = None,
-                generation: int = 0):
-        return tuple.__new__(cls, (hits, groups, k, omitted, dropped, considered, exhausted, short,
-                                   backend_calls, rounds, cursor, generation))
+    def __init__(self, hits: tuple[Kept, ...], groups: Optional[tuple[Group, ...]] = None, k: int = 0,
+                 omitted: int = 0, dropped: int = 0, considered: int = 0, exhausted: bool = False,
+                 short: bool = False, backend_calls: int = 0, rounds: int = 0, cursor: Optional[str] = None,
+                 generation: int = 0) -> None:
+        object.__setattr__(self, "_f", (tuple(hits), groups, k, omitted, dropped, considered, exhausted,
+                                        short, backend_calls, rounds, cursor, generation))
 
-    def __getnewargs__(self):
-        return tuple(tuple.__iter__(self))
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"Result is immutable; cannot set {name!r}")
 
-    hits = property(itemgetter(0))
-    groups = property(itemgetter(1))
-    k = property(itemgetter(2))
-    omitted = property(itemgetter(3))
-    dropped = property(itemgetter(4))
-    considered = property(itemgetter(5))
-    exhausted = property(itemgetter(6))
-    short = property(itemgetter(7))
-    backend_calls = property(itemgetter(8))
-    rounds = property(itemgetter(9))
-    cursor = property(itemgetter(10))
-    generation = property(itemgetter(11))
+    def __reduce__(self) -> tuple:
+        return (Result, self._f)
+
+    # ------------------------------------------------------------------ fields
+
+    @property
+    def hits(self) -> tuple[Kept, ...]:
+        return self._f[0]
+
+    @property
+    def groups(self) -> Optional[tuple[Group, ...]]:
+        return self._f[1]
+
+    @property
+    def k(self) -> int:
+        return self._f[2]
+
+    @property
+    def omitted(self) -> int:
+        return self._f[3]
+
+    @property
+    def dropped(self) -> int:
+        return self._f[4]
+
+    @property
+    def considered(self) -> int:
+        return self._f[5]
+
+    @property
+    def exhausted(self) -> bool:
+        return self._f[6]
+
+    @property
+    def short(self) -> bool:
+        return self._f[7]
+
+    @property
+    def backend_calls(self) -> int:
+        return self._f[8]
+
+    @property
+    def rounds(self) -> int:
+        return self._f[9]
+
+    @property
+    def cursor(self) -> Optional[str]:
+        return self._f[10]
+
+    @property
+    def generation(self) -> int:
+        return self._f[11]
+
+    @property
+    def ids(self) -> list[DocId]:
+        """The kept hits' ids, in rank order."""
+        return [kept[0].id for kept in self._f[0]]
+
+    @property
+    def items(self) -> list[Any]:
+        """The caller's original objects, in rank order."""
+        return [kept.item for kept in self._f[0]]
+
+    # ------------------------------------------------------------------ the sequence of hits
 
     def __len__(self) -> int:
-        return len(self[0])
+        return len(self._f[0])
 
-    def __iter__(self):
-        return iter(self[0])
+    @overload
+    def __getitem__(self, index: int) -> Kept: ...
 
-    def __repr__(self):
-        fields = ", ".join(f"{name}={tuple.__getitem__(self, j)!r}" for j, name in enumerate(_RESULT_FIELDS)
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Kept, ...]: ...
+
+    def __getitem__(self, index: Union[int, slice]) -> Union[Kept, tuple[Kept, ...]]:
+        return self._f[0][index]
+
+    def __iter__(self) -> Iterator[Kept]:
+        return iter(self._f[0])
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._f[0]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Result):
+            return self._f == other._f
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._f)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={value!r}" for name, value in zip(_RESULT_FIELDS, self._f)
                            if name not in ("hits", "groups", "cursor"))
         return f"Result(ids={self.ids!r}, {fields})"
 
-    def _asdict(self) -> dict:
-        return dict(zip(_RESULT_FIELDS, tuple.__iter__(self)))
-
-    @property
-    def ids(self) -> list:
-        return [kept[0].id for kept in self[0]]
-
-    @property
-    def items(self) -> list:
-        """The caller's original objects, in rank order."""
-        return [kept.item for kept in self[0]]
+    def _asdict(self) -> dict[str, Any]:
+        """Every field by name (as ``namedtuple._asdict``)."""
+        return dict(zip(_RESULT_FIELDS, self._f))
 
 
 @runtime_checkable
@@ -241,3 +332,17 @@ class AsyncSearchFn(Protocol):
     """Async twin of :class:`SearchFn`."""
 
     async def __call__(self, query: Any, k: int, exclude_ids: Sequence[DocId] = ..., /) -> Sequence[Any]: ...
+
+
+class DiversifiedSearch(Protocol):
+    """What :meth:`Diversifier.wrap` returns: ``diversified(query, ...) -> Result``."""
+
+    def __call__(self, query: Any, *, k: Optional[int] = None, max_per_cluster: Optional[int] = None,
+                 groups: bool = False, cursor: Optional[str] = None) -> Result: ...
+
+
+class AsyncDiversifiedSearch(Protocol):
+    """What :meth:`Diversifier.awrap` returns: ``await diversified(query, ...) -> Result``."""
+
+    def __call__(self, query: Any, *, k: Optional[int] = None, max_per_cluster: Optional[int] = None,
+                 groups: bool = False, cursor: Optional[str] = None) -> Awaitable[Result]: ...

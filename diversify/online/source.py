@@ -1,0 +1,226 @@
+"""Where cluster ids come from: the loaded artifact (hot-swappable), a payload field, and what
+happens when the artifact fails.
+
+Concurrency model: the loaded artifact lives in one immutable :class:`Snapshot`. A query reads
+:attr:`ClusterSource.current` once and uses that snapshot to the end, so
+:meth:`ClusterSource.reload` (which builds the new snapshot completely, then assigns one
+attribute) can never produce a torn read: a query sees the old artifact or the new one, never a
+mix.
+
+Fail-open (``on_error``): loading the artifact (at construction or in ``reload``) and looking
+cluster ids up in it at query time are the only artifact operations. With ``on_error="last_good"``
+or ``"passthrough"`` a failure there is logged (logger ``"diversify"``, level WARNING), counted
+and absorbed: the source keeps serving the last good artifact, or none (every hit its own
+cluster). ``"raise"`` propagates the error. Store failures are not artifact failures.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from ..errors import InputTypeError
+from .cursor import EMPTY, CursorState
+from .stats import Counters, describe
+from .types import ClusterLookup, DocId, Hit
+
+__all__ = ["ClusterSource", "Snapshot", "MappingLookup", "load_cluster_map", "is_load_failure"]
+
+log = logging.getLogger("diversify")
+
+
+class MappingLookup:
+    """Adapts a plain ``{id: cluster_id}`` mapping (int cluster ids) to the ``lookup(ids)`` protocol."""
+
+    def __init__(self, mapping: Mapping) -> None:
+        self._m = dict(mapping)  # a private copy: the caller may keep mutating theirs
+        bad = next((v for v in self._m.values()
+                    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < -1), None)
+        if bad is not None:
+            raise InputTypeError(f"a `cluster_map` mapping must map ids to int cluster ids (>= 0, or -1 for "
+                                 f"unknown); got {type(bad).__name__} {bad!r}. For other labels store them in "
+                                 "the payload and use cluster_field=.")
+        self.fingerprint = ""
+
+    def lookup(self, ids: Sequence[DocId]) -> np.ndarray:
+        get = self._m.get
+        return np.fromiter((get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
+
+
+def load_cluster_map(cluster_map: Any) -> Optional[ClusterLookup]:
+    """A path (loaded with :func:`diversify.load`), a mapping, a lookup object or None, as a lookup."""
+    if cluster_map is None:
+        return None
+    if isinstance(cluster_map, (str, os.PathLike)):
+        from ..artifact import load  # lazy: only when a path is given
+
+        return load(cluster_map)
+    if isinstance(cluster_map, Mapping):
+        return MappingLookup(cluster_map)
+    if not callable(getattr(cluster_map, "lookup", None)):
+        raise InputTypeError(
+            "`cluster_map` must be a ClusterMap, a path to an artifact file, a {id: cluster_id} mapping "
+            f"or None; got {type(cluster_map).__name__}. Use diversify.load(path) or pass the path.")
+    return cluster_map
+
+
+def is_load_failure(exc: BaseException, cluster_map: Any) -> bool:
+    """Is ``exc`` (raised by ``load_cluster_map(cluster_map)``) an artifact failure rather than a
+    programming error?
+
+    Loading a *path* can fail in any way a hostile or damaged file makes it fail (ArtifactError,
+    OSError, MemoryError, or a reader bug): all of those count. For an object or a mapping only
+    value/IO/memory errors count; a wrong type (InputTypeError) is the caller's mistake.
+    """
+    if isinstance(cluster_map, (str, os.PathLike)):
+        return isinstance(exc, Exception)
+    return isinstance(exc, (ValueError, OSError, MemoryError)) and not isinstance(exc, InputTypeError)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The artifact answering now: one immutable value, swapped whole by a reload."""
+
+    cluster_map: Optional[ClusterLookup]
+    generation: int
+    fingerprint: str
+    degraded: bool = False  # serving undiversified ("passthrough") after a failed load
+
+    @classmethod
+    def of(cls, cluster_map: Optional[ClusterLookup], generation: int, degraded: bool = False) -> Snapshot:
+        return cls(cluster_map, generation, str(getattr(cluster_map, "fingerprint", "") or ""), degraded)
+
+    @property
+    def serving(self) -> str:
+        """``"passthrough"`` after a failed load, ``"artifact"``, or ``"none"`` when none was configured."""
+        return "passthrough" if self.degraded else "artifact" if self.cluster_map is not None else "none"
+
+
+class ClusterSource:
+    """Cluster ids for hits: ``cluster_field`` of the payload first, then the artifact, else None.
+
+    Owns the artifact (loading, hot reload) and its fail-open policy; counts failures in
+    ``counters``.
+    """
+
+    def __init__(self, cluster_map: Any, *, cluster_field: Optional[str], on_error: str,
+                 counters: Counters) -> None:
+        self.cluster_field = cluster_field
+        self.on_error = on_error
+        self.counters = counters
+        self._lock = threading.Lock()  # serializes reloads and the once-per-generation warning
+        self._warned_generation = -1   # query-time failures: one WARNING per generation, then DEBUG
+        try:
+            cm = load_cluster_map(cluster_map)
+        except Exception as exc:
+            if on_error == "raise" or not is_load_failure(exc, cluster_map):
+                raise
+            self._note_load_error(exc, "at startup", "serving undiversified until a reload succeeds")
+            cm = None
+        self.current = Snapshot.of(cm, 0, degraded=cm is None and cluster_map is not None)
+
+    # ------------------------------------------------------------------ loading
+
+    def reload(self, cluster_map: Any) -> int:
+        """Swap in a new artifact; returns the generation now serving (see :meth:`Diversifier.reload`)."""
+        try:
+            cm = load_cluster_map(cluster_map)
+        except Exception as exc:
+            if not is_load_failure(exc, cluster_map):
+                raise
+            return self._reload_failed(exc)
+        with self._lock:
+            self.current = Snapshot.of(cm, self.current.generation + 1)
+            self.counters.add("reloads")
+            return self.current.generation
+
+    def _reload_failed(self, exc: Exception) -> int:
+        if self.on_error == "raise":
+            self.counters.add("load_errors", exc)
+            raise exc
+        if self.on_error == "last_good":
+            self._note_load_error(exc, "on reload", "keeping the last good artifact "
+                                  f"(generation {self.current.generation})")
+            return self.current.generation
+        self._note_load_error(exc, "on reload", "serving undiversified until a reload succeeds")
+        with self._lock:
+            self.current = Snapshot.of(None, self.current.generation + 1, degraded=True)
+            return self.current.generation
+
+    def _note_load_error(self, exc: BaseException, when: str, action: str) -> None:
+        self.counters.add("load_errors", exc)
+        log.warning("diversify: the cluster map could not be loaded %s (%s); on_error=%r: %s.",
+                    when, describe(exc), self.on_error, action)
+
+    def note_lookup_error(self, exc: BaseException, snap: Snapshot) -> None:
+        """Count and log a query-time lookup failure absorbed by a fail-open policy."""
+        self.counters.add("lookup_errors", exc)
+        with self._lock:
+            first = self._warned_generation != snap.generation
+            self._warned_generation = snap.generation
+        (log.warning if first else log.debug)(
+            "diversify: cluster lookup failed in artifact generation %d (%s); on_error=%r: this query is "
+            "served undiversified. Reload a good artifact.", snap.generation, describe(exc), self.on_error)
+
+    # ------------------------------------------------------------------ lookups
+
+    def cluster_ids(self, hits: Sequence[Hit], snap: Snapshot) -> list:
+        """Cluster id of each hit: the payload field if set and present, else the artifact, else None."""
+        out: list = [None] * len(hits)
+        missing: Sequence[int] = range(len(hits))
+        field = self.cluster_field
+        if field is not None:
+            missing = []
+            for j, h in enumerate(hits):
+                p = h.payload
+                v = p.get(field) if p is not None else None
+                if v is None or v == -1:
+                    missing.append(j)
+                else:
+                    out[j] = v
+        cm = snap.cluster_map
+        if cm is None or not len(missing):
+            return out
+        if self.on_error == "raise":
+            looked = cm.lookup([hits[j].id for j in missing])
+        else:
+            try:
+                looked = np.asarray(cm.lookup([hits[j].id for j in missing]))
+                if looked.shape != (len(missing),):
+                    raise ValueError(f"lookup returned shape {looked.shape} for {len(missing)} ids")
+            except Exception as exc:  # fail open: a broken artifact must not fail the query
+                self.note_lookup_error(exc, snap)
+                return out
+        for j, c in zip(missing, looked.tolist()):
+            if c != -1:
+                out[j] = c
+        return out
+
+    def excluded_clusters(self, snap: Snapshot, cur: CursorState) -> frozenset:
+        """Clusters shown on earlier pages.
+
+        Re-derived from the cursor's ids with the artifact answering now (a cursor may outlive a
+        reload, and two artifacts can number clusters differently); cluster ids the cursor
+        recorded are used as such only when they came from payloads or there is no artifact.
+        """
+        if cur is EMPTY:
+            return frozenset()
+        cm = snap.cluster_map
+        if cm is None:
+            return cur.clusters
+        try:
+            derived = {c for c in np.asarray(cm.lookup(list(cur.order))).tolist() if c != -1}
+        except Exception as exc:
+            if self.on_error == "raise":
+                raise
+            self.note_lookup_error(exc, snap)
+            return cur.clusters
+        if self.cluster_field is not None:
+            derived |= cur.clusters
+        return frozenset(derived)

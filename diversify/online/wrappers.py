@@ -1,0 +1,116 @@
+"""The sync and async wrappers :meth:`Diversifier.wrap` / :meth:`Diversifier.awrap` return.
+
+Both drive the same refill generator (:func:`diversify.online.refill.refill`): they only differ
+in how they call the search (directly, or awaiting it). A failure of the search reaches the
+caller as :class:`~diversify.errors.StoreError`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Generator
+from typing import Any, Optional
+
+from ..errors import InputTypeError, StoreError
+from .refill import Request
+from .types import AsyncDiversifiedSearch, DiversifiedSearch, Result
+
+__all__ = ["resolve_search", "supports_exclude", "sync_wrapper", "async_wrapper", "as_store_error", "Start"]
+
+#: Starts one query: ``start(k, max_per_cluster, groups, cursor, supports_exclude) -> refill generator``.
+Start = Callable[[Optional[int], Optional[int], bool, Optional[str], bool], Generator[Request, Any, Result]]
+
+
+def supports_exclude(fn: Any) -> bool:
+    """Does ``fn`` take ``exclude_ids``? Its (or its adapter's) ``supports_exclude`` attribute
+    says so; else its signature (a third positional parameter, ``*args`` or ``exclude_ids``)."""
+    flag = getattr(fn, "supports_exclude", None)
+    if flag is None:
+        flag = getattr(getattr(fn, "__self__", None), "supports_exclude", None)
+    if flag is not None:
+        return bool(flag)
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if any(p.name == "exclude_ids" for p in params):
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 3 or any(p.kind == p.VAR_POSITIONAL for p in params)
+
+
+def resolve_search(search: Any, exclude: Optional[bool] = None) -> tuple[Callable[..., Any], bool]:
+    """A store adapter (has ``.search``) or a plain callable -> ``(callable, supports_exclude)``.
+
+    ``exclude`` (True / False) overrides what :func:`supports_exclude` would detect.
+    """
+    if not callable(search) and callable(getattr(search, "search", None)):
+        search = search.search
+    elif callable(getattr(search, "search", None)) and hasattr(search, "supports_exclude"):
+        search = search.search
+    if not callable(search):
+        raise InputTypeError(f"`search` must be callable as search(query, k[, exclude_ids]) or a store "
+                             f"adapter; got {type(search).__name__}.")
+    if exclude is not None and not isinstance(exclude, bool):
+        raise InputTypeError(f"`supports_exclude` must be True, False or None (detect); got {exclude!r}.")
+    return search, supports_exclude(search) if exclude is None else exclude
+
+
+def as_store_error(exc: Exception) -> StoreError:
+    """A failure of the wrapped search, as the StoreError the caller sees."""
+    return StoreError(f"the wrapped search failed with {type(exc).__name__}: {exc}")
+
+
+def sync_wrapper(fn: Callable[..., Any], exclude: bool, start: Start) -> DiversifiedSearch:
+    """``diversified(query, *, k=None, max_per_cluster=None, groups=False, cursor=None) -> Result``."""
+
+    def diversified(query: Any, *, k: Optional[int] = None, max_per_cluster: Optional[int] = None,
+                    groups: bool = False, cursor: Optional[str] = None) -> Result:
+        gen = start(k, max_per_cluster, groups, cursor, exclude)
+        req = next(gen)
+        while True:
+            ask, exclude_ids = req
+            try:
+                raw = fn(query, ask, exclude_ids) if exclude else fn(query, ask)
+            except StoreError:
+                raise
+            except Exception as exc:
+                raise as_store_error(exc) from exc
+            try:
+                req = gen.send(raw)
+            except StopIteration as stop:
+                return stop.value
+
+    setattr(diversified, "__wrapped__", fn)  # like functools.wraps, without copying name and doc
+    diversified.__doc__ = f"Diversified {getattr(fn, '__name__', 'search')} (see Diversifier.wrap)."
+    return diversified
+
+
+def async_wrapper(fn: Callable[..., Any], exclude: bool, start: Start) -> AsyncDiversifiedSearch:
+    """``await diversified(query, *, k=None, max_per_cluster=None, groups=False, cursor=None) -> Result``.
+
+    ``fn`` may return an awaitable (an async search) or the hits themselves (a plain callable,
+    which then runs in the event loop's thread).
+    """
+
+    async def diversified(query: Any, *, k: Optional[int] = None, max_per_cluster: Optional[int] = None,
+                          groups: bool = False, cursor: Optional[str] = None) -> Result:
+        gen = start(k, max_per_cluster, groups, cursor, exclude)
+        req = next(gen)
+        while True:
+            ask, exclude_ids = req
+            try:
+                raw = fn(query, ask, exclude_ids) if exclude else fn(query, ask)
+                if inspect.isawaitable(raw):
+                    raw = await raw
+            except StoreError:
+                raise
+            except Exception as exc:
+                raise as_store_error(exc) from exc
+            try:
+                req = gen.send(raw)
+            except StopIteration as stop:
+                return stop.value
+
+    setattr(diversified, "__wrapped__", fn)
+    return diversified
