@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from typing import Any, Optional
 
 from langchain_core.documents import Document
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from diversify.errors import ConfigError, InputError
+from diversify.errors import InputError
+from diversify.online import Diversifier, LazyDiversifier, Result, annotation
 
 
 class DiversifySettings(BaseModel):
@@ -34,33 +34,17 @@ class DiversifySettings(BaseModel):
     metadata_key: str = "diversify"
     """Key under which each returned copy's metadata reports its cluster and what was omitted."""
 
-    _diversifier: Any = PrivateAttr(default=None)
-    _init_lock: Any = PrivateAttr(default_factory=threading.Lock)
+    _lazy: LazyDiversifier = PrivateAttr(default_factory=LazyDiversifier)
 
     def _diversifier_kwargs(self) -> dict:
         return {}
 
     @property
-    def diversifier(self):
+    def diversifier(self) -> Diversifier:
         """The :class:`diversify.Diversifier` behind this object (created, and the artifact
         loaded, on first use). Use it for ``stats()`` or ``reload(new_artifact)``."""
-        d = self._diversifier
-        if d is None:
-            with self._init_lock:
-                d = self._diversifier
-                if d is None:
-                    from diversify.online import Diversifier
-
-                    if self.cluster_map is None and self.cluster_field is None:
-                        raise ConfigError(
-                            "`cluster_map` and `cluster_field` are both None, so no document has a cluster "
-                            "and nothing would be diversified; got cluster_map=None, cluster_field=None. "
-                            "Pass cluster_map='clusters.dvf' (from `diversify build`) or "
-                            "cluster_field='cluster_id' if the store's metadata carries cluster ids.")
-                    d = Diversifier(self.cluster_map, cluster_field=self.cluster_field,
-                                    max_per_cluster=self.max_per_cluster, **self._diversifier_kwargs())
-                    self._diversifier = d
-        return d
+        return self._lazy.get(self.cluster_map, cluster_field=self.cluster_field,
+                              max_per_cluster=self.max_per_cluster, **self._diversifier_kwargs())
 
     def _doc_id(self, doc: Document, position: int, error: type = InputError):
         if self.id_field is not None:
@@ -77,22 +61,16 @@ class DiversifySettings(BaseModel):
         return value
 
 
-def annotated_copies(result, metadata_key: str) -> list[Document]:
+def annotated_copies(result: Result, metadata_key: str) -> list[Document]:
     """One new Document per kept hit, in rank order; the caller's documents stay unchanged.
 
     The copy keeps ``id`` and ``page_content`` and gets a *new* metadata dict with
     ``metadata[metadata_key] = {"cluster_id", "omitted", "omitted_ids", "score"}``.
     """
     out = []
-    for kept in result.hits:
+    for kept in result:
         doc: Document = kept.hit.item
-        info = {
-            "cluster_id": kept.cluster_id,
-            "omitted": kept.omitted,
-            "omitted_ids": [f.id for f in kept.folded],
-            "score": kept.hit.score,
-        }
         meta = dict(doc.metadata) if isinstance(doc.metadata, Mapping) else {}
-        meta[metadata_key] = info
+        meta[metadata_key] = annotation(kept, with_score=True)
         out.append(doc.model_copy(update={"metadata": meta}))
     return out

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Optional
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
@@ -11,7 +12,7 @@ from langchain_core.vectorstores import VectorStore
 from pydantic import Field
 
 from diversify.errors import StoreError
-from diversify.online import Hit
+from diversify.online import Hit, Result
 
 from ._common import DiversifySettings, annotated_copies
 
@@ -25,8 +26,8 @@ class DiversifiedDocuments(NamedTuple):
     out before ``k`` distinct clusters were found, ``result.cursor`` gives the next page.
     """
 
-    documents: list
-    result: Any
+    documents: list[Document]
+    result: Result
 
 
 def callable_exclude_filter(ids: Sequence[Any]) -> dict:
@@ -72,42 +73,36 @@ class DiversifyRetriever(DiversifySettings, BaseRetriever):
     def _diversifier_kwargs(self) -> dict:
         return {"k": self.k, "fetch_k": self.fetch_k, "max_rounds": self.max_rounds}
 
-    def _hits(self, pairs) -> list:
+    def _hits(self, pairs: Sequence[tuple[Document, float]]) -> list[Hit]:
         return [Hit(self._doc_id(doc, j, StoreError), float(score), doc.metadata, None, doc)
                 for j, (doc, score) in enumerate(pairs)]
 
-    def _kwargs(self, exclude_ids) -> dict:
+    def _kwargs(self, exclude_ids: Optional[Sequence[Any]]) -> dict:
         kwargs = dict(self.search_kwargs)
         if exclude_ids and self.exclude_filter is not None:
             kwargs.update(self.exclude_filter(list(exclude_ids)))
         return kwargs
 
-    def _search_fn(self):
-        def search(query, k, exclude_ids=None):
-            return self._hits(self.vectorstore.similarity_search_with_score(query, k=k, **self._kwargs(exclude_ids)))
+    def _search(self, query: str, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
+        return self._hits(self.vectorstore.similarity_search_with_score(query, k=k, **self._kwargs(exclude_ids)))
 
-        search.supports_exclude = self.exclude_filter is not None
-        return search
-
-    def _asearch_fn(self):
-        async def search(query, k, exclude_ids=None):
-            pairs = await self.vectorstore.asimilarity_search_with_score(query, k=k, **self._kwargs(exclude_ids))
-            return self._hits(pairs)
-
-        search.supports_exclude = self.exclude_filter is not None
-        return search
+    async def _asearch(self, query: str, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
+        pairs = await self.vectorstore.asimilarity_search_with_score(query, k=k, **self._kwargs(exclude_ids))
+        return self._hits(pairs)
 
     def retrieve_with_result(self, query: str, *, k: Optional[int] = None,
                              cursor: Optional[str] = None) -> DiversifiedDocuments:
         """Like ``invoke`` but also returns the :class:`diversify.Result` (backend calls,
         exhaustion, omitted counts, cursor for the next page)."""
-        result = self.diversifier.wrap(self._search_fn())(query, k=k, cursor=cursor)
+        search = self.diversifier.wrap(self._search, supports_exclude=self.exclude_filter is not None)
+        result = search(query, k=k, cursor=cursor)
         return DiversifiedDocuments(annotated_copies(result, self.metadata_key), result)
 
     async def aretrieve_with_result(self, query: str, *, k: Optional[int] = None,
                                     cursor: Optional[str] = None) -> DiversifiedDocuments:
         """Async twin of :meth:`retrieve_with_result` (``asimilarity_search_with_score``)."""
-        result = await self.diversifier.awrap(self._asearch_fn())(query, k=k, cursor=cursor)
+        search = self.diversifier.awrap(self._asearch, supports_exclude=self.exclude_filter is not None)
+        result = await search(query, k=k, cursor=cursor)
         return DiversifiedDocuments(annotated_copies(result, self.metadata_key), result)
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Mapping
-from typing import Any, List, Literal, Optional
+from typing import Any, Literal, Optional
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_serializer
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from diversify.errors import ConfigError, InputError
+from diversify.errors import InputError
+from diversify.online import Diversifier, LazyDiversifier, Result, annotation, serializable_cluster_map
 
 __all__ = ["DiversifyPostprocessor", "annotated_copies", "node_id_of"]
 
@@ -47,54 +45,28 @@ class DiversifyPostprocessor(BaseNodePostprocessor):
         default=None, description="On-the-fly folding of nodes the artifact does not know, by the cosine of "
         "node.embedding; higher -> only closer copies are folded; None disables it.")
 
-    _diversifier: Any = PrivateAttr(default=None)
-    _init_lock: Any = PrivateAttr(default_factory=threading.Lock)
+    _lazy: LazyDiversifier = PrivateAttr(default_factory=lambda: LazyDiversifier("node"))
 
     @field_serializer("cluster_map")
     def _serialize_cluster_map(self, value: Any) -> Any:
         # Only a path survives serialization; a loaded ClusterMap is referred to by its file.
-        if value is None or isinstance(value, str):
-            return value
-        if isinstance(value, os.PathLike):
-            return os.fspath(value)
-        if isinstance(value, Mapping):
-            return {str(k): v for k, v in value.items()}
-        path = getattr(value, "path", None)
-        if path is None:
-            raise ConfigError(
-                "`cluster_map` is an in-memory ClusterMap without a file, so it cannot be serialized; got "
-                f"{type(value).__name__} with path=None. Save it (cluster_map.save('clusters.dvf')) and pass the path.")
-        return str(path)
+        return serializable_cluster_map(value, str_keys=True)
 
     @classmethod
     def class_name(cls) -> str:
         return "DiversifyPostprocessor"
 
     @property
-    def diversifier(self):
+    def diversifier(self) -> Diversifier:
         """The :class:`diversify.Diversifier` behind this postprocessor (created on first use)."""
-        d = self._diversifier
-        if d is None:
-            with self._init_lock:
-                d = self._diversifier
-                if d is None:
-                    from diversify.online import Diversifier
-
-                    if self.cluster_map is None and self.cluster_field is None:
-                        raise ConfigError(
-                            "`cluster_map` and `cluster_field` are both None, so no node has a cluster and "
-                            "nothing would be diversified; got cluster_map=None, cluster_field=None. Pass "
-                            "cluster_map='clusters.dvf' or cluster_field='cluster_id'.")
-                    d = Diversifier(self.cluster_map, cluster_field=self.cluster_field,
-                                    max_per_cluster=self.max_per_cluster, fold_threshold=self.fold_threshold)
-                    self._diversifier = d
-        return d
+        return self._lazy.get(self.cluster_map, cluster_field=self.cluster_field,
+                              max_per_cluster=self.max_per_cluster, fold_threshold=self.fold_threshold)
 
     def _node_id(self, nws: NodeWithScore, position: int):
         return node_id_of(nws, position, id_field=self.id_field, id_source=self.id_source)
 
-    def _postprocess_nodes(self, nodes: List[NodeWithScore],
-                           query_bundle: Optional[QueryBundle] = None) -> List[NodeWithScore]:
+    def _postprocess_nodes(self, nodes: list[NodeWithScore],
+                           query_bundle: Optional[QueryBundle] = None) -> list[NodeWithScore]:
         nodes = list(nodes)
         if not nodes:
             return []
@@ -125,22 +97,18 @@ def node_id_of(nws: NodeWithScore, position: int, *, id_field: Optional[str], id
     return value
 
 
-def annotated_copies(result, metadata_key: str) -> List[NodeWithScore]:
+def annotated_copies(result: Result, metadata_key: str) -> list[NodeWithScore]:
     """One new NodeWithScore per kept hit (a copied node, same node_id, text and score).
 
     The copy's metadata gains ``metadata[metadata_key] = {"cluster_id", "omitted",
     "omitted_ids"}``, and the key is excluded from what the LLM and the embedder see.
     """
     out = []
-    for kept in result.hits:
+    for kept in result:
         nws: NodeWithScore = kept.hit.item
         meta = dict(nws.node.metadata)
-        meta[metadata_key] = {
-            "cluster_id": kept.cluster_id,
-            "omitted": kept.omitted,
-            "omitted_ids": [f.id for f in kept.folded],
-        }
-        update = {"metadata": meta}
+        meta[metadata_key] = annotation(kept)
+        update: dict[str, Any] = {"metadata": meta}
         for attr in ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys"):
             current = list(getattr(nws.node, attr, None) or [])
             update[attr] = current if metadata_key in current else current + [metadata_key]

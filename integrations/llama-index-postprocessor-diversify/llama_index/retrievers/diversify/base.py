@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import threading
-from typing import Any, List, Literal, NamedTuple, Optional
+from collections.abc import Sequence
+from typing import Any, Literal, NamedTuple, Optional
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
@@ -12,7 +12,7 @@ from llama_index.core.vector_stores.types import FilterCondition, FilterOperator
 from llama_index.postprocessor.diversify.base import annotated_copies, node_id_of
 
 from diversify.errors import ConfigError, StoreError
-from diversify.online import Hit
+from diversify.online import Diversifier, Hit, LazyDiversifier, Result, check_cluster_source
 
 __all__ = ["DiversifyRetriever", "DiversifiedNodes"]
 
@@ -21,8 +21,8 @@ class DiversifiedNodes(NamedTuple):
     """Annotated node copies (rank order) and the :class:`diversify.Result` behind them
     (``backend_calls``, ``exhausted``, ``cursor``...)."""
 
-    nodes: list
-    result: Any
+    nodes: list[NodeWithScore]
+    result: Result
 
 
 class DiversifyRetriever(BaseRetriever):
@@ -58,11 +58,7 @@ class DiversifyRetriever(BaseRetriever):
         fold_threshold: Optional[float] = None,
         callback_manager: Optional[CallbackManager] = None,
     ) -> None:
-        if cluster_map is None and cluster_field is None:
-            raise ConfigError(
-                "`cluster_map` and `cluster_field` are both None, so no node has a cluster and nothing would be "
-                "diversified; got cluster_map=None, cluster_field=None. Pass cluster_map='clusters.dvf' or "
-                "cluster_field='cluster_id'.")
+        check_cluster_source(cluster_map, cluster_field, subject="node")
         if not callable(getattr(index, "as_retriever", None)):
             raise ConfigError(f"`index` must have as_retriever(similarity_top_k=...) (e.g. a VectorStoreIndex); "
                               f"got {type(index).__name__}.")
@@ -78,27 +74,19 @@ class DiversifyRetriever(BaseRetriever):
         self._retriever_kwargs = dict(retriever_kwargs or {})
         self._metadata_key = metadata_key
         self._fold_threshold = fold_threshold
-        self._diversifier = None
-        self._init_lock = threading.Lock()
+        self._lazy = LazyDiversifier("node")
         # Exclusion needs one flat AND list (nested MetadataFilters are not supported everywhere).
         self._supports_exclude = exclude_key is not None and (
             filters is None or filters.condition in (None, FilterCondition.AND))
 
     @property
-    def diversifier(self):
+    def diversifier(self) -> Diversifier:
         """The :class:`diversify.Diversifier` behind this retriever (created on first use)."""
-        if self._diversifier is None:
-            with self._init_lock:
-                if self._diversifier is None:
-                    from diversify.online import Diversifier
+        return self._lazy.get(self._cluster_map, cluster_field=self._cluster_field, k=self._k,
+                              max_per_cluster=self._max_per_cluster, fetch_k=self._fetch_k,
+                              max_rounds=self._max_rounds, fold_threshold=self._fold_threshold)
 
-                    self._diversifier = Diversifier(self._cluster_map, cluster_field=self._cluster_field,
-                                                    k=self._k, max_per_cluster=self._max_per_cluster,
-                                                    fetch_k=self._fetch_k, max_rounds=self._max_rounds,
-                                                    fold_threshold=self._fold_threshold)
-        return self._diversifier
-
-    def _retriever(self, k: int, exclude_ids):
+    def _retriever(self, k: int, exclude_ids: Optional[Sequence[Any]]) -> Any:
         filters = self._filters
         if exclude_ids and self._supports_exclude:
             exclude = MetadataFilter(key=self._exclude_key, value=list(exclude_ids), operator=FilterOperator.NIN)
@@ -109,43 +97,38 @@ class DiversifyRetriever(BaseRetriever):
             kwargs["filters"] = filters
         return self._index.as_retriever(similarity_top_k=k, **kwargs)
 
-    def _hits(self, nodes: List[NodeWithScore]) -> list:
+    def _hits(self, nodes: list[NodeWithScore]) -> list[Hit]:
         return [Hit(node_id_of(n, j, id_field=self._id_field, id_source=self._id_source, error=StoreError),
                     n.score, n.node.metadata, n.node.embedding if self._fold_threshold is not None else None, n)
                 for j, n in enumerate(nodes)]
 
-    def _search_fn(self):
-        def search(query_bundle, k, exclude_ids=None):
-            return self._hits(self._retriever(k, exclude_ids).retrieve(query_bundle))
+    def _search(self, query_bundle: QueryBundle, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
+        return self._hits(self._retriever(k, exclude_ids).retrieve(query_bundle))
 
-        search.supports_exclude = self._supports_exclude
-        return search
-
-    def _asearch_fn(self):
-        async def search(query_bundle, k, exclude_ids=None):
-            return self._hits(await self._retriever(k, exclude_ids).aretrieve(query_bundle))
-
-        search.supports_exclude = self._supports_exclude
-        return search
+    async def _asearch(self, query_bundle: QueryBundle, k: int,
+                       exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
+        return self._hits(await self._retriever(k, exclude_ids).aretrieve(query_bundle))
 
     @staticmethod
-    def _bundle(query) -> QueryBundle:
+    def _bundle(query: Any) -> QueryBundle:
         return query if isinstance(query, QueryBundle) else QueryBundle(query_str=query)
 
     def retrieve_with_result(self, query, *, k: Optional[int] = None,
                              cursor: Optional[str] = None) -> DiversifiedNodes:
         """Like ``retrieve`` but also returns the :class:`diversify.Result`."""
-        result = self.diversifier.wrap(self._search_fn())(self._bundle(query), k=k, cursor=cursor)
+        search = self.diversifier.wrap(self._search, supports_exclude=self._supports_exclude)
+        result = search(self._bundle(query), k=k, cursor=cursor)
         return DiversifiedNodes(annotated_copies(result, self._metadata_key), result)
 
     async def aretrieve_with_result(self, query, *, k: Optional[int] = None,
                                     cursor: Optional[str] = None) -> DiversifiedNodes:
         """Async twin of :meth:`retrieve_with_result`."""
-        result = await self.diversifier.awrap(self._asearch_fn())(self._bundle(query), k=k, cursor=cursor)
+        search = self.diversifier.awrap(self._asearch, supports_exclude=self._supports_exclude)
+        result = await search(self._bundle(query), k=k, cursor=cursor)
         return DiversifiedNodes(annotated_copies(result, self._metadata_key), result)
 
-    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return self.retrieve_with_result(query_bundle).nodes
 
-    async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return (await self.aretrieve_with_result(query_bundle)).nodes

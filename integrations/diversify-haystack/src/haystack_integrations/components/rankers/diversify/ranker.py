@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Optional, Union
@@ -11,6 +10,14 @@ from typing import Any, Optional, Union
 from haystack import Document, component, default_from_dict, default_to_dict
 
 from diversify.errors import ConfigError, InputError
+from diversify.online import (
+    Diversifier,
+    LazyDiversifier,
+    Result,
+    annotation,
+    check_cluster_source,
+    serializable_cluster_map,
+)
 
 __all__ = ["DiversifyRanker", "annotated_copies"]
 
@@ -74,11 +81,7 @@ class DiversifyRanker:
             document is folded into it; higher -> only closer copies are folded. None disables it.
             Needs embeddings on the documents (e.g. ``return_embedding=True`` on the retriever).
         """
-        if cluster_map is None and cluster_field is None:
-            raise ConfigError(
-                "`cluster_map` and `cluster_field` are both None, so no document has a cluster and nothing "
-                "would be diversified; got cluster_map=None, cluster_field=None. Pass "
-                "cluster_map='clusters.dvf' or cluster_field='cluster_id'.")
+        check_cluster_source(cluster_map, cluster_field)
         if isinstance(max_per_cluster, bool) or not isinstance(max_per_cluster, int) or max_per_cluster < 1:
             raise ConfigError(f"`max_per_cluster` must be an int >= 1; got max_per_cluster={max_per_cluster!r}. "
                               "Use 1 to keep one document per cluster.")
@@ -90,45 +93,26 @@ class DiversifyRanker:
         self.top_k = top_k
         self.meta_key = meta_key
         self.fold_threshold = fold_threshold
-        self._diversifier = None
-        self._lock = threading.Lock()
+        self._lazy = LazyDiversifier()
 
     def warm_up(self) -> None:
         """Load the artifact (Haystack calls this before the first run of a pipeline)."""
-        if self._diversifier is None:
-            with self._lock:
-                if self._diversifier is None:
-                    from diversify.online import Diversifier
-
-                    self._diversifier = Diversifier(self.cluster_map, cluster_field=self.cluster_field,
-                                                    max_per_cluster=self.max_per_cluster,
-                                                    fold_threshold=self.fold_threshold)
+        _ = self.diversifier
 
     @property
-    def diversifier(self):
+    def diversifier(self) -> Diversifier:
         """The :class:`diversify.Diversifier` behind this component (``stats()``, ``reload()``)."""
-        self.warm_up()
-        return self._diversifier
+        return self._lazy.get(self.cluster_map, cluster_field=self.cluster_field,
+                              max_per_cluster=self.max_per_cluster, fold_threshold=self.fold_threshold)
 
     def to_dict(self) -> dict[str, Any]:
         """Serialize to a dictionary (the artifact by its path, a mapping as a dict)."""
-        cm = self.cluster_map
-        if cm is not None and not isinstance(cm, (str, Mapping)):
-            path = getattr(cm, "path", None)
-            if path is None:
-                raise ConfigError(
-                    "`cluster_map` is an in-memory ClusterMap without a file, so it cannot be serialized; "
-                    f"got {type(cm).__name__} with path=None. Save it first (cluster_map.save('clusters.dvf')) "
-                    "and pass the path.")
-            cm = path
-        elif isinstance(cm, Mapping):
-            cm = dict(cm)
-        return default_to_dict(self, cluster_map=cm, cluster_field=self.cluster_field, id_field=self.id_field,
+        return default_to_dict(self, cluster_map=serializable_cluster_map(self.cluster_map), cluster_field=self.cluster_field, id_field=self.id_field,
                                max_per_cluster=self.max_per_cluster, top_k=self.top_k, meta_key=self.meta_key,
                                fold_threshold=self.fold_threshold)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "DiversifyRanker":
+    def from_dict(cls, data: dict[str, Any]) -> DiversifyRanker:
         """Deserialize from a dictionary made by :meth:`to_dict`."""
         return default_from_dict(cls, data)
 
@@ -162,23 +146,19 @@ class DiversifyRanker:
         return {"documents": annotated_copies(result, self.meta_key)}
 
 
-def annotated_copies(result, meta_key: str) -> list[Document]:
+def annotated_copies(result: Result, meta_key: str) -> list[Document]:
     """One copy per kept hit (same id, content, score, embedding), rank order; its new ``meta``
     dict gains ``meta[meta_key] = {"cluster_id", "omitted", "omitted_ids"}``."""
     out = []
-    for kept in result.hits:
+    for kept in result:
         doc: Document = kept.hit.item
         meta = dict(doc.meta or {})
-        meta[meta_key] = {
-            "cluster_id": kept.cluster_id,
-            "omitted": kept.omitted,
-            "omitted_ids": [f.id for f in kept.folded],
-        }
+        meta[meta_key] = annotation(kept)
         out.append(replace(doc, meta=meta))
     return out
 
 
-def _check_top_k(top_k) -> None:
+def _check_top_k(top_k: Any) -> None:
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
         raise ConfigError(f"`top_k` must be None or an int >= 1; got top_k={top_k!r}. "
                           "Use None to keep every document that survives diversification.")

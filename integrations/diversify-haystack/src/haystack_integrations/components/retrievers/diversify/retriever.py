@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import threading
+from collections.abc import Sequence
 from typing import Any, Optional
 
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.core.serialization import component_to_dict
 from haystack.utils.deserialization import deserialize_component_inplace
+from haystack_integrations.components.rankers.diversify.ranker import annotated_copies
 
 from diversify.errors import ConfigError, StoreError
-from diversify.online import Hit
-
-from haystack_integrations.components.rankers.diversify.ranker import annotated_copies
+from diversify.online import Diversifier, Hit, LazyDiversifier, Result, check_cluster_source, serializable_cluster_map
 
 __all__ = ["DiversifyRetriever"]
 
@@ -63,11 +62,7 @@ class DiversifyRetriever:
             cosine of their ``embedding`` (wrap a retriever with ``return_embedding=True``); higher ->
             only closer copies are folded; None disables it.
         """
-        if cluster_map is None and cluster_field is None:
-            raise ConfigError(
-                "`cluster_map` and `cluster_field` are both None, so no document has a cluster and nothing would "
-                "be diversified; got cluster_map=None, cluster_field=None. Pass cluster_map='clusters.dvf' or "
-                "cluster_field='cluster_id'.")
+        check_cluster_source(cluster_map, cluster_field)
         if not callable(getattr(retriever, "run", None)):
             raise ConfigError(f"`retriever` must be a Haystack retriever component with run(...); "
                               f"got {type(retriever).__name__}.")
@@ -82,41 +77,35 @@ class DiversifyRetriever:
         self.exclude_seen = exclude_seen
         self.meta_key = meta_key
         self.fold_threshold = fold_threshold
-        self._diversifier = None
-        self._lock = threading.Lock()
+        self._lazy = LazyDiversifier()
 
     def warm_up(self) -> None:
         """Warm up the wrapped retriever and load the artifact."""
         if hasattr(self.retriever, "warm_up"):
             self.retriever.warm_up()
-        if self._diversifier is None:
-            with self._lock:
-                if self._diversifier is None:
-                    from diversify.online import Diversifier
-
-                    self._diversifier = Diversifier(self.cluster_map, cluster_field=self.cluster_field,
-                                                    k=self.top_k, max_per_cluster=self.max_per_cluster,
-                                                    fetch_k=self.fetch_k, max_rounds=self.max_rounds,
-                                                    fold_threshold=self.fold_threshold)
+        self._lazy.get(self.cluster_map, cluster_field=self.cluster_field, k=self.top_k,
+                       max_per_cluster=self.max_per_cluster, fetch_k=self.fetch_k, max_rounds=self.max_rounds,
+                       fold_threshold=self.fold_threshold)
 
     @property
-    def diversifier(self):
-        """The :class:`diversify.Diversifier` behind this component (``stats()``, ``reload()``)."""
-        if self._diversifier is None:
+    def diversifier(self) -> Diversifier:
+        """The :class:`diversify.Diversifier` behind this component (``stats()``, ``reload()``);
+        the first access warms the component up."""
+        if not self._lazy.built:
             self.warm_up()
-        return self._diversifier
+        return self._lazy.get()
 
     def to_dict(self) -> dict[str, Any]:
         """Serialize, with the wrapped retriever nested."""
         return default_to_dict(
             self, retriever=component_to_dict(self.retriever, "retriever"),
-            cluster_map=_serializable_cluster_map(self.cluster_map), cluster_field=self.cluster_field,
+            cluster_map=serializable_cluster_map(self.cluster_map), cluster_field=self.cluster_field,
             id_field=self.id_field, top_k=self.top_k, max_per_cluster=self.max_per_cluster, fetch_k=self.fetch_k,
             max_rounds=self.max_rounds, exclude_seen=self.exclude_seen, meta_key=self.meta_key,
             fold_threshold=self.fold_threshold)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "DiversifyRetriever":
+    def from_dict(cls, data: dict[str, Any]) -> DiversifyRetriever:
         """Deserialize (the nested retriever goes through Haystack's allowlist like any component)."""
         deserialize_component_inplace(data["init_parameters"], key="retriever")
         return default_from_dict(cls, data)
@@ -130,7 +119,7 @@ class DiversifyRetriever:
                              "None). Set id_field to a meta key every document carries, or leave it None.")
         return value
 
-    def _kwargs(self, inputs: dict, k: int, exclude_ids) -> dict:
+    def _kwargs(self, inputs: dict, k: int, exclude_ids: Optional[Sequence[Any]]) -> dict:
         kwargs = {name: value for name, value in inputs.items() if value is not None}
         kwargs["top_k"] = k
         if exclude_ids:
@@ -140,12 +129,12 @@ class DiversifyRetriever:
             kwargs["filters"] = exclude if not user else {"operator": "AND", "conditions": [user, exclude]}
         return kwargs
 
-    def _hits(self, out: dict) -> list:
+    def _hits(self, out: dict) -> list[Hit]:
         docs = out["documents"]
         fold = self.fold_threshold is not None
         return [Hit(self._id(d, j), d.score, d.meta, d.embedding if fold else None, d) for j, d in enumerate(docs)]
 
-    def _report(self, result) -> dict:
+    def _report(self, result: Result) -> dict[str, Any]:
         docs = annotated_copies(result, self.meta_key)
         info = {"backend_calls": result.backend_calls, "rounds": result.rounds, "exhausted": result.exhausted,
                 "short": result.short, "omitted": result.omitted, "considered": result.considered,
@@ -168,11 +157,11 @@ class DiversifyRetriever:
         """
         inputs = {"query": query, "query_embedding": query_embedding, "filters": filters}
 
-        def search(_query, k, exclude_ids=None):
+        def search(_query: Any, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
             return self._hits(self.retriever.run(**self._kwargs(inputs, k, exclude_ids)))
 
-        search.supports_exclude = self.exclude_seen
-        return self._report(self.diversifier.wrap(search)(None, k=top_k, cursor=cursor))
+        diversified = self.diversifier.wrap(search, supports_exclude=self.exclude_seen)
+        return self._report(diversified(None, k=top_k, cursor=cursor))
 
     @component.output_types(documents=list[Document], diversify=dict)
     async def run_async(self, query: Optional[str] = None, query_embedding: Optional[list[float]] = None,
@@ -182,26 +171,11 @@ class DiversifyRetriever:
         inputs = {"query": query, "query_embedding": query_embedding, "filters": filters}
         inner_async = getattr(self.retriever, "run_async", None)
 
-        async def search(_query, k, exclude_ids=None):
+        async def search(_query: Any, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
             kwargs = self._kwargs(inputs, k, exclude_ids)
             if inner_async is not None:
                 return self._hits(await inner_async(**kwargs))
             return self._hits(await asyncio.to_thread(self.retriever.run, **kwargs))
 
-        search.supports_exclude = self.exclude_seen
-        return self._report(await self.diversifier.awrap(search)(None, k=top_k, cursor=cursor))
-
-
-def _serializable_cluster_map(cm):
-    from collections.abc import Mapping
-
-    if cm is None or isinstance(cm, str):
-        return cm
-    if isinstance(cm, Mapping):
-        return dict(cm)
-    path = getattr(cm, "path", None)
-    if path is None:
-        raise ConfigError("`cluster_map` is an in-memory ClusterMap without a file, so it cannot be serialized; "
-                          f"got {type(cm).__name__} with path=None. Save it (cluster_map.save('clusters.dvf')) "
-                          "and pass the path.")
-    return str(path)
+        diversified = self.diversifier.awrap(search, supports_exclude=self.exclude_seen)
+        return self._report(await diversified(None, k=top_k, cursor=cursor))
