@@ -494,3 +494,76 @@ def test_expand_lists_every_member_of_a_kept_cluster(corpus):
     assert d.expand(unknown) == ["new"]
     with pytest.raises(ConfigError, match="expand"):
         Diversifier(cluster_field="c").expand(3)
+
+
+def test_wrap_takes_supports_exclude_explicitly(corpus):
+    detected = CountingSearch(corpus.ranked_ids)
+    Diversifier(corpus.cluster_map, k=6, fetch_k=6).wrap(detected)("q")
+    assert detected.calls[-1][1], "detected from the signature: refetches exclude the seen ids"
+    forced = CountingSearch(corpus.ranked_ids)
+    res = Diversifier(corpus.cluster_map, k=6, fetch_k=6).wrap(forced, supports_exclude=False)("q")
+    assert res.backend_calls >= 2 and all(ex is None for _, ex in forced.calls), forced.calls
+    assert [k for k, _ in forced.calls] == sorted(k for k, _ in forced.calls), "a larger k instead"
+    assert res.ids == oracle_select(corpus.ranked_ids, corpus.cluster_of, k=6)
+
+    def by_kwargs(query, *args, **kwargs):
+        return CountingSearch(corpus.ranked_ids)(query, *args, **kwargs)
+
+    res = asyncio.run(Diversifier(corpus.cluster_map, k=6).awrap(by_kwargs, supports_exclude=True)("q"))
+    assert res.ids == oracle_select(corpus.ranked_ids, corpus.cluster_of, k=6)
+    with pytest.raises(InputTypeError, match="supports_exclude"):
+        Diversifier().wrap(detected, supports_exclude="yes")
+
+
+def test_settings_are_read_only_attributes():
+    d = Diversifier({"a": 0}, k=10, max_per_cluster=2)
+    assert (d.k, d.max_per_cluster, d.fetch_k, d.max_rounds, d.on_error) == (10, 2, 20, 3, "raise")
+    assert d.options.fetch_k == d.fetch_k and d.options.cluster_field is None
+    with pytest.raises(AttributeError):
+        d.k = 3
+
+
+# ---------------------------------------------------------------------- what the plugins share
+
+
+def test_lazy_diversifier_builds_once_on_first_use():
+    from diversify.online import LazyDiversifier
+
+    lazy = LazyDiversifier("node")
+    assert not lazy.built and "built=False" in repr(lazy)
+    got, barrier = [], threading.Barrier(16)
+
+    def first_use():
+        barrier.wait()
+        got.append(lazy.get({"a": 0, "b": 0}, k=2))
+
+    threads = [threading.Thread(target=first_use) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert lazy.built and len({id(d) for d in got}) == 1 and got[0].k == 2
+    assert lazy.get(None) is got[0], "later calls return the same Diversifier"
+    assert not copy.copy(lazy).built and not copy.deepcopy(lazy).built
+    with pytest.raises(ConfigError, match="no node has a cluster"):
+        LazyDiversifier("node").get(None)
+
+
+def test_plugin_helpers():
+    from diversify import build
+    from diversify.online import annotation, check_cluster_source, diversifier_from, serializable_cluster_map
+
+    check_cluster_source(None, "c")
+    with pytest.raises(ConfigError, match="cluster_map"):
+        check_cluster_source(None, None)
+    assert diversifier_from(cluster_field="c", k=3, fetch_k=None).k == 3
+    res = Diversifier({"a": 0, "b": 0}).select_items([Hit("a", 0.9), Hit("b", 0.8)])
+    assert annotation(res[0]) == {"cluster_id": 0, "omitted": 1, "omitted_ids": ["b"]}
+    assert annotation(res[0], with_score=True)["score"] == 0.9
+    import pathlib
+
+    assert serializable_cluster_map(None) is None and serializable_cluster_map("c.dvf") == "c.dvf"
+    assert serializable_cluster_map(pathlib.Path("x") / "c.dvf") == str(pathlib.Path("x") / "c.dvf")
+    assert serializable_cluster_map({1: 0}) == {1: 0} and serializable_cluster_map({1: 0}, str_keys=True) == {"1": 0}
+    with pytest.raises(ConfigError, match="save"):
+        serializable_cluster_map(build(texts=["one two three four five six"], ids=["x"]).cluster_map)

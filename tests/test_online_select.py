@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import pickle
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -67,6 +69,39 @@ def test_grouped_output():
         (1, ["a", "c"], ["d"]), (2, ["b", "f"], [])]
     assert res.ids == ["a", "c", "b", "f"] and res.omitted == 1 and not res.short
     assert res.groups[0].omitted == 1
+
+
+def test_result_is_a_sequence_of_its_kept_hits():
+    hits = hits_of(list("abcde"))
+    res = select(hits, [1, 1, 2, 3, 3], k=3)
+    assert isinstance(res, Sequence) and len(res) == 3 and res
+    assert res[0] is res.hits[0] and res[-1] is res.hits[-1] and res[0].id == "a"
+    assert res[1:] == res.hits[1:] and isinstance(res[1:], tuple)
+    assert list(res) == list(res.hits) and [kept.id for kept in res] == res.ids == ["a", "c", "d"]
+    assert res.hits[1] in res and hits[1] not in res and "a" not in res
+    assert list(reversed(res)) == list(res.hits)[::-1]
+    assert res.index(res[2]) == 2 and res.count(res[0]) == 1
+    with pytest.raises(IndexError):
+        res[3]
+    hit, cluster_id, rank, folded = res[0]  # a Kept is the 4-tuple it says it is
+    assert (hit, cluster_id, rank, [f.id for f in folded]) == (hits[0], 1, 0, ["b"])
+    empty = select([], None, k=3)
+    assert len(empty) == 0 and not empty and list(empty) == [] and empty.short
+
+
+def test_result_equality_hash_immutability_and_copies():
+    hits = hits_of(list("abcde"))
+    a, b = select(hits, [1, 1, 2, 3, 3], k=3), select(hits, [1, 1, 2, 3, 3], k=3)
+    assert a == b and hash(a) == hash(b) and a is not b
+    assert a != select(hits, [1, 1, 2, 3, 3], k=2)
+    # only a Result equals a Result; compare list(result) or result.ids with a list
+    assert a != list(a) and a != a.hits and list(a) == list(b)
+    for name in ("hits", "k", "cursor", "anything"):
+        with pytest.raises(AttributeError):
+            setattr(a, name, None)
+    assert pickle.loads(pickle.dumps(a)) == a and copy.deepcopy(a) == a
+    assert a._asdict()["k"] == 3 and Result(**a._asdict()) == a
+    assert repr(a).startswith("Result(ids=['a', 'c', 'd'], k=3, omitted=2")
 
 
 def test_ties_are_broken_by_id_whatever_the_store_order():
