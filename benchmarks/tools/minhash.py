@@ -1,4 +1,5 @@
-"""The tools under comparison, each run the way its documentation suggests for bulk use.
+"""MinHash over text: diversify and its peers (datasketch, rensa), each run the way its
+documentation suggests for bulk use.
 
 Every runner takes ``(texts, ids, num_perm, threshold)`` and returns a dict with ``labels``
 (cluster label per document, from union-find over LSH query results), optionally
@@ -13,8 +14,11 @@ import time
 
 import numpy as np
 
-from .metrics import labels_from_pairs
-from .reference import shingle_strings
+from .. import lib
+from ..corpora import load_texts, small_texts
+from ..metrics import labels_from_pairs
+from ..protocol import Task
+from ..reference import shingle_strings
 
 TOOLS = ("diversify", "rensa", "datasketch")
 CHUNK = 1024
@@ -121,18 +125,11 @@ def run_rensa(texts, ids, *, num_perm=128, threshold=0.8, bands=None) -> dict:
                             sketch="RMinHash.from_token_sets (full set)", lsh="RMinHashLSH.insert_many + query_all"))
 
 
-def diversify_config(num_perm=128, threshold=0.8, **minhash_kwargs):
-    import diversify
-
-    return diversify.BuildConfig(minhash=diversify.MinHashConfig(num_perm=num_perm, threshold=threshold,
-                                                                 **minhash_kwargs))
-
-
 def run_diversify(texts, ids, *, num_perm=128, threshold=0.8, **minhash_kwargs) -> dict:
     import diversify
 
     clock = time.perf_counter
-    cfg = diversify_config(num_perm, threshold, **minhash_kwargs)
+    cfg = lib.minhash_config(num_perm, threshold, **minhash_kwargs)
     t0 = clock()
     res = diversify.build(texts=texts, ids=ids, config=cfg, progress=False)
     total = clock() - t0
@@ -150,10 +147,25 @@ def run_diversify(texts, ids, *, num_perm=128, threshold=0.8, **minhash_kwargs) 
 
 def warm_up(tool: str, **kwargs) -> None:
     """Compile JIT code and load libraries on a small corpus before anything is measured."""
-    from diversify.corpus.datagen import generate_corpus
-
-    c = generate_corpus(300, words_per_doc=80, dup_fraction=0.3, seed=99)
-    RUNNERS[tool](c.texts, c.ids, **kwargs)
+    texts = small_texts()
+    RUNNERS[tool](texts, [f"doc-{i:07d}" for i in range(len(texts))], **kwargs)
 
 
 RUNNERS = {"diversify": run_diversify, "rensa": run_rensa, "datasketch": run_datasketch}
+
+
+def _load(args: dict):
+    texts = load_texts(args["corpus"])
+    return texts, [f"doc-{i:07d}" for i in range(len(texts))]
+
+
+def _run(data, args: dict) -> dict:
+    texts, ids = data
+    out = RUNNERS[args["tool"]](texts, ids, **args["kwargs"])
+    arrays = {k: out[k] for k in ("labels", "labels_verified") if k in out}
+    return dict(arrays=arrays, tool=args["tool"], kwargs=args["kwargs"], n_docs=len(texts), timings=out["timings"],
+                params=out.get("params", {}), text_mb=sum(map(len, texts)) / 2**20)
+
+
+# Worker task: args = {"tool": name in RUNNERS, "corpus": corpus file prefix, "kwargs": {...}}.
+TASK = Task(load=_load, warm=lambda data, args: warm_up(args["tool"], **args["kwargs"]), run=_run)
