@@ -1,0 +1,193 @@
+"""dask: the Dask engine with 1 and 2 worker processes against the local build at equal cores.
+
+The corpus is generated once and written as Parquet files of ``--file-docs`` documents (one input
+partition each) to ``benchmarks/.cache/dask/``. Local build at k cores: a worker with
+``NUMBA_NUM_THREADS=k`` reads the Parquet files into a list and runs ``diversify.build`` (after a
+warm-up build). Dask build with k workers: a worker starts ``LocalCluster(n_workers=k,
+threads_per_worker=1)`` with ``NUMBA_NUM_THREADS=1`` in every process, warms it up, then runs
+``build_dask`` on the Parquet glob, sampling each worker's RSS every 0.5 s; the cluster ids are
+compared with the local ones.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from ..protocol import Task
+from . import Suite
+
+SUITE = Suite(
+    name="dask",
+    summary="the Dask engine at 1 and 2 worker processes vs the local build at equal cores (200k docs): wall "
+            "time, per-stage times, peak RSS per worker, identical clusters",
+    results=("dask-n*.json",), render="benchmarks.report.dask:dask_section",
+    peers=("dask", "distributed"), quick={"docs": 2000, "file_docs": 500, "workers": [1]}, takes="~6 min")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--docs", type=int, default=200_000)
+    p.add_argument("--words", type=int, default=550)
+    p.add_argument("--dup", type=float, default=0.2)
+    p.add_argument("--file-docs", type=int, default=20_000, help="documents per Parquet file (= input partition)")
+    p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--shuffle-method", default=None, choices=[None, "p2p", "tasks"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=3600)
+
+
+def corpus_dir(n: int, words: int, dup: float, file_docs: int, seed: int):
+    """Parquet files of ``file_docs`` documents each, generated in slices of ≥ 100k documents with
+    distinct seeds so memory stays bounded (copies stay within a slice)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .. import lib
+    from ..paths import CACHE, log
+
+    d = CACHE / "dask" / f"n{n}-w{words}-d{dup}-f{file_docs}-s{seed}"
+    if (d / "DONE").exists():
+        return d
+    d.mkdir(parents=True, exist_ok=True)
+    done = part = 0
+    slice_docs = max(file_docs, 100_000)
+    while done < n:
+        m = min(slice_docs, n - done)
+        c = lib.generate_corpus(m, words_per_doc=words, dup_fraction=dup, seed=seed * 1000 + part)
+        for a in range(0, m, file_docs):
+            b = min(m, a + file_docs)
+            pq.write_table(pa.table({"id": [f"s{part}-{i}" for i in range(a, b)], "text": list(c.texts[a:b])}),
+                           d / f"part-{(done + a) // file_docs:05d}.parquet", row_group_size=file_docs)
+        done += m
+        part += 1
+        log(f"  generated {done:,}/{n:,} docs")
+    (d / "DONE").write_text("ok")
+    return d
+
+
+def _read_parquet(args: dict):
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    t0 = time.perf_counter()
+    texts, ids = [], []
+    for f in sorted(Path(args["dir"]).glob("*.parquet")):
+        t = pq.read_table(f, columns=["id", "text"])
+        ids += t.column("id").to_pylist()
+        texts += t.column("text").to_pylist()
+    return texts, ids, time.perf_counter() - t0
+
+
+def _local_run(data, args: dict) -> dict:
+    import diversify
+
+    texts, ids, read_s = data
+    res = diversify.build(texts, ids=ids)
+    return dict(arrays={"cluster_ids": res.cluster_ids}, read_s=read_s, n_clusters=res.n_clusters,
+                timings=res.timings, exact_checks=res.stats.get("exact_checks"))
+
+
+def _local_warm(data, args: dict) -> None:
+    import diversify
+
+    diversify.build(data[0][:2000], ids=data[1][:2000])
+
+
+# Worker task (threads = cores): args = {"dir": Parquet folder}.
+LOCAL = Task(load=_read_parquet, warm=_local_warm, run=_local_run)
+
+
+def _rss() -> int:
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+def _maxrss() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _start_cluster(args: dict) -> dict:
+    import logging
+
+    import distributed
+
+    cluster = distributed.LocalCluster(n_workers=args["workers"], threads_per_worker=1, processes=True,
+                                       dashboard_address=":0", silence_logs=logging.ERROR)
+    return {"cluster": cluster, "client": distributed.Client(cluster)}
+
+
+def _dask_warm(state: dict, args: dict) -> None:
+    from .. import lib
+    from ..corpora import small_texts
+
+    # a corpus with planted copies, so every stage (candidates, verification) compiles before timing
+    lib.build_dask(small_texts(), client=state["client"], npartitions=args["workers"])
+
+
+def _sample(client, peaks: dict, stop: threading.Event) -> None:
+    while not stop.is_set():
+        try:
+            for w, v in client.run(_rss).items():
+                peaks[w] = max(peaks.get(w, 0), v)
+        except Exception:  # noqa: BLE001 - sampling is best effort
+            pass
+        stop.wait(0.5)
+
+
+def _dask_run(state: dict, args: dict) -> dict:
+    from .. import lib
+
+    client, peaks, stop = state["client"], {}, threading.Event()
+    th = threading.Thread(target=_sample, args=(client, peaks, stop), daemon=True)
+    th.start()
+    try:
+        res = lib.build_dask(args["dir"] + "/*.parquet", client=client, shuffle_method=args["shuffle_method"],
+                             progress=False)
+    finally:
+        stop.set()
+        th.join()
+    maxrss = client.run(_maxrss)
+    client.close()
+    state["cluster"].close()
+    return dict(arrays={"cluster_ids": res.cluster_ids}, workers=args["workers"], n_clusters=res.n_clusters,
+                timings={k: round(v, 3) for k, v in res.timings.items()}, dask=res.stats["dask"],
+                peak_rss_sampled_gib=sorted(round(v / 2**30, 2) for v in peaks.values()),
+                peak_rss_maxrss_gib=sorted(round(v / 2**30, 2) for v in maxrss.values()))
+
+
+# Worker task (threads = 1, inherited by the Dask workers): args = {"dir", "workers", "shuffle_method"}.
+DASK = Task(load=_start_cluster, warm=_dask_warm, run=_dask_run)
+
+
+def run(args, ctx) -> list:
+    import numpy as np
+
+    from ..env import environment
+    from ..paths import log, now, shown, write_json
+    from ..worker import run_job
+
+    d = corpus_dir(args.docs, args.words, args.dup, args.file_docs, args.seed)
+    payload = dict(suite="dask", created=now(), env=environment(), docs=args.docs, words=args.words,
+                   dup_fraction=args.dup, file_docs=args.file_docs,
+                   parquet_bytes=sum(f.stat().st_size for f in d.glob("*.parquet")), command=ctx.command, runs=[])
+    path = ctx.results / f"dask-n{args.docs}.json"
+    for k in args.workers:
+        log(f"local build, {k} thread(s) ...")
+        local = run_job("benchmarks.suites.dask:LOCAL", {"dir": str(d)}, tag=f"dask-local-c{k}", threads=k,
+                        timeout=args.timeout)
+        log(f"dask build, {k} worker process(es) ...")
+        dask = run_job("benchmarks.suites.dask:DASK", {"dir": str(d), "workers": k, "shuffle_method": args.shuffle_method},
+                       tag=f"dask-c{k}", threads=1, timeout=args.timeout)
+        if local is None or dask is None:
+            payload["runs"].append({"cores": k, "skipped": f"timed out after {args.timeout:.0f}s"})
+            continue
+        (loc, loc_ids), (dk, dk_ids) = local, dask
+        dk["same_as_local"] = bool(np.array_equal(dk_ids["cluster_ids"], loc_ids["cluster_ids"]))
+        payload["runs"].append({"cores": k, "local": loc, "dask": dk, "overhead": dk["wall_s"] / loc["wall_s"]})
+        write_json(path, payload)
+    log(f"wrote {shown(path)}")
+    return [path]
