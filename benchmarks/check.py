@@ -1,15 +1,16 @@
 """``python -m benchmarks check``: the harness checks itself before anyone trusts its numbers.
 
 1. The similarity join equals brute force on small generated corpora (several thresholds).
-2. The reference tokenizer agrees with the library's ``diversify.text.shingle_hashes`` on which
-   shingles documents share (pairwise intersection sizes and set sizes), on edge-case texts.
+2. The reference tokenizer agrees with the library's ``shingle_hashes`` on which shingles
+   documents share (pairwise intersection sizes and set sizes), on edge-case texts.
+3. Layout: no module of the harness over 500 lines, no function over 80.
 """
 
 from __future__ import annotations
 
+import ast
 import itertools
-
-import numpy as np
+from pathlib import Path
 
 EDGE_TEXTS = [
     "", "   ", "!!!", "one", "Two words", "three words here", "a b c d", "a b c d e", "A, B. c; D: e!",
@@ -25,8 +26,7 @@ EDGE_TEXTS = [
 
 
 def check_join(seeds=range(3)) -> None:
-    from diversify.corpus.datagen import generate_corpus
-
+    from .lib import generate_corpus
     from .reference import ShingleHasher
     from .truth import brute_force, similarity_join
 
@@ -45,7 +45,7 @@ def check_tokenizer() -> list[str]:
     from .reference import ShingleHasher
 
     try:
-        from diversify.text import shingle_hashes
+        from .lib import shingle_hashes
     except ImportError as e:
         print(f"tokenizer: skipped ({e})")
         return []
@@ -67,7 +67,28 @@ def check_tokenizer() -> list[str]:
     return problems
 
 
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 500, 80
+
+
+def check_layout(root: Path | None = None) -> list[str]:
+    root = root or Path(__file__).resolve().parent
+    problems = []
+    for path in sorted(p for p in root.rglob("*.py") if ".cache" not in p.parts):
+        src = path.read_text(encoding="utf-8")
+        name = path.relative_to(root)
+        if src.count("\n") > MAX_MODULE_LINES:
+            problems.append(f"{name}: {src.count(chr(10))} lines (at most {MAX_MODULE_LINES})")
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    problems.append(f"{name}:{node.lineno} {node.name}() is {length} lines "
+                                    f"(at most {MAX_FUNCTION_LINES})")
+    print("layout: OK" if not problems else "layout: TOO LONG\n  " + "\n  ".join(problems))
+    return problems
+
+
 def main() -> int:
     check_join()
-    problems = check_tokenizer()
+    problems = check_tokenizer() + check_layout()
     return 1 if problems else 0

@@ -13,7 +13,7 @@ import itertools
 import re
 import string
 import unicodedata
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
