@@ -1,4 +1,10 @@
-"""Document id keys: a fixed, platform-independent 64-bit key per document id.
+"""Document ids: the one home of their rules and of their fixed, platform-independent 64-bit keys.
+
+Rules (checked here and nowhere else): an id is a ``str`` or an ``int`` (never ``bool``, which
+would collide with 0/1); ints lie in the int64 range; strs are encodable as UTF-8 (no lone
+surrogates); the ids of one corpus are all of one kind and unique. :func:`check_ids` applies
+them to a corpus, :func:`check_id` to one id, :func:`check_id_type` only the type rule (the
+online side treats an int outside int64 or an unencodable str as simply unknown).
 
 The artifact looks documents up by a 64-bit key instead of the id itself, so the online
 lookup table is two flat arrays (sorted keys + cluster ids, 16 bytes per document).
@@ -10,8 +16,8 @@ and is pinned by golden tests; changing it is a breaking format change.
   unsigned 64-bit integer (two's complement). Exact: distinct ints never share a key.
 * ``str`` ids: ``hashlib.blake2b(id.encode("utf-8"), digest_size=8).digest()`` read as a
   little-endian unsigned 64-bit integer. Distinct strings share a key with probability 2**-64
-  per pair; :meth:`ClusterMap.from_arrays` refuses a corpus where that happens, so keys of
-  the ids *in* an artifact are always distinct.
+  per pair; :meth:`ClusterMap.from_arrays` refuses a corpus where that happens
+  (:func:`check_distinct_keys`), so keys of the ids *in* an artifact are always distinct.
 
 Never Python's ``hash()``: it is salted per process.
 
@@ -25,7 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,10 +42,16 @@ __all__ = [
     "ID_KEY_SCHEME",
     "INT64_MIN",
     "INT64_MAX",
+    "id_kind_of",
+    "check_id_type",
+    "check_id",
+    "check_ids",
+    "normalize_ids",
     "id_key",
     "id_keys",
+    "utf8_id_keys",
+    "check_distinct_keys",
     "query_keys",
-    "id_kind_of",
 ]
 
 ID_KEY_SCHEME = "diversify.idkey.v1"
@@ -53,30 +65,199 @@ _INT_TYPES = (int, np.integer)
 _LITTLE = sys.byteorder == "little"
 
 
-def _digest(s: str) -> bytes:
-    h = _BLAKE_BASE.copy()
-    h.update(s.encode("utf-8"))
-    return h.digest()
+# --------------------------------------------------------------------------- messages (one template each)
 
 
-def _bad_type(x: Any, position: int | None, param: str) -> InputTypeError:
-    where = f" at position {position}" if position is not None else ""
+def _at(position: int | None) -> str:
+    return "" if position is None else f" at position {position}"
+
+
+def _not_an_id(x: Any, param: str, position: int | None) -> InputTypeError:
     return InputTypeError(
-        f"`{param}`: document ids must be str or int; got {type(x).__name__} {x!r}{where}. "
-        "Convert ids to str (e.g. str(id)) or to int before passing them."
+        f"`{param}`: document ids must be str or int; got {type(x).__name__} {x!r:.60}{_at(position)}. "
+        "Convert each id with str(x) (or int(x))."
     )
 
 
-def id_kind_of(x: Any) -> str | None:
-    """Return ``"str"`` or ``"int"`` for a valid id, ``None`` for any other type.
+def _out_of_int64(value: int, param: str, position: int | None) -> InputError:
+    return InputError(
+        f"`{param}`: int ids must fit in int64 [{INT64_MIN}, {INT64_MAX}]; got {value}{_at(position)}. "
+        "Use smaller integers or str ids."
+    )
 
-    ``bool`` is not an id (it would silently collide with 0/1).
+
+def _not_utf8(s: str, exc: UnicodeEncodeError, param: str, position: int | None) -> InputError:
+    return InputError(
+        f"`{param}`: str ids must be encodable as UTF-8; got {s!r:.60}{_at(position)} ({exc.reason}). "
+        "Remove lone surrogates from the id (e.g. s.encode('utf-8', 'replace').decode())."
+    )
+
+
+def _mixed_kinds(first: str, pos0: int, kind: str, x: Any, pos: int, param: str) -> InputTypeError:
+    return InputTypeError(
+        f"`{param}` must be all str or all int; position {pos0} is {first} but position {pos} is {kind} ({x!r:.60}). "
+        "Convert every id to one type, e.g. [str(x) for x in ids]."
+    )
+
+
+def _duplicate(x: Any, first: int, second: int, param: str) -> DuplicateIdError:
+    return DuplicateIdError(
+        f"`{param}` must be unique; id {x!r:.60} occurs at positions {first} and {second}. "
+        "Deduplicate the ids, or give each document a distinct id."
+    )
+
+
+# --------------------------------------------------------------------------- the rules
+
+
+def id_kind_of(x: Any) -> str | None:
+    """Return ``"str"`` or ``"int"`` for a value of an id type, ``None`` for any other type.
+
+    Classification only (no range or encoding check). ``bool`` is not an id (it would silently
+    collide with 0/1).
     """
     if isinstance(x, str):
         return "str"
     if isinstance(x, _INT_TYPES) and not isinstance(x, (bool, np.bool_)):
         return "int"
     return None
+
+
+def check_id_type(x: Any, *, param: str = "id", position: int | None = None) -> str:
+    """Return the kind of ``x`` (``"str"`` or ``"int"``); raise :class:`InputTypeError` for any other type."""
+    kind = id_kind_of(x)
+    if kind is None:
+        raise _not_an_id(x, param, position)
+    return kind
+
+
+def check_id(x: Any, *, param: str = "id", position: int | None = None) -> str:
+    """Apply every rule for one id and return its kind (``"str"`` or ``"int"``).
+
+    Raises
+    ------
+    InputTypeError
+        ``x`` is neither str nor int (float, None, bool, bytes...).
+    InputError
+        ``x`` is an int outside the int64 range, or a str that is not valid UTF-8 (lone surrogates).
+    """
+    kind = check_id_type(x, param=param, position=position)
+    if kind == "int":
+        v = int(x)
+        if not INT64_MIN <= v <= INT64_MAX:
+            raise _out_of_int64(v, param, position)
+    else:
+        try:
+            x.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise _not_utf8(x, exc, param, position) from None
+    return kind
+
+
+def _id_items(ids: Any, param: str) -> list | np.ndarray:
+    """``ids`` as a list, or as a new int64 array when an integer array is given."""
+    if isinstance(ids, np.ndarray):
+        if ids.ndim != 1:
+            raise InputError(f"`{param}` must be one-dimensional; got shape {ids.shape}. Pass a flat list or array.")
+        if ids.dtype.kind in "iu":
+            if ids.dtype.kind == "u" and ids.size and int(ids.max()) > INT64_MAX:
+                pos = int(np.flatnonzero(ids > INT64_MAX)[0])
+                raise _out_of_int64(int(ids[pos]), param, pos)
+            return ids.astype(np.int64)
+        if ids.dtype.kind in "UO":
+            return ids.tolist()
+        raise InputTypeError(
+            f"`{param}` must hold str or int document ids; got an array of dtype {ids.dtype}. "
+            "Convert ids to str or int64 first."
+        )
+    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__len__"):
+        raise InputTypeError(
+            f"`{param}` must be a list of str or int document ids (or an int64 array); got {type(ids).__name__}. "
+            "Pass a list in document order."
+        )
+    return list(ids)
+
+
+def check_ids(ids: Sequence[Any] | np.ndarray, *, param: str = "ids", offset: int = 0) -> str:
+    """Apply every rule to a corpus' ids and return their kind (``"str"`` when empty).
+
+    Parameters
+    ----------
+    ids : sequence of str/int, or 1-D integer/str/object array
+        Document ids in document order.
+    param : str
+        The parameter name used in messages.
+    offset : int
+        Added to the positions named in messages (ids that continue an earlier list).
+
+    Raises
+    ------
+    InputTypeError
+        ``ids`` is not a sequence, holds a non-id, or mixes str and int ids.
+    InputError
+        An int outside int64 or a str that is not valid UTF-8.
+    DuplicateIdError
+        An id occurs twice (the message names both positions).
+    """
+    items = _id_items(ids, param)
+    if isinstance(items, np.ndarray):
+        _check_unique_ints(items, param, offset)
+        return "int"
+    if not items:
+        return "str"
+    kind = check_id(items[0], param=param, position=offset)
+    exact, same = (str if kind == "str" else int), type(items[0])
+    for i, x in enumerate(items):
+        t = type(x)
+        if t is not exact and t is not same:  # a list of one type costs a type() per id; range/UTF-8 in bulk below
+            k = check_id(x, param=param, position=offset + i)
+            if k != kind:
+                raise _mixed_kinds(kind, offset, k, x, offset + i, param)
+    if kind == "int":
+        if not (INT64_MIN <= min(map(int, items)) and max(map(int, items)) <= INT64_MAX):
+            for i, x in enumerate(items):
+                check_id(x, param=param, position=offset + i)
+    else:
+        try:
+            "".join(items).encode("utf-8")
+        except UnicodeEncodeError:
+            for i, x in enumerate(items):
+                check_id(x, param=param, position=offset + i)
+    _check_unique(items, param, offset)
+    return kind
+
+
+def _check_unique(items: list, param: str, offset: int) -> None:
+    if len(set(items)) == len(items):
+        return
+    seen: dict[Any, int] = {}
+    for pos, x in enumerate(items):
+        if x in seen:
+            raise _duplicate(x, seen[x] + offset, pos + offset, param)
+        seen[x] = pos
+
+
+def _check_unique_ints(values: np.ndarray, param: str, offset: int) -> None:
+    order = np.argsort(values, kind="stable")
+    same = values[order[1:]] == values[order[:-1]]
+    if same.any():
+        second = int(order[1:][same].min())  # the earliest position that repeats an id
+        first = int(np.flatnonzero(values == values[second])[0])
+        raise _duplicate(int(values[second]), first + offset, second + offset, param)
+
+
+def normalize_ids(ids: list) -> list:
+    """Checked ids as plain Python values: numpy integers become ``int``; strs are kept."""
+    return [int(x) for x in ids] if ids and isinstance(ids[0], _INT_TYPES) else list(ids)
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def _str_key(s: str) -> int:
+    h = _BLAKE_BASE.copy()
+    h.update(s.encode("utf-8"))
+    return int.from_bytes(h.digest(), "little")
 
 
 def id_key(x: str | int) -> int:
@@ -89,69 +270,63 @@ def id_key(x: str | int) -> int:
 
     Raises
     ------
-    InputTypeError
-        ``x`` is neither str nor int (float, None, bool, bytes...).
-    InputError
-        ``x`` is an int outside the int64 range, or a str that is not valid UTF-8
-        (lone surrogates).
+    InputTypeError, InputError
+        ``x`` breaks a rule of :func:`check_id`.
     """
-    kind = id_kind_of(x)
-    if kind == "str":
-        try:
-            return int.from_bytes(_digest(x), "little")
-        except UnicodeEncodeError as exc:
-            raise InputError(
-                f"`id` must be encodable as UTF-8; got {x!r} ({exc.reason}). "
-                "Remove lone surrogates from the id (e.g. id.encode('utf-8', 'replace').decode())."
-            ) from None
-    if kind == "int":
-        v = int(x)
-        if not INT64_MIN <= v <= INT64_MAX:
-            raise InputError(
-                f"`id` must fit in int64 [{INT64_MIN}, {INT64_MAX}]; got {v}. "
-                "Use a smaller integer or a str id."
-            )
-        return v & _U64_MASK
-    raise _bad_type(x, None, "id")
+    check_id(x, param="id")
+    return _str_key(x) if isinstance(x, str) else int(x) & _U64_MASK
 
 
 def id_keys(ids: Iterable[str | int] | np.ndarray, *, param: str = "ids") -> np.ndarray:
     """Return the keys of many ids as a ``uint64`` array of shape ``(n,)``.
 
-    All ids must be valid (see :func:`id_key`); the first invalid one raises, naming its
-    position. An int64/uint-safe integer ndarray is converted without a Python loop.
+    Every id must pass :func:`check_id` (kinds may mix); the first that does not raises, naming
+    its position. An integer ndarray is converted without a Python loop.
     """
-    if isinstance(ids, np.ndarray):
-        if ids.ndim != 1:
-            raise InputError(f"`{param}` must be one-dimensional; got shape {ids.shape}. Pass a flat list or array.")
-        if ids.dtype.kind in "iu":
-            if ids.dtype.kind == "u" and ids.size and int(ids.max()) > INT64_MAX:
-                pos = int(np.argmax(ids > INT64_MAX))
-                raise InputError(
-                    f"`{param}`: int ids must fit in int64; got {int(ids[pos])} at position {pos}. "
-                    "Use smaller integers or str ids."
-                )
-            return ids.astype(np.int64).view(np.uint64)
-        if ids.dtype.kind == "U":
-            ids = ids.tolist()
-        elif ids.dtype.kind == "O":
-            ids = ids.tolist()
-        else:
-            raise InputTypeError(
-                f"`{param}`: document ids must be str or int; got an array of dtype {ids.dtype}. "
-                "Convert ids to str or int64 first."
-            )
-    ids = list(ids)
-    out = np.empty(len(ids), dtype=np.uint64)
-    for i, x in enumerate(ids):
-        kind = id_kind_of(x)
-        if kind is None:
-            raise _bad_type(x, i, param)
-        try:
-            out[i] = id_key(x)
-        except InputError as exc:
-            raise type(exc)(f"`{param}` position {i}: {exc}") from None
+    items = _id_items(ids if isinstance(ids, (np.ndarray, str, bytes)) else list(ids), param)
+    if isinstance(items, np.ndarray):
+        return items.view(np.uint64)
+    out = np.empty(len(items), dtype=np.uint64)
+    for i, x in enumerate(items):
+        check_id(x, param=param, position=i)
+        out[i] = _str_key(x) if isinstance(x, str) else int(x) & _U64_MASK
     return out
+
+
+def utf8_id_keys(encoded: Sequence[bytes]) -> np.ndarray:
+    """Keys of str ids given as their UTF-8 bytes (already checked): ``uint64`` array of shape ``(n,)``."""
+    copy = _BLAKE_BASE.copy
+    digests: list[bytes] = []
+    append = digests.append
+    for b in encoded:
+        h = copy()
+        h.update(b)
+        append(h.digest())
+    return np.frombuffer(b"".join(digests), dtype="<u8").astype(np.uint64)
+
+
+def check_distinct_keys(
+    sorted_keys: np.ndarray, order: np.ndarray, id_at: Callable[[int], Any], *, param: str = "ids"
+) -> None:
+    """Refuse (unique) ids of which two share a 64-bit key.
+
+    Parameters
+    ----------
+    sorted_keys : numpy.ndarray[uint64], shape (n,)
+        The ids' keys, or any bijective image of them (the artifact's slot keys), ascending.
+    order : numpy.ndarray[int], shape (n,)
+        The position of the id of each sorted key.
+    id_at : callable
+        ``id_at(position)`` returns the id, for the message.
+    """
+    same = np.flatnonzero(sorted_keys[1:] == sorted_keys[:-1])
+    if same.size:  # pragma: no cover - needs a 64-bit blake2b collision
+        a, b = sorted((int(order[same[0]]), int(order[same[0] + 1])))
+        raise InputError(
+            f"`{param}` must have distinct 64-bit keys ({ID_KEY_SCHEME}); got {id_at(a)!r} (position {a}) and "
+            f"{id_at(b)!r} (position {b}) sharing one, which happens with probability ~2**-64 per pair. "
+            "Rename one of them."
+        )
 
 
 def query_keys(ids: Any, kind: str) -> tuple[np.ndarray, np.ndarray | None]:
@@ -160,7 +335,7 @@ def query_keys(ids: Any, kind: str) -> tuple[np.ndarray, np.ndarray | None]:
     Returns ``(keys, valid)``: ``keys`` is ``uint64 (m,)``; ``valid`` is ``None`` when every
     id is of the right kind, else a bool mask (ids of the other kind, ints outside int64
     and unencodable strs are simply unknown, not errors). A float, None, bool or other
-    non-id value raises :class:`InputTypeError`.
+    non-id value raises :class:`InputTypeError` (:func:`check_id_type`).
 
     Hot path: a list of str against a str artifact costs one blake2b per id (~0.35 us).
     """
@@ -195,7 +370,7 @@ def query_keys(ids: Any, kind: str) -> tuple[np.ndarray, np.ndarray | None]:
         # Fast path: every element is exactly str and encodable. Inlined: this loop is most of
         # the cost of an online lookup.
         copy = _BLAKE_BASE.copy
-        parts = []
+        parts: list[bytes] = []
         append = parts.append
         try:
             for s in ids:
@@ -215,19 +390,20 @@ def query_keys(ids: Any, kind: str) -> tuple[np.ndarray, np.ndarray | None]:
                 return np.array(ids, dtype=np.int64).view(np.uint64), None
             except OverflowError:
                 pass
-    # Slow path: per element, with type checks.
+    return _query_keys_slow(ids, kind)
+
+
+def _query_keys_slow(ids: Sequence[Any], kind: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """Per element, with type checks: ids of another kind, ints outside int64, unencodable strs are unknown."""
     m = len(ids)
     keys = np.zeros(m, dtype=np.uint64)
     valid = np.zeros(m, dtype=bool)
     for i, x in enumerate(ids):
-        k = id_kind_of(x)
-        if k is None:
-            raise _bad_type(x, i, "ids")
-        if k != kind:
+        if check_id_type(x, param="ids", position=i) != kind:
             continue
-        if k == "str":
+        if isinstance(x, str):
             try:
-                keys[i] = int.from_bytes(_digest(x), "little")
+                keys[i] = _str_key(x)
             except UnicodeEncodeError:
                 continue
         else:
@@ -237,37 +413,3 @@ def query_keys(ids: Any, kind: str) -> tuple[np.ndarray, np.ndarray | None]:
             keys[i] = v & _U64_MASK
         valid[i] = True
     return keys, (None if valid.all() else valid)
-
-
-def check_ids(ids: Sequence, *, offset: int = 0) -> None:
-    """All str or all int (not bool), unique. Raises naming the first offender."""
-    kind = None
-    for pos, x in enumerate(ids):
-        if isinstance(x, bool) or not isinstance(x, (str, int, np.integer)):
-            raise InputTypeError(
-                f"`ids` must be str or int; item {offset + pos} is {type(x).__name__} ({x!r:.60}). "
-                "Convert ids with str(x) (or int(x)) before building."
-            )
-        k = str if isinstance(x, str) else int
-        if kind is None:
-            kind = k
-        elif k is not kind:
-            raise InputTypeError(
-                f"`ids` must be all str or all int; item {offset + pos} is {k.__name__} ({x!r:.60}) but earlier ids are "
-                f"{kind.__name__}. Convert every id with str(x)."
-            )
-        if k is int and not (-(2**63) <= int(x) < 2**63):
-            raise InputError(f"`ids` ints must fit in int64; item {offset + pos} is {x}. Use str ids for larger values.")
-    if len(set(ids)) != len(ids):
-        seen: dict = {}
-        for pos, x in enumerate(ids):
-            if x in seen:
-                raise DuplicateIdError(
-                    f"`ids` must be unique; id {x!r} occurs at positions {seen[x] + offset} and {pos + offset}. "
-                    "Deduplicate the ids (or build with ids=None to number documents 0..n-1)."
-                )
-            seen[x] = pos
-
-
-def normalize_ids(ids: list) -> list:
-    return [int(x) for x in ids] if ids and isinstance(ids[0], (int, np.integer)) else list(ids)
