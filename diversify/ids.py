@@ -353,19 +353,13 @@ def query_keys(ids: Any, kind: str) -> tuple[np.ndarray, np.ndarray | None]:
         if ids.ndim != 1:
             raise InputTypeError(f"`ids` must be one-dimensional; got shape {ids.shape}. Pass a flat list or array.")
         if ids.dtype.kind in "iu":
-            if kind != "int":
-                return np.zeros(ids.size, np.uint64), np.zeros(ids.size, bool)
-            if ids.dtype.kind == "u" and ids.size:
-                valid = ids <= INT64_MAX
-                return ids.astype(np.uint64), (None if valid.all() else valid)
-            return ids.astype(np.int64).view(np.uint64), None
-        if ids.dtype.kind in "UO":
-            ids = ids.tolist()
-        else:
+            return _int_array_query_keys(ids, kind)
+        if ids.dtype.kind not in "UO":
             raise InputTypeError(
                 f"`ids` must hold str or int ids; got an array of dtype {ids.dtype}. "
                 "Convert ids to str or int64 first."
             )
+        ids = ids.tolist()
     if kind == "str":
         # Fast path: every element is exactly str and encodable. Inlined: this loop is most of
         # the cost of an online lookup.
@@ -391,6 +385,15 @@ def query_keys(ids: Any, kind: str) -> tuple[np.ndarray, np.ndarray | None]:
             except OverflowError:
                 pass
     return _query_keys_slow(ids, kind)
+
+
+def _int_array_query_keys(ids: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray | None]:
+    if kind != "int":
+        return np.zeros(ids.size, np.uint64), np.zeros(ids.size, bool)
+    if ids.dtype.kind == "u" and ids.size:
+        valid = ids <= INT64_MAX
+        return ids.astype(np.uint64), (None if valid.all() else valid)
+    return ids.astype(np.int64).view(np.uint64), None
 
 
 def _query_keys_slow(ids: Sequence[Any], kind: str) -> tuple[np.ndarray, np.ndarray | None]:
