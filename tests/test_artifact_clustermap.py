@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import diversify
-from diversify.ids import ID_KEY_SCHEME, id_key, id_keys, query_keys
 from diversify.artifact import ClusterMap, load
 from diversify.artifact.format import read_container, write_container
 from diversify.errors import ArtifactError, DuplicateIdError, InputError, InputTypeError
+from diversify.ids import ID_KEY_SCHEME, id_key, id_keys
 
 REPO = Path(diversify.__file__).resolve().parent.parent
 CREATED = "2024-01-31T12:00:00Z"
@@ -310,12 +310,13 @@ def test_golden_bytes(tmp_path):
 
 def _forced_paths(cm):
     """Yield the ClusterMap with each lookup strategy (binary search and bucket window)."""
-    cm._use_buckets = False
+    table = cm._lookup_table
+    table.use_buckets = False
     yield cm
     if cm._header["lookup"]["bucket_bits"] > 0:
-        cm._use_buckets = True
+        table.use_buckets = True
         yield cm
-    cm._use_buckets = False
+    table.use_buckets = False
 
 
 id_text = st.text(min_size=0, max_size=12)
@@ -422,10 +423,10 @@ def _set(name, idx, value):
 @pytest.mark.parametrize(
     "change,message",
     [
-        (lambda h, a: h.update(format="something.else"), "not a ClusterMap"),
+        (lambda h, a: h.update(format="something.else"), "not a diversify artifact"),
         (lambda h, a: h.update(id_kind="float"), "id_kind"),
         (lambda h, a: h.update(id_key_scheme="md5"), "id key scheme"),
-        (lambda h, a: h.update(seed="42"), "`seed` must be a int"),
+        (lambda h, a: h.update(seed="42"), "`seed` must be an int"),
         (lambda h, a: h["counts"].update(n_docs=7), "inconsistent"),
         (lambda h, a: h["lookup"].update(window=10**6), "out of range"),
         (lambda h, a: h["lookup"].update(bucket_bits=63), "out of range"),
@@ -509,7 +510,7 @@ def test_fuzz_consistent_checksums_load_or_artifact_error(tmp_path, name, index,
 
 
 def test_import_artifact_does_not_load_numba():
-    code = "import diversify.artifact, diversify._ids, sys; assert 'numba' not in sys.modules, 'numba was imported'"
+    code = "import diversify.artifact, diversify.ids, sys; assert 'numba' not in sys.modules, 'numba was imported'"
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

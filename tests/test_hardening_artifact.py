@@ -75,8 +75,9 @@ def test_hostile_fixture(name, mmap):
 
 
 def test_every_section_of_a_real_clustermap_has_a_truncation_fixture():
-    import msgpack
     import struct
+
+    import msgpack
 
     good = (HOSTILE / "valid.dvf").read_bytes()
     hlen = struct.unpack_from("<Q", good, 16)[0]
@@ -154,7 +155,7 @@ def test_fuzz_load_in_memory_capped_process():
     print(f"fuzz: {report['tried']} inputs, {report['loaded']} loaded, {report['refused']} refused, seed {seed}, "
           f"max RSS {report['maxrss_kb']} KiB")
     if report["known_bug_hits"]:
-        print(f"fuzz: {report['known_bug_hits']} inputs hit the known unhashable-dtype bug (see BUGS)")
+        print(f"fuzz: {report['known_bug_hits']} inputs hit a known bug (see KNOWN_BUGS in fuzz_worker.py)")
     assert not report["failures"], f"seed {seed} (rerun with DIVERSIFY_FUZZ_SEED={seed}): {report['failures']}"
     assert report["tried"] == FUZZ_EXAMPLES and report["refused"] > FUZZ_EXAMPLES // 2, report
     assert report["maxrss_kb"] < 400 * 1024, report

@@ -105,13 +105,13 @@ def test_artifact_reader_refuses_msgpack_extension_types():
     """Ext types are where msgpack libraries plug in object construction; the header refuses all."""
     import msgpack
 
-    from diversify.artifact.format import _unpack_header
+    from diversify.artifact.header import unpack_header
     from diversify.errors import ArtifactError
 
     values = [msgpack.ExtType(code, b"\0" * 4) for code in (0, 1, 42, 127)] + [msgpack.Timestamp(1, 0)]
     for value in values:  # the Timestamp is ext type -1
-        with pytest.raises(ArtifactError, match="malformed"):
-            _unpack_header(msgpack.packb({"x": value}))
+        with pytest.raises(ArtifactError, match=r"artifact 'x\.dvf': the msgpack header is malformed"):
+            unpack_header(msgpack.packb({"x": value}), "x.dvf")
 
 
 def test_written_files_are_replaced_atomically_not_truncated(tmp_path):

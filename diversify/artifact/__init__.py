@@ -1,21 +1,28 @@
-"""The ClusterMap artifact: one self-describing file from the offline builder to the online side.
+"""Artifacts: one self-describing ``.dvf`` file from the offline builder to the online side.
 
-``import diversify.artifact`` loads numpy and msgpack only (never numba). The byte layout is
-specified in ``docs/artifact-format.md``.
+An *artifact* is the file; :class:`ClusterMap` is the Python object that reads (:func:`load`)
+and writes (:meth:`ClusterMap.save`) it. ``import diversify.artifact`` loads numpy and msgpack
+only (never numba). The byte layout is specified in ``docs/artifact-format.md``.
+
+Modules, from the bytes up: :mod:`.layout` (constants and limits), :mod:`.header` (the msgpack
+header), :mod:`.format` (the generic container), :mod:`.schema` (what an artifact holds),
+:mod:`.lookup` (id -> cluster tables), :mod:`.aliases` (merged cluster ids), :mod:`.assemble`
+(the builder's arrays -> an artifact), :mod:`.validation` (the checks run at load) and
+:mod:`.clustermap` (the :class:`ClusterMap` class).
 """
 
 from __future__ import annotations
 
-from diversify.artifact.clustermap import (
+from diversify.artifact.clustermap import ClusterMap, load
+from diversify.artifact.format import read_container, write_container
+from diversify.artifact.layout import FORMAT_MAJOR, FORMAT_MINOR
+from diversify.artifact.schema import (
     FORMAT_NAME,
     STAGE_EXACT,
     STAGE_MINHASH,
     STAGE_SIMHASH_TEXT,
     STAGE_SIMHASH_VECTORS,
-    ClusterMap,
-    load,
 )
-from diversify.artifact.format import FORMAT_MAJOR, FORMAT_MINOR, read_container, write_container
 
 __all__ = [
     "ClusterMap",

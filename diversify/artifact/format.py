@@ -15,6 +15,8 @@ Byte layout (see ``docs/artifact-format.md`` for the full specification)::
 
 The header map has two container keys, ``"arrays"`` (the array table, in file order) and
 ``"data_nbytes"``; every other key belongs to the caller. No pickle, no code, bounded sizes.
+The constants and limits live in :mod:`~diversify.artifact.layout`, the header codec in
+:mod:`~diversify.artifact.header`.
 """
 
 from __future__ import annotations
@@ -22,16 +24,32 @@ from __future__ import annotations
 import math
 import mmap as _mmap
 import os
-import re
 import stat
-import struct
 import zlib
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import IO, Any, TypeAlias
 
-import msgpack
 import numpy as np
 
+from diversify.artifact.header import canonical, pack_header, unpack_header
+from diversify.artifact.layout import (
+    ALIGN,
+    ARTIFACT_SUFFIX,
+    DTYPES,
+    FORMAT_MAJOR,
+    FORMAT_MINOR,
+    MAGIC,
+    MAX_ARRAYS,
+    MAX_HEADER_BYTES,
+    MAX_NDIM,
+    NAME_RE,
+    PREFIX,
+    RESERVED_KEYS,
+    TABLE_KEYS,
+    align,
+    artifact_error,
+    dtype_code,
+)
 from diversify.errors import ArtifactError, ArtifactNotFoundError, InputError, InputTypeError
 from diversify.files import atomic_replace
 
@@ -42,181 +60,42 @@ __all__ = [
     "ALIGN",
     "MAX_HEADER_BYTES",
     "DTYPES",
-    "write_container",
-    "read_container",
+    "ArrayTable",
     "canonical",
+    "prepare_arrays",
+    "read_container",
+    "write_container",
 ]
 
-MAGIC = b"\x89DVRSFY\n"
-FORMAT_MAJOR = 1
-FORMAT_MINOR = 0
-ALIGN = 64
-PREFIX = struct.Struct("<8sHHIQ")  # magic, major, minor, header crc32, header length
-assert PREFIX.size == 24
-#: the file name extension of a cluster map
-ARTIFACT_SUFFIX = ".dvf"
-
-MAX_HEADER_BYTES = 16 * 1024 * 1024
-MAX_ARRAYS = 4096
-MAX_NDIM = 8
-MAX_DEPTH = 32
-MAX_NAME_LEN = 128
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
-_RESERVED = ("arrays", "data_nbytes", "format_version")  # format_version is added on read
-
-# File dtype code -> numpy dtype (all little-endian).
-DTYPES: dict[str, np.dtype] = {
-    "u1": np.dtype("<u1"),
-    "u2": np.dtype("<u2"),
-    "u4": np.dtype("<u4"),
-    "u8": np.dtype("<u8"),
-    "i1": np.dtype("<i1"),
-    "i2": np.dtype("<i2"),
-    "i4": np.dtype("<i4"),
-    "i8": np.dtype("<i8"),
-    "f4": np.dtype("<f4"),
-    "f8": np.dtype("<f8"),
-    "bool": np.dtype("bool"),
-}
-_CODE_OF = {(dt.kind, dt.itemsize): code for code, dt in DTYPES.items()}
-
-_TABLE_KEYS = {"name", "dtype", "shape", "offset", "nbytes", "crc32"}
+Buffer: TypeAlias = "_mmap.mmap | bytes"
 
 
-def _align(x: int) -> int:
-    return -(-x // ALIGN) * ALIGN
-
-
-# --------------------------------------------------------------------------- header values
-
-
-def canonical(obj: Any, *, path: str = "header", depth: int = 0) -> Any:
-    """Return ``obj`` as plain msgpack-able data with every map's keys sorted.
-
-    Accepts None, bool, int (-2**63 .. 2**64-1), float, str, bytes, list/tuple and dicts with
-    str keys; numpy scalars are converted to the matching Python type. Anything else raises
-    :class:`InputTypeError` naming the path of the offending value.
-    """
-    if depth > MAX_DEPTH:
-        raise InputError(
-            f"`{path}` is nested deeper than {MAX_DEPTH} levels. Flatten the structure before storing it."
-        )
-    if obj is None or isinstance(obj, (bool, str, bytes)):
-        return obj
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        v = int(obj)
-        if not -(2**63) <= v < 2**64:
-            raise InputError(
-                f"`{path}` must be an integer in [-2**63, 2**64); got {v}. Store it as a str instead."
-            )
-        return v
-    if isinstance(obj, (float, np.floating)):
-        return float(obj)
-    if isinstance(obj, (list, tuple)):
-        return [canonical(v, path=f"{path}[{i}]", depth=depth + 1) for i, v in enumerate(obj)]
-    if isinstance(obj, Mapping):
-        out = {}
-        for k in sorted(obj, key=lambda k: (not isinstance(k, str), str(k))):
-            if not isinstance(k, str):
-                raise InputTypeError(
-                    f"`{path}` keys must be str; got {type(k).__name__} {k!r}. Convert the key with str()."
-                )
-            out[k] = canonical(obj[k], path=f"{path}.{k}", depth=depth + 1)
-        return out
-    raise InputTypeError(
-        f"`{path}` must hold only None/bool/int/float/str/bytes/list/dict values; got {type(obj).__name__}. "
-        "Convert it (e.g. arrays with .tolist(), paths with str())."
-    )
-
-
-def _pack(obj: Any) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True, use_single_float=False)
-
-
-def _ext_hook(code: int, data: bytes) -> Any:
-    raise ValueError(f"msgpack extension type {code} is not allowed")
-
-
-def _no_duplicate_keys(pairs):
-    out = {}
-    for k, v in pairs:
-        if k in out:
-            raise ValueError(f"duplicate map key {k!r} (readers could disagree on its value)")
-        out[k] = v
-    return out
-
-
-def _unpack_header(raw: bytes) -> dict:
-    try:
-        obj = msgpack.unpackb(
-            raw,
-            raw=False,
-            strict_map_key=True,
-            use_list=True,
-            object_pairs_hook=_no_duplicate_keys,
-            ext_hook=_ext_hook,
-            max_str_len=MAX_HEADER_BYTES,
-            max_bin_len=MAX_HEADER_BYTES,
-            max_array_len=1 << 20,
-            max_map_len=1 << 20,
-            max_ext_len=0,
-        )
-    except Exception as exc:  # msgpack raises ValueError, ExtraData, FormatError, StackError...
-        raise ArtifactError(
-            f"artifact header: the msgpack header is malformed ({type(exc).__name__}: {exc}). "
-            "The file is corrupt or not a diversify artifact; rebuild it."
-        ) from None
-    if not isinstance(obj, dict):
-        raise ArtifactError(
-            f"artifact header: must be a msgpack map; got {type(obj).__name__}. "
-            "The file is corrupt or not a diversify artifact; rebuild it."
-        )
-    _check_plain(obj, "header", 0)
-    return obj
-
-
-def _check_plain(obj: Any, path: str, depth: int) -> None:
-    if depth > MAX_DEPTH:
-        raise ArtifactError(
-            f"artifact header: `{path}` is nested deeper than {MAX_DEPTH} levels. The file is hostile or corrupt."
-        )
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            if not isinstance(k, str):
-                raise ArtifactError(f"artifact header: `{path}` has a non-str key {k!r}. The file is corrupt.")
-            _check_plain(v, f"{path}.{k}", depth + 1)
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            _check_plain(v, f"{path}[{i}]", depth + 1)
-    elif not (obj is None or isinstance(obj, (bool, int, float, str, bytes))):
-        raise ArtifactError(
-            f"artifact header: `{path}` holds a {type(obj).__name__}, which the format does not allow. "
-            "The file is hostile or corrupt."
-        )
+def _crc32(arr: np.ndarray) -> int:
+    """CRC-32 of a C-contiguous array's bytes (0 when empty), without a copy."""
+    return zlib.crc32(arr.reshape(-1).view(np.uint8).data) if arr.nbytes else 0
 
 
 # --------------------------------------------------------------------------- writing
 
 
-def _prepare_arrays(arrays: Mapping[str, Any]) -> list[tuple[str, str, np.ndarray]]:
+def prepare_arrays(arrays: Mapping[str, Any]) -> list[tuple[str, str, np.ndarray]]:
+    """Check ``arrays`` and return ``(name, dtype code, little-endian C-order array)``, sorted by name."""
     if not isinstance(arrays, Mapping):
         raise InputTypeError(f"`arrays` must be a dict of name -> numpy array; got {type(arrays).__name__}.")
     if len(arrays) > MAX_ARRAYS:
         raise InputError(f"`arrays` may hold at most {MAX_ARRAYS} arrays; got {len(arrays)}. Merge some arrays.")
     out = []
     for name in sorted(arrays):
-        if not isinstance(name, str) or not _NAME_RE.match(name):
+        if not isinstance(name, str) or not NAME_RE.match(name):
             raise InputError(
-                f"`arrays` names must match {_NAME_RE.pattern}; got {name!r}. Rename the array."
+                f"`arrays` names must match {NAME_RE.pattern}; got {name!r}. Rename the array."
             )
         arr = arrays[name]
         if not isinstance(arr, np.ndarray):
             raise InputTypeError(
                 f"`arrays[{name!r}]` must be a numpy array; got {type(arr).__name__}. Wrap it with np.asarray()."
             )
-        code = _CODE_OF.get((arr.dtype.kind, arr.dtype.itemsize)) if arr.dtype.kind in "uifb" else None
+        code = dtype_code(arr.dtype)
         if code is None:
             raise InputTypeError(
                 f"`arrays[{name!r}]` dtype must be one of {sorted(DTYPES)}; got {arr.dtype}. "
@@ -229,9 +108,9 @@ def _prepare_arrays(arrays: Mapping[str, Any]) -> list[tuple[str, str, np.ndarra
     return out
 
 
-def _write_array(f, arr: np.ndarray) -> None:
+def _write_array(f: IO[bytes], arr: np.ndarray) -> None:
     if arr.nbytes:
-        f.write(memoryview(arr.reshape(-1)).cast("B"))
+        f.write(arr.reshape(-1).view(np.uint8).data)
 
 
 def write_container(path: str | os.PathLike, header: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
@@ -256,14 +135,16 @@ def write_container(path: str | os.PathLike, header: Mapping[str, Any], arrays: 
     """
     if not isinstance(header, Mapping):
         raise InputTypeError(f"`header` must be a dict; got {type(header).__name__}.")
-    for key in _RESERVED:
+    for key in RESERVED_KEYS:
         if key in header:
             raise InputError(f"`header` must not use the reserved key {key!r}; rename it.")
-    prepared = _prepare_arrays(arrays)
+    prepared = prepare_arrays(arrays)
     table = []
+    offsets = []
     pos = 0
     for name, code, arr in prepared:
-        pos = _align(pos)
+        pos = align(pos)
+        offsets.append(pos)
         table.append(
             {
                 "name": name,
@@ -271,15 +152,14 @@ def write_container(path: str | os.PathLike, header: Mapping[str, Any], arrays: 
                 "shape": [int(s) for s in arr.shape],
                 "offset": pos,
                 "nbytes": int(arr.nbytes),
-                "crc32": zlib.crc32(arr.reshape(-1).view(np.uint8)) if arr.nbytes else 0,
+                "crc32": _crc32(arr),
             }
         )
         pos += arr.nbytes
     full = canonical(dict(header))
     full["arrays"] = table
     full["data_nbytes"] = pos
-    full = canonical(full)
-    raw = _pack(full)
+    raw = pack_header(canonical(full))
     if len(raw) > MAX_HEADER_BYTES:
         raise InputError(
             f"`header` packs to {len(raw)} bytes; the limit is {MAX_HEADER_BYTES}. "
@@ -287,93 +167,101 @@ def write_container(path: str | os.PathLike, header: Mapping[str, Any], arrays: 
         )
     prefix = PREFIX.pack(MAGIC, FORMAT_MAJOR, FORMAT_MINOR, zlib.crc32(raw), len(raw))
     head_end = PREFIX.size + len(raw)
-    data_start = _align(head_end)
 
     with atomic_replace(path, what="the artifact", param="path", error=ArtifactError, suffix=ARTIFACT_SUFFIX) as f:
         f.write(prefix)
         f.write(raw)
-        f.write(b"\0" * (data_start - head_end))
+        f.write(b"\0" * (align(head_end) - head_end))
         written = 0
-        for entry, (_, _, arr) in zip(table, prepared):
-            f.write(b"\0" * (entry["offset"] - written))
+        for offset, (_, _, arr) in zip(offsets, prepared):
+            f.write(b"\0" * (offset - written))
             _write_array(f, arr)
-            written = entry["offset"] + entry["nbytes"]
+            written = offset + arr.nbytes
 
 
-# --------------------------------------------------------------------------- reading
+# --------------------------------------------------------------------------- the array table
 
 
-def _fail(path: str, what: str) -> ArtifactError:
-    return ArtifactError(f"artifact {path!r}: {what}")
+def _parse_entry(path: str, i: int, e: Any, seen: set[str]) -> dict[str, Any]:
+    """One array table entry, type-checked: name (not in ``seen``), dtype code, shape (tuple), offset, nbytes, crc32."""
+    if not isinstance(e, dict) or set(e) != TABLE_KEYS:
+        raise artifact_error(
+            path, f"array table entry {i} must be a map with keys {sorted(TABLE_KEYS)}; got {e!r:.200}. The file is corrupt."
+        )
+    name, code, shape, off, nb, crc = (e["name"], e["dtype"], e["shape"], e["offset"], e["nbytes"], e["crc32"])
+    if not isinstance(name, str) or not NAME_RE.match(name) or name in seen:
+        raise artifact_error(path, f"array table entry {i} has an invalid or repeated name {name!r}. The file is corrupt.")
+    if not isinstance(code, str) or code not in DTYPES:
+        raise artifact_error(
+            path,
+            f"array {name!r} has dtype {code!r}, which is not in the allowed set {sorted(DTYPES)}. "
+            "The file is hostile or from an incompatible writer.",
+        )
+    if not isinstance(shape, list) or len(shape) > MAX_NDIM or not all(type(s) is int and s >= 0 for s in shape):
+        raise artifact_error(
+            path, f"array {name!r} has an invalid shape {shape!r:.200} (at most {MAX_NDIM} non-negative ints). The file is corrupt."
+        )
+    if not all(type(v) is int and v >= 0 for v in (off, nb, crc)) or crc > 0xFFFFFFFF:
+        raise artifact_error(
+            path, f"array {name!r} has invalid offset/nbytes/crc32 ({off!r}, {nb!r}, {crc!r}). The file is corrupt."
+        )
+    need = math.prod(shape) * DTYPES[code].itemsize  # Python ints: cannot overflow
+    if need != nb:
+        raise artifact_error(
+            path, f"array {name!r}: shape {shape} of {code} needs {need} bytes but nbytes is {nb}. The file is corrupt or hostile."
+        )
+    return {"name": name, "dtype": code, "shape": tuple(shape), "offset": off, "nbytes": nb, "crc32": crc}
 
 
-def _parse_table(path: str, header: dict, file_size: int, data_start: int) -> list[dict]:
+def _parse_table(path: str, header: dict, file_size: int, data_start: int) -> list[dict[str, Any]]:
     table = header.get("arrays")
     data_nbytes = header.get("data_nbytes")
     if not isinstance(table, list) or type(data_nbytes) is not int or data_nbytes < 0:
-        raise _fail(path, "the header lacks a valid `arrays` list or non-negative `data_nbytes` int; the file is corrupt. Rebuild it.")
+        raise artifact_error(
+            path, "the header lacks a valid `arrays` list or non-negative `data_nbytes` int; the file is corrupt. Rebuild it."
+        )
     if len(table) > MAX_ARRAYS:
-        raise _fail(path, f"the header lists {len(table)} arrays; the limit is {MAX_ARRAYS}. The file is hostile or corrupt.")
+        raise artifact_error(
+            path, f"the header lists {len(table)} arrays; the limit is {MAX_ARRAYS}. The file is hostile or corrupt."
+        )
     if data_start + data_nbytes != file_size:
-        raise _fail(
+        raise artifact_error(
             path,
             f"the file is {file_size} bytes but the header declares {data_start + data_nbytes} "
             f"(data start {data_start} + data_nbytes {data_nbytes}); it is truncated or has trailing bytes. "
             "Re-copy or rebuild the artifact.",
         )
-    seen = set()
+    seen: set[str] = set()
     expected = 0
     out = []
-    for i, e in enumerate(table):
-        if not isinstance(e, dict) or set(e) != _TABLE_KEYS:
-            raise _fail(path, f"array table entry {i} must be a map with keys {sorted(_TABLE_KEYS)}; got {e!r:.200}. The file is corrupt.")
-        name, code, shape, off, nb, crc = (e["name"], e["dtype"], e["shape"], e["offset"], e["nbytes"], e["crc32"])
-        if not isinstance(name, str) or not _NAME_RE.match(name) or name in seen:
-            raise _fail(path, f"array table entry {i} has an invalid or repeated name {name!r}. The file is corrupt.")
+    for i, raw_entry in enumerate(table):
+        e = _parse_entry(path, i, raw_entry, seen)
+        name, off, nb = e["name"], e["offset"], e["nbytes"]
         seen.add(name)
-        if not isinstance(code, str) or code not in DTYPES:
-            raise _fail(
-                path,
-                f"array {name!r} has dtype {code!r}, which is not in the allowed set {sorted(DTYPES)}. "
-                "The file is hostile or from an incompatible writer.",
-            )
-        if (
-            not isinstance(shape, list)
-            or len(shape) > MAX_NDIM
-            or not all(type(s) is int and s >= 0 for s in shape)
-        ):
-            raise _fail(path, f"array {name!r} has an invalid shape {shape!r:.200} (at most {MAX_NDIM} non-negative ints). The file is corrupt.")
-        if not all(type(v) is int and v >= 0 for v in (off, nb, crc)) or crc > 0xFFFFFFFF:
-            raise _fail(path, f"array {name!r} has invalid offset/nbytes/crc32 ({off!r}, {nb!r}, {crc!r}). The file is corrupt.")
-        count = math.prod(shape)  # Python ints: cannot overflow
-        if count * DTYPES[code].itemsize != nb:
-            raise _fail(
-                path,
-                f"array {name!r}: shape {shape} of {code} needs {count * DTYPES[code].itemsize} bytes but "
-                f"nbytes is {nb}. The file is corrupt or hostile.",
-            )
         if off % ALIGN:
-            raise _fail(path, f"array {name!r} offset {off} is not a multiple of {ALIGN}. The file is corrupt.")
-        if off != _align(expected):
-            raise _fail(
+            raise artifact_error(path, f"array {name!r} offset {off} is not a multiple of {ALIGN}. The file is corrupt.")
+        if off != align(expected):
+            raise artifact_error(
                 path,
-                f"array {name!r} starts at data offset {off} but must start at {_align(expected)} "
+                f"array {name!r} starts at data offset {off} but must start at {align(expected)} "
                 "(arrays are packed in table order with no holes or overlaps). The file is corrupt or hostile.",
             )
         if off + nb > data_nbytes:
-            raise _fail(
+            raise artifact_error(
                 path,
                 f"array {name!r} spans data bytes [{off}, {off + nb}) beyond the data section of {data_nbytes} bytes. "
                 "The file is truncated or hostile.",
             )
         expected = off + nb
-        out.append({"name": name, "dtype": code, "shape": tuple(shape), "offset": off, "nbytes": nb, "crc32": crc})
+        out.append(e)
     if expected != data_nbytes:
-        raise _fail(path, f"the arrays end at data offset {expected} but data_nbytes is {data_nbytes}. The file is corrupt.")
+        raise artifact_error(
+            path, f"the arrays end at data offset {expected} but data_nbytes is {data_nbytes}. The file is corrupt."
+        )
     return out
 
 
-class ArrayTable(Mapping):
+class ArrayTable(Mapping[str, np.ndarray]):
     """Read-only mapping ``name -> numpy array`` over a validated container.
 
     With ``verify=True`` each array's CRC-32 is checked the first time it is accessed (so a
@@ -382,7 +270,7 @@ class ArrayTable(Mapping):
     read into memory when ``mmap=False``).
     """
 
-    def __init__(self, path: str, buf, data_start: int, table: list[dict], verify: bool):
+    def __init__(self, path: str, buf: Buffer, data_start: int, table: list[dict[str, Any]], verify: bool):
         self._path = path
         self._buf = buf
         self._data_start = data_start
@@ -390,7 +278,7 @@ class ArrayTable(Mapping):
         self._verify = verify
         self._cache: dict[str, np.ndarray] = {}
 
-    def entry(self, name: str) -> dict:
+    def entry(self, name: str) -> dict[str, Any]:
         """The array table entry (dtype code, shape, offset, nbytes, crc32) of ``name``."""
         return dict(self._table[name])
 
@@ -407,20 +295,20 @@ class ArrayTable(Mapping):
                 self._buf, dtype=dt, count=e["nbytes"] // dt.itemsize, offset=self._data_start + e["offset"]
             ).reshape(e["shape"])
         if self._verify:
-            got = zlib.crc32(arr.reshape(-1).view(np.uint8)) if e["nbytes"] else 0
+            got = _crc32(arr)
             if got != e["crc32"]:
-                raise _fail(
+                raise artifact_error(
                     self._path,
                     f"array {name!r} fails its checksum (crc32 {got:#010x}, header says {e['crc32']:#010x}); "
                     "the file is corrupt. Re-copy or rebuild the artifact.",
                 )
             if e["dtype"] == "bool" and e["nbytes"] and arr.reshape(-1).view(np.uint8).max() > 1:
-                raise _fail(path=self._path, what=f"array {name!r} is bool but holds bytes other than 0/1. The file is corrupt.")
+                raise artifact_error(self._path, f"array {name!r} is bool but holds bytes other than 0/1. The file is corrupt.")
         arr.flags.writeable = False
         self._cache[name] = arr  # idempotent; a race only repeats the work
         return arr
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._table)
 
     def __len__(self) -> int:
@@ -431,9 +319,111 @@ class ArrayTable(Mapping):
         return f"ArrayTable({inner})"
 
 
-def read_container(
-    path: str | os.PathLike, *, mmap: bool = True, verify: bool = True
-) -> tuple[dict, ArrayTable]:
+# --------------------------------------------------------------------------- reading
+
+
+def _open_regular(spath: str) -> IO[bytes]:
+    def not_found(exc: OSError) -> ArtifactError:
+        return artifact_error(
+            spath,
+            f"cannot be opened ({exc.strerror or exc}). Check the path, or build the artifact first (`diversify build`).",
+            ArtifactNotFoundError,
+        )
+
+    try:
+        st = os.stat(spath)
+    except OSError as exc:
+        raise not_found(exc) from None
+    if not stat.S_ISREG(st.st_mode):
+        # a FIFO would block open() forever; devices and directories are never artifacts
+        raise artifact_error(spath, "is not a regular file. Pass the artifact file's path.", ArtifactNotFoundError)
+    try:
+        return open(spath, "rb")
+    except OSError as exc:
+        raise not_found(exc) from None
+
+
+def _read_prefix(spath: str, f: IO[bytes]) -> tuple[int, int, int, int, int]:
+    """``(file_size, major, minor, header crc32, header length)`` after the magic and version checks."""
+    try:
+        file_size = os.fstat(f.fileno()).st_size
+        prefix = f.read(PREFIX.size)
+    except OSError as exc:
+        raise artifact_error(spath, f"cannot be read ({exc}). Check permissions.", ArtifactNotFoundError) from None
+    if len(prefix) < PREFIX.size:
+        raise artifact_error(
+            spath,
+            f"the file is {file_size} bytes, shorter than the {PREFIX.size}-byte prefix; it is truncated or "
+            "not a diversify artifact. Rebuild it.",
+        )
+    magic, major, minor, hcrc, hlen = PREFIX.unpack(prefix)
+    if magic != MAGIC:
+        raise artifact_error(
+            spath,
+            f"the magic bytes must be {MAGIC!r}; got {magic!r}. This is not a diversify artifact "
+            "(or it was altered, e.g. by a text-mode transfer).",
+        )
+    if major > FORMAT_MAJOR:
+        raise artifact_error(
+            spath,
+            f"format version {major}.{minor} is newer than this library supports "
+            f"(major {FORMAT_MAJOR}). Upgrade diversify (pip install -U diversify-retrieval) to read it.",
+        )
+    if major != FORMAT_MAJOR:
+        raise artifact_error(
+            spath,
+            f"format major version {major} is not supported (this library reads major {FORMAT_MAJOR}). "
+            "Rebuild the artifact with this version of diversify.",
+        )
+    return file_size, major, minor, hcrc, hlen
+
+
+def _read_header_bytes(spath: str, f: IO[bytes], file_size: int, hcrc: int, hlen: int) -> bytes:
+    if hlen > MAX_HEADER_BYTES:
+        raise artifact_error(
+            spath, f"header length {hlen} exceeds the limit of {MAX_HEADER_BYTES} bytes; the file is corrupt or hostile."
+        )
+    if PREFIX.size + hlen > file_size:
+        raise artifact_error(
+            spath,
+            f"header length {hlen} runs past the end of the {file_size}-byte file; it is truncated. "
+            "Re-copy or rebuild the artifact.",
+        )
+    raw = f.read(hlen)
+    if len(raw) != hlen or zlib.crc32(raw) != hcrc:
+        raise artifact_error(spath, "the header fails its checksum; the file is corrupt. Re-copy or rebuild the artifact.")
+    return raw
+
+
+def _read_buffer(spath: str, f: IO[bytes], file_size: int, mmap: bool) -> Buffer:
+    """The whole file: a read-only memory map, or its bytes."""
+    buf: Buffer
+    if mmap and file_size > 0:
+        try:
+            buf = _mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_READ)
+        except (OSError, ValueError) as exc:
+            raise artifact_error(spath, f"cannot be memory-mapped ({exc}). Try mmap=False.") from None
+        if len(buf) != file_size:
+            raise artifact_error(spath, "the file changed size while it was being opened. Retry once writing has finished.")
+    else:
+        f.seek(0)
+        buf = f.read()
+        if len(buf) != file_size:
+            raise artifact_error(spath, "the file changed size while it was being read. Retry once writing has finished.")
+    return buf
+
+
+def _check_gaps(spath: str, buf: Buffer, data_start: int, table: list[dict[str, Any]]) -> None:
+    """Padding between arrays must be zeros (cheap: < 64 bytes per array)."""
+    prev_end = 0
+    for e in table:
+        gap = bytes(buf[data_start + prev_end : data_start + e["offset"]])
+        if gap.strip(b"\0"):
+            raise artifact_error(spath, f"the padding before array {e['name']!r} holds non-zero bytes. The file is corrupt.")
+        prev_end = e["offset"] + e["nbytes"]
+
+
+def read_container(path: str | os.PathLike, *, mmap: bool = True, verify: bool = True) -> tuple[dict, ArrayTable]:
     """Read and validate a container written by :func:`write_container`.
 
     Parameters
@@ -464,93 +454,16 @@ def read_container(
         array table, checksums.
     """
     spath = os.fspath(path)
-    try:
-        st = os.stat(spath)
-    except OSError as exc:
-        raise ArtifactNotFoundError(
-            f"artifact {spath!r}: cannot be opened ({exc.strerror or exc}). "
-            "Check the path, or build the artifact first (`diversify build`)."
-        ) from None
-    if not stat.S_ISREG(st.st_mode):
-        # a FIFO would block open() forever; devices and directories are never artifacts
-        raise ArtifactNotFoundError(f"artifact {spath!r}: is not a regular file. Pass the artifact file's path.")
-    try:
-        f = open(spath, "rb")
-    except OSError as exc:
-        raise ArtifactNotFoundError(
-            f"artifact {spath!r}: cannot be opened ({exc.strerror or exc}). "
-            "Check the path, or build the artifact first (`diversify build`)."
-        ) from None
-    with f:
-        try:
-            file_size = os.fstat(f.fileno()).st_size
-            prefix = f.read(PREFIX.size)
-        except OSError as exc:
-            raise ArtifactNotFoundError(f"artifact {spath!r}: cannot be read ({exc}). Check permissions.") from None
-        if len(prefix) < PREFIX.size:
-            raise _fail(
-                spath,
-                f"the file is {file_size} bytes, shorter than the {PREFIX.size}-byte prefix; it is truncated or "
-                "not a diversify artifact. Rebuild it.",
-            )
-        magic, major, minor, hcrc, hlen = PREFIX.unpack(prefix)
-        if magic != MAGIC:
-            raise _fail(
-                spath,
-                f"the magic bytes must be {MAGIC!r}; got {magic!r}. This is not a diversify artifact "
-                "(or it was altered, e.g. by a text-mode transfer).",
-            )
-        if major != FORMAT_MAJOR:
-            if major > FORMAT_MAJOR:
-                raise _fail(
-                    spath,
-                    f"format version {major}.{minor} is newer than this library supports "
-                    f"(major {FORMAT_MAJOR}). Upgrade diversify (pip install -U diversify-retrieval) to read it.",
-                )
-            raise _fail(
-                spath,
-                f"format major version {major} is not supported (this library reads major {FORMAT_MAJOR}). "
-                "Rebuild the artifact with this version of diversify.",
-            )
-        if hlen > MAX_HEADER_BYTES:
-            raise _fail(
-                spath,
-                f"header length {hlen} exceeds the limit of {MAX_HEADER_BYTES} bytes; the file is corrupt or hostile.",
-            )
-        if PREFIX.size + hlen > file_size:
-            raise _fail(
-                spath,
-                f"header length {hlen} runs past the end of the {file_size}-byte file; it is truncated. "
-                "Re-copy or rebuild the artifact.",
-            )
-        raw = f.read(hlen)
-        if len(raw) != hlen or zlib.crc32(raw) != hcrc:
-            raise _fail(spath, "the header fails its checksum; the file is corrupt. Re-copy or rebuild the artifact.")
-        full = _unpack_header(raw)
-        data_start = _align(PREFIX.size + hlen)
+    with _open_regular(spath) as f:
+        file_size, major, minor, hcrc, hlen = _read_prefix(spath, f)
+        full = unpack_header(_read_header_bytes(spath, f, file_size, hcrc, hlen), spath)
+        data_start = align(PREFIX.size + hlen)
         table = _parse_table(spath, full, file_size, data_start)
         pad = f.read(data_start - PREFIX.size - hlen)
         if pad.strip(b"\0"):
-            raise _fail(spath, "the padding after the header holds non-zero bytes. The file is corrupt.")
-        if mmap and file_size > 0:
-            try:
-                buf = _mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_READ)
-            except (OSError, ValueError) as exc:
-                raise _fail(spath, f"cannot be memory-mapped ({exc}). Try mmap=False.") from None
-            if len(buf) != file_size:
-                raise _fail(spath, "the file changed size while it was being opened. Retry once writing has finished.")
-        else:
-            f.seek(0)
-            buf = f.read()
-            if len(buf) != file_size:
-                raise _fail(spath, "the file changed size while it was being read. Retry once writing has finished.")
-    # Padding between arrays must be zeros (cheap: < 64 bytes per array).
-    prev_end = 0
-    for e in table:
-        gap = bytes(buf[data_start + prev_end : data_start + e["offset"]])
-        if gap.strip(b"\0"):
-            raise _fail(spath, f"the padding before array {e['name']!r} holds non-zero bytes. The file is corrupt.")
-        prev_end = e["offset"] + e["nbytes"]
-    header = {k: v for k, v in full.items() if k not in _RESERVED}
+            raise artifact_error(spath, "the padding after the header holds non-zero bytes. The file is corrupt.")
+        buf = _read_buffer(spath, f, file_size, mmap)
+    _check_gaps(spath, buf, data_start, table)
+    header = {k: v for k, v in full.items() if k not in RESERVED_KEYS}
     header["format_version"] = [major, minor]
     return header, ArrayTable(spath, buf, data_start, table, verify)

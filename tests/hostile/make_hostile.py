@@ -202,7 +202,7 @@ CASES: dict[str, tuple] = {
     "msgpack-nested-maps-depth-33.dvf": ("nested deeper", "maps nested one level past the limit, in real metadata"),
     "msgpack-ext-in-metadata.dvf": ("malformed", "an ext type nested in the user metadata"),
     "msgpack-ext-in-array-table.dvf": ("malformed", "an ext type in the array table"),
-    "msgpack-duplicate-key.dvf": ("duplicate|not a ClusterMap", "a header key written twice (parser differential)"),
+    "msgpack-duplicate-key.dvf": ("duplicate|not a diversify artifact", "a header key written twice (parser differential)"),
     "table-4097-arrays.dvf": ("limit is 4096", "one array past the table limit"),
     "shape-product-wraps-to-zero.dvf": ("needs", "2**32 x 2**32 u1: 2**64 bytes, 0 in 64-bit arithmetic"),
     "shape-product-wraps-to-8.dvf": ("needs", "(2**61+1) x 8 i1: wraps to 8 bytes in 64-bit arithmetic"),
