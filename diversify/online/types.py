@@ -198,8 +198,8 @@ class Result(Sequence[Kept]):
                  omitted: int = 0, dropped: int = 0, considered: int = 0, exhausted: bool = False,
                  short: bool = False, backend_calls: int = 0, rounds: int = 0, cursor: Optional[str] = None,
                  generation: int = 0) -> None:
-        object.__setattr__(self, "_f", (tuple(hits), groups, k, omitted, dropped, considered, exhausted,
-                                        short, backend_calls, rounds, cursor, generation))
+        _set_fields(self, (tuple(hits), groups, k, omitted, dropped, considered, exhausted, short,
+                           backend_calls, rounds, cursor, generation))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"Result is immutable; cannot set {name!r}")
@@ -303,6 +303,11 @@ class Result(Sequence[Kept]):
     def _asdict(self) -> dict[str, Any]:
         """Every field by name (as ``namedtuple._asdict``)."""
         return dict(zip(_RESULT_FIELDS, self._f))
+
+
+# The slot's own setter: immutability (``__setattr__`` raises) without paying for
+# ``object.__setattr__`` on every query.
+_set_fields = Result.__dict__["_f"].__set__
 
 
 @runtime_checkable
