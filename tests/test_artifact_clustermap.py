@@ -17,7 +17,7 @@ import diversify
 from diversify.artifact import ClusterMap, load
 from diversify.artifact.format import read_container, write_container
 from diversify.errors import ArtifactError, DuplicateIdError, InputError, InputTypeError
-from diversify.ids import ID_KEY_SCHEME, id_key, id_keys
+from diversify.ids import ID_KEY_SCHEME, check_id, check_ids, id_key, id_keys, query_keys
 
 REPO = Path(diversify.__file__).resolve().parent.parent
 CREATED = "2024-01-31T12:00:00Z"
@@ -102,6 +102,38 @@ def test_id_key_rejects_out_of_range_and_surrogates():
         id_key("\ud800")
     with pytest.raises(InputTypeError, match="position 1"):
         id_keys(["a", 2.0])
+
+
+def test_check_ids_is_the_one_set_of_id_rules():
+    assert check_ids(["a", "b"]) == "str" and check_ids([3, np.int64(4)]) == "int" and check_ids([]) == "str"
+    assert check_ids(np.array([3, 1], dtype=np.uint8)) == "int" and check_ids(np.array(["x", "y"])) == "str"
+    with pytest.raises(DuplicateIdError, match=r"`ids` must be unique; id 5 occurs at positions 0 and 2"):
+        check_ids(np.array([5, 7, 5, 7]))
+    with pytest.raises(DuplicateIdError, match=r"id 'b' occurs at positions 11 and 12"):
+        check_ids(["a", "b", "b"], offset=10)
+    with pytest.raises(InputError, match=r"int64 .*got 9223372036854775808 at position 1"):
+        check_ids([np.int64(1), np.uint64(2**63)])
+    with pytest.raises(InputError, match=r"int64 .*at position 0"):
+        check_ids(np.array([2**63], dtype=np.uint64))
+    with pytest.raises(InputError, match=r"UTF-8; got '\\ud800' at position 1"):
+        check_ids(["a", "\ud800"])
+    with pytest.raises(InputTypeError, match=r"`keys`: document ids must be str or int; got bool True at position 0"):
+        check_ids([True], param="keys")
+    with pytest.raises(InputTypeError, match=r"dtype float64"):
+        check_ids(np.array([1.0]))
+    # one id: the same rules; the online lookup treats the same values as unknown, not errors
+    assert check_id("x") == "str" and check_id(np.int32(-1)) == "int"
+    with pytest.raises(InputError, match="int64"):
+        check_id(2**63)
+    keys, valid = query_keys([2**63, 1], "int")
+    assert valid.tolist() == [False, True]
+
+
+def test_from_arrays_checks_ids_with_the_same_rules():
+    with pytest.raises(InputError, match=r"`ids`: str ids must be encodable as UTF-8.*at position 1"):
+        build(["a", "\udc80"], [0, 1])
+    with pytest.raises(DuplicateIdError, match=r"id 3 occurs at positions 0 and 1"):
+        build(np.array([3, 3]), [0, 0])
 
 
 # --------------------------------------------------------------------------- construction rules
