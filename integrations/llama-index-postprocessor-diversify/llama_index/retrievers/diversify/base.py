@@ -88,7 +88,7 @@ class DiversifyRetriever(BaseRetriever):
 
     def _retriever(self, k: int, exclude_ids: Optional[Sequence[Any]]) -> Any:
         filters = self._filters
-        if exclude_ids and self._supports_exclude:
+        if exclude_ids and self._supports_exclude and self._exclude_key is not None:
             exclude = MetadataFilter(key=self._exclude_key, value=list(exclude_ids), operator=FilterOperator.NIN)
             base = list(filters.filters) if filters is not None else []
             filters = MetadataFilters(filters=base + [exclude], condition=FilterCondition.AND)
