@@ -16,23 +16,45 @@ __version__ = "0.1.0"
 
 # name -> module that defines it; resolved on first access (PEP 562) to keep import light.
 _LAZY = {
+    # configuration (every default lives here)
     "BuildConfig": "diversify.config",
     "TextConfig": "diversify.config",
     "MinHashConfig": "diversify.config",
     "SimHashConfig": "diversify.config",
+    "TextSimHashConfig": "diversify.config",
     "fingerprint": "diversify.config",
+    # offline: build, add, what a build returns
     "build": "diversify.engines.local",
     "add": "diversify.engines.local",
     "BuildResult": "diversify.engines.local",
+    "BuildStats": "diversify.engines.local",
+    # the artifact
     "ClusterMap": "diversify.artifact",
     "load": "diversify.artifact",
+    # online
     "select": "diversify.online",
     "Diversifier": "diversify.online",
     "Hit": "diversify.online",
+    "Kept": "diversify.online",
+    "Group": "diversify.online",
+    "Result": "diversify.online",
+    "DocId": "diversify.online",
+    "SearchFn": "diversify.online",
+    "AsyncSearchFn": "diversify.online",
+    "ClusterLookup": "diversify.online",
+    "DiversifiedSearch": "diversify.online",
+    "AsyncDiversifiedSearch": "diversify.online",
+    # every error a user can catch
     "DiversifyError": "diversify.errors",
     "ConfigError": "diversify.errors",
     "InputError": "diversify.errors",
+    "InputTypeError": "diversify.errors",
+    "DuplicateIdError": "diversify.errors",
     "ArtifactError": "diversify.errors",
+    "ArtifactNotFoundError": "diversify.errors",
+    "IncompatibleArtifactError": "diversify.errors",
+    "StoreError": "diversify.errors",
+    "MissingDependencyError": "diversify.errors",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]
