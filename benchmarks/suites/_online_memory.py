@@ -100,7 +100,7 @@ def _lookup_arrays(path: str, n: int) -> dict:
     names = ("lookup/key", "lookup/cluster", "lookup/bucket_start")
     nbytes = sum(int(arrs[a].nbytes) for a in names) if arrs is not None and all(a in arrs for a in names) else None
     return {"lookup_arrays_bytes_per_doc": round(nbytes / n, 1) if nbytes is not None else None,
-            "bucket_directory": bool(getattr(cm, "_use_buckets", False))}
+            "bucket_directory": bool(getattr(getattr(cm, "_lookup_table", None), "use_buckets", False))}
 
 
 def _probe(path: str, mode: str, n: int, warm: str) -> dict:
