@@ -6,8 +6,9 @@ and the golden-bytes test says so. The scheme is part of the artifact format
 (docs/artifact-format.md, "Hash scheme"); ``HASH_SCHEME`` is recorded in every file and in the
 config fingerprint.
 
-Pure Python and numpy: no numba at import (the kernels keep their own jitted copy of ``fmix64``,
-checked against this one in tests/test_minhash.py).
+Pure Python and numpy: no numba at import. The kernels' jitted ``fmix64`` and ``splitmix64``
+(``diversify/_kernels/_common.py``) are built from the constants defined here and are checked
+against these functions on plain Python integers in tests/test_minhash.py.
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ __all__ = [
     "HASH_SCHEME",
     "MASK64",
     "GOLDEN",
+    "MIX_M1",
+    "MIX_M2",
+    "FNV_OFFSET",
+    "FNV_PRIME",
+    "SHINGLE_BASE",
     "fmix64",
     "splitmix64_stream",
     "seed_hash",
@@ -37,8 +43,14 @@ HASH_SCHEME = "diversify-fnv1a-splitmix64-v1"
 MASK64 = (1 << 64) - 1
 #: splitmix64's increment (2**64 / golden ratio)
 GOLDEN = 0x9E3779B97F4A7C15
-_M1 = 0xBF58476D1CE4E5B9
-_M2 = 0x94D049BB133111EB
+#: the two multipliers of the splitmix64 finalizer (``fmix64``)
+MIX_M1 = 0xBF58476D1CE4E5B9
+MIX_M2 = 0x94D049BB133111EB
+#: FNV-1a-64 offset basis and prime (unit and exact hashes hash UTF-8 bytes with FNV-1a)
+FNV_OFFSET = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
+#: base B of the shingle hash: a shingle of units u_1..u_m hashes sum_j u_j * B**(m-j) mod 2**64
+SHINGLE_BASE = 2 * FNV_PRIME + 1
 
 # Seed salts: XOR-ed into the user's seed so that each use draws an independent stream.
 #: one-permutation MinHash bin hash ("minh")
@@ -58,8 +70,8 @@ SALT_HYPERPLANES = 0x5F3759DF
 def fmix64(x: int) -> int:
     """splitmix64 finalizer on a Python int: a bijection on uint64 with full avalanche."""
     z = int(x) & MASK64
-    z = ((z ^ (z >> 30)) * _M1) & MASK64
-    z = ((z ^ (z >> 27)) * _M2) & MASK64
+    z = ((z ^ (z >> 30)) * MIX_M1) & MASK64
+    z = ((z ^ (z >> 27)) * MIX_M2) & MASK64
     return z ^ (z >> 31)
 
 
@@ -67,8 +79,8 @@ def splitmix64_stream(seed: int, count: int) -> np.ndarray:
     """The first ``count`` outputs of the splitmix64 stream that starts at ``seed``, uint64 (count,)."""
     with np.errstate(over="ignore"):
         z = np.uint64(int(seed) & MASK64) + (np.arange(1, count + 1, dtype=np.uint64) * np.uint64(GOLDEN))
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(_M1)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(_M2)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(MIX_M1)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(MIX_M2)
         return z ^ (z >> np.uint64(31))
 
 

@@ -23,6 +23,7 @@ import string
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,8 +31,11 @@ from .config import TextConfig
 from .errors import InputError, InputTypeError
 from .hashing import minhash_seed, seed_hash
 
+if TYPE_CHECKING:  # the kernels import numba; only their record types are named here
+    from ._kernels.text import DocStats, TextRule
+
 __all__ = ["normalize", "encode_batch", "Shingles", "shingle_hashes", "shingle_buffer", "sketch_oph_buffer",
-           "sorted_unique_shingles", "text_simhash", "text_simhash_buffer"]
+           "sorted_unique_shingles", "exact_jaccard", "text_simhash", "text_simhash_buffer"]
 
 _LOWER = np.arange(256, dtype=np.uint8)
 _LOWER[ord("A") : ord("Z") + 1] += 32
@@ -115,25 +119,37 @@ class Shingles:
         return self.hashes[self.indptr[i] : self.indptr[i + 1]]
 
 
+def _text_rule(config: TextConfig, seed: int) -> TextRule:
+    """The kernels' description of ``config`` under ``seed`` (its tables are this module's)."""
+    from ._kernels import text as kt
+
+    mode = kt.WORD if config.shingle == "word" else kt.CHAR
+    return kt.TextRule(mode=mode, k=int(config.k), seed_h=seed_hash(seed), lower=_LOWER, classes=_CLASSES)
+
+
+def _doc_stats(n: int) -> DocStats:
+    from ._kernels import text as kt
+
+    return kt.DocStats(n_shingles=np.empty(n, dtype=np.int64), lengths=np.empty(n, dtype=np.uint32),
+                       exact=np.empty(n, dtype=np.uint64))
+
+
 def shingle_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, seed: int) -> Shingles:
     """Shingle an already encoded batch (see :func:`encode_batch`)."""
     from ._kernels import text as kt
 
-    n = offsets.size - 1
-    mode = kt.WORD if config.shingle == "word" else kt.CHAR
-    counts = np.empty(n, dtype=np.int64)
-    lengths = np.empty(n, dtype=np.uint32)
-    exact = np.empty(n, dtype=np.uint64)
-    seed_h = seed_hash(seed)
-    kt.scan_docs(buf, offsets, mode, config.k, seed_h, _LOWER, _CLASSES, counts, lengths, exact)
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(counts, out=indptr[1:])
+    rule = _text_rule(config, seed)
+    stats = _doc_stats(offsets.size - 1)
+    kt.scan_docs(buf, offsets, rule, stats)
+    indptr = np.zeros(offsets.size, dtype=np.int64)
+    np.cumsum(stats.n_shingles, out=indptr[1:])
     hashes = np.empty(int(indptr[-1]), dtype=np.uint64)
-    kt.fill_shingles(buf, offsets, mode, config.k, seed_h, _LOWER, _CLASSES, indptr, hashes)
-    return Shingles(indptr=indptr, hashes=hashes, lengths=lengths, exact=exact)
+    kt.fill_shingles(buf, offsets, rule, indptr, hashes)
+    return Shingles(indptr=indptr, hashes=hashes, lengths=stats.lengths, exact=stats.exact)
 
 
-def sketch_oph_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, seed: int, num_perm: int):
+def sketch_oph_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, seed: int,
+                      num_perm: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Fused path: bytes -> one-permutation MinHash signatures, without materializing shingles.
 
     Returns (signatures uint32 (n, num_perm), n_shingles int64, lengths uint32, exact uint64).
@@ -141,15 +157,10 @@ def sketch_oph_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, 
     """
     from ._kernels import text as kt
 
-    n = offsets.size - 1
-    mode = kt.WORD if config.shingle == "word" else kt.CHAR
-    counts = np.empty(n, dtype=np.int64)
-    lengths = np.empty(n, dtype=np.uint32)
-    exact = np.empty(n, dtype=np.uint64)
-    sigs = np.empty((n, num_perm), dtype=np.uint32)
-    kt.sketch_oph(buf, offsets, mode, config.k, seed_hash(seed), _LOWER, _CLASSES, minhash_seed(seed), counts, lengths,
-                  exact, sigs)
-    return sigs, counts, lengths, exact
+    stats = _doc_stats(offsets.size - 1)
+    sigs = np.empty((offsets.size - 1, num_perm), dtype=np.uint32)
+    kt.sketch_oph(buf, offsets, _text_rule(config, seed), minhash_seed(seed), stats, sigs)
+    return sigs, stats.n_shingles, stats.lengths, stats.exact
 
 
 def sorted_unique_shingles(texts: Sequence[str], config: TextConfig, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -161,15 +172,26 @@ def sorted_unique_shingles(texts: Sequence[str], config: TextConfig, seed: int) 
 
     buf, offsets = encode_batch(texts)
     n = offsets.size - 1
-    mode = kt.WORD if config.shingle == "word" else kt.CHAR
+    rule = _text_rule(config, seed)
     # a document of b bytes has at most max(b, 1) shingles (words need a separator; code points a byte)
-    room = np.maximum(np.diff(offsets), 1) if mode == kt.CHAR else np.diff(offsets) // 2 + 1
+    room = np.maximum(np.diff(offsets), 1) if rule.mode == kt.CHAR else np.diff(offsets) // 2 + 1
     starts = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(room, out=starts[1:])
     hashes = np.empty(int(starts[-1]), dtype=np.uint64)
     counts = np.empty(n, dtype=np.int64)
-    kt.fill_sorted_unique(buf, offsets, mode, config.k, seed_hash(seed), _LOWER, _CLASSES, starts, hashes, counts)
+    kt.fill_sorted_unique(buf, offsets, rule, starts, hashes, counts)
     return starts[:-1], counts, hashes
+
+
+def exact_jaccard(a: np.ndarray, b: np.ndarray) -> float:
+    """Exact Jaccard similarity of two shingle sets given as sorted, duplicate-free uint64 arrays.
+
+    Two empty sets count as identical (1.0), as in the builder's exact check. Pass the rows of
+    :func:`sorted_unique_shingles` (or ``np.unique`` of a :class:`Shingles` row).
+    """
+    inter = np.intersect1d(a, b, assume_unique=True).size
+    union = a.size + b.size - inter
+    return inter / union if union else 1.0
 
 
 def _check_texts(texts) -> list:

@@ -1,7 +1,7 @@
 """Slow, obvious pure-Python reference implementations of the builder's kernels.
 
 Everything here is written from the documented scheme (``diversify/_kernels/text.py`` module
-docstring, ``diversify/text.py``, ``diversify/minhash.py``), in plain Python integers masked with
+docstring, ``diversify/text.py``, ``diversify/sketches/minhash.py``), in plain Python integers masked with
 ``2**64 - 1``: no numpy arithmetic, no numba, no code shared with the library. The oracle tests
 compare the kernels with these bit for bit.
 """

@@ -11,17 +11,19 @@ import math
 
 import numpy as np
 import pytest
+import reference as R
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_text import HOSTILE
 
-import reference as R
+from diversify import hashing
+from diversify._kernels._common import fmix64 as jit_fmix64
+from diversify._kernels._common import splitmix64 as jit_splitmix64
 from diversify._kernels.minhash import mulmod61
 from diversify.config import TextConfig
 from diversify.errors import ConfigError, InputError
 from diversify.sketches.minhash import EMPTY, classic_params, estimate_jaccard, minhash_signatures
 from diversify.text import Shingles, encode_batch, shingle_hashes, sketch_oph_buffer
-
-from test_text import HOSTILE
 
 P61 = (1 << 61) - 1
 SETTINGS = settings(max_examples=150, deadline=None,
@@ -54,6 +56,39 @@ def test_mulmod61_extremes_equal_python_integers(a):
 @given(a=st.integers(0, P61), x=st.integers(0, P61))
 def test_mulmod61_equals_python_integers(a, x):
     assert int(mulmod61(np.uint64(a), np.uint64(x))) == (a * x) % P61
+
+
+# The mixer has two homes by necessity: jitted in diversify/_kernels/_common.py (for kernels) and
+# numpy/Python in diversify.hashing (for seeds, permutations, hyperplanes). Both must equal plain
+# Python integers (tests/reference.py), so they can never drift apart.
+MIX_INPUTS = [0, 1, 2, 30, 31, 32, (1 << 32) - 1, 1 << 32, (1 << 63) - 1, 1 << 63, (1 << 64) - 2, (1 << 64) - 1,
+              hashing.GOLDEN, hashing.MIX_M1, hashing.MIX_M2, hashing.FNV_OFFSET]
+
+
+@pytest.mark.parametrize("x", MIX_INPUTS)
+def test_fmix64_jitted_and_hashing_equal_python_integers(x):
+    want = R.fmix64(x)
+    assert hashing.fmix64(x) == want, f"hashing.fmix64({x:#x}) = {hashing.fmix64(x):#x}, want {want:#x}"
+    got = int(jit_fmix64(np.uint64(x)))
+    assert got == want, f"jitted fmix64({x:#x}) = {got:#x}, want {want:#x}"
+
+
+@SETTINGS
+@given(x=st.integers(0, (1 << 64) - 1))
+def test_fmix64_jitted_equals_hashing_on_any_uint64(x):
+    assert int(jit_fmix64(np.uint64(x))) == hashing.fmix64(x) == R.fmix64(x)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 12345, 1 << 63, (1 << 64) - 1])
+def test_splitmix64_jitted_and_hashing_stream_equal_python_integers(seed):
+    count = 40
+    stream = hashing.splitmix64_stream(seed, count)
+    assert stream.dtype == np.uint64 and stream.shape == (count,)
+    for i in range(count):
+        want = R.splitmix64(seed, i)
+        assert int(stream[i]) == want, f"splitmix64_stream({seed:#x})[{i}] = {int(stream[i]):#x}, want {want:#x}"
+        got = int(jit_splitmix64(np.uint64(seed), i))
+        assert got == want, f"jitted splitmix64({seed:#x}, {i}) = {got:#x}, want {want:#x}"
 
 
 @pytest.mark.parametrize("seed", [0, 1, 12345, 2**63 - 1])

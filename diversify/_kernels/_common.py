@@ -1,4 +1,11 @@
-"""Shared decorator preset and 64-bit hash primitives."""
+"""Shared decorator preset and the jitted 64-bit hash primitives.
+
+The constants come from :mod:`diversify.hashing` (the one home of the hash scheme), typed as
+``uint64`` here so that kernel arithmetic never leaves ``uint64`` (``uint64 + int64`` would become
+``float64`` in Numba). ``fmix64`` and ``splitmix64`` below are the only jitted copies of the mixer;
+tests/test_minhash.py checks them against :func:`diversify.hashing.fmix64` and
+:func:`diversify.hashing.splitmix64_stream` on plain Python integers.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +15,17 @@ from typing import Any
 import numba
 import numpy as np
 
+from .. import hashing
+
 #: The one decorator preset for every kernel. Typed ``Any`` for the type checker: a jitted function
 #: is called with numpy arrays and scalars that numba's own stubs do not describe.
 kernel: Any = functools.partial(numba.njit, cache=True, nogil=True)
 
-U64 = np.uint64
-FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-FNV_PRIME = np.uint64(0x100000001B3)
-GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-M1 = np.uint64(0xBF58476D1CE4E5B9)
-M2 = np.uint64(0x94D049BB133111EB)
+FNV_OFFSET = np.uint64(hashing.FNV_OFFSET)
+FNV_PRIME = np.uint64(hashing.FNV_PRIME)
+GOLDEN = np.uint64(hashing.GOLDEN)
+M1 = np.uint64(hashing.MIX_M1)
+M2 = np.uint64(hashing.MIX_M2)
 S30 = np.uint64(30)
 S27 = np.uint64(27)
 S31 = np.uint64(31)
@@ -36,5 +44,5 @@ def fmix64(x):
 
 @kernel
 def splitmix64(seed, i):
-    """The i-th output of the splitmix64 stream that starts at ``seed``."""
+    """The i-th output (0-based) of the splitmix64 stream that starts at ``seed``."""
     return fmix64(np.uint64(seed) + (np.uint64(i) + np.uint64(1)) * GOLDEN)

@@ -1,289 +1,380 @@
 """Tokenization and shingle hashing over one UTF-8 buffer of many documents.
 
 Input is ``buf`` (uint8, the concatenated UTF-8 of already NFKC+casefolded documents) and
-``offsets`` (int64, n+1). Bytes go through ``lower`` (ASCII A-Z -> a-z) and are classified by
-``classes``: 0 word byte, 1 whitespace/control (folded), 2 ASCII punctuation.
+``offsets`` (int64, n+1). How bytes become shingles is a :class:`TextRule`: each byte goes through
+its ``lower`` table (ASCII A-Z -> a-z) and is classified by its ``classes`` table as a word byte
+(``WORD_BYTE``), whitespace/control (``FOLDED``: runs fold to one space) or ASCII punctuation
+(``PUNCT``: separates words, kept in the exact hash).
 
-Hash scheme ``diversify-fnv1a-splitmix64-v1`` (documented in docs/artifact-format.md):
+Hash scheme ``diversify-fnv1a-splitmix64-v1`` (documented in docs/artifact-format.md; its constants
+live in :mod:`diversify.hashing`):
 - unit hash    u = fmix64(FNV-1a-64 over the unit's bytes)        (a word, or one code point)
 - shingle hash   = fmix64(seed_h + sum_j u_j * B**(m-1-j))  over its m units (m = k, or fewer
                    for a short document), arithmetic mod 2**64, B = 0x100000001B3 * 2 + 1
 - exact hash     = fmix64(FNV-1a-64 over the whitespace-folded, trimmed normalized bytes)
 
-One pass over the bytes computes the exact hash, the length and every shingle; the shingle
-goes to a "sink": counted only, written to a CSR array, or folded into a one-permutation
-MinHash signature (the fused fast path of the builder).
+One pass over a document's bytes computes its exact hash, its length and every shingle. The last
+k unit hashes sit in a :class:`Window`, the rolling state is a :class:`Roll`, and each shingle goes
+to a :class:`Sink`: counted only, written to a CSR array, or folded into a one-permutation MinHash
+signature (the fused fast path of the builder). The records are named tuples, which Numba passes
+as plain structs.
+
+Two Numba traps shape the code (keep them in mind when editing):
+
+- Inside a ``prange`` body, a store into an array reached through a named tuple's attribute
+  (``stats.exact[i] = ...``) is silently dropped by the parallel backend (numba/numba#7135,
+  #5872). The parallel kernels unpack their output records into locals before the loop; jitted
+  callees are compiled on their own and may write through records.
+- A jitted helper that takes a record of arrays increfs and decrefs those arrays (atomics) on
+  every call unless LLVM can pair the operations up, which it did only when the helper uses the
+  record on every path from its entry block. Hence ``_slide`` unpacks its window first thing,
+  ``_emit`` reads ``sink.kind`` first thing, and the passes call ``_emit`` themselves rather than
+  through a "push and maybe emit" helper, which made character shingling 2-3x slower. The hot
+  loops of ``_word_pass`` and ``_char_pass`` carry no reference counting at all.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
+from .. import hashing
 from ._common import FNV_OFFSET, FNV_PRIME, MASK32, S32, fmix64, kernel
-from .minhash import densify
+from .minhash import EMPTY, densify
 
+#: unit modes of a :class:`TextRule`
 WORD = 0
 CHAR = 1
+#: byte classes of a :class:`TextRule`'s ``classes`` table
+WORD_BYTE = 0
+FOLDED = 1
+PUNCT = 2
+#: kinds of :class:`Sink`
 SINK_COUNT = 0
 SINK_CSR = 1
 SINK_OPH = 2
+
+_BLOCK = 256  # documents per parallel task
 _SPACE = np.uint64(32)
-_BLOCK = 256
-ROLL_BASE = np.uint64(0x100000001B3 * 2 + 1)
-_SPACE_UNIT_RAW = np.uint64(((0xCBF29CE484222325 ^ 32) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF)
+ROLL_BASE = np.uint64(hashing.SHINGLE_BASE)
+#: unit hash of the folded space between two code points (character mode)
+_SPACE_UNIT = np.uint64(hashing.fmix64(((hashing.FNV_OFFSET ^ 32) * hashing.FNV_PRIME) & hashing.MASK64))
 
 
-@kernel
-def _sink(s, sink, out, pos, sig, filled, mh_seed, num_perm):
-    if sink == SINK_CSR:
-        out[pos] = s
-    elif sink == SINK_OPH:
-        v = fmix64(s ^ mh_seed)
-        b = ((v >> S32) * np.uint64(num_perm)) >> S32
-        val = np.uint32(v & MASK32)
-        if not filled[b] or val < sig[b]:
-            sig[b] = val
-            filled[b] = True
+class TextRule(NamedTuple):
+    """How a kernel turns bytes into shingle hashes (built by :mod:`diversify.text`)."""
+
+    mode: int  # WORD or CHAR
+    k: int  # shingle length in units
+    seed_h: np.uint64  # shingle-hash seed, added to every rolling hash before the final mix
+    lower: np.ndarray  # uint8 (256,): byte -> byte with ASCII A-Z lowercased
+    classes: np.ndarray  # uint8 (256,): byte -> WORD_BYTE, FOLDED or PUNCT (A-Z and a-z alike)
 
 
-@kernel
-def _doc_pass(buf, start, end, mode, k, seed_h, lower, classes, ring, bk1, sink, out, pos, sig, filled, mh_seed):
-    """Scan one document. Returns (n_shingles, folded_length, exact_hash)."""
-    num_perm = sig.shape[0]
-    hx = FNV_OFFSET  # exact hash state
-    length = 0
-    pending_space = False
-    cur = FNV_OFFSET  # current unit's FNV state
-    have = False
-    count = 0  # units seen
-    H = np.uint64(0)  # rolling polynomial over the last min(count, k) units
-    emitted = 0
-    for p in range(start, end + 1):
-        at_end = p == end
-        c = np.uint8(32)
-        cls = 1
-        if not at_end:
-            c = lower[buf[p]]
-            cls = classes[c]
-        # ---- exact hash over whitespace-folded bytes
-        if cls == 1:
-            if length > 0:
-                pending_space = True
-        else:
-            if pending_space:
-                hx = (hx ^ _SPACE) * FNV_PRIME
-                length += 1
-            hx = (hx ^ np.uint64(c)) * FNV_PRIME
-            length += 1
-        # ---- units
-        unit_done = False
-        u = np.uint64(0)
-        space_unit = False
-        if mode == WORD:
-            if cls == 0 and not at_end:
-                if not have:
-                    cur = FNV_OFFSET
-                    have = True
-                cur = (cur ^ np.uint64(c)) * FNV_PRIME
-            elif have:
-                u = fmix64(cur)
-                unit_done = True
-                have = False
-        else:
-            if at_end or (cls != 1 and (c & 0xC0) != 0x80):
-                if have:
-                    u = fmix64(cur)
-                    unit_done = True
-                    have = False
-                if not at_end:
-                    space_unit = pending_space
-                    cur = FNV_OFFSET
-                    have = True
-            if have and cls != 1:
-                cur = (cur ^ np.uint64(c)) * FNV_PRIME
-        if cls != 1:
-            pending_space = False
-        # push the finished unit, then (char mode) the folded space that precedes the new one
-        for step in range(2):
-            if step == 0:
-                if not unit_done:
-                    continue
-            else:
-                if not space_unit:
-                    continue
-                u = fmix64(_SPACE_UNIT_RAW)
-            if count >= k:
-                H = H - ring[count % k] * bk1
-            H = H * ROLL_BASE + u
-            ring[count % k] = u
-            count += 1
-            if count >= k:
-                _sink(fmix64(H + seed_h), sink, out, pos + emitted, sig, filled, mh_seed, num_perm)
-                emitted += 1
-    if 0 < count < k:
-        _sink(fmix64(H + seed_h), sink, out, pos + emitted, sig, filled, mh_seed, num_perm)
-        emitted += 1
-    return emitted, length, fmix64(hx)
+class DocStats(NamedTuple):
+    """Per-document outputs of a scan, each of shape (n,)."""
+
+    n_shingles: np.ndarray  # int64: max(units - k + 1, 1) if the document has units, else 0
+    lengths: np.ndarray  # uint32: whitespace-folded, trimmed normalized length in bytes
+    exact: np.ndarray  # uint64: exact hash
 
 
-@kernel
-def _push_word(u, ring, ri, count, H, k, bk1, seed_h, sink, out, pos, emitted, sig, filled, mh_seed, num_perm):
-    if count >= k:
-        H = H - ring[ri] * bk1
-    H = H * ROLL_BASE + u
-    ring[ri] = u
-    ri += 1
-    if ri == k:
-        ri = 0
-    count += 1
-    if count >= k:
-        _sink(fmix64(H + seed_h), sink, out, pos + emitted, sig, filled, mh_seed, num_perm)
-        emitted += 1
-    return ri, count, H, emitted
+class Sink(NamedTuple):
+    """Where a pass sends each shingle hash."""
+
+    kind: int  # SINK_COUNT (drop it), SINK_CSR (write it to ``out``), SINK_OPH (fold it into ``sig``)
+    out: np.ndarray  # uint64: SINK_CSR writes a document's t-th shingle at out[at + t]
+    sig: np.ndarray  # uint32 (num_perm,): SINK_OPH's signature being filled
+    filled: np.ndarray  # bool (num_perm,): SINK_OPH's bins that hold a value
+    mh_seed: np.uint64  # SINK_OPH's mixed MinHash seed
 
 
-@kernel
-def _word_pass(buf, start, end, k, seed_h, lower, classes, ring, bk1, sink, out, pos, sig, filled, mh_seed):
-    """Word-mode specialization of :func:`_doc_pass` (same results; the hot path).
+class Window(NamedTuple):
+    """Scratch of a pass: the last k unit hashes, as a ring."""
 
-    ``classes`` is indexed by the raw byte (A-Z and a-z share a class), so the class lookup does
-    not wait for the lowercasing lookup.
+    units: np.ndarray  # uint64 (k,)
+    oldest_weight: np.uint64  # B**(k-1): the weight of the unit that leaves the window
+
+
+class Roll(NamedTuple):
+    """Rolling state of one document's pass; each step returns a new one.
+
+    Once the window is full every unit completes one shingle, so the shingles emitted so far are
+    ``max(n_units - k + 1, 0)`` and the t-th one goes to ``out[at + t]``: no separate counter.
     """
-    num_perm = sig.shape[0]
-    hx = FNV_OFFSET
+
+    slot: int  # ring slot of the next unit (= n_units % k)
+    n_units: int  # units seen
+    poly: np.uint64  # sum_j u_j * B**(m-1-j) over the last m = min(n_units, k) units, mod 2**64
+
+
+@kernel
+def _new_window(k):
+    """A window of ``k`` units; its contents are written before they are read."""
+    weight = np.uint64(1)
+    for _ in range(k - 1):
+        weight = weight * ROLL_BASE
+    return Window(np.empty(k, dtype=np.uint64), weight)
+
+
+@kernel
+def _count_sink():
+    """A sink that only counts (a pass returns the count)."""
+    return Sink(SINK_COUNT, np.empty(0, dtype=np.uint64), np.empty(1, dtype=np.uint32), np.empty(1, dtype=np.bool_),
+                np.uint64(0))
+
+
+@kernel
+def _csr_sink(out):
+    """A sink that writes each shingle hash into ``out`` (uint64)."""
+    return Sink(SINK_CSR, out, np.empty(1, dtype=np.uint32), np.empty(1, dtype=np.bool_), np.uint64(0))
+
+
+@kernel
+def _emit(sink, at, shingle):
+    """Send one shingle hash to ``sink``; ``at`` is its index in a CSR output."""
+    if sink.kind == SINK_CSR:
+        sink.out[at] = shingle
+    elif sink.kind == SINK_OPH:
+        v = fmix64(shingle ^ sink.mh_seed)
+        b = ((v >> S32) * np.uint64(sink.sig.shape[0])) >> S32
+        val = np.uint32(v & MASK32)
+        if not sink.filled[b] or val < sink.sig[b]:
+            sink.sig[b] = val
+            sink.filled[b] = True
+
+
+@kernel
+def _slide(roll, unit, window):
+    """Slide the window over one more unit hash (the caller emits the shingle once it is full)."""
+    units, oldest_weight = window
+    slot, n_units, poly = roll
+    k = units.shape[0]
+    if n_units >= k:
+        poly = poly - units[slot] * oldest_weight
+    poly = poly * ROLL_BASE + unit
+    units[slot] = unit
+    slot += 1
+    if slot == k:
+        slot = 0
+    return Roll(slot, n_units + 1, poly)
+
+
+@kernel
+def _finish(roll, k, seed_h, sink, at):
+    """End a document: emit the one shingle of a short document (1..k-1 units); return its shingle count."""
+    if roll.n_units >= k:
+        return roll.n_units - k + 1
+    if roll.n_units > 0:
+        _emit(sink, at, fmix64(roll.poly + seed_h))
+        return 1
+    return 0
+
+
+@kernel
+def _word_pass(buf, start, end, rule, window, sink, at):
+    """Word-mode pass over ``buf[start:end]``: returns (n_shingles, folded_length, exact_hash).
+
+    The hot path of the builder, written flat for speed. ``classes`` is indexed by the raw byte
+    (A-Z and a-z share a class), so the class lookup does not wait for the lowercasing lookup.
+    """
+    _, k, seed_h, lower, classes = rule
+    exact_h = FNV_OFFSET
     length = 0
     pending_space = False
-    cur = FNV_OFFSET
+    word_h = FNV_OFFSET
     in_word = False
-    count = 0
-    ri = 0
-    H = np.uint64(0)
-    emitted = 0
+    roll = Roll(0, 0, np.uint64(0))
     for p in range(start, end):
         b = buf[p]
         cls = classes[b]
         c = np.uint64(lower[b])
-        if cls == 0:
+        if cls == WORD_BYTE:
             if pending_space:
-                hx = (hx ^ _SPACE) * FNV_PRIME
+                exact_h = (exact_h ^ _SPACE) * FNV_PRIME
                 length += 1
                 pending_space = False
-            hx = (hx ^ c) * FNV_PRIME
+            exact_h = (exact_h ^ c) * FNV_PRIME
             length += 1
-            cur = (cur ^ c) * FNV_PRIME
+            word_h = (word_h ^ c) * FNV_PRIME
             in_word = True
             continue
         if in_word:
-            ri, count, H, emitted = _push_word(fmix64(cur), ring, ri, count, H, k, bk1, seed_h, sink, out, pos,
-                                               emitted, sig, filled, mh_seed, num_perm)
-            cur = FNV_OFFSET
+            roll = _slide(roll, fmix64(word_h), window)
+            if roll.n_units >= k:
+                _emit(sink, at + roll.n_units - k, fmix64(roll.poly + seed_h))
+            word_h = FNV_OFFSET
             in_word = False
-        if cls == 1:
+        if cls == FOLDED:
             if length > 0:
                 pending_space = True
         else:
             if pending_space:
-                hx = (hx ^ _SPACE) * FNV_PRIME
+                exact_h = (exact_h ^ _SPACE) * FNV_PRIME
                 length += 1
                 pending_space = False
-            hx = (hx ^ c) * FNV_PRIME
+            exact_h = (exact_h ^ c) * FNV_PRIME
             length += 1
     if in_word:
-        ri, count, H, emitted = _push_word(fmix64(cur), ring, ri, count, H, k, bk1, seed_h, sink, out, pos,
-                                           emitted, sig, filled, mh_seed, num_perm)
-    if 0 < count < k:
-        _sink(fmix64(H + seed_h), sink, out, pos + emitted, sig, filled, mh_seed, num_perm)
-        emitted += 1
-    return emitted, length, fmix64(hx)
+        roll = _slide(roll, fmix64(word_h), window)
+        if roll.n_units >= k:
+            _emit(sink, at + roll.n_units - k, fmix64(roll.poly + seed_h))
+    return _finish(roll, k, seed_h, sink, at), length, fmix64(exact_h)
 
 
 @kernel
-def _pass(buf, start, end, mode, k, seed_h, lower, classes, ring, bk1, sink, out, pos, sig, filled, mh_seed):
-    if mode == WORD:
-        return _word_pass(buf, start, end, k, seed_h, lower, classes, ring, bk1, sink, out, pos, sig, filled, mh_seed)
-    return _doc_pass(buf, start, end, mode, k, seed_h, lower, classes, ring, bk1, sink, out, pos, sig, filled, mh_seed)
+def _char_pass(buf, start, end, rule, window, sink, at):
+    """Character-mode pass over ``buf[start:end]``: returns (n_shingles, folded_length, exact_hash).
+
+    A unit is one code point (a lead byte and its continuation bytes). A folded run between two code
+    points is one space unit, pushed right after the code point before it; leading and trailing
+    runs are dropped, as in the exact hash. Written flat for speed, like :func:`_word_pass`.
+    """
+    _, k, seed_h, lower, classes = rule
+    exact_h = FNV_OFFSET
+    length = 0
+    pending_space = False
+    unit_h = FNV_OFFSET
+    in_unit = False
+    roll = Roll(0, 0, np.uint64(0))
+    for p in range(start, end):
+        c = lower[buf[p]]
+        if classes[c] == FOLDED:
+            if length > 0:
+                pending_space = True
+            continue
+        if pending_space:
+            exact_h = (exact_h ^ _SPACE) * FNV_PRIME
+            length += 1
+        exact_h = (exact_h ^ np.uint64(c)) * FNV_PRIME
+        length += 1
+        if (c & 0xC0) != 0x80:  # a lead byte: the code point before it is complete
+            if in_unit:
+                roll = _slide(roll, fmix64(unit_h), window)
+                if roll.n_units >= k:
+                    _emit(sink, at + roll.n_units - k, fmix64(roll.poly + seed_h))
+            if pending_space:
+                roll = _slide(roll, _SPACE_UNIT, window)
+                if roll.n_units >= k:
+                    _emit(sink, at + roll.n_units - k, fmix64(roll.poly + seed_h))
+            unit_h = FNV_OFFSET
+            in_unit = True
+        if in_unit:
+            unit_h = (unit_h ^ np.uint64(c)) * FNV_PRIME
+        pending_space = False
+    if in_unit:
+        roll = _slide(roll, fmix64(unit_h), window)
+        if roll.n_units >= k:
+            _emit(sink, at + roll.n_units - k, fmix64(roll.poly + seed_h))
+    return _finish(roll, k, seed_h, sink, at), length, fmix64(exact_h)
+
+
+@kernel
+def _pass(buf, start, end, rule, window, sink, at):
+    """One document's pass in the rule's mode: (n_shingles, folded_length, exact_hash)."""
+    if rule.mode == WORD:
+        return _word_pass(buf, start, end, rule, window, sink, at)
+    return _char_pass(buf, start, end, rule, window, sink, at)
 
 
 @kernel(parallel=True)
-def scan_docs(buf, offsets, mode, k, seed_h, lower, classes, n_shingles, lengths, exact):
-    """Pass 1 of the CSR path: per document the shingle count, folded byte length and exact hash.
+def scan_docs(buf, offsets, rule, stats):
+    """Pass 1 of the CSR path: each document's shingle count, folded byte length and exact hash.
 
     Parameters
     ----------
-    buf : uint8[:]            concatenated UTF-8
-    offsets : int64[n+1]      document boundaries in ``buf``
-    mode : int                0 words, 1 characters
-    k : int                   shingle length in units
-    n_shingles : int64[n]     out: max(units-k+1, 1) if units else 0
-    lengths : uint32[n]       out: folded normalized length in bytes
-    exact : uint64[n]         out: exact hash
+    buf : uint8 (nbytes,)    concatenated UTF-8
+    offsets : int64 (n+1,)   document boundaries in ``buf``
+    rule : TextRule
+    stats : DocStats         out: one entry per document
     """
     n = offsets.size - 1
-    bk1 = _pow(ROLL_BASE, k)
+    n_shingles, lengths, exact = stats  # locals: see the module docstring on prange
     nblocks = (n + _BLOCK - 1) // _BLOCK
     for blk in numba.prange(nblocks):
-        ring = np.empty(k, dtype=np.uint64)
-        dummy_out = np.empty(0, dtype=np.uint64)
-        sig = np.empty(1, dtype=np.uint32)
-        filled = np.empty(1, dtype=np.bool_)
+        window = _new_window(rule.k)
+        sink = _count_sink()
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            e, ln, ex = _pass(buf, offsets[i], offsets[i + 1], mode, k, seed_h, lower, classes, ring, bk1,
-                                  SINK_COUNT, dummy_out, 0, sig, filled, np.uint64(0))
-            n_shingles[i] = e
-            lengths[i] = ln
-            exact[i] = ex
-
-
-@kernel
-def _pow(b, e):
-    r = np.uint64(1)
-    for _ in range(e - 1):
-        r = r * b
-    return r
+            n_shingles[i], lengths[i], exact[i] = _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, 0)
 
 
 @kernel(parallel=True)
-def fill_shingles(buf, offsets, mode, k, seed_h, lower, classes, indptr, out):
-    """Pass 2 of the CSR path: write document i's shingles into ``out[indptr[i]:indptr[i+1]]``."""
+def fill_shingles(buf, offsets, rule, indptr, out):
+    """Pass 2 of the CSR path: write document i's shingles into ``out[indptr[i]:indptr[i+1]]``.
+
+    indptr : int64 (n+1,)   from the counts of :func:`scan_docs`
+    out : uint64 (nnz,)     out: shingle hashes in text order
+    """
     n = offsets.size - 1
-    bk1 = _pow(ROLL_BASE, k)
     nblocks = (n + _BLOCK - 1) // _BLOCK
     for blk in numba.prange(nblocks):
-        ring = np.empty(k, dtype=np.uint64)
-        sig = np.empty(1, dtype=np.uint32)
-        filled = np.empty(1, dtype=np.bool_)
+        window = _new_window(rule.k)
+        sink = _csr_sink(out)
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            _pass(buf, offsets[i], offsets[i + 1], mode, k, seed_h, lower, classes, ring, bk1,
-                      SINK_CSR, out, indptr[i], sig, filled, np.uint64(0))
+            _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, indptr[i])
 
 
 @kernel(parallel=True)
-def sketch_oph(buf, offsets, mode, k, seed_h, lower, classes, mh_seed, n_shingles, lengths, exact, sigs):
+def sketch_oph(buf, offsets, rule, mh_seed, stats, sigs):
     """Fused fast path: one pass per document straight from bytes to a densified OPH signature.
 
-    sigs : uint32 (n, num_perm) out; equal to ``fill_minhash_oph`` over the CSR shingles.
+    mh_seed : uint64             mixed MinHash seed
+    stats : DocStats             out, as in :func:`scan_docs`
+    sigs : uint32 (n, num_perm)  out; equal to ``fill_minhash_oph`` over the CSR shingles
     """
     n = offsets.size - 1
     num_perm = sigs.shape[1]
-    bk1 = _pow(ROLL_BASE, k)
+    n_shingles, lengths, exact = stats  # locals: see the module docstring on prange
     nblocks = (n + _BLOCK - 1) // _BLOCK
     for blk in numba.prange(nblocks):
-        ring = np.empty(k, dtype=np.uint64)
-        dummy_out = np.empty(0, dtype=np.uint64)
+        window = _new_window(rule.k)
+        no_csr = np.empty(0, dtype=np.uint64)
         filled = np.empty(num_perm, dtype=np.bool_)
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
             sig = sigs[i]
             for j in range(num_perm):
-                sig[j] = np.uint32(0xFFFFFFFF)
+                sig[j] = EMPTY
                 filled[j] = False
-            e, ln, ex = _pass(buf, offsets[i], offsets[i + 1], mode, k, seed_h, lower, classes, ring, bk1,
-                                  SINK_OPH, dummy_out, 0, sig, filled, mh_seed)
-            n_shingles[i] = e
-            lengths[i] = ln
-            exact[i] = ex
-            if e > 0:
+            sink = Sink(SINK_OPH, no_csr, sig, filled, mh_seed)
+            n_sh, length, exact_h = _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, 0)
+            n_shingles[i] = n_sh
+            lengths[i] = length
+            exact[i] = exact_h
+            if n_sh > 0:
                 densify(sig, filled, mh_seed)
+
+
+@kernel(parallel=True)
+def fill_sorted_unique(buf, offsets, rule, starts, out, counts):
+    """One pass per document: its shingles, sorted and deduplicated, at ``out[starts[i]:starts[i]+counts[i]]``.
+
+    ``starts`` must leave room for every shingle (a document of b bytes has at most b shingles).
+    Used for exact Jaccard checks of a few documents without the two-pass CSR layout.
+
+    starts : int64 (n+1,)   room of document i: ``out[starts[i]:starts[i+1]]``
+    out : uint64            out
+    counts : int64 (n,)     out: distinct shingles of each document
+    """
+    n = offsets.size - 1
+    nblocks = (n + _BLOCK - 1) // _BLOCK
+    for blk in numba.prange(nblocks):
+        window = _new_window(rule.k)
+        sink = _csr_sink(out)
+        for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
+            lo = starts[i]
+            n_sh, _, _ = _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, lo)
+            if n_sh == 0:
+                counts[i] = 0
+                continue
+            out[lo : lo + n_sh] = np.sort(out[lo : lo + n_sh])
+            w = lo + 1
+            for t in range(lo + 1, lo + n_sh):
+                if out[t] != out[w - 1]:
+                    out[w] = out[t]
+                    w += 1
+            counts[i] = w - lo
 
 
 @kernel(parallel=True)
@@ -292,66 +383,39 @@ def fill_unit_simhash(buf, offsets, lower, classes, out):
 
     Each word occurrence adds +1 to the bit counters where its unit hash has a 1 and -1 where it
     has a 0; the fingerprint bit is 1 where the counter is > 0.
+
+    lower, classes : uint8 (256,)   the tables of a :class:`TextRule`
+    out : uint64 (n,)               out: fingerprints
     """
     n = offsets.size - 1
     nblocks = (n + _BLOCK - 1) // _BLOCK
-    for b in numba.prange(nblocks):
-        acc = np.empty(64, dtype=np.int64)
-        for i in range(b * _BLOCK, min(n, (b + 1) * _BLOCK)):
-            acc[:] = 0
-            cur = FNV_OFFSET
-            have = False
+    for blk in numba.prange(nblocks):
+        votes = np.empty(64, dtype=np.int64)
+        for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
+            votes[:] = 0
+            word_h = FNV_OFFSET
+            in_word = False
             for p in range(offsets[i], offsets[i + 1] + 1):
                 is_word = False
                 c = np.uint8(0)
                 if p < offsets[i + 1]:
                     c = lower[buf[p]]
-                    is_word = classes[c] == 0
+                    is_word = classes[c] == WORD_BYTE
                 if is_word:
-                    if not have:
-                        cur = FNV_OFFSET
-                        have = True
-                    cur = (cur ^ np.uint64(c)) * FNV_PRIME
-                elif have:
-                    h = fmix64(cur)
+                    if not in_word:
+                        word_h = FNV_OFFSET
+                        in_word = True
+                    word_h = (word_h ^ np.uint64(c)) * FNV_PRIME
+                elif in_word:
+                    h = fmix64(word_h)
                     for bit in range(64):
                         if (h >> np.uint64(bit)) & np.uint64(1):
-                            acc[bit] += 1
+                            votes[bit] += 1
                         else:
-                            acc[bit] -= 1
-                    have = False
+                            votes[bit] -= 1
+                    in_word = False
             fp = np.uint64(0)
             for bit in range(64):
-                if acc[bit] > 0:
+                if votes[bit] > 0:
                     fp |= np.uint64(1) << np.uint64(bit)
             out[i] = fp
-
-
-@kernel(parallel=True)
-def fill_sorted_unique(buf, offsets, mode, k, seed_h, lower, classes, starts, out, counts):
-    """One pass per document: its shingles, sorted and deduplicated, at ``out[starts[i]:starts[i]+counts[i]]``.
-
-    ``starts`` must leave room for every shingle (a document of b bytes has at most b shingles).
-    Used for exact Jaccard checks of a few documents without the two-pass CSR layout.
-    """
-    n = offsets.size - 1
-    bk1 = _pow(ROLL_BASE, k)
-    nblocks = (n + _BLOCK - 1) // _BLOCK
-    for blk in numba.prange(nblocks):
-        ring = np.empty(k, dtype=np.uint64)
-        sig = np.empty(1, dtype=np.uint32)
-        filled = np.empty(1, dtype=np.bool_)
-        for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            lo = starts[i]
-            e, _, _ = _pass(buf, offsets[i], offsets[i + 1], mode, k, seed_h, lower, classes, ring, bk1,
-                            SINK_CSR, out, lo, sig, filled, np.uint64(0))
-            if e == 0:
-                counts[i] = 0
-                continue
-            out[lo : lo + e] = np.sort(out[lo : lo + e])
-            w = lo + 1
-            for t in range(lo + 1, lo + e):
-                if out[t] != out[w - 1]:
-                    out[w] = out[t]
-                    w += 1
-            counts[i] = w - lo
