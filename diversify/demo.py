@@ -16,14 +16,6 @@ import time
 import numpy as np
 
 
-def _exact_jaccard(sh, i: int, j: int) -> float:
-    a = np.unique(sh.doc(i))
-    b = np.unique(sh.doc(j))
-    inter = np.intersect1d(a, b, assume_unique=True).size
-    union = a.size + b.size - inter
-    return inter / union if union else 1.0
-
-
 def _title(text: str, n: int = 9) -> str:
     words = text.split()
     return " ".join(words[:n]) + (" ..." if len(words) > n else "")
@@ -36,7 +28,7 @@ def run_demo(*, n_docs: int = 20000, seed: int = 0, threshold: float = 0.8, quer
     from diversify.config import BuildConfig, MinHashConfig
     from diversify.corpus.datagen import generate_corpus, generate_vectors
     from diversify.online import Hit, select
-    from diversify.text import shingle_hashes
+    from diversify.text import exact_jaccard, sorted_unique_shingles
 
     out = out or sys.stdout
     say = lambda *a: print(*a, file=out)  # noqa: E731
@@ -66,8 +58,9 @@ def run_demo(*, n_docs: int = 20000, seed: int = 0, threshold: float = 0.8, quer
         pairs = corpus.planted_pairs()
         bp = corpus.is_boilerplate
         pairs = pairs[~(bp[pairs[:, 0]] | bp[pairs[:, 1]])]
-        sh = shingle_hashes(corpus.texts, cfg.text, cfg.seed)
-        jac = np.array([_exact_jaccard(sh, int(i), int(j)) for i, j in pairs])
+        set_starts, set_sizes, set_hashes = sorted_unique_shingles(corpus.texts, cfg.text, cfg.seed)
+        sets = [set_hashes[s : s + c] for s, c in zip(set_starts.tolist(), set_sizes.tolist())]
+        jac = np.array([exact_jaccard(sets[i], sets[j]) for i, j in pairs.tolist()], dtype=np.float64)
         same = res.cluster_ids[pairs[:, 0]] == res.cluster_ids[pairs[:, 1]]
         above = jac >= threshold
         say(f"planted near-duplicate pairs: {len(pairs):,}; with exact Jaccard >= {threshold}: {int(above.sum()):,}")
@@ -84,13 +77,14 @@ def run_demo(*, n_docs: int = 20000, seed: int = 0, threshold: float = 0.8, quer
         rng = np.random.default_rng(seed)
         clusters, counts = np.unique(res.cluster_ids[~bp], return_counts=True)
         big = clusters[counts >= 3]
-        picks = rng.choice(big, size=min(queries, big.size), replace=False) if big.size else []
+        picks = rng.choice(big, size=min(queries, big.size), replace=False) if big.size else big[:0]
         for q, cid in enumerate(picks, 1):
             qv = vectors[int(cid)] + 0.35 * rng.standard_normal(vectors.shape[1]) / np.sqrt(vectors.shape[1])
             qv = qv / np.linalg.norm(qv)
             scores = vectors @ qv
             top = np.argsort(-scores, kind="stable")[:50]
             hits = [Hit(corpus.ids[i], float(scores[i])) for i in top]
+            row_of: dict[object, int] = {h.id: int(i) for h, i in zip(hits, top)}
             cids = cmap.lookup([h.id for h in hits])
             say(f"query {q}: a noisy copy of the vector of {corpus.ids[int(cid)]}")
             say("  before (plain top-5):")
@@ -99,7 +93,7 @@ def run_demo(*, n_docs: int = 20000, seed: int = 0, threshold: float = 0.8, quer
             result = select(hits, cids, k=5, max_per_cluster=1)
             say("  after (max one per cluster):")
             for kept in result.hits:
-                i = corpus.ids.index(kept.id)
+                i = row_of[kept.id]
                 note = f"  [{kept.omitted} similar omitted]" if kept.omitted else ""
                 say(f"    {kept.score:.3f}  {kept.id}  cluster {kept.cluster_id:<6}  {_title(corpus.texts[i])}{note}")
             say("")

@@ -16,6 +16,7 @@ from typing import Optional
 
 import numpy as np
 
+from .config import TextConfig
 from .errors import InputError
 
 __all__ = ["PairMetrics", "pair_metrics", "clustering_metrics", "pr_curve", "best_threshold", "jaccard_pairs"]
@@ -127,19 +128,14 @@ def best_threshold(curve: list[dict]) -> dict:
     return max(curve, key=lambda r: (r["f1"], r["threshold"]))
 
 
-def jaccard_pairs(texts_a: Sequence[str], texts_b: Sequence[str], text_config=None, seed: int = 1) -> np.ndarray:
-    """Exact Jaccard similarity of the shingle sets of each (a, b) text pair."""
-    from .text import shingle_hashes
+def jaccard_pairs(texts_a: Sequence[str], texts_b: Sequence[str], text_config: Optional[TextConfig] = None,
+                  seed: int = 1) -> np.ndarray:
+    """Exact Jaccard similarity of the shingle sets of each (a, b) text pair, float64 (n,)."""
+    from .text import exact_jaccard, sorted_unique_shingles
 
     if len(texts_a) != len(texts_b):
         raise InputError(f"`texts_a` and `texts_b` must align; got {len(texts_a)} and {len(texts_b)}.")
-    sh = shingle_hashes(list(texts_a) + list(texts_b), text_config, seed)
     n = len(texts_a)
-    out = np.empty(n, dtype=np.float64)
-    for i in range(n):
-        a = np.unique(sh.doc(i))
-        b = np.unique(sh.doc(n + i))
-        inter = np.intersect1d(a, b, assume_unique=True).size
-        union = a.size + b.size - inter
-        out[i] = inter / union if union else 1.0
-    return out
+    starts, counts, hashes = sorted_unique_shingles(list(texts_a) + list(texts_b), text_config or TextConfig(), seed)
+    sets = [hashes[s : s + c] for s, c in zip(starts.tolist(), counts.tolist())]
+    return np.array([exact_jaccard(sets[i], sets[n + i]) for i in range(n)], dtype=np.float64)
