@@ -11,15 +11,16 @@ from __future__ import annotations
 import itertools
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence, Sized
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
 from ..config import BuildConfig
-from ..errors import InputError
-from ..text import encode_batch, shingle_buffer, sketch_oph_buffer, text_simhash_buffer
+from ..errors import ConfigError, InputError
+from ..text import Shingles, encode_batch, shingle_buffer, sketch_oph_buffer, text_simhash_buffer
 
 __all__ = ["Sketches", "sketch_texts", "sketch_vectors", "unique_shingles", "chunks", "progress_bar"]
 
@@ -33,8 +34,10 @@ class Sketches:
     exact: np.ndarray  # uint64 (n,)
     empty: np.ndarray  # bool (n,) no words (or no text)
     minhash: Optional[np.ndarray] = None  # uint32 (n, P)
-    sh_indptr: Optional[np.ndarray] = None  # int64 (n+1,) sorted unique shingles (exact verify)
-    sh_hashes: Optional[np.ndarray] = None
+    # each document's sorted distinct shingle hashes, CSR (verify="exact"): the artifact's
+    # shingle_indptr / shingle_hashes
+    sh_indptr: Optional[np.ndarray] = None  # int64 (n+1,)
+    sh_hashes: Optional[np.ndarray] = None  # uint64 (nnz,)
     simhash: Optional[np.ndarray] = None  # uint64 (n, W)
     text_simhash: Optional[np.ndarray] = None  # uint64 (n,) Charikar fingerprints of the texts
     vectors: Optional[np.ndarray] = None  # float32/64 (n, d), L2-normalized
@@ -68,140 +71,195 @@ def progress_bar(total: Optional[int], desc: str, enabled: bool):
     return tqdm(total=total, desc=desc, unit="doc", unit_scale=True, file=sys.stderr, leave=False)
 
 
-def unique_shingles(sh) -> tuple[np.ndarray, np.ndarray]:
+def unique_shingles(shingles: Shingles) -> tuple[np.ndarray, np.ndarray]:
+    """Each document's distinct shingle hashes, sorted, as CSR: (indptr int64 (n+1,), hashes uint64)."""
     from .._kernels.minhash import gather_segments, sort_unique_segments
 
-    hashes = sh.hashes.copy()
-    counts = np.empty(len(sh), dtype=np.int64)
-    sort_unique_segments(hashes, sh.indptr, counts)
-    indptr = np.zeros(len(sh) + 1, dtype=np.int64)
+    hashes = shingles.hashes.copy()
+    counts = np.empty(len(shingles), dtype=np.int64)
+    sort_unique_segments(hashes, shingles.indptr, counts)
+    indptr = np.zeros(len(shingles) + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     out = np.empty(int(indptr[-1]), dtype=np.uint64)
-    gather_segments(hashes, sh.indptr, counts, indptr, out)
+    gather_segments(hashes, shingles.indptr, counts, indptr, out)
     return indptr, out
+
+
+def _add_seconds(timings: dict, key: str, seconds: float) -> None:
+    timings[key] = timings.get(key, 0.0) + seconds
+
+
+@dataclass
+class _ChunkSketch:
+    """What the kernels computed for one encoded chunk of documents."""
+
+    lengths: np.ndarray  # uint32 (m,)
+    exact: np.ndarray  # uint64 (m,)
+    empty: np.ndarray  # bool (m,)
+    signatures: Optional[np.ndarray]  # uint32 (m, P) when MinHash is on
+    unique_shingles: Optional[tuple[np.ndarray, np.ndarray]]  # CSR (indptr, hashes) for verify="exact"
+    fingerprints: Optional[np.ndarray]  # uint64 (m,) when the text SimHash stage is on
+    seconds_sketch: float
+    seconds_signatures: float
+
+
+def _sketch_chunk(buf: np.ndarray, offsets: np.ndarray, config: BuildConfig) -> _ChunkSketch:
+    """Kernel work for one encoded chunk (runs in a worker thread; the kernels release the GIL).
+
+    The fused kernel goes from bytes to signatures in one pass; other settings need the shingles.
+    """
+    from .minhash import minhash_signatures
+
+    t0 = time.perf_counter()
+    fingerprints = text_simhash_buffer(buf, offsets) if config.text_simhash is not None else None
+    mh_cfg = config.minhash
+    if mh_cfg is not None and mh_cfg.method == "oph" and mh_cfg.verify != "exact":
+        sigs, n_shingles, lengths, exact = sketch_oph_buffer(buf, offsets, config.text, config.seed, mh_cfg.num_perm)
+        return _ChunkSketch(lengths=lengths, exact=exact, empty=n_shingles == 0, signatures=sigs, unique_shingles=None,
+                            fingerprints=fingerprints, seconds_sketch=time.perf_counter() - t0, seconds_signatures=0.0)
+    shingles = shingle_buffer(buf, offsets, config.text, config.seed)
+    t1 = time.perf_counter()
+    signatures: Optional[np.ndarray] = None
+    unique: Optional[tuple[np.ndarray, np.ndarray]] = None
+    if mh_cfg is not None:
+        signatures = minhash_signatures(shingles, num_perm=mh_cfg.num_perm, method=mh_cfg.method, seed=config.seed)
+        if mh_cfg.verify == "exact":
+            unique = unique_shingles(shingles)
+    return _ChunkSketch(lengths=shingles.lengths, exact=shingles.exact, empty=np.diff(shingles.indptr) == 0,
+                        signatures=signatures, unique_shingles=unique, fingerprints=fingerprints,
+                        seconds_sketch=t1 - t0, seconds_signatures=time.perf_counter() - t1)
+
+
+class _Gathered:
+    """Chunk results in input order, concatenated into one :class:`Sketches` at the end.
+
+    When the number of texts is known, signatures go straight into one preallocated array (no
+    final copy); rows that do not fit (an iterable whose ``len`` was wrong) are kept aside.
+    """
+
+    def __init__(self, config: BuildConfig, n_hint: Optional[int]):
+        self.config = config
+        self.lengths: list[np.ndarray] = []
+        self.exact: list[np.ndarray] = []
+        self.empty: list[np.ndarray] = []
+        self.fingerprints: list[np.ndarray] = []
+        self.unique_indptrs: list[np.ndarray] = []
+        self.unique_hashes: list[np.ndarray] = []
+        self.sig_rows = 0  # rows of sig_buf written, a prefix
+        self.sig_parts: list[np.ndarray] = []  # signatures that did not fit sig_buf
+        self.sig_buf: Optional[np.ndarray] = None
+        if config.minhash is not None and n_hint is not None:
+            self.sig_buf = np.empty((n_hint, config.minhash.num_perm), dtype=np.uint32)
+        self.seconds_sketch = 0.0
+        self.seconds_signatures = 0.0
+
+    def add(self, chunk: _ChunkSketch, start: int) -> None:
+        """Keep the results of the chunk of documents ``start, start + 1, ...``."""
+        if chunk.fingerprints is not None:
+            self.fingerprints.append(chunk.fingerprints)
+        self.lengths.append(chunk.lengths)
+        self.exact.append(chunk.exact)
+        self.empty.append(chunk.empty)
+        if chunk.unique_shingles is not None:
+            self.unique_indptrs.append(chunk.unique_shingles[0])
+            self.unique_hashes.append(chunk.unique_shingles[1])
+        sigs = chunk.signatures
+        if sigs is not None:
+            stop = start + sigs.shape[0]
+            if self.sig_buf is not None and not self.sig_parts and stop <= self.sig_buf.shape[0]:
+                self.sig_buf[start:stop] = sigs
+                self.sig_rows = stop
+            else:
+                self.sig_parts.append(sigs)
+        self.seconds_sketch += chunk.seconds_sketch
+        self.seconds_signatures += chunk.seconds_signatures
+
+    def sketches(self, ids: list, texts: Iterable, id_offset: int) -> Sketches:
+        config = self.config
+        sk = Sketches(
+            ids=ids,
+            texts=texts if isinstance(texts, Sequence) and not isinstance(texts, (str, bytes)) else None,
+            text_offset=id_offset,
+            lengths=np.concatenate(self.lengths) if self.lengths else np.zeros(0, np.uint32),
+            exact=np.concatenate(self.exact) if self.exact else np.zeros(0, np.uint64),
+            empty=np.concatenate(self.empty) if self.empty else np.zeros(0, bool),
+        )
+        if config.text_simhash is not None:
+            sk.text_simhash = np.concatenate(self.fingerprints) if self.fingerprints else np.zeros(0, np.uint64)
+        if config.minhash is not None:
+            sk.minhash = self._signatures(config.minhash.num_perm)
+            if config.minhash.verify == "exact":
+                sk.sh_indptr, sk.sh_hashes = _concat_csr(self.unique_indptrs, self.unique_hashes)
+        return sk
+
+    def _signatures(self, num_perm: int) -> np.ndarray:
+        if self.sig_buf is not None and not self.sig_parts:
+            return self.sig_buf[: self.sig_rows]
+        parts = ([self.sig_buf[: self.sig_rows]] if self.sig_buf is not None else []) + self.sig_parts
+        return np.concatenate(parts) if parts else np.zeros((0, num_perm), np.uint32)
+
+
+def _ids_of_block(id_iter: Optional[Iterator], size: int, start: int, id_offset: int) -> list:
+    """The ids of the ``size`` documents from ``start`` on: the caller's, or their positions."""
+    if id_iter is None:
+        return list(range(id_offset + start, id_offset + start + size))
+    block_ids = list(itertools.islice(id_iter, size))
+    if len(block_ids) < size:
+        raise InputError(
+            f"`ids` must have one id per text; ids ran out after {start + len(block_ids)} items while "
+            "texts continue. Pass as many ids as texts (or ids=None)."
+        )
+    return block_ids
+
+
+def _check_no_ids_left(id_iter: Optional[Iterator], n_texts: int) -> None:
+    if id_iter is not None and next(id_iter, _SENTINEL) is not _SENTINEL:
+        raise InputError(
+            f"`ids` must have one id per text; got more ids than the {n_texts} texts. Pass as many ids as texts."
+        )
 
 
 def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, *, id_offset: int = 0,
                  chunk_size: int = 16384, progress: bool = False, timings: dict) -> Sketches:
-    """Normalize, shingle and MinHash documents chunk by chunk (memory: one chunk of shingles)."""
-    from .minhash import minhash_signatures
+    """Normalize, shingle and MinHash documents chunk by chunk (memory: one chunk of shingles).
 
-    mh_cfg = config.minhash
-    n_hint = len(texts) if hasattr(texts, "__len__") else None
+    A one-deep pipeline: the main thread reads and encodes chunk i+1 (Python, holds the GIL) while
+    a worker runs the kernels on chunk i. Results are gathered in input order: deterministic.
+    """
+    n_hint = len(texts) if isinstance(texts, Sized) else None
     id_iter = iter(ids) if ids is not None else None
+    gathered = _Gathered(config, n_hint)
     all_ids: list = []
-    lengths, exact, empty, sigs, sh_ptrs, sh_vals, fps = [], [], [], [], [], [], []
     bar = progress_bar(n_hint, "sketching", progress)
-    t_shingle = t_minhash = 0.0
-    sig_buf = None
-    if mh_cfg is not None and n_hint is not None:
-        sig_buf = np.empty((n_hint, mh_cfg.num_perm), dtype=np.uint32)
-    # the fused kernel goes from bytes to signatures in one pass; other settings need the shingles
-    fused = mh_cfg is not None and mh_cfg.method == "oph" and mh_cfg.verify != "exact"
-    def compute(buf, offsets):
-        """Kernel work for one encoded chunk (runs in a worker thread; the kernels release the GIL)."""
-        t0 = time.perf_counter()
-        fp = None
-        if config.text_simhash is not None:
-            fp = text_simhash_buffer(buf, offsets)
-        return _compute(buf, offsets, t0) + (fp,)
+    done = 0
+    pending: Optional[tuple[Future, int, int]] = None  # (kernel work, first document, documents)
 
-    def _compute(buf, offsets, t0):
-        if fused:
-            sig, n_sh, blk_len, blk_exact = sketch_oph_buffer(buf, offsets, config.text, config.seed, mh_cfg.num_perm)
-            return sig, blk_len, blk_exact, n_sh == 0, None, time.perf_counter() - t0, 0.0
-        sh = shingle_buffer(buf, offsets, config.text, config.seed)
-        t1 = time.perf_counter()
-        sig = csr = None
-        if mh_cfg is not None:
-            sig = minhash_signatures(sh, num_perm=mh_cfg.num_perm, method=mh_cfg.method, seed=config.seed)
-            if mh_cfg.verify == "exact":
-                csr = unique_shingles(sh)
-        return sig, sh.lengths, sh.exact, np.diff(sh.indptr) == 0, csr, t1 - t0, time.perf_counter() - t1
-
-    def collect(result, start, count):
-        nonlocal t_shingle, t_minhash
-        sig, blk_len, blk_exact, blk_empty, csr, dt_sketch, dt_sig, fp = result
-        if fp is not None:
-            fps.append(fp)
-        lengths.append(blk_len)
-        exact.append(blk_exact)
-        empty.append(blk_empty)
-        if csr is not None:
-            sh_ptrs.append(csr[0])
-            sh_vals.append(csr[1])
-        if sig is not None:
-            if sig_buf is not None and start + count <= sig_buf.shape[0]:
-                sig_buf[start : start + count] = sig
-            else:
-                sigs.append(sig)
-        t_shingle += dt_sketch
-        t_minhash += dt_sig
+    def collect(job: tuple[Future, int, int]) -> None:
+        future, start, count = job
+        gathered.add(future.result(), start)
         if bar is not None:
             bar.update(count)
 
-    # One-deep pipeline: the main thread reads and encodes chunk i+1 (Python, holds the GIL) while a
-    # worker runs the kernels on chunk i. Results are collected in input order: deterministic.
-    from concurrent.futures import ThreadPoolExecutor
-
-    done = 0
-    pending = None
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="diversify-sketch") as pool:
         for block in chunks(texts, chunk_size):
-            if id_iter is not None:
-                block_ids = []
-                for _ in range(len(block)):
-                    try:
-                        block_ids.append(next(id_iter))
-                    except StopIteration:
-                        raise InputError(
-                            f"`ids` must have one id per text; ids ran out after {done + len(block_ids)} items while "
-                            "texts continue. Pass as many ids as texts (or ids=None)."
-                        ) from None
-            else:
-                block_ids = list(range(id_offset + done, id_offset + done + len(block)))
-            all_ids.extend(block_ids)
+            all_ids.extend(_ids_of_block(id_iter, len(block), done, id_offset))
             t0 = time.perf_counter()
             buf, offsets = encode_batch(block, start_index=done)
-            t_encode_local = time.perf_counter() - t0
-            timings["encode"] = timings.get("encode", 0.0) + t_encode_local
+            _add_seconds(timings, "encode", time.perf_counter() - t0)
             if pending is not None:
-                collect(pending[0].result(), pending[1], pending[2])
-            pending = (pool.submit(compute, buf, offsets), done, len(block))
+                collect(pending)
+            pending = (pool.submit(_sketch_chunk, buf, offsets, config), done, len(block))
             del buf, offsets
             done += len(block)
         if pending is not None:
-            collect(pending[0].result(), pending[1], pending[2])
+            collect(pending)
     if bar is not None:
         bar.close()
-    if id_iter is not None:
-        extra = next(id_iter, _SENTINEL)
-        if extra is not _SENTINEL:
-            raise InputError(
-                f"`ids` must have one id per text; got more ids than the {done} texts. Pass as many ids as texts."
-            )
-    timings["sketch"] = timings.get("sketch", 0.0) + t_shingle
-    if t_minhash > 0.001:
-        timings["signatures"] = timings.get("signatures", 0.0) + t_minhash
-    sk = Sketches(
-        ids=all_ids,
-        texts=texts if isinstance(texts, Sequence) and not isinstance(texts, (str, bytes)) else None,
-        text_offset=id_offset,
-        lengths=np.concatenate(lengths) if lengths else np.zeros(0, np.uint32),
-        exact=np.concatenate(exact) if exact else np.zeros(0, np.uint64),
-        empty=np.concatenate(empty) if empty else np.zeros(0, bool),
-    )
-    if config.text_simhash is not None:
-        sk.text_simhash = np.concatenate(fps) if fps else np.zeros(0, np.uint64)
-    if mh_cfg is not None:
-        if sig_buf is not None and not sigs:
-            sk.minhash = sig_buf[:done]
-        else:
-            parts = ([sig_buf[: min(done, sig_buf.shape[0])]] if sig_buf is not None else []) + sigs
-            sk.minhash = np.concatenate(parts) if parts else np.zeros((0, mh_cfg.num_perm), np.uint32)
-        if mh_cfg.verify == "exact":
-            sk.sh_indptr, sk.sh_hashes = _concat_csr(sh_ptrs, sh_vals)
-    return sk
+    _check_no_ids_left(id_iter, done)
+    _add_seconds(timings, "sketch", gathered.seconds_sketch)
+    if gathered.seconds_signatures > 0.001:
+        _add_seconds(timings, "signatures", gathered.seconds_signatures)
+    return gathered.sketches(all_ids, texts, id_offset)
 
 
 _SENTINEL = object()
@@ -228,6 +286,8 @@ def sketch_vectors(vectors, n: int, config: BuildConfig, timings: dict) -> tuple
             "Pass vectors aligned with texts/ids."
         )
     sc = config.simhash
+    if sc is None:
+        raise ConfigError("vectors were given but `simhash=None` disables the vector stage. Set simhash=SimHashConfig().")
     sigs = simhash_vectors(vecs, seed=config.seed, bits=sc.bits, families=sc.families, normalized=True)
     timings["simhash"] = timings.get("simhash", 0.0) + time.perf_counter() - t0
     return sigs, vecs
