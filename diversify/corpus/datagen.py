@@ -148,7 +148,7 @@ def _make_vocabulary(rng: np.random.Generator, size: int) -> list[str]:
 
 def _surface_table(words: list[str]) -> np.ndarray:
     """Object array (V * n_variants,): code ``v * V + w`` → surface form of word w in variant v."""
-    table = []
+    table: list[str] = []
     for template in _VARIANTS:
         table.extend(template.format(w=w, W=w.capitalize(), U=w.upper()) for w in words)
     return np.array(table, dtype=object)
@@ -256,6 +256,48 @@ def generate_corpus(
     -------
     Corpus
     """
+    rate_lo, rate_hi = _check_corpus_args(n_docs, words_per_doc, dup_fraction, boilerplate_fraction, noise,
+                                          length_jitter, topics, edit_rate)
+    n_docs = int(n_docs)
+    params = dict(
+        n_docs=n_docs, words_per_doc=int(words_per_doc), dup_fraction=float(dup_fraction),
+        edit_rate=edit_rate if isinstance(edit_rate, (int, float)) else list(edit_rate),
+        boilerplate_fraction=float(boilerplate_fraction), topics=int(topics), noise=float(noise),
+        vocab_size=int(vocab_size), zipf_s=float(zipf_s), length_jitter=float(length_jitter),
+        n_templates=n_templates, seed=int(seed),
+    )
+
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5D1F]))
+    vocab = _make_vocabulary(rng, vocab_size)
+    writer = _Writer(_surface_table(vocab), vocab_size, _Sampler(rng, vocab_size, topics, zipf_s), int(seed))
+
+    n_bp = int(round(boilerplate_fraction * n_docs))
+    n_rest = n_docs - n_bp
+    n_copies = min(int(round(dup_fraction * n_docs)), max(n_rest - 1, 0))
+    n_orig = n_rest - n_copies
+    if n_bp and n_templates is None:
+        n_templates = max(1, n_bp // 2000)
+    n_templates = min(int(n_templates or 0), n_bp)
+
+    # Layout before shuffling: [originals | copies | boilerplate (templates first)].
+    orig_topics = rng.integers(0, topics, size=n_orig)
+    lo, hi = max(1, int(words_per_doc * (1 - length_jitter))), int(words_per_doc * (1 + length_jitter))
+    orig_len = rng.integers(lo, max(hi, lo) + 1, size=n_orig)
+    copy_src = rng.integers(0, n_orig, size=n_copies) if n_orig else np.zeros(0, dtype=np.int64)
+    copy_rates = rng.uniform(rate_lo, rate_hi, size=n_copies) if rate_hi > rate_lo else np.full(n_copies, rate_lo)
+
+    texts, orig_words, orig_vars = _originals(writer, orig_topics, orig_len)
+    texts += _copies(writer, orig_words, orig_vars, orig_len, copy_src, copy_rates, noise)
+    del orig_words, orig_vars
+    bp_texts, bp_template, bp_rates = _boilerplate(writer, n_bp, n_templates, words_per_doc)
+    texts += bp_texts
+
+    return _shuffled(writer, texts, params, orig_topics, copy_src, copy_rates, bp_template, bp_rates)
+
+
+def _check_corpus_args(n_docs, words_per_doc, dup_fraction, boilerplate_fraction, noise, length_jitter, topics,
+                       edit_rate) -> tuple[float, float]:
+    """Validate :func:`generate_corpus`'s arguments; return the (low, high) edit rate."""
     if not isinstance(n_docs, (int, np.integer)) or n_docs < 0:
         raise ValueError(f"`n_docs` must be an integer >= 0; got {n_docs!r}.")
     if not isinstance(words_per_doc, (int, np.integer)) or words_per_doc < 1:
@@ -271,104 +313,114 @@ def generate_corpus(
         )
     if not isinstance(topics, (int, np.integer)) or topics < 1:
         raise ValueError(f"`topics` must be an integer >= 1; got {topics!r}.")
-    rate_lo, rate_hi = _check_rate("edit_rate", edit_rate)
-    n_docs = int(n_docs)
-    params = dict(
-        n_docs=n_docs, words_per_doc=int(words_per_doc), dup_fraction=float(dup_fraction),
-        edit_rate=edit_rate if isinstance(edit_rate, (int, float)) else list(edit_rate),
-        boilerplate_fraction=float(boilerplate_fraction), topics=int(topics), noise=float(noise),
-        vocab_size=int(vocab_size), zipf_s=float(zipf_s), length_jitter=float(length_jitter),
-        n_templates=n_templates, seed=int(seed),
-    )
+    return _check_rate("edit_rate", edit_rate)
 
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5D1F]))
-    vocab = _make_vocabulary(rng, vocab_size)
-    table = _surface_table(vocab)
-    sampler = _Sampler(rng, vocab_size, topics, zipf_s)
 
-    n_bp = int(round(boilerplate_fraction * n_docs))
-    n_rest = n_docs - n_bp
-    n_copies = int(round(dup_fraction * n_docs))
-    n_copies = min(n_copies, max(n_rest - 1, 0))
-    n_orig = n_rest - n_copies
-    if n_bp and n_templates is None:
-        n_templates = max(1, n_bp // 2000)
-    n_templates = min(int(n_templates or 0), n_bp)
+@dataclass(frozen=True)
+class _Writer:
+    """What every rendering step shares: the surface table, the word sampler and the seed."""
 
-    # Layout before shuffling: [originals | copies | boilerplate (templates first)].
-    orig_topics = rng.integers(0, topics, size=n_orig)
-    lo, hi = max(1, int(words_per_doc * (1 - length_jitter))), int(words_per_doc * (1 + length_jitter))
-    orig_len = rng.integers(lo, max(hi, lo) + 1, size=n_orig)
-    copy_src = rng.integers(0, n_orig, size=n_copies) if n_orig else np.zeros(0, dtype=np.int64)
-    copy_rates = rng.uniform(rate_lo, rate_hi, size=n_copies) if rate_hi > rate_lo else np.full(n_copies, rate_lo)
+    table: np.ndarray
+    vocab_size: int
+    sampler: _Sampler
+    seed: int
 
+    def rng(self, stream: int, start: int | None = None) -> np.random.Generator:
+        """The generator of one stream (and chunk): independent of every other draw."""
+        key = [self.seed, stream] if start is None else [self.seed, stream, start]
+        return np.random.default_rng(np.random.SeedSequence(key))
+
+    def render(self, words, variants, lengths) -> list[str]:
+        return _render(self.table, self.vocab_size, words, variants, lengths)
+
+
+def _originals(writer: _Writer, topics: np.ndarray, lengths: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The originals' texts, chunk by chunk, and their words and variants (flat: copies need them)."""
     texts: list[str] = []
-    # Originals, chunked; their word rows are needed again to make copies, so keep them compactly.
-    orig_words: list[np.ndarray] = []
-    orig_vars: list[np.ndarray] = []
-    orig_offsets = np.zeros(n_orig + 1, dtype=np.int64)
-    np.cumsum(orig_len, out=orig_offsets[1:])
-    for start in range(0, n_orig, _CHUNK):
-        stop = min(start + _CHUNK, n_orig)
-        chunk_rng = np.random.default_rng(np.random.SeedSequence([int(seed), 1, start]))
-        lens = orig_len[start:stop]
-        full = sampler.draw(chunk_rng, orig_topics[start:stop], int(lens.max()), topic_share=0.5)
+    words: list[np.ndarray] = []
+    variants: list[np.ndarray] = []
+    for start in range(0, lengths.size, _CHUNK):
+        stop = min(start + _CHUNK, lengths.size)
+        chunk_rng = writer.rng(1, start)
+        lens = lengths[start:stop]
+        full = writer.sampler.draw(chunk_rng, topics[start:stop], int(lens.max()), topic_share=0.5)
         var = _clean_variants(chunk_rng, full.shape)
         mask = np.arange(full.shape[1])[None, :] < lens[:, None]
         w, v = full[mask], var[mask]
-        orig_words.append(w)
-        orig_vars.append(v)
-        texts.extend(_render(table, vocab_size, w, v, lens))
-    all_orig_words = np.concatenate(orig_words) if orig_words else np.zeros(0, np.int32)
-    all_orig_vars = np.concatenate(orig_vars) if orig_vars else np.zeros(0, np.int32)
-    del orig_words, orig_vars
+        words.append(w)
+        variants.append(v)
+        texts.extend(writer.render(w, v, lens))
+    flat_words = np.concatenate(words) if words else np.zeros(0, np.int32)
+    flat_vars = np.concatenate(variants) if variants else np.zeros(0, np.int32)
+    return texts, flat_words, flat_vars
 
-    # Copies: rows padded to the chunk's longest source; padding is dropped by the edit.
-    for start in range(0, n_copies, _CHUNK):
-        stop = min(start + _CHUNK, n_copies)
-        chunk_rng = np.random.default_rng(np.random.SeedSequence([int(seed), 2, start]))
+
+def _copies(writer: _Writer, orig_words: np.ndarray, orig_vars: np.ndarray, orig_len: np.ndarray,
+            copy_src: np.ndarray, copy_rates: np.ndarray, noise: float) -> list[str]:
+    """The planted copies' texts: rows padded to the chunk's longest source; the edit drops the padding."""
+    orig_offsets = np.zeros(orig_len.size + 1, dtype=np.int64)
+    np.cumsum(orig_len, out=orig_offsets[1:])
+    texts: list[str] = []
+    for start in range(0, copy_src.size, _CHUNK):
+        stop = min(start + _CHUNK, copy_src.size)
+        chunk_rng = writer.rng(2, start)
         src = copy_src[start:stop]
         lens = orig_len[src]
-        width = int(lens.max())
-        cols = np.arange(width)[None, :]
+        cols = np.arange(int(lens.max()))[None, :]
         valid = cols < lens[:, None]
         idx = np.where(valid, orig_offsets[src][:, None] + cols, 0)
-        w = all_orig_words[idx]
-        v = all_orig_vars[idx]
-        fw, fv, flen = _edit_padded(chunk_rng, sampler, w, v, valid, copy_rates[start:stop], noise)
-        texts.extend(_render(table, vocab_size, fw, fv, flen))
+        fw, fv, flen = _edit_padded(chunk_rng, writer.sampler, orig_words[idx], orig_vars[idx], valid,
+                                    copy_rates[start:stop], noise)
+        texts.extend(writer.render(fw, fv, flen))
+    return texts
 
-    # Boilerplate: templates are long shared pages with a short variable slot (title, product).
-    bp_source_local = np.zeros(0, dtype=np.int64)
-    bp_rates = np.zeros(0)
-    if n_bp:
-        brng = np.random.default_rng(np.random.SeedSequence([int(seed), 3]))
-        tmpl_words = sampler.draw(brng, np.zeros(n_templates, dtype=np.int64), words_per_doc, 0.0)
-        tmpl_vars = _clean_variants(brng, tmpl_words.shape)
-        page_tmpl = np.concatenate([np.arange(n_templates), brng.integers(0, n_templates, size=n_bp - n_templates)])
-        slot = max(3, words_per_doc // 50)
-        for start in range(0, n_bp, _CHUNK):
-            stop = min(start + _CHUNK, n_bp)
-            chunk_rng = np.random.default_rng(np.random.SeedSequence([int(seed), 4, start]))
-            t = page_tmpl[start:stop]
-            w = tmpl_words[t].copy()
-            v = tmpl_vars[t].copy()
-            # Pages other than the template's first rendering get their own slot words + tiny edits.
-            first = np.arange(start, stop) < n_templates
-            slot_words = sampler.uniformish(chunk_rng, (stop - start, min(slot, words_per_doc)))
-            w[~first, : slot_words.shape[1]] = slot_words[~first]
-            rates = np.where(first, 0.0, 0.005)
-            valid = np.ones(w.shape, dtype=bool)
-            fw, fv, flen = _edit_padded(chunk_rng, sampler, w, v, valid, rates, 0.0)
-            texts.extend(_render(table, vocab_size, fw, fv, flen))
-        bp_source_local = page_tmpl
-        bp_rates = np.where(np.arange(n_bp) < n_templates, 0.0, 0.005)
 
-    # Sources and metadata in the pre-shuffle layout.
+def _boilerplate(writer: _Writer, n_bp: int, n_templates: int, words_per_doc: int
+                 ) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Boilerplate pages: long shared templates with a short variable slot (title, product).
+
+    Returns (texts, template of each page, edit rate of each page); a template's first page is
+    rendered verbatim.
+    """
+    if not n_bp:
+        return [], np.zeros(0, dtype=np.int64), np.zeros(0)
+    brng = writer.rng(3)
+    sampler = writer.sampler
+    tmpl_words = sampler.draw(brng, np.zeros(n_templates, dtype=np.int64), words_per_doc, 0.0)
+    tmpl_vars = _clean_variants(brng, tmpl_words.shape)
+    page_tmpl = np.concatenate([np.arange(n_templates), brng.integers(0, n_templates, size=n_bp - n_templates)])
+    slot = max(3, words_per_doc // 50)
+    texts: list[str] = []
+    for start in range(0, n_bp, _CHUNK):
+        stop = min(start + _CHUNK, n_bp)
+        chunk_rng = writer.rng(4, start)
+        t = page_tmpl[start:stop]
+        w = tmpl_words[t].copy()
+        v = tmpl_vars[t].copy()
+        # Pages other than the template's first rendering get their own slot words + tiny edits.
+        first = np.arange(start, stop) < n_templates
+        slot_words = sampler.uniformish(chunk_rng, (stop - start, min(slot, words_per_doc)))
+        w[~first, : slot_words.shape[1]] = slot_words[~first]
+        rates = np.where(first, 0.0, 0.005)
+        valid = np.ones(w.shape, dtype=bool)
+        fw, fv, flen = _edit_padded(chunk_rng, sampler, w, v, valid, rates, 0.0)
+        texts.extend(writer.render(fw, fv, flen))
+    return texts, page_tmpl, np.where(np.arange(n_bp) < n_templates, 0.0, 0.005)
+
+
+def _shuffled(writer: _Writer, texts: list[str], params: dict, orig_topics: np.ndarray, copy_src: np.ndarray,
+              copy_rates: np.ndarray, bp_template: np.ndarray, bp_rates: np.ndarray) -> Corpus:
+    """The corpus in a seeded random order, so copies are not all at the end.
+
+    ``texts`` are in the layout [originals | copies | boilerplate (templates first)]; sources are
+    remapped to the shuffled positions.
+    """
+    n_orig, n_copies, n_bp = orig_topics.size, copy_src.size, bp_template.size
+    n_docs = n_orig + n_copies + n_bp
     source = np.concatenate([
         np.arange(n_orig, dtype=np.int64),
         copy_src.astype(np.int64),
-        n_orig + n_copies + bp_source_local.astype(np.int64),
+        n_orig + n_copies + bp_template.astype(np.int64),
     ])
     rates_all = np.concatenate([np.zeros(n_orig), copy_rates, bp_rates]).astype(np.float64)
     topics_all = np.concatenate([
@@ -376,18 +428,13 @@ def generate_corpus(
     ]).astype(np.int64)
     is_bp = np.zeros(n_docs, dtype=bool)
     is_bp[n_orig + n_copies :] = True
-
-    # Shuffle so copies are not all at the end; remap sources into the new positions.
-    perm = np.random.default_rng(np.random.SeedSequence([int(seed), 5])).permutation(n_docs)
+    perm = writer.rng(5).permutation(n_docs)
     inv = np.empty(n_docs, dtype=np.int64)
     inv[perm] = np.arange(n_docs, dtype=np.int64)
-    new_source = inv[source[perm]]
-    texts = [texts[k] for k in perm.tolist()]
-    ids = [f"doc-{i:07d}" for i in range(n_docs)]
     return Corpus(
-        ids=ids,
-        texts=texts,
-        source=new_source,
+        ids=[f"doc-{i:07d}" for i in range(n_docs)],
+        texts=[texts[k] for k in perm.tolist()],
+        source=inv[source[perm]],
         edit_rates=rates_all[perm],
         topics=topics_all[perm],
         is_boilerplate=is_bp[perm],
