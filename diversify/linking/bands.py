@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Optional
 
 import numpy as np
 
@@ -55,13 +56,14 @@ def _areas(t: float, b: int, r: int, lo: float = 0.0, hi: float = 1.0) -> tuple[
 def optimal_params(threshold: float, n: int, fp_weight: float = 0.5, fn_weight: float = 0.5,
                    *, lo: float = 0.0, hi: float = 1.0, method: str = "s-curve") -> LSHParams:
     """(bands, rows) with bands * rows <= n minimizing the weighted error areas."""
-    best = None
+    best: Optional[tuple[float, int, int, float, float]] = None
     for b in range(1, n + 1):
         for r in range(1, n // b + 1):
             fp, fn = _areas(threshold, b, r, lo, hi)
             err = fp_weight * fp + fn_weight * fn
             if best is None or err < best[0] - 1e-15:
                 best = (err, b, r, fp, fn)
+    assert best is not None, "n >= 1 gives at least the candidate (1, 1)"
     _, b, r, fp, fn = best
     return _params(threshold, b, r, fp, fn, method)
 
