@@ -11,12 +11,13 @@ import math
 
 import numpy as np
 import pytest
+import reference as R
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import reference as R
 from diversify._kernels import linking as kl
 from diversify._kernels import union as ku
+from diversify.config import BuildConfig
 from diversify.linking.bands import (
     band_starts,
     candidate_probability,
@@ -25,6 +26,7 @@ from diversify.linking.bands import (
     pigeonhole_params,
     simhash_bit_similarity,
 )
+from diversify.linking.link import make_verifier
 
 SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -203,13 +205,13 @@ def test_bucket_linking_equals_bfs_over_shared_keys(one_numba_thread, data, n, n
     parent = np.arange(n, dtype=np.int64)
     flags = np.zeros(n, dtype=np.uint8)
     counters = np.zeros(3, dtype=np.int64)
-    # keyword arguments: the verifier-specific inputs are dummies for the accepting verifier
-    kl.link_sorted(perm=perm, skeys=flat[perm], docs=docs, stride=stride, window=window, kind=kl.KIND_ACCEPT,
-                   mh=np.zeros((1, 1), np.uint32), agree_lo=0, agree_hi=0, sh_indptr=np.zeros(1, np.int64),
-                   sh_hashes=np.zeros(0, np.uint64), jacc_t=0.0, sh=np.zeros((1, 1), np.uint64), max_ham=0,
-                   vecs=np.zeros((1, 1)), cos_t=0.0, new_start=new_start, parent=parent, flags=flags,
-                   stage_bit=np.uint8(2), counters=counters, deferred=np.zeros((16, 2), np.int64),
-                   n_deferred=np.zeros(1, np.int64))
+    # the accepting verifier reads none of its arrays: make_verifier fills them with dummies
+    buckets = kl.Buckets(perm=perm, keys=flat[perm], docs=docs, stride=stride, window=window, new_start=new_start)
+    verifier = make_verifier(kl.KIND_ACCEPT, BuildConfig(), auto=False)
+    forest = kl.Forest(parent=parent, flags=flags, stage_bit=np.uint8(2), counters=counters)
+    borderline = kl.Borderline(pairs=np.zeros((16, 2), np.int64), n_pairs=np.zeros(1, np.int64),
+                               position=np.array([0, -1, -1], np.int64))
+    kl.link_sorted(buckets, verifier, forest, borderline)
     out = np.empty(n, dtype=np.int64)
     ku.roots(parent, out)
     runs: dict = {}

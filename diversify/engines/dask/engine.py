@@ -67,7 +67,7 @@ import numpy as np
 
 from ...config import BuildConfig
 from ...errors import ConfigError, InputError, InputTypeError, require
-from ...linking.link import LinkStats, agreement_band, minhash_params
+from ...linking.link import LinkStats, agreement_band, make_verifier, minhash_params
 from ...sketches.batch import Sketches
 from ...stages import STAGE_EXACT, STAGE_MINHASH
 
@@ -409,17 +409,16 @@ def _scan_buckets(df, cfg_json: dict) -> dict:
     sizes = np.diff(np.append(np.flatnonzero(run), key.size)).astype(np.int64)
     bound = int(np.minimum(sizes - 1, cfg.bucket_window - 1) @ sizes) if agree_lo < agree_hi else 0
     cap = max(1, min(bound, 4 * key.size + _DEFERRED_SLACK))
-    z = np.zeros
     while True:
         parent = np.arange(uniq.size, dtype=np.int64)
         flags = np.zeros(uniq.size, dtype=np.uint8)
         counters = np.zeros(3, dtype=np.int64)
         deferred = np.empty((cap, 2), dtype=np.int64)
         n_deferred = np.zeros(1, dtype=np.int64)
-        kl.link_sorted(np.arange(key.size, dtype=np.int64), key, inv.astype(np.int64), 1, cfg.bucket_window,
-                       kl.KIND_MINHASH_ESTIMATE, mh, agree_lo, agree_hi, z(1, np.int64), z(0, np.uint64), 0.0,
-                       z((1, 1), np.uint64), 0, z((1, 1), np.float64), 0.0, 0, parent, flags,
-                       np.uint8(STAGE_MINHASH), counters, deferred, n_deferred)
+        kl.link_sorted(kl.Buckets(np.arange(key.size, dtype=np.int64), key, inv.astype(np.int64), 1, cfg.bucket_window, 0),
+                       make_verifier(kl.KIND_MINHASH_ESTIMATE, cfg, auto=True, minhash=mh),
+                       kl.Forest(parent, flags, np.uint8(STAGE_MINHASH), counters),
+                       kl.Borderline(deferred, n_deferred, np.array([0, -1, -1], dtype=np.int64)))
         if n_deferred[0] < cap or cap >= bound:
             break
         cap = min(bound, 4 * cap)
@@ -445,7 +444,7 @@ def _shingle_docs(part: _Part, local: np.ndarray, offset: int, cfg_json: dict) -
 
 def _decide_block(pairs: np.ndarray, csr_a: dict, csr_b: dict, threshold: float) -> dict:
     """Exact Jaccard of borderline pairs (documents of ``csr_a`` x ``csr_b``); a forest of the accepted."""
-    from ..._kernels.linking import link_pairs_exact
+    from ..._kernels.linking import Forest, ShingleRows, link_pairs_exact
     from ..._kernels.union import roots
 
     if csr_b is csr_a or np.array_equal(csr_a["docs"], csr_b["docs"]):
@@ -461,7 +460,8 @@ def _decide_block(pairs: np.ndarray, csr_a: dict, csr_b: dict, threshold: float)
     parent = np.arange(uniq.size, dtype=np.int64)
     flags = np.zeros(uniq.size, dtype=np.uint8)
     counters = np.zeros(3, dtype=np.int64)
-    link_pairs_exact(local_pairs, rows, indptr, hashes, threshold, parent, flags, np.uint8(STAGE_MINHASH), counters)
+    link_pairs_exact(local_pairs, rows, ShingleRows(indptr[:-1], np.diff(indptr), hashes), threshold,
+                     Forest(parent, flags, np.uint8(STAGE_MINHASH), counters))
     root = np.empty(uniq.size, dtype=np.int64)
     roots(parent, root)
     moved = np.flatnonzero(root != np.arange(uniq.size))
