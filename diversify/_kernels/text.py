@@ -338,11 +338,8 @@ def sketch_oph(buf, offsets, rule, mh_seed, stats, sigs):
                 sig[j] = EMPTY
                 filled[j] = False
             sink = Sink(SINK_OPH, no_csr, sig, filled, mh_seed)
-            n_sh, length, exact_h = _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, 0)
-            n_shingles[i] = n_sh
-            lengths[i] = length
-            exact[i] = exact_h
-            if n_sh > 0:
+            n_shingles[i], lengths[i], exact[i] = _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, 0)
+            if n_shingles[i] > 0:
                 densify(sig, filled, mh_seed)
 
 
@@ -364,13 +361,13 @@ def fill_sorted_unique(buf, offsets, rule, starts, out, counts):
         sink = _csr_sink(out)
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
             lo = starts[i]
-            n_sh, _, _ = _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, lo)
-            if n_sh == 0:
+            hi = lo + _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, lo)[0]
+            if hi == lo:
                 counts[i] = 0
                 continue
-            out[lo : lo + n_sh] = np.sort(out[lo : lo + n_sh])
+            out[lo:hi] = np.sort(out[lo:hi])
             w = lo + 1
-            for t in range(lo + 1, lo + n_sh):
+            for t in range(lo + 1, hi):
                 if out[t] != out[w - 1]:
                     out[w] = out[t]
                     w += 1
