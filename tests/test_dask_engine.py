@@ -23,9 +23,9 @@ distributed = pytest.importorskip("distributed")
 dd = pytest.importorskip("dask.dataframe")
 
 from diversify import build as local_build  # noqa: E402
-from diversify.engines.dask.engine import build_dask, connected_components  # noqa: E402
 from diversify.config import BuildConfig, MinHashConfig, TextConfig  # noqa: E402
 from diversify.corpus.datagen import generate_corpus  # noqa: E402
+from diversify.engines.dask import build_dask, connected_components  # noqa: E402
 from diversify.errors import ConfigError, DuplicateIdError, InputError  # noqa: E402
 
 DATA = Path(os.environ.get("DIVERSIFY_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -79,14 +79,18 @@ def test_same_clusters_as_local_on_planted_duplicates(client, corpus_texts, npar
     assert res.stats["dask"]["input_partitions"] == npartitions
 
 
-def test_giant_buckets_use_the_same_window(client):
-    """Boilerplate pages make buckets far larger than the window: the window pairs must match."""
+@pytest.mark.parametrize("verify", ["estimate", "auto"])
+def test_giant_buckets_use_the_same_window(client, verify):
+    """Boilerplate pages make buckets far larger than the window: the window pairs must match, and
+    so must the borderline decisions (both engines check every borderline pair exactly)."""
     c = generate_corpus(1500, words_per_doc=60, dup_fraction=0.2, boilerplate_fraction=0.3, n_templates=2, seed=5)
-    cfg = BuildConfig(minhash=MinHashConfig(verify="estimate"), bucket_window=8)
+    cfg = BuildConfig(minhash=MinHashConfig(verify=verify), bucket_window=8)
     local = local_build(list(c.texts), config=cfg)
+    if verify == "auto":
+        assert local.stats["exact_checks"]["minhash"] > 0, "borderline pairs must be exercised"
     res = build_dask(list(c.texts), config=cfg, client=client, npartitions=3)
     assert res.stats["dask"]["band_rows_in_buckets"] > 0
-    assert_same_build(res, local, "bucket_window=8 with boilerplate")
+    assert_same_build(res, local, f"bucket_window=8 with boilerplate, verify={verify!r}")
 
 
 def test_exact_stage_only(client, corpus_texts):
@@ -259,16 +263,9 @@ def test_clear_errors(client, tmp_path):
         build_dask(["a b c", "d e f"], ids=["x"], client=client)
 
 
-# ------------------------------------------------------------------------- wiring (active once the lead wires it)
+# ------------------------------------------------------------------------- build(engine='dask') and the CLI
 
 
-def _wired() -> bool:
-    import inspect
-
-    return "engine" in inspect.signature(local_build).parameters
-
-
-@pytest.mark.skipif(not _wired(), reason="build(..., engine='dask') not wired yet")
 def test_build_engine_dask_and_cli(client, small, tmp_path):
     from diversify.artifact import load
     from diversify.cli import main
@@ -289,35 +286,38 @@ def test_build_engine_dask_and_cli(client, small, tmp_path):
 
 
 def test_bucket_scan_keeps_every_borderline_pair_when_its_buffer_fills(corpus_texts, monkeypatch):
-    """The scan restarts with a larger buffer instead of deciding overflowing pairs by the estimate."""
-    from diversify.engines.dask import engine as de
+    """A full buffer pauses the scan and hands its pairs out instead of deciding them by the estimate."""
+    from diversify.engines.dask import bands, scan
+    from diversify.engines.dask.inputs import Part
+    from diversify.engines.dask.sketch import sketch_part
+    from diversify.hashing import lsh_seed
     from diversify.linking.link import minhash_params
-    from diversify.hashing import minhash_seed as mixed_seed
 
     cfg = BuildConfig()
     cj = cfg.model_dump(mode="json")
-    skp = de._sketch_part(de._Part(corpus_texts), cj)
+    skp = sketch_part(Part(corpus_texts), cj)
     p = minhash_params(cfg)
-    frame = de._band_frame(skp, 0, 0, len(corpus_texts), p.rows, p.bands, int(mixed_seed(cfg.seed ^ 0x6C7368)))
-    roomy = de._scan_buckets(frame, cj)
+    frame = bands.band_frame(skp, 0, 0, len(corpus_texts), p.rows, p.bands, int(lsh_seed(cfg.seed)))
+    roomy = scan.scan_partition(frame, cj)
     assert roomy["deferred"].shape[0] > 10
-    monkeypatch.setattr(de, "_DEFERRED_SLACK", -4 * len(frame) + 3)  # start with room for 3 pairs
-    tight = de._scan_buckets(frame, cj)
+    monkeypatch.setattr(scan, "BORDERLINE_CAPACITY", 3)
+    tight = scan.scan_partition(frame, cj)
     assert np.array_equal(tight["deferred"], roomy["deferred"]), "borderline pairs lost to a full buffer"
     assert np.array_equal(tight["u"], roomy["u"]) and np.array_equal(tight["v"], roomy["v"])
+    assert tight["candidates"] == roomy["candidates"] and tight["verified"] == roomy["verified"]
 
 
 def test_bloom_filter_has_no_false_negatives_and_about_one_percent_false_positives(rng):
-    from diversify.engines.dask import engine as de
+    from diversify.engines.dask import bloom as bf
 
     keys = rng.integers(0, 2**63, size=20_000, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(1)
     m_bits = 64 * int(np.ceil(10 * keys.size / 64))
     half = keys.size // 2
-    bits = de._bloom_or(de._bloom(keys[:half], m_bits), de._bloom(keys[half:], m_bits))
-    assert de._bloom_has(bits, keys).all(), "a key in the filter must always be found"
+    bits = bf.bloom_or(bf.bloom(keys[:half], m_bits), bf.bloom(keys[half:], m_bits))
+    assert bf.bloom_has(bits, keys).all(), "a key in the filter must always be found"
     others = rng.integers(0, 2**63, size=50_000, dtype=np.int64).astype(np.uint64) * np.uint64(2)  # even: disjoint
-    fp = de._bloom_has(bits, others).mean()
-    expect = (1 - np.exp(-de._BLOOM_K * keys.size / m_bits)) ** de._BLOOM_K  # ~0.8% at 10 bits, k=7
+    fp = bf.bloom_has(bits, others).mean()
+    expect = (1 - np.exp(-bf.BLOOM_K * keys.size / m_bits)) ** bf.BLOOM_K  # ~0.8% at 10 bits, k=7
     tol = 4 * np.sqrt(expect * (1 - expect) / others.size)
     assert abs(fp - expect) < tol + 0.002, f"false positive rate {fp:.4f}, theory {expect:.4f} +- {tol:.4f}"
 

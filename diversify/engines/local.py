@@ -104,7 +104,7 @@ class BuildResult:
         return "\n".join(lines)
 
 
-def _resolve_config(config) -> BuildConfig:
+def resolve_config(config) -> BuildConfig:
     if config is None:
         return BuildConfig()
     if isinstance(config, BuildConfig):
@@ -153,7 +153,7 @@ def build(
         ``"dask"`` runs the same stages on a Dask cluster (``client``, default the current one or
         a temporary local cluster) and gives the same clusters; ``texts`` may then also be a path
         glob, a dask DataFrame or Bag. Extra keyword options go to
-        :func:`diversify.build.dask_engine.build_dask` (e.g. ``npartitions``). See docs/dask.md.
+        :func:`diversify.engines.dask.build_dask` (e.g. ``npartitions``). See docs/dask.md.
 
     Returns
     -------
@@ -170,7 +170,7 @@ def build(
             raise ConfigError("`engine='dask'` clusters texts only; got `vectors`. Use engine='local' for vectors.")
         from .dask import build_dask
 
-        if _resolve_config(config).text_simhash is not None:
+        if resolve_config(config).text_simhash is not None:
             raise ConfigError("`text_simhash` is not available with engine='dask' yet; use engine='local' or text_simhash=None.")
 
         return build_dask(texts, ids=ids, config=config, keys=keys, client=client, metadata=metadata,
@@ -179,7 +179,7 @@ def build(
         raise ConfigError(f"`engine` must be 'local' or 'dask'; got {engine!r}.")
     if engine_options or client is not None:
         raise ConfigError(f"`client` and extra options {sorted(engine_options)} apply only to engine='dask'.")
-    cfg = _resolve_config(config)
+    cfg = resolve_config(config)
     if texts is None and vectors is None:
         raise InputError("build needs `texts`, `vectors` or both; got neither. Pass texts=[...] and/or vectors=array.")
     if isinstance(texts, (str, bytes)):
@@ -193,8 +193,8 @@ def build(
     parent = np.arange(sk.n, dtype=np.int64)
     flags = np.zeros(sk.n, dtype=np.uint8)
     stats = link(sk, cfg, parent, flags, timings=timings)
-    return _finish(sk, cfg, parent, flags, stats, timings, aliases=np.zeros((0, 2), np.int64),
-                   raw_cluster=None, metadata=metadata, created_at=created_at)
+    return finish(sk, cfg, parent, flags, stats, timings, aliases=np.zeros((0, 2), np.int64),
+                  raw_cluster=None, metadata=metadata, created_at=created_at)
 
 
 def _sketch(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool, chunk_size: int, timings: dict,
@@ -241,8 +241,8 @@ def _sketch(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool, chun
     return sk
 
 
-def _finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray, stats: LinkStats, timings: dict,
-            *, aliases: np.ndarray, raw_cluster: Optional[np.ndarray], metadata, created_at) -> BuildResult:
+def finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray, stats: LinkStats, timings: dict,
+           *, aliases: np.ndarray, raw_cluster: Optional[np.ndarray], metadata, created_at) -> BuildResult:
     from ..artifact import ClusterMap
 
     t0 = time.perf_counter()
@@ -349,7 +349,7 @@ def add(
             "another version of diversify's config. Rebuild it with this version."
         )
     if config is not None:
-        given = _resolve_config(config)
+        given = resolve_config(config)
         if fingerprint(given) != cmap.fingerprint:
             raise IncompatibleArtifactError(
                 f"`config` must match the artifact's build config to add documents; fingerprints differ "
@@ -412,8 +412,8 @@ def add(
     union_pairs(parent, np.stack([np.arange(n_old, dtype=np.int64), raw_old], axis=1))
     flags = np.concatenate([np.asarray(cmap.doc_stages, np.uint8), np.zeros(new.n, np.uint8)])
     stats = link(sk, cfg, parent, flags, new_start=n_old, timings=timings)
-    return _finish(sk, cfg, parent, flags, stats, timings, aliases=old_aliases, raw_cluster=raw_old,
-                   metadata=cmap.metadata, created_at=created_at)
+    return finish(sk, cfg, parent, flags, stats, timings, aliases=old_aliases, raw_cluster=raw_old,
+                  metadata=cmap.metadata, created_at=created_at)
 
 
 def _concat_csr_pair(p1, h1, p2, h2):

@@ -1,0 +1,170 @@
+"""Stage 3b, linking and verification: the local build's bucket scan inside each shuffle partition,
+then the exact Jaccard check of its borderline pairs.
+
+A shuffle partition holds every member of its shared buckets, so its candidate pairs are formed
+and verified there with the local build's own pieces (:func:`diversify.linking.link.make_verifier`
+and :func:`~diversify.linking.link.scan_buckets`: same bucket order (key, doc, band), same
+``bucket_window``, same verification kernel). Only a spanning forest of its verified edges and its
+borderline pairs leave the partition. Borderline pairs (``verify="auto"``) are decided by the local
+build's exact check (:func:`~diversify.linking.link.shingle_rows`,
+:func:`~diversify.linking.link.link_exact`): each input partition re-shingles just its documents
+that occur in one, and one task per (partition of a, partition of b) block compares them.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ...clusters import component_roots
+from ...config import BuildConfig
+from ...linking.link import compact_rows, link_exact, make_forest, make_verifier, scan_buckets, shingle_rows
+from ...stages import STAGE_MINHASH
+from .bands import sig_columns
+from .inputs import Part
+from .run import Run
+
+__all__ = ["scan_partition", "scan_summary", "shingle_docs", "decide_block", "decide_borderline", "flagged_of"]
+
+#: borderline pairs a bucket scan buffers before it hands them out and resumes
+BORDERLINE_CAPACITY = 1 << 16
+
+
+def _rows_in_shared_buckets(key: np.ndarray) -> np.ndarray:
+    """Rows whose key another row of the partition holds (singleton buckets, nearly all, leave)."""
+    if key.size == 0:
+        return np.zeros(0, np.int64)
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    run_start = np.ones(ks.size, dtype=bool)
+    run_start[1:] = ks[1:] != ks[:-1]
+    run_id = np.cumsum(run_start) - 1
+    return order[np.bincount(run_id)[run_id] >= 2]
+
+
+def _first_copies_in_scan_order(key, doc, band, exact, sig) -> tuple:
+    """Drop every exact copy that is not the first (smallest index) of its text within its bucket
+    (= first globally: copies share every band key), then sort by the local scan order: key,
+    document, band. Returns (key, doc, sig)."""
+    o = np.lexsort((doc, exact, key))
+    g = np.ones(o.size, dtype=bool)
+    g[1:] = (key[o][1:] != key[o][:-1]) | (exact[o][1:] != exact[o][:-1])
+    first_doc = doc[o][np.flatnonzero(g)][np.cumsum(g) - 1]
+    sel = o[doc[o] == first_doc]
+    key, doc, band, sig = key[sel], doc[sel], band[sel], sig[sel]
+    o = np.lexsort((band, doc, key))
+    return key[o], doc[o], sig[o]
+
+
+def _forest_out(uniq: np.ndarray, forest) -> dict:
+    """The spanning forest of a local forest over documents ``uniq``: each moved node -> its root."""
+    root = component_roots(forest.parent)
+    moved = np.flatnonzero(root != np.arange(uniq.size))
+    return {"u": uniq[moved], "v": uniq[root[moved]], "flagged": uniq[forest.flags != 0]}
+
+
+def scan_partition(df, cfg_json: dict) -> dict:
+    """Candidate pairs of every bucket in this shuffle partition, verified; a spanning forest out,
+    with the borderline pairs (global document indices, int64 (m, 2)) in scan order."""
+    from ..._kernels.linking import KIND_MINHASH_ESTIMATE, Buckets
+
+    t0 = time.perf_counter()
+    cfg = BuildConfig(**cfg_json)
+    assert cfg.minhash is not None
+    num_perm = cfg.minhash.num_perm
+    key = df["key"].to_numpy(np.uint64)
+    n_rows = key.size
+    keep = _rows_in_shared_buckets(key)
+    if keep.size == 0:
+        return {"u": np.zeros(0, np.int64), "v": np.zeros(0, np.int64), "flagged": np.zeros(0, np.int64),
+                "deferred": np.zeros((0, 2), np.int64), "candidates": 0, "verified": 0, "rows": n_rows,
+                "bucket_rows": 0, "seconds": time.perf_counter() - t0}
+    key, doc, sig = _first_copies_in_scan_order(
+        key[keep], df["doc"].to_numpy(np.int64)[keep], df["band"].to_numpy(np.int16)[keep],
+        df["exact"].to_numpy(np.uint64)[keep], df[sig_columns(num_perm)].to_numpy(np.uint32)[keep])
+    uniq, inv = np.unique(doc, return_inverse=True)
+    minhash = np.empty((uniq.size, num_perm), dtype=np.uint32)
+    minhash[inv] = sig
+    # every borderline pair is kept: a full buffer pauses the scan instead of letting the estimate
+    # decide (which would make the result depend on the scan order)
+    verifier = make_verifier(KIND_MINHASH_ESTIMATE, cfg, auto=True, minhash=minhash)
+    forest = make_forest(np.arange(uniq.size, dtype=np.int64), np.zeros(uniq.size, dtype=np.uint8), STAGE_MINHASH)
+    deferred: list = []
+    buckets = Buckets(np.arange(key.size, dtype=np.int64), key, inv.astype(np.int64), 1, int(cfg.bucket_window), 0)
+    scan_buckets(buckets, verifier, forest, on_borderline=deferred.append, capacity=BORDERLINE_CAPACITY)
+    d = np.concatenate(deferred) if deferred else np.zeros((0, 2), np.int64)
+    return {**_forest_out(uniq, forest), "deferred": uniq[d], "candidates": int(forest.counters[0]),
+            "verified": int(forest.counters[1]), "rows": n_rows, "bucket_rows": int(keep.size),
+            "seconds": time.perf_counter() - t0}
+
+
+def scan_summary(res: dict) -> tuple:
+    """(candidates, verifications, rows, rows in buckets, forest edges, seconds) of a scanned partition."""
+    return (res["candidates"], res["verified"], res["rows"], res["bucket_rows"], int(res["u"].size), res["seconds"])
+
+
+def flagged_of(res: dict) -> np.ndarray:
+    return res["flagged"]
+
+
+def _deferred_of(res: dict) -> np.ndarray:
+    return res["deferred"]
+
+
+def shingle_docs(part: Part, local: np.ndarray, offset: int, cfg_json: dict) -> dict:
+    """Sorted unique shingles (compact rows) of the documents ``local`` of one input partition."""
+    cfg = BuildConfig(**cfg_json)
+    rows = compact_rows(shingle_rows([part.texts[int(i)] for i in local], cfg))
+    return {"docs": local.astype(np.int64) + np.int64(offset), "shingles": rows}
+
+
+def decide_block(pairs: np.ndarray, table_a: dict, table_b: dict, cfg_json: dict) -> dict:
+    """Exact Jaccard of borderline pairs (documents of ``table_a`` x ``table_b``); a forest of the accepted."""
+    from ..._kernels.linking import ShingleRows
+
+    if table_b is table_a or np.array_equal(table_a["docs"], table_b["docs"]):
+        docs, shingles = table_a["docs"], table_a["shingles"]
+    else:
+        a, b = table_a["shingles"], table_b["shingles"]
+        docs = np.concatenate([table_a["docs"], table_b["docs"]])
+        shingles = ShingleRows(np.concatenate([a.starts, b.starts + a.hashes.size]), np.concatenate([a.counts, b.counts]),
+                               np.concatenate([a.hashes, b.hashes]))
+    order = np.argsort(docs, kind="stable")
+    rows = order[np.searchsorted(docs[order], pairs)].astype(np.int64)
+    uniq, inv = np.unique(pairs, return_inverse=True)
+    forest = make_forest(np.arange(uniq.size, dtype=np.int64), np.zeros(uniq.size, dtype=np.uint8), STAGE_MINHASH)
+    link_exact(inv.reshape(-1, 2).astype(np.int64), rows, shingles, BuildConfig(**cfg_json), forest)
+    return {**_forest_out(uniq, forest), "checked": int(forest.counters[1])}
+
+
+def decide_borderline(run: Run, scanned: list) -> tuple[list, int]:
+    """Exact Jaccard for the borderline pairs of every bucket partition (as the local "auto" mode).
+
+    Only pair indices pass through the client (to route them): each input partition re-shingles
+    just its documents that occur in a borderline pair, and one task per (partition of a,
+    partition of b) block decides its pairs from those two shingle tables. Returns the futures of
+    the blocks' forests and the number of pairs checked.
+    """
+    from dask import delayed
+
+    parts = [d for d in run.gather(_deferred_of, scanned) if d.size]
+    if not parts:
+        return [], 0
+    pairs = np.sort(np.concatenate(parts).reshape(-1, 2), axis=1)
+    offsets = run.offsets
+    owner = np.searchsorted(offsets, pairs, side="right") - 1
+    tables = {}
+    for i in np.unique(owner):
+        local = np.unique(pairs[owner == i]) - offsets[i]
+        tables[int(i)] = delayed(shingle_docs, pure=True)(run.sources[int(i)], local, int(offsets[i]), run.cfg_json)
+    o = np.lexsort((owner[:, 1], owner[:, 0]))
+    pairs, owner = pairs[o], owner[o]
+    blk = np.ones(len(pairs), dtype=bool)
+    blk[1:] = (owner[1:, 0] != owner[:-1, 0]) | (owner[1:, 1] != owner[:-1, 1])
+    starts = np.flatnonzero(blk)
+    ends = np.append(starts[1:], len(pairs))
+    tasks = [delayed(decide_block, pure=True)(pairs[a:b], tables[int(owner[a, 0])], tables[int(owner[a, 1])],
+                                              run.cfg_json) for a, b in zip(starts, ends)]
+    run.report.stage(f"borderline pairs: {len(pairs):,} checked exactly in {len(tasks)} tasks")
+    return run.compute(tasks, "borderline"), int(len(pairs))
