@@ -40,7 +40,8 @@ __all__ = ["normalize", "encode_batch", "Shingles", "shingle_hashes", "shingle_b
 _LOWER = np.arange(256, dtype=np.uint8)
 _LOWER[ord("A") : ord("Z") + 1] += 32
 
-# 0 word byte, 1 whitespace/control (separator, folded), 2 ASCII punctuation (separator, kept in exact hash)
+# byte classes of the kernels' TextRule: 0 WORD_BYTE, 1 FOLDED (whitespace/control: a separator, runs fold
+# to one space), 2 PUNCT (ASCII punctuation: a separator, kept in the exact hash)
 _CLASSES = np.zeros(256, dtype=np.uint8)
 _CLASSES[:33] = 1
 _CLASSES[127] = 1
