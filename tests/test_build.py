@@ -11,10 +11,9 @@ import time
 
 import numpy as np
 import pytest
-
 import reference as R
+
 from diversify import add, build
-from diversify.stages import STAGE_EXACT, STAGE_MINHASH, STAGE_SIMHASH
 from diversify.config import BuildConfig, MinHashConfig, SimHashConfig, TextConfig
 from diversify.errors import (
     ConfigError,
@@ -23,6 +22,7 @@ from diversify.errors import (
     InputError,
     InputTypeError,
 )
+from diversify.stages import STAGE_EXACT, STAGE_MINHASH, STAGE_SIMHASH
 
 # ----------------------------------------------------------------------------- planted corpora
 

@@ -16,14 +16,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 import reference as R
 from conftest import BASE_SEED, CREATED_AT
-from diversify import build
-from diversify.config import BuildConfig
-from diversify.artifact import load
-
 from test_build import planted, planted_vectors
+
+from diversify import build
+from diversify.artifact import load
+from diversify.config import BuildConfig
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -97,9 +97,9 @@ def labeled(tmp_path):
     labels.write_text("id,label\n" + "".join(f"{k},{v}\n" for k, v in gold.items()))
     pairs = tmp_path / "pairs.csv"
     rows = [(x, y, int(gold[x] == gold[y])) for x, y in itertools.combinations(sorted(docs), 2)]
-    pairs.write_text("id_a,id_b,label\n" + "".join(f"{x},{y},{l}\n" for x, y, l in rows))
+    pairs.write_text("id_a,id_b,label\n" + "".join(f"{x},{y},{lab}\n" for x, y, lab in rows))
     tpairs = tmp_path / "tpairs.jsonl"
-    tpairs.write_text("".join(json.dumps({"text_a": docs[x], "text_b": docs[y], "label": l}) + "\n" for x, y, l in rows))
+    tpairs.write_text("".join(json.dumps({"text_a": docs[x], "text_b": docs[y], "label": lab}) + "\n" for x, y, lab in rows))
     return corpus, labels, pairs, tpairs
 
 

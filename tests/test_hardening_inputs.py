@@ -22,8 +22,16 @@ import pytest
 import diversify
 from diversify import BuildConfig, Diversifier, MinHashConfig, SimHashConfig, TextConfig, add, build, load, select
 from diversify.cli import main as cli
-from diversify.errors import (ArtifactError, ArtifactNotFoundError, ConfigError, DiversifyError, DuplicateIdError,
-                              IncompatibleArtifactError, InputError, InputTypeError)
+from diversify.errors import (
+    ArtifactError,
+    ArtifactNotFoundError,
+    ConfigError,
+    DiversifyError,
+    DuplicateIdError,
+    IncompatibleArtifactError,
+    InputError,
+    InputTypeError,
+)
 from diversify.online import Hit
 from diversify.sketches.simhash import simhash_vectors
 from diversify.text import shingle_hashes

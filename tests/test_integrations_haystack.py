@@ -21,15 +21,15 @@ _SRC = pathlib.Path(__file__).resolve().parents[1] / "integrations" / "diversify
 if str(_SRC) not in sys.path:
     sys.path.insert(0, str(_SRC))
 
+from contract import PluginContract, make_corpus, oracle_select  # noqa: E402
 from haystack import Document, Pipeline, component  # noqa: E402
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever, InMemoryEmbeddingRetriever  # noqa: E402
 from haystack.core.errors import DeserializationError, PipelineError  # noqa: E402
 from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
-
-from contract import PluginContract, make_corpus, oracle_select  # noqa: E402
-from diversify.errors import ConfigError, InputError  # noqa: E402
 from haystack_integrations.components.rankers.diversify import DiversifyRanker  # noqa: E402
 from haystack_integrations.components.retrievers.diversify import DiversifyRetriever  # noqa: E402
+
+from diversify.errors import ConfigError, InputError  # noqa: E402
 
 _index_names = itertools.count()
 

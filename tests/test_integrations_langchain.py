@@ -22,13 +22,13 @@ _SRC = pathlib.Path(__file__).resolve().parents[1] / "integrations" / "langchain
 if str(_SRC) not in sys.path:
     sys.path.insert(0, str(_SRC))
 
+from contract import PluginContract, oracle_select  # noqa: E402
 from langchain_core.documents import Document  # noqa: E402
 from langchain_core.embeddings import Embeddings  # noqa: E402
 from langchain_core.vectorstores import InMemoryVectorStore  # noqa: E402
-
-from contract import PluginContract, oracle_select  # noqa: E402
-from diversify.errors import ConfigError, StoreError  # noqa: E402
 from langchain_diversify import DiversifyCompressor, DiversifyRetriever, callable_exclude_filter  # noqa: E402
+
+from diversify.errors import ConfigError, StoreError  # noqa: E402
 
 QUERY = "__query__"
 

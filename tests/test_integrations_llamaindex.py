@@ -21,15 +21,15 @@ _SRC = pathlib.Path(__file__).resolve().parents[1] / "integrations" / "llama-ind
 if str(_SRC) not in sys.path:
     sys.path.insert(0, str(_SRC))
 
+from contract import PluginContract, make_corpus, oracle_select  # noqa: E402
 from llama_index.core import VectorStoreIndex  # noqa: E402
 from llama_index.core.embeddings import MockEmbedding  # noqa: E402
 from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode  # noqa: E402
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters  # noqa: E402
-
-from contract import PluginContract, make_corpus, oracle_select  # noqa: E402
-from diversify.errors import ConfigError, InputError  # noqa: E402
 from llama_index.postprocessor.diversify import DiversifyPostprocessor  # noqa: E402
 from llama_index.retrievers.diversify import DiversifyRetriever  # noqa: E402
+
+from diversify.errors import ConfigError, InputError  # noqa: E402
 
 QUERY = "__query__"
 
@@ -164,8 +164,8 @@ def test_ref_doc_id_and_serialization(tmp_path):
     assert [n.node_id for n in pp.postprocess_nodes(nodes)] == ["chunk-0", "chunk-2", "chunk-3"]
     data = DiversifyPostprocessor(cluster_map={"a": 0}, top_k=3).to_dict()
     assert data["cluster_map"] == {"a": 0} and data["top_k"] == 3 and data["class_name"] == "DiversifyPostprocessor"
-    from diversify.artifact import load
     from diversify import build
+    from diversify.artifact import load
 
     in_memory = build(texts=["one two three four five six"], ids=["x"]).cluster_map
     with pytest.raises(ValueError, match="save"):  # pydantic wraps the ConfigError

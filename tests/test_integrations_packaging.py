@@ -14,9 +14,9 @@ import pathlib
 import re
 import subprocess
 import sys
-import tomllib
 
 import pytest
+import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 INTEGRATIONS = ROOT / "integrations"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.metadata
 import pathlib
 import re
+
 import tomllib
 
 import diversify

@@ -11,10 +11,11 @@ import math
 
 import numpy as np
 import pytest
+import reference as R
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_text import HOSTILE
 
-import reference as R
 from diversify._kernels.simhash import fill_simhash
 from diversify.errors import ConfigError, InputError
 from diversify.sketches.simhash import (
@@ -26,8 +27,6 @@ from diversify.sketches.simhash import (
     simhash_vectors,
 )
 from diversify.text import text_simhash
-
-from test_text import HOSTILE
 
 SIGMAS = 4.0
 MIN_ABS_DOT = 1e-9  # bits whose dot product is closer to 0 than this are not compared

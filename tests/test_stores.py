@@ -13,8 +13,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from contract import StoreContract, make_corpus, oracle_select
+
 from diversify.errors import ConfigError, DuplicateIdError, InputError, InputTypeError
 from diversify.online import Diversifier
 from diversify.stores import NumpyStore
@@ -114,7 +114,6 @@ def test_qdrant_native_grouping_is_the_oracle(n):
     store, client, name = _qdrant_store(corpus)
     store.write_clusters(corpus.cluster_map)
     # Qdrant groups need a value in the group_by field: unknown docs get their own id as group.
-    from qdrant_client import models
 
     unknown = [i for i in corpus.ids if i not in corpus.cluster_of]
     for i in unknown:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import reference as R
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import reference as R
 from diversify.config import TextConfig
 from diversify.errors import InputTypeError
 from diversify.text import encode_batch, normalize, shingle_hashes, sketch_oph_buffer

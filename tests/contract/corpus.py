@@ -107,7 +107,7 @@ def _unit(x):
 def make_corpus(seed: int = 7, *, dim: int = 16) -> Corpus:
     rng = np.random.default_rng(seed)
     q = _unit(rng.normal(size=dim))
-    rows, cluster, unknown = [], [], []
+    rows, cluster, _unknown = [], [], []
     # two big clusters right next to the query
     for c in range(2):
         center = _unit(q + 0.15 * _unit(rng.normal(size=dim)))
