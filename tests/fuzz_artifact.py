@@ -30,8 +30,8 @@ with atheris.instrument_imports():
 
     from diversify.artifact import format as _format  # noqa: F401  (the container, its header and layout)
     from diversify.artifact import header as _header  # noqa: F401
-    from diversify.artifact import validation as _validation  # noqa: F401  (the ClusterMap checks)
     from diversify.artifact import load
+    from diversify.artifact import validation as _validation  # noqa: F401  (the ClusterMap checks)
     from diversify.errors import ArtifactError
 
 _DIR = tempfile.mkdtemp(prefix="dvf-atheris-")
