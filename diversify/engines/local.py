@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, TypedDict, Union
 
 import numpy as np
+from typing_extensions import NotRequired  # typing.NotRequired is 3.11+; pydantic brings typing_extensions
 
 from ..clusters import check_keys, component_roots, representatives, stable_labels, union_pairs
 from ..config import BuildConfig, fingerprint
@@ -39,6 +40,7 @@ class BuildStats(TypedDict):
     merged: dict[str, int]  # verified edges that joined two components
     lsh: dict[str, dict]  # chosen LSH parameters (bands, rows, recall at the threshold, ...)
     exact_checks: dict[str, int]  # borderline pairs decided by exact Jaccard
+    dask: NotRequired[dict]  # engine="dask" only: partitions, shuffle sizes, retries
 
 
 @dataclass
@@ -301,9 +303,9 @@ def _extras(sk: Sketches) -> dict:
     ex["doc_flags"] = doc_flags
     if sk.minhash is not None:
         ex["minhash"] = sk.minhash
-    if sk.sh_indptr is not None:
-        ex["shingle_indptr"] = sk.sh_indptr
-        ex["shingle_hashes"] = sk.sh_hashes
+    if sk.shingle_indptr is not None:
+        ex["shingle_indptr"] = sk.shingle_indptr
+        ex["shingle_hashes"] = sk.shingle_hashes
     if sk.simhash is not None:
         ex["simhash"] = sk.simhash
         ex["vectors"] = sk.vectors
@@ -393,9 +395,9 @@ def add(
     sk.texts, sk.text_offset = new.texts, n_old
     if new.minhash is not None:
         sk.minhash = np.concatenate([np.asarray(ex["minhash"]), new.minhash])
-    if new.sh_indptr is not None:
-        sk.sh_indptr, sk.sh_hashes = _concat_csr_pair(np.asarray(ex["shingle_indptr"]), np.asarray(ex["shingle_hashes"]),
-                                                     new.sh_indptr, new.sh_hashes)
+    if new.shingle_indptr is not None:
+        sk.shingle_indptr, sk.shingle_hashes = _concat_csr_pair(np.asarray(ex["shingle_indptr"]), np.asarray(ex["shingle_hashes"]),
+                                                     new.shingle_indptr, new.shingle_hashes)
     if new.text_simhash is not None:
         sk.text_simhash = np.concatenate([np.asarray(ex["text_simhash"]), new.text_simhash])
     if new.simhash is not None:

@@ -333,8 +333,8 @@ def _minhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, parent: 
     kl.fill_minhash_band_keys(sk.minhash, docs, p.rows, lsh_seed(config.seed), keys)
     kind = kl.KIND_MINHASH_EXACT if mc.verify == "exact" else kl.KIND_MINHASH_ESTIMATE
     shingles = None
-    if sk.sh_indptr is not None and sk.sh_hashes is not None:
-        shingles = kl.ShingleRows(sk.sh_indptr[:-1], np.diff(sk.sh_indptr), sk.sh_hashes)
+    if sk.shingle_indptr is not None and sk.shingle_hashes is not None:
+        shingles = kl.ShingleRows(sk.shingle_indptr[:-1], np.diff(sk.shingle_indptr), sk.shingle_hashes)
     verifier = make_verifier(kind, config, auto=sk.texts is not None, minhash=sk.minhash, shingles=shingles)
     forest = make_forest(parent, flags, STAGE_MINHASH)
     n_exact = 0

@@ -36,8 +36,8 @@ class Sketches:
     minhash: Optional[np.ndarray] = None  # uint32 (n, P)
     # each document's sorted distinct shingle hashes, CSR (verify="exact"): the artifact's
     # shingle_indptr / shingle_hashes
-    sh_indptr: Optional[np.ndarray] = None  # int64 (n+1,)
-    sh_hashes: Optional[np.ndarray] = None  # uint64 (nnz,)
+    shingle_indptr: Optional[np.ndarray] = None  # int64 (n+1,)
+    shingle_hashes: Optional[np.ndarray] = None  # uint64 (nnz,)
     simhash: Optional[np.ndarray] = None  # uint64 (n, W)
     text_simhash: Optional[np.ndarray] = None  # uint64 (n,) Charikar fingerprints of the texts
     vectors: Optional[np.ndarray] = None  # float32/64 (n, d), L2-normalized
@@ -189,7 +189,7 @@ class _Gathered:
         if config.minhash is not None:
             sk.minhash = self._signatures(config.minhash.num_perm)
             if config.minhash.verify == "exact":
-                sk.sh_indptr, sk.sh_hashes = _concat_csr(self.unique_indptrs, self.unique_hashes)
+                sk.shingle_indptr, sk.shingle_hashes = _concat_csr(self.unique_indptrs, self.unique_hashes)
         return sk
 
     def _signatures(self, num_perm: int) -> np.ndarray:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional, cast
+from typing import Any, Optional
 
 import numpy as np
 
@@ -98,6 +98,6 @@ def finish_build(run: Run, edges: Edges, cluster_ids: np.ndarray, *, metadata: O
     res = finish(sk, run.cfg, cluster_ids, flags, run.stats, run.timings, aliases=np.zeros((0, 2), np.int64),
                  raw_cluster=None, metadata=metadata, created_at=created_at)
     # BuildStats has no "dask" key: the engine's own counts are an addition of this engine
-    cast("dict[str, Any]", res.stats)["dask"] = run.info
+    res.stats["dask"] = run.info
     run.report.stage(f"done: {res.n_clusters:,} clusters")
     return res
