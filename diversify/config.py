@@ -207,6 +207,11 @@ class BuildConfig(_Frozen):
     #: which member represents a cluster: "longest" text (ties: first seen), "first" seen,
     #: or "key" (largest user-supplied key, e.g. a timestamp or authority score)
     representative: Literal["longest", "first", "key"] = "longest"
+    #: what a cluster is: "guaranteed" (default) = every member is verified threshold-similar to
+    #: its cluster's representative, so a fold is always a true near-duplicate; "components" =
+    #: connected components of verified edges (transitive: A~B and B~C join A and C, which may be
+    #: far apart)
+    clustering: Literal["guaranteed", "components"] = "guaranteed"
     #: policy for documents with no words: "singleton" (no text stage joins them; a vector stage
     #: still may, through the document's embedding) or "error"
     empty: Literal["singleton", "error"] = "singleton"

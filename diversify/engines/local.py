@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any, Optional, TypedDict, Union
 
 import numpy as np
 
-from ..clusters import check_keys, component_roots, representatives, stable_labels, union_pairs
+from ..clusters import check_keys, component_roots, follow_alias, representatives, stable_labels, union_pairs
 from ..config import BuildConfig, fingerprint
 from ..errors import ConfigError, IncompatibleArtifactError, InputError
+from ..folding import guaranteed_clusters, priority_rank
 from ..hashing import HASH_SCHEME
 from ..ids import check_ids, normalize_ids
 from ..linking.link import LinkStats, link
@@ -242,17 +243,22 @@ def _sketch(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool, chun
 
 
 def _finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray, stats: LinkStats, timings: dict,
-            *, aliases: np.ndarray, raw_cluster: Optional[np.ndarray], metadata, created_at) -> BuildResult:
+            *, aliases: np.ndarray, raw_cluster: Optional[np.ndarray], metadata, created_at,
+            old_reps: Optional[np.ndarray] = None) -> BuildResult:
     from ..artifact import ClusterMap
 
     t0 = time.perf_counter()
     root = component_roots(parent)
-    if raw_cluster is None:
-        cluster_ids = root
-        stored = root
+    fold: dict = {}
+    if cfg.clustering == "components":
+        if raw_cluster is None:
+            cluster_ids = stored = root
+        else:
+            cluster_ids, stored, aliases = stable_labels(root, raw_cluster, aliases)
+        rep = representatives(cluster_ids, cfg.representative, sk.lengths, sk.keys)
     else:
-        cluster_ids, stored, aliases = stable_labels(root, raw_cluster, aliases)
-    rep = representatives(cluster_ids, cfg.representative, sk.lengths, sk.keys)
+        cluster_ids, rep, flags, fold = _guaranteed(root, sk, cfg, flags, raw_cluster, aliases, old_reps)
+        stored = cluster_ids
     timings["cluster"] = time.perf_counter() - t0
     extras: dict = {}
     if cfg.incremental:
@@ -272,6 +278,8 @@ def _finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarra
         "exact_checks": stats.exact_checks,
         "stages": {str(k): v for k, v in STAGE_NAMES.items()},
     }
+    if fold:
+        build_info["fold"] = fold
     cmap = ClusterMap.from_arrays(
         sk.ids,
         stored,
@@ -291,6 +299,20 @@ def _finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarra
                   "exact_checks": stats.exact_checks}
     return BuildResult(cluster_map=cmap, cluster_ids=cluster_ids, is_representative=rep, doc_stages=flags,
                        timings=timings, stats=stats_dict)
+
+
+def _guaranteed(root, sk: Sketches, cfg: BuildConfig, flags: np.ndarray, raw_cluster, aliases, old_reps):
+    """Labels, representatives and stage bits under the fold guarantee (see diversify.folding)."""
+    rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
+    if raw_cluster is None:
+        labels, rep, bits, fstats = guaranteed_clusters(root, sk, cfg, rank)
+    else:
+        amap = {int(a): int(b) for a, b in aliases}
+        old = np.array([follow_alias(amap, int(c)) for c in raw_cluster], dtype=np.int64)
+        n_old = old.size
+        labels, rep, bits, fstats = guaranteed_clusters(root, sk, cfg, rank, n_old=n_old, old_labels=old,
+                                                       old_reps=old_reps, old_flags=flags[:n_old])
+    return labels, rep, bits, fstats.as_dict()
 
 
 def _extras(sk: Sketches) -> dict:
@@ -413,7 +435,8 @@ def add(
     flags = np.concatenate([np.asarray(cmap.doc_stages, np.uint8), np.zeros(new.n, np.uint8)])
     stats = link(sk, cfg, parent, flags, new_start=n_old, timings=timings)
     return _finish(sk, cfg, parent, flags, stats, timings, aliases=old_aliases, raw_cluster=raw_old,
-                   metadata=cmap.metadata, created_at=created_at)
+                   metadata=cmap.metadata, created_at=created_at,
+                   old_reps=np.asarray(cmap.is_representative, dtype=bool))
 
 
 def _concat_csr_pair(p1, h1, p2, h2):
