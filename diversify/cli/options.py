@@ -157,7 +157,9 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=["jsonl", "csv", "parquet", "dir"], default=None, help="input format (default: from the name)")
     p.add_argument("--id-field", default="id", help="record field holding the id (default id)")
     p.add_argument("--text-field", default="text", help="record field holding the text (default text)")
-    p.add_argument("--key-field", default=None, help="numeric field for --representative key (largest wins)")
+    p.add_argument("--key-field", action="append", default=None, metavar="FIELD",
+                   help="numeric field for --representative key (largest wins); repeat for several keys in priority "
+                        "order, e.g. --key-field authority --key-field updated_at (ties: the longest text)")
     p.add_argument("--vectors", default=None, help=".npy array (n, dim) of embeddings, aligned with the records")
     p.add_argument("--ids", dest="ids_file", default=None, help="ids file (one per line) for --vectors without text input")
     p.add_argument("--encoding-errors", choices=["strict", "replace"], default="strict", help="non-UTF-8 bytes in text files")
@@ -183,7 +185,8 @@ def streams(a):
     if not os.path.exists(a.input):
         raise DiversifyError(f"`input` path {a.input!r} does not exist. Check the path (a file or a directory).")
     keys: Optional[list] = [] if a.key_field else None
-    records = read_records(a.input, fmt=a.format, id_field=a.id_field, text_field=a.text_field, key_field=a.key_field,
+    records = read_records(a.input, fmt=a.format, id_field=a.id_field, text_field=a.text_field,
+                           key_field=key_fields(a),
                            encoding_errors=a.encoding_errors)
 
     if not getattr(a, "stream", False):
@@ -204,6 +207,13 @@ def streams(a):
 
     r1, r2 = itertools.tee(tap(records))
     return (r[1] for r in r1), (r[0] for r in r2), keys, vectors
+
+
+def key_fields(a: argparse.Namespace):
+    """--key-field as the readers take it: None, one field name, or a list of names in priority order."""
+    if not a.key_field:
+        return None
+    return a.key_field[0] if len(a.key_field) == 1 else list(a.key_field)
 
 
 def parse_metadata(items: Sequence[str]) -> dict:

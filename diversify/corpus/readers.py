@@ -59,6 +59,15 @@ def read_records(path: str, *, fmt: Optional[str] = None, id_field: str = "id", 
         raise InputError(f"`--format` must be one of {FORMATS}; got {fmt!r}.")
 
 
+def _key_of(get, key_field):
+    """The record's key: None, one value, or a tuple of values for several key fields (in order)."""
+    if not key_field:
+        return None
+    if isinstance(key_field, str):
+        return get(key_field)
+    return tuple(get(f) for f in key_field)
+
+
 def _read_jsonl(path, id_field, text_field, key_field):
     for lineno, rec in _jsonl_dicts(path):
         if text_field not in rec:
@@ -66,7 +75,7 @@ def _read_jsonl(path, id_field, text_field, key_field):
         text = rec[text_field]
         if not isinstance(text, str):
             raise InputError(f"{path}:{lineno}: field {text_field!r} must be a string; got {type(text).__name__}.")
-        yield rec.get(id_field, lineno - 1), text, (rec.get(key_field) if key_field else None)
+        yield rec.get(id_field, lineno - 1), text, _key_of(rec.get, key_field)
 
 
 def _read_csv(path, id_field, text_field, key_field):
@@ -79,7 +88,7 @@ def _read_csv(path, id_field, text_field, key_field):
                 raise _missing_field(text_field, "text", path, reader.fieldnames or [])
             has_id = id_field in reader.fieldnames
             for rowno, row in enumerate(reader):
-                key = float(row[key_field]) if key_field else None
+                key = _key_of(lambda f: float(row[f]), key_field)
                 yield (row[id_field] if has_id else rowno), row[text_field] or "", key
         except UnicodeDecodeError as exc:
             raise InputError(f"{path}: not valid UTF-8 ({exc}). Re-encode the file as UTF-8.") from None
@@ -91,15 +100,15 @@ def _read_parquet(path, id_field, text_field, key_field):
     names = pf.schema_arrow.names
     if text_field not in names:
         raise _missing_field(text_field, "text", path, names)
-    cols = [c for c in (id_field, text_field, key_field) if c and c in names]
+    key_fields = [key_field] if isinstance(key_field, str) else list(key_field or [])
+    cols = [c for c in (id_field, text_field, *key_fields) if c and c in names]
     row = 0
     for batch in pf.iter_batches(columns=cols, batch_size=65536):
         d = batch.to_pydict()
         texts = d[text_field]
         ids = d.get(id_field) or list(range(row, row + len(texts)))
-        keys = d.get(key_field) if key_field else [None] * len(texts)
         for i, t in enumerate(texts):
-            yield ids[i], t if t is not None else "", keys[i]
+            yield ids[i], t if t is not None else "", _key_of(lambda f: d.get(f, [None] * len(texts))[i], key_field)
         row += len(texts)
 
 

@@ -8,18 +8,20 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
+import warnings
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, TypedDict, Union
 
 import numpy as np
 
 from ..clusters import check_keys, component_roots, follow_alias, representatives, stable_labels, union_pairs
 from ..config import BuildConfig, fingerprint
-from ..errors import ConfigError, IncompatibleArtifactError, InputError
-from ..folding import guaranteed_clusters, priority_rank
+from ..errors import ConfigError, DiversifyWarning, IncompatibleArtifactError, InputError
+from ..folding import cluster_report, guaranteed_clusters, outcome_warnings, priority_rank
 from ..hashing import HASH_SCHEME
 from ..ids import check_ids, normalize_ids
 from ..linking.link import LinkStats, link
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
     from ..artifact import ClusterMap
 
 __all__ = ["build", "add", "BuildResult", "BuildStats"]
+
+log = logging.getLogger("diversify")
 
 
 class BuildStats(TypedDict):
@@ -60,6 +64,10 @@ class BuildResult:
     doc_stages: np.ndarray  # uint8 (n,) stage bits (diversify.stages)
     timings: dict[str, float]
     stats: BuildStats
+    #: what the clusters are: folded share, member-to-representative similarity, largest clusters
+    #: (see diversify.folding.cluster_report); warnings about the outcome
+    report: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
 
     @property
     def n_docs(self) -> int:
@@ -100,6 +108,12 @@ class BuildResult:
             x = self.stats.get("exact_checks", {}).get(name)
             extra = f" (borderline checked exactly: {x:,})" if x else ""
             lines.append(f"{name:<16} candidates={c:,} verified={v:,} merged={m:,}{extra}")
+        sim = self.report.get("member_similarity")
+        if sim:
+            lines.append(f"folded members   similarity to their representative: min {sim['min']:.3f}, "
+                         f"median {sim['median']:.3f} (estimated)")
+        for note in self.warnings:
+            lines.append(f"warning          {note}")
         total = sum(self.timings.values())
         lines.append("time             " + ", ".join(f"{k} {v:.2f}s" for k, v in self.timings.items()) + f" (total {total:.2f}s)")
         return "\n".join(lines)
@@ -297,8 +311,26 @@ def _finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarra
     )
     stats_dict: BuildStats = {"candidates": stats.candidates, "verified": stats.verified, "merged": stats.merged, "lsh": stats.lsh,
                   "exact_checks": stats.exact_checks}
+    config_json = cfg.model_dump(mode="json")
+    report = cluster_report(cluster_ids, rep, config_json, _extras(sk))
+    notes = outcome_warnings(report)
+    _log_build(cfg, config_json, build_info, report, fingerprint(cfg))
+    for note in notes:
+        warnings.warn(note, DiversifyWarning, stacklevel=3)
     return BuildResult(cluster_map=cmap, cluster_ids=cluster_ids, is_representative=rep, doc_stages=flags,
-                       timings=timings, stats=stats_dict)
+                       timings=timings, stats=stats_dict, report=report, warnings=notes)
+
+
+def _log_build(cfg: BuildConfig, config: dict, build_info: dict, report: dict, fp: str) -> None:
+    """One INFO record per build with what a production log needs; DEBUG with the config."""
+    sim = report.get("member_similarity") or {}
+    log.info("built %d documents into %d clusters (%d folded, %.1f%%); candidates %s, merged %s; largest cluster "
+             "%.2f%% of the corpus; member similarity to representative min %s median %s; clustering=%s seed=%d "
+             "fingerprint=%s", report["documents"], report["clusters"], report["folded"],
+             100 * report["folded_share"], build_info["candidates"], build_info["merged"],
+             100 * report["largest_share"], f"{sim['min']:.3f}" if sim else "n/a",
+             f"{sim['median']:.3f}" if sim else "n/a", cfg.clustering, cfg.seed, fp)
+    log.debug("config %s", config)
 
 
 def _guaranteed(root, sk: Sketches, cfg: BuildConfig, flags: np.ndarray, raw_cluster, aliases, old_reps):
