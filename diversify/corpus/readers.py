@@ -142,11 +142,12 @@ def read_vectors(path: str, ids_path: Optional[str] = None):
     return vecs, ids
 
 
-def read_table(path: str, columns: Optional[Sequence[str]] = None) -> list[dict]:
+def read_table(path: str, columns: Optional[Sequence[str]] = None, delimiter: Optional[str] = None) -> list[dict]:
     """All records of a small JSONL / CSV / TSV file as dicts (for labels and labeled pairs).
 
     TSV is read without quote processing (as MRPC and STS-B need); a UTF-8 BOM is ignored.
-    ``columns`` names the columns of a CSV/TSV file that has no header row.
+    ``columns`` names the columns of a CSV/TSV file that has no header row; ``delimiter`` overrides
+    the one implied by the extension (``,`` for .csv, a tab for .tsv).
     """
     if not os.path.exists(path):
         raise InputError(f"file {path!r} does not exist. Check the path.")
@@ -157,8 +158,11 @@ def read_table(path: str, columns: Optional[Sequence[str]] = None) -> list[dict]
         raise InputError(f"labels/pairs must be JSONL, CSV or TSV; got {path!r}.")
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
     tsv = path.lower().endswith(".tsv")
+    if delimiter is not None and len(delimiter) != 1:
+        raise InputError(f"`--delimiter` must be one character (e.g. ',' or '\\t'); got {delimiter!r}.")
     with open(path, newline="", encoding="utf-8-sig") as f:
-        reader = csv.DictReader(f, fieldnames=list(columns) if columns else None, delimiter="\t" if tsv else ",",
+        reader = csv.DictReader(f, fieldnames=list(columns) if columns else None,
+                                delimiter=delimiter or ("\t" if tsv else ","),
                                 quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL)
         return list(reader)
 
