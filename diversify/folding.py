@@ -93,6 +93,22 @@ class _Similarity:
             sc = cfg.simhash
             self.ham = hamming_radius(sc.threshold, sc.bits * sc.families)
 
+    def _bounds(self, r: int, cand: np.ndarray):
+        """(need, lo, hi) agreement counts and the Jaccard threshold, per candidate or scalar."""
+        mc = self.cfg.minhash
+        assert mc is not None
+        thr_doc = self.sk.doc_threshold
+        if thr_doc is None:
+            return self.need, self.lo, self.hi, mc.threshold
+        t = np.maximum(thr_doc[cand], thr_doc[r])  # a pair meets the stricter of its two sources
+        need = np.ceil(t * mc.num_perm - 1e-9).astype(np.int64)
+        if mc.verify != "auto" or mc.borderline == 0:
+            return need, need, need, t
+        se = np.sqrt(t * (1 - t) / mc.num_perm)
+        lo = np.maximum(0, np.floor((t - mc.borderline * se) * mc.num_perm)).astype(np.int64)
+        hi = np.minimum(mc.num_perm + 1, np.ceil((t + mc.borderline * se) * mc.num_perm)).astype(np.int64)
+        return need, lo, hi, t
+
     def __call__(self, r: int, cand: np.ndarray) -> np.ndarray:
         """uint8 stage bits per candidate: nonzero where ``cand[j]`` is verified similar to ``r``."""
         sk, cfg = self.sk, self.cfg
@@ -113,11 +129,12 @@ class _Similarity:
     def _minhash(self, r: int, cand: np.ndarray) -> np.ndarray:
         sk, mc = self.sk, self.cfg.minhash
         assert sk.minhash is not None and mc is not None
+        need, lo, hi, t = self._bounds(r, cand)
         if mc.verify == "exact" and sk.sh_indptr is not None and sk.sh_hashes is not None:
-            return _exact_jaccard_csr(sk.sh_indptr, sk.sh_hashes, r, cand) >= mc.threshold
+            return _exact_jaccard_csr(sk.sh_indptr, sk.sh_hashes, r, cand) >= t
         agree = (sk.minhash[cand] == sk.minhash[r]).sum(axis=1)
-        ok = agree >= self.hi
-        border = (agree >= self.lo) & ~ok
+        ok = agree >= hi
+        border = (agree >= lo) & ~ok
         if not border.any():
             return ok
         off = sk.text_offset
@@ -130,10 +147,10 @@ class _Similarity:
                                                             self.cfg.text, self.cfg.seed)
             a = hashes[starts[0]: starts[0] + counts[0]]
             jac = np.array([_jaccard_sorted(a, hashes[s: s + c]) for s, c in zip(starts[1:], counts[1:])])
-            ok[np.flatnonzero(have)] = jac >= mc.threshold
+            ok[np.flatnonzero(have)] = jac >= (t[have] if np.ndim(t) else t)
             self.stats.exact_checks += int(have.sum())
         rest = border & ~have
-        ok[rest] = 2 * agree[rest] >= self.lo + self.hi
+        ok[rest] = (2 * agree >= lo + hi)[rest]
         return ok
 
     def _simhash(self, r: int, cand: np.ndarray) -> np.ndarray:

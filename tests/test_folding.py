@@ -138,3 +138,24 @@ def test_composite_representative_keys_in_priority_order():
     # a tie on every key column goes to the longest text
     res = build(texts, keys=np.array([[1, 1]] * 4, dtype=float), config=BuildConfig(representative="key"))
     assert res.is_representative.tolist() == [False, False, True, False]
+
+
+def test_per_source_thresholds_apply_the_stricter_of_a_pair(rng):
+    base = [f"w{i}" for i in range(100)]
+    near = base[:88] + [f"x{i}" for i in range(12)]  # Jaccard ~0.72 with base
+    texts = [" ".join(base), " ".join(near), " ".join(base), " ".join(near)]
+    sources = ["loose", "loose", "strict", "strict"]
+    ja = _jaccard(texts[0], texts[1])
+    assert 0.6 < ja < 0.8, ja
+    cfg = BuildConfig(minhash=MinHashConfig(threshold=0.85, verify="exact"),
+                      source_thresholds={"loose": 0.6, "strict": 0.9})
+    res = build(texts, sources=sources, config=cfg)
+    # 0 and 2 are identical (fold whatever the sources); 1 is loose and ~0.72 from the loose
+    # representative 0 (folds at 0.6); 3 is strict and stays apart (0.72 < 0.9)
+    assert res.cluster_ids.tolist() == [0, 0, 0, 3]
+    loose = build(texts[:2], sources=sources[:2], config=cfg)
+    assert loose.cluster_ids.tolist() == [0, 0], "two loose documents fold at 0.6"
+    with pytest.raises(ValueError, match="needs `sources`"):
+        build(texts, config=cfg)
+    with pytest.raises(ValueError, match="clustering='guaranteed'"):
+        BuildConfig(clustering="components", source_thresholds={"a": 0.5})

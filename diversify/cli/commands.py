@@ -22,10 +22,10 @@ def cmd_build(a) -> int:
     if a.engine == "dask":
         res = _build_dask(a, cfg)
     else:
-        texts, ids, keys, vectors = streams(a)
+        texts, ids, keys, vectors, sources = streams(a)
         with warnings.catch_warnings():  # the summary below prints them
             warnings.simplefilter("ignore", DiversifyWarning)
-            res = diversify.build(texts, ids=ids, vectors=vectors, config=cfg, keys=keys,
+            res = diversify.build(texts, ids=ids, vectors=vectors, config=cfg, keys=keys, sources=sources,
                                   metadata=parse_metadata(a.metadata), progress=not a.no_progress,
                                   chunk_size=a.chunk_size)
     res.save(a.output)
@@ -58,8 +58,8 @@ def _build_dask(a, cfg):
 def cmd_add(a) -> int:
     import diversify
 
-    texts, ids, keys, vectors = streams(a)
-    res = diversify.add(a.artifact, texts, ids=ids, vectors=vectors, keys=keys, progress=not a.no_progress,
+    texts, ids, keys, vectors, sources = streams(a)
+    res = diversify.add(a.artifact, texts, ids=ids, vectors=vectors, keys=keys, sources=sources, progress=not a.no_progress,
                         chunk_size=a.chunk_size)
     out = a.output or a.artifact
     res.save(out)

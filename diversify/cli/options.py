@@ -109,6 +109,10 @@ def _dest(opt: ConfigOption) -> str:
 
 def add_config_args(p: argparse.ArgumentParser, *, only: Optional[set] = None) -> None:
     """Add the clustering flags (all, or the fields in ``only``) with defaults from the models."""
+    if only is None:
+        p.add_argument("--source-threshold", action="append", default=None, metavar="NAME=T",
+                       help="Jaccard threshold for documents whose --source-field is NAME (repeat per source; a pair "
+                            "of two sources must meet the stricter; default: none, every source uses --threshold)")
     g = p.add_argument_group("clustering (defaults are BuildConfig()'s: exact stage + MinHash on word 5-shingles at "
                              "Jaccard 0.8, borderline pairs checked exactly)")
     for opt in CONFIG_OPTIONS:
@@ -124,9 +128,27 @@ def add_config_args(p: argparse.ArgumentParser, *, only: Optional[set] = None) -
                        metavar=None if choices else _split(opt.field)[1].upper(), help=f"{opt.help} (default {shown})")
 
 
+def _source_thresholds(items) -> Optional[dict]:
+    if not items:
+        return None
+    out = {}
+    for item in items:
+        name, sep, value = item.rpartition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            out[name] = float(value)
+        except ValueError:
+            raise DiversifyError(f"`--source-threshold` must be NAME=THRESHOLD (e.g. titles=0.9); got {item!r}.") from None
+    return out
+
+
 def given_config_options(a: argparse.Namespace) -> dict[str, Any]:
     """{field: value} of every clustering flag the user gave."""
     out: dict[str, Any] = {}
+    st = _source_thresholds(getattr(a, "source_threshold", None))
+    if st is not None:
+        out["source_thresholds"] = st
     for opt in CONFIG_OPTIONS:
         v = getattr(a, _dest(opt), None)
         if v is not None:
@@ -160,6 +182,8 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--key-field", action="append", default=None, metavar="FIELD",
                    help="numeric field for --representative key (largest wins); repeat for several keys in priority "
                         "order, e.g. --key-field authority --key-field updated_at (ties: the longest text)")
+    p.add_argument("--source-field", default=None, metavar="FIELD",
+                   help="record field naming each document's source or kind, for --source-threshold NAME=T")
     p.add_argument("--vectors", default=None, help=".npy array (n, dim) of embeddings, aligned with the records")
     p.add_argument("--ids", dest="ids_file", default=None, help="ids file (one per line) for --vectors without text input")
     p.add_argument("--encoding-errors", choices=["strict", "replace"], default="strict", help="non-UTF-8 bytes in text files")
@@ -171,7 +195,7 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
 
 
 def streams(a):
-    """(texts, ids, keys, vectors) for build/add from the CLI input arguments."""
+    """(texts, ids, keys, vectors, sources) for build/add from the CLI input arguments."""
     from ..corpus.readers import read_records, read_vectors
 
     vectors = None
@@ -181,32 +205,31 @@ def streams(a):
     if a.input is None:
         if vectors is None:
             raise DiversifyError("give an INPUT file/directory, or --vectors FILE.npy (with --ids FILE). See --help.")
-        return None, vec_ids, None, vectors
+        return None, vec_ids, None, vectors, None
     if not os.path.exists(a.input):
         raise DiversifyError(f"`input` path {a.input!r} does not exist. Check the path (a file or a directory).")
-    keys: Optional[list] = [] if a.key_field else None
+    nk = len(a.key_field or [])
+    source = getattr(a, "source_field", None)
+    fields = list(a.key_field or []) + ([source] if source else [])
+    keys: Optional[list] = [] if nk else None
+    sources: Optional[list] = [] if source else None
     records = read_records(a.input, fmt=a.format, id_field=a.id_field, text_field=a.text_field,
-                           key_field=key_fields(a),
-                           encoding_errors=a.encoding_errors)
-
-    if not getattr(a, "stream", False):
-        # texts in memory: verify="auto" can re-read borderline documents for an exact check
-        recs = list(records)
-        texts = [r[1] for r in recs]
-        ids = [r[0] for r in recs]
-        if keys is not None:
-            keys.extend(r[2] for r in recs)
-        del recs
-        return texts, ids, keys, vectors
+                           key_field=fields or None, encoding_errors=a.encoding_errors)
 
     def tap(recs):
         for r in recs:
             if keys is not None:
-                keys.append(r[2])
+                keys.append(r[2][0] if nk == 1 else r[2][:nk])
+            if sources is not None:
+                sources.append(r[2][nk])
             yield r
 
+    if not getattr(a, "stream", False):
+        # texts in memory: verify="auto" can re-read borderline documents for an exact check
+        recs = list(tap(records))
+        return [r[1] for r in recs], [r[0] for r in recs], keys, vectors, sources
     r1, r2 = itertools.tee(tap(records))
-    return (r[1] for r in r1), (r[0] for r in r2), keys, vectors
+    return (r[1] for r in r1), (r[0] for r in r2), keys, vectors, sources
 
 
 def key_fields(a: argparse.Namespace):

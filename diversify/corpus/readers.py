@@ -88,7 +88,7 @@ def _read_csv(path, id_field, text_field, key_field):
                 raise _missing_field(text_field, "text", path, reader.fieldnames or [])
             has_id = id_field in reader.fieldnames
             for rowno, row in enumerate(reader):
-                key = _key_of(lambda f: float(row[f]), key_field)
+                key = _key_of(row.get, key_field)
                 yield (row[id_field] if has_id else rowno), row[text_field] or "", key
         except UnicodeDecodeError as exc:
             raise InputError(f"{path}: not valid UTF-8 ({exc}). Re-encode the file as UTF-8.") from None

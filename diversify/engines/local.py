@@ -136,6 +136,7 @@ def build(
     vectors: Any = None,
     config: Union[BuildConfig, Mapping, None] = None,
     keys: Any = None,
+    sources: Any = None,
     metadata: Optional[Mapping] = None,
     progress: bool = False,
     chunk_size: int = 16384,
@@ -156,8 +157,11 @@ def build(
         Embeddings; enables the SimHash stage (cosine similarity).
     config : BuildConfig or dict, optional
         Stages and thresholds. ``BuildConfig()`` runs the exact stage and MinHash at Jaccard 0.8.
-    keys : array (n,), optional
-        Numbers for ``representative="key"`` (largest wins, e.g. a timestamp for "newest").
+    keys : array (n,) or (n, m), optional
+        Numbers for ``representative="key"`` (largest wins, e.g. a timestamp for "newest"); with m
+        columns, compared in order (e.g. authority, then updated_at), ties to the longest text.
+    sources : sequence of str (n,), optional
+        Each document's source or kind, for ``BuildConfig(source_thresholds={...})``.
     metadata : dict, optional
         Stored in the artifact, e.g. ``{"embedding_model": "all-MiniLM-L6-v2"}``.
     progress : bool
@@ -203,13 +207,46 @@ def build(
         raise ConfigError(f"`chunk_size` must be a positive int; got {chunk_size!r}. The default 16384 suits most corpora.")
     timings: dict = {}
     sk = _sketch(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings)
+    sk.doc_threshold = doc_thresholds(cfg, sources, sk.n)
     if sk.n == 0:
         raise InputError("the corpus is empty: `texts`/`vectors` held no documents. Pass at least one document.")
     parent = np.arange(sk.n, dtype=np.int64)
     flags = np.zeros(sk.n, dtype=np.uint8)
-    stats = link(sk, cfg, parent, flags, timings=timings)
+    stats = link(sk, linking_config(cfg), parent, flags, timings=timings)
     return _finish(sk, cfg, parent, flags, stats, timings, aliases=np.zeros((0, 2), np.int64),
                    raw_cluster=None, metadata=metadata, created_at=created_at)
+
+
+def doc_thresholds(cfg: BuildConfig, sources, n: int) -> Optional[np.ndarray]:
+    """Each document's Jaccard threshold from its source, float64 (n,); None without source thresholds."""
+    if sources is None:
+        if cfg.source_thresholds is not None:
+            raise ConfigError("`source_thresholds` needs `sources` (one source name per document).")
+        return None
+    if cfg.source_thresholds is None:
+        raise ConfigError("`sources` were given but the config has no `source_thresholds`; set "
+                          "BuildConfig(source_thresholds={'name': 0.9, ...}) or drop `sources`.")
+    if isinstance(sources, str):
+        raise InputError("`sources` must be one source name per document, not one str.")
+    names = [s if isinstance(s, str) else None for s in sources]
+    if len(names) != n or any(s is None for s in names):
+        bad = next((i for i, s in enumerate(names) if s is None), None)
+        raise InputError(f"`sources` must hold one str per document ({n}); got {len(names)} items"
+                         + (f", item {bad} is not a str" if bad is not None else "") + ".")
+    assert cfg.minhash is not None
+    default = cfg.minhash.threshold
+    table = cfg.source_thresholds
+    return np.array([table.get(s, default) for s in names], dtype=np.float64)
+
+
+def linking_config(cfg: BuildConfig) -> BuildConfig:
+    """The config the edge stages run with: with source thresholds, MinHash at the lowest of them
+    (the fold check then applies each pair's own, stricter, threshold)."""
+    if cfg.source_thresholds is None or cfg.minhash is None:
+        return cfg
+    low = min(cfg.minhash.threshold, *cfg.source_thresholds.values())
+    return cfg.model_copy(update={"minhash": cfg.minhash.model_copy(update={"threshold": low}),
+                                  "source_thresholds": None})
 
 
 def _sketch(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool, chunk_size: int, timings: dict,
@@ -365,6 +402,8 @@ def _extras(sk: Sketches) -> dict:
         ex["text_simhash"] = sk.text_simhash
     if sk.keys is not None:
         ex["rep_keys"] = sk.keys
+    if sk.doc_threshold is not None:
+        ex["doc_threshold"] = sk.doc_threshold
     return ex
 
 
@@ -376,6 +415,7 @@ def add(
     vectors: Any = None,
     config: Union[BuildConfig, Mapping, None] = None,
     keys: Any = None,
+    sources: Any = None,
     progress: bool = False,
     chunk_size: int = 16384,
     created_at: Optional[str] = None,
@@ -458,6 +498,9 @@ def add(
         sk.vectors = np.concatenate([np.asarray(ex["vectors"]), new.vectors.astype(np.asarray(ex["vectors"]).dtype)])
     if cfg.representative == "key":
         sk.keys = np.concatenate([np.asarray(ex["rep_keys"]), new.keys])
+    new_thr = doc_thresholds(cfg, sources, new.n)
+    if new_thr is not None:
+        sk.doc_threshold = np.concatenate([np.asarray(ex["doc_threshold"], dtype=np.float64), new_thr])
     # stored ids of old documents become their resolved ids (lookups are unchanged); the alias
     # table is kept so that ids written elsewhere (e.g. into a store's payload) still resolve
     raw_old = np.asarray(cmap.cluster_ids, dtype=np.int64)
@@ -465,7 +508,7 @@ def add(
     parent = np.arange(sk.n, dtype=np.int64)
     union_pairs(parent, np.stack([np.arange(n_old, dtype=np.int64), raw_old], axis=1))
     flags = np.concatenate([np.asarray(cmap.doc_stages, np.uint8), np.zeros(new.n, np.uint8)])
-    stats = link(sk, cfg, parent, flags, new_start=n_old, timings=timings)
+    stats = link(sk, linking_config(cfg), parent, flags, new_start=n_old, timings=timings)
     return _finish(sk, cfg, parent, flags, stats, timings, aliases=old_aliases, raw_cluster=raw_old,
                    metadata=cmap.metadata, created_at=created_at,
                    old_reps=np.asarray(cmap.is_representative, dtype=bool))
