@@ -114,16 +114,21 @@ class _Similarity:
         sk, cfg = self.sk, self.cfg
         bits = np.zeros(cand.size, dtype=np.uint8)
         self.stats.pairs_checked += int(cand.size)
+        # cheap first, and a document records the first stage that verifies it (as the edges do)
         text = self.text_ok[cand] & self.text_ok[r]
         if cfg.exact:
-            bits[text & (sk.exact[cand] == sk.exact[r])] |= STAGE_EXACT
-        if cfg.minhash is not None and sk.minhash is not None:
-            bits[text & self._minhash(r, cand)] |= STAGE_MINHASH
-        if cfg.text_simhash is not None and sk.text_simhash is not None:
-            h = _popcount(sk.text_simhash[cand] ^ sk.text_simhash[r])
-            bits[text & (h <= cfg.text_simhash.max_hamming)] |= STAGE_TEXT_SIMHASH
-        if self.ham is not None:
-            bits[self._simhash(r, cand)] |= STAGE_SIMHASH
+            bits[text & (sk.exact[cand] == sk.exact[r])] = STAGE_EXACT
+        todo = np.flatnonzero(bits == 0)
+        if todo.size and cfg.minhash is not None and sk.minhash is not None:
+            sel = todo[text[todo]]
+            bits[sel[self._minhash(r, cand[sel])]] = STAGE_MINHASH
+            todo = np.flatnonzero(bits == 0)
+        if todo.size and cfg.text_simhash is not None and sk.text_simhash is not None:
+            h = _popcount(sk.text_simhash[cand[todo]] ^ sk.text_simhash[r])
+            bits[todo[text[todo] & (h <= cfg.text_simhash.max_hamming)]] = STAGE_TEXT_SIMHASH
+            todo = np.flatnonzero(bits == 0)
+        if todo.size and self.ham is not None:
+            bits[todo[self._simhash(r, cand[todo])]] = STAGE_SIMHASH
         return bits
 
     def _minhash(self, r: int, cand: np.ndarray) -> np.ndarray:
