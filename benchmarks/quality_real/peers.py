@@ -12,7 +12,7 @@ an empty MinHash would collide with every other empty one).
 - datasketch: ``MinHash.update_batch`` + ``MinHashLSH(threshold, num_perm)`` (its own bands).
 
 Usage: ``python -m benchmarks.quality_real.peers {rensa,datasketch} corpus.jsonl out_prefix``;
-writes ``out_prefix.npz`` (labels) and ``out_prefix.json`` (phase timings, versions).
+writes ``out_prefix.npz`` (labels, accepted edges) and ``out_prefix.json`` (phase timings, versions).
 """
 
 from __future__ import annotations
@@ -113,6 +113,7 @@ def run(tool: str, corpus: Path) -> tuple[np.ndarray, dict]:
     t = time.perf_counter()
     labels = _components(n, accepted)
     phases["components"] = time.perf_counter() - t
+    info["_edges"] = sorted((min(a, b), max(a, b)) for a, b in accepted)
     info["candidate_pairs"] = len(cand)
     info["accepted_pairs"] = len(accepted)
     info["phases_seconds"] = {k: round(v, 3) for k, v in phases.items()}
@@ -124,7 +125,7 @@ def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     tool, corpus, out = argv[0], Path(argv[1]), Path(argv[2])
     labels, info = run(tool, corpus)
-    np.savez(out.with_suffix(".npz"), labels=labels)
+    np.savez(out.with_suffix(".npz"), labels=labels, edges=np.array(info.pop("_edges"), dtype=np.int64).reshape(-1, 2))
     out.with_suffix(".json").write_text(json.dumps(info, indent=1))
 
 

@@ -36,7 +36,9 @@ from .assemble import CORPORA, DEFAULT_CACHE
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-METHODS = ("diversify", "diversify-components", "rensa", "datasketch")
+METHODS = ("diversify", "diversify-components", "diversify-verify-exact", "rensa", "datasketch")
+FLAGS = {"diversify": [], "diversify-components": ["--clustering", "components"],
+         "diversify-verify-exact": ["--verify", "exact"]}
 T = 0.8
 
 
@@ -52,33 +54,56 @@ def _library_digest() -> str:
     return h.hexdigest()[:16]
 
 
+TIME_BIN = "/usr/bin/time"
+
+
 def _timed(cmd: list[str], log: Path) -> dict:
-    """Run one process; its wall seconds, CPU seconds and peak RSS (os.wait4, per child)."""
+    """Run one process; its wall seconds, CPU seconds and peak RSS.
+
+    CPU and peak RSS come from GNU time when it is installed: rusage from os.wait4 would report the
+    parent's RSS (a forked child keeps its pre-exec high-water mark).
+    """
     env = dict(os.environ, PYTHONPATH=str(REPO))
     load_before = os.getloadavg()
+    stat = log.with_suffix(".time")
+    full = [TIME_BIN, "-f", "%e %U %S %M", "-o", str(stat), *cmd] if os.access(TIME_BIN, os.X_OK) else cmd
     with open(log, "w") as out:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
-        _, status, ru = os.wait4(proc.pid, 0)
+        proc = subprocess.run(full, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
         wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}; see {log}:\n{log.read_text()[-2000:]}")
-    return {"cmd": " ".join(cmd), "wall_seconds": round(wall, 2), "cpu_seconds": round(ru.ru_utime + ru.ru_stime, 2),
-            "peak_rss_mb": round(ru.ru_maxrss / 1024, 1), "loadavg_before": [round(x, 2) for x in load_before],
-            "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
+    info = {"cmd": " ".join(cmd), "wall_seconds": round(wall, 2), "cpu_seconds": None, "peak_rss_mb": None,
+            "loadavg_before": [round(x, 2) for x in load_before]}
+    if full is not cmd:
+        _, user, system, rss_kb = stat.read_text().split()[-4:]
+        info.update(cpu_seconds=round(float(user) + float(system), 2), peak_rss_mb=round(int(rss_kb) / 1024, 1))
+    info["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+    return info
 
 
-def run_diversify(corpus: Path, out_dir: Path, clustering: str | None) -> tuple[list, np.ndarray, np.ndarray, dict]:
+def _repeat(fn, repeat: int):
+    """Run fn() `repeat` times; keep the last result, report every wall time and the median run's."""
+    runs = [fn() for _ in range(repeat)]
+    walls = [r[-1]["wall_seconds"] for r in runs]
+    med = sorted(range(repeat), key=lambda k: walls[k])[(repeat - 1) // 2]
+    last = runs[-1]
+    info = dict(last[-1])
+    info.update(wall_seconds=walls[med], cpu_seconds=runs[med][-1]["cpu_seconds"], wall_seconds_all=walls,
+                cpu_seconds_all=[r[-1]["cpu_seconds"] for r in runs])
+    same = all(all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(r[:-1], last[:-1])) for r in runs)
+    info["identical_across_repeats"] = same
+    return (*last[:-1], info)
+
+
+def run_diversify(corpus: Path, out_dir: Path, method: str) -> tuple[list, np.ndarray, np.ndarray, dict]:
     import diversify
 
     if not Path(diversify.__file__).resolve().is_relative_to(REPO):
         raise SystemExit(f"diversify was imported from {diversify.__file__}, not {REPO}; run from the repository root")
-    tag = clustering or "default"
+    tag = method
     art = out_dir / f"{corpus.stem}.{tag}.dvf"
-    cmd = [sys.executable, "-m", "diversify", "build", str(corpus), "-o", str(art), "--no-progress"]
-    if clustering:
-        cmd += ["--clustering", clustering]
+    cmd = [sys.executable, "-m", "diversify", "build", str(corpus), "-o", str(art), "--no-progress", *FLAGS[method]]
     src_before = _library_digest()
     info = _timed(cmd, out_dir / f"{corpus.stem}.{tag}.log")
     info["library_source_sha256"] = src_before
@@ -91,14 +116,14 @@ def run_diversify(corpus: Path, out_dir: Path, clustering: str | None) -> tuple[
     return ids, np.asarray(cm.cluster_ids), np.asarray(cm.is_representative, dtype=bool), info
 
 
-def run_peer(tool: str, corpus: Path, out_dir: Path) -> tuple[np.ndarray, dict]:
+def run_peer(tool: str, corpus: Path, out_dir: Path) -> tuple[np.ndarray, np.ndarray, dict]:
     prefix = out_dir / f"{corpus.stem}.{tool}"
     cmd = [sys.executable, "-m", "benchmarks.quality_real.peers", tool, str(corpus), str(prefix)]
     info = _timed(cmd, out_dir / f"{corpus.stem}.{tool}.log")
     info.update(json.loads(prefix.with_suffix(".json").read_text()))
     with np.load(prefix.with_suffix(".npz")) as z:
-        labels = z["labels"]
-    return labels, info
+        labels, edges = z["labels"], z["edges"]
+    return labels, edges, info
 
 
 # ----------------------------------------------------------------------------- scoring
@@ -197,6 +222,16 @@ def score(labels: np.ndarray, rep: np.ndarray, truth: truthmod.Truth, comps: np.
     }
 
 
+def edge_scores(edges: np.ndarray, truth: truthmod.Truth) -> dict:
+    """A peer's accepted LSH edges (estimate >= t) against the exact pairs, before components chain them."""
+    n = truth.n
+    got = edges[:, 0] * n + edges[:, 1]
+    want = truth.pi * n + truth.pj
+    hit = int(np.isin(got, want).sum())
+    return {"edges_accepted": int(got.size), "edge_precision": hit / got.size if got.size else 1.0,
+            "edge_recall": hit / want.size if want.size else 1.0}
+
+
 def clough_categories(labels: np.ndarray, truth: truthmod.Truth, labels_file: Path) -> dict | None:
     """Share of each human category clustered with its task's Wikipedia source."""
     if not labels_file.exists():
@@ -241,10 +276,10 @@ def environment() -> dict:
     }
 
 
-def run(corpora, cache: Path, methods=METHODS, check: bool = False) -> dict:
+def run(corpora, cache: Path, methods=METHODS, check: bool = False, repeat: int = 1) -> dict:
     out_dir = cache / "runs"
     out_dir.mkdir(parents=True, exist_ok=True)
-    results = {"environment": environment(), "threshold": T, "corpora": {}}
+    results = {"environment": environment(), "threshold": T, "repeat": repeat, "corpora": {}}
     # warm-up: numba compiles (or loads its cache) once, outside the measured runs
     warm = cache / "clough.jsonl"
     if warm.exists() and any(m.startswith("diversify") for m in methods):
@@ -272,7 +307,7 @@ def run(corpora, cache: Path, methods=METHODS, check: bool = False) -> dict:
         for m in methods:
             print(f"[{name}] {m} ...", flush=True)
             if m.startswith("diversify"):
-                ids, cl, rep, info = run_diversify(corpus, out_dir, "components" if m.endswith("components") else None)
+                ids, cl, rep, info = _repeat(lambda: run_diversify(corpus, out_dir, m), repeat)
                 order = np.array([pos[d] for d in ids])
                 labels = np.empty(truth.n, dtype=np.int64)
                 reps = np.zeros(truth.n, dtype=bool)
@@ -280,7 +315,7 @@ def run(corpora, cache: Path, methods=METHODS, check: bool = False) -> dict:
                 reps[order] = rep
                 info["representative"] = "the library's (default: longest)"
             else:
-                labels, info = run_peer(m, corpus, out_dir)
+                labels, edges, info = _repeat(lambda: run_peer(m, corpus, out_dir), repeat)
                 if lengths is None:
                     _, texts = truthmod.read_corpus(corpus)
                     lengths = np.array([len(x) for x in texts])
@@ -288,6 +323,8 @@ def run(corpora, cache: Path, methods=METHODS, check: bool = False) -> dict:
                 reps = _longest_rep(labels, lengths)
                 info["representative"] = "none in the tool; the longest text of each cluster, chosen here"
             s = score(labels, reps, truth, comps)
+            if not m.startswith("diversify"):
+                s.update(edge_scores(edges, truth))
             below_pairs += s.pop("_below_pairs")
             if name == "clough":
                 s["clustered_with_source_by_category"] = clough_categories(labels, truth, cache / "clough.labels.json")
@@ -322,7 +359,8 @@ def markdown(results: dict) -> str:
         "",
         f"Generated by `python -m benchmarks.quality_real.run` on {env['date']}; threshold t = {results['threshold']} "
         "(word 5-shingles, Jaccard). Truth: every pair with exact Jaccard >= t (prefix-filtered all-pairs join, "
-        "no sampling). Build seconds = wall time of the whole process (CPU seconds in brackets).",
+        "no sampling). Build seconds = wall time of the whole process, median of "
+        f"{results.get('repeat', 1)} run(s) (CPU seconds of that run in brackets).",
         "",
         f"Machine: {env['cpu_count']} CPUs, load average {env['loadavg_start']} at start, "
         f"{env.get('loadavg_end')} at end (other work was running). diversify {env['diversify']} from the worktree "
@@ -387,9 +425,13 @@ def markdown(results: dict) -> str:
         lines.append("")
         for m, got in entry["methods"].items():
             s, r = got["scores"], got["run"]
-            extra = ""
+            extra = f"; wall s of each run {r.get('wall_seconds_all')}, identical output across runs: " \
+                    f"{r.get('identical_across_repeats')}"
+            if "edge_precision" in s:
+                extra += (f"; accepted edges {s['edges_accepted']}: edge precision {s['edge_precision']:.4f}, "
+                          f"edge recall {s['edge_recall']:.4f}")
             if "phases_seconds" in r:
-                extra = (f"; phases {r['phases_seconds']} (without tokenizing: {r['seconds_without_tokenize']} s), "
+                extra += (f"; phases {r['phases_seconds']} (without tokenizing: {r['seconds_without_tokenize']} s), "
                          f"bands x rows {r['bands']} x {r['rows']}, {r['candidate_pairs']} candidates, "
                          f"{r['accepted_pairs']} accepted")
             lines.append(f"- {m}: {s['clusters_with_copies']} clusters with copies, largest {s['largest_cluster']}; "
@@ -416,10 +458,11 @@ def main(argv=None) -> None:
     ap.add_argument("--corpora", nargs="+", default=list(CORPORA), choices=CORPORA)
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    ap.add_argument("--repeat", type=int, default=1, help="runs per method (median wall time reported)")
     ap.add_argument("--check", action="store_true",
                     help="also compare the tokenizer with tests/reference.py and the join with brute force")
     args = ap.parse_args(argv)
-    run(args.corpora, args.cache, args.methods, args.check)
+    run(args.corpora, args.cache, args.methods, args.check, args.repeat)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 
 from ..errors import DiversifyError, DiversifyWarning
-from ..folding import cluster_report, outcome_warnings
+from ..clusters import cluster_report, outcome_warnings
 from .options import config_from_args, key_fields, parse_metadata, streams
 
 

@@ -18,10 +18,20 @@ from typing import TYPE_CHECKING, Any, Optional, TypedDict, Union
 
 import numpy as np
 
-from ..clusters import check_keys, component_roots, follow_alias, representatives, stable_labels, union_pairs
+from ..clusters import (
+    check_keys,
+    cluster_report,
+    component_roots,
+    follow_alias,
+    guaranteed_clusters,
+    outcome_warnings,
+    priority_rank,
+    representatives,
+    stable_labels,
+    union_pairs,
+)
 from ..config import BuildConfig, fingerprint
 from ..errors import ConfigError, DiversifyWarning, IncompatibleArtifactError, InputError
-from ..folding import cluster_report, guaranteed_clusters, outcome_warnings, priority_rank
 from ..hashing import HASH_SCHEME
 from ..ids import check_ids, normalize_ids
 from ..linking.link import LinkStats, link
@@ -65,7 +75,7 @@ class BuildResult:
     timings: dict[str, float]
     stats: BuildStats
     #: what the clusters are: folded share, member-to-representative similarity, largest clusters
-    #: (see diversify.folding.cluster_report); warnings about the outcome
+    #: (see diversify.clusters.report); warnings about the outcome
     report: dict = field(default_factory=dict)
     warnings: list = field(default_factory=list)
 
@@ -371,7 +381,7 @@ def _log_build(cfg: BuildConfig, config: dict, build_info: dict, report: dict, f
 
 
 def _guaranteed(root, sk: Sketches, cfg: BuildConfig, flags: np.ndarray, raw_cluster, aliases, old_reps):
-    """Labels, representatives and stage bits under the fold guarantee (see diversify.folding)."""
+    """Labels, representatives and stage bits under the fold guarantee (see diversify.clusters.guarantee)."""
     rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
     if raw_cluster is None:
         labels, rep, bits, fstats = guaranteed_clusters(root, sk, cfg, rank)

@@ -11,14 +11,14 @@ from typing import Optional
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 __all__ = ["component_roots", "union_pairs", "stable_labels", "follow_alias", "representatives", "check_keys"]
 
 
 def component_roots(parent: np.ndarray) -> np.ndarray:
     """The root (smallest member) of every document's component, int64 (n,)."""
-    from ._kernels.union import roots
+    from .._kernels.union import roots
 
     out = np.empty(parent.size, dtype=np.int64)
     roots(parent, out)
@@ -27,7 +27,7 @@ def component_roots(parent: np.ndarray) -> np.ndarray:
 
 def union_pairs(parent: np.ndarray, pairs: np.ndarray) -> None:
     """Join the two documents of every row of ``pairs`` (int64 (m, 2)) in the forest ``parent``."""
-    from ._kernels.union import union_pairs as _union
+    from .._kernels.union import union_pairs as _union
 
     _union(parent, pairs)
 
@@ -96,7 +96,7 @@ def representatives(cluster_ids: np.ndarray, rule: str, lengths: np.ndarray, key
     - ``key``: the largest user key (several key columns: compared in order), then the longest
       text, then the first seen
     """
-    from .folding import priority_rank
+    from .guarantee import priority_rank
 
     if rule == "key" and keys is None:
         raise InputError("`representative='key'` needs `keys` (one number per document; the largest wins).")
