@@ -207,6 +207,11 @@ class BuildConfig(_Frozen):
     #: which member represents a cluster: "longest" text (ties: first seen), "first" seen,
     #: or "key" (largest user-supplied key, e.g. a timestamp or authority score)
     representative: Literal["longest", "first", "key"] = "longest"
+    #: what a cluster is: "guaranteed" (default) = every member is verified threshold-similar to
+    #: its cluster's representative, so a fold is always a true near-duplicate; "components" =
+    #: connected components of verified edges (transitive: A~B and B~C join A and C, which may be
+    #: far apart)
+    clustering: Literal["guaranteed", "components"] = "guaranteed"
     #: policy for documents with no words: "singleton" (no text stage joins them; a vector stage
     #: still may, through the document's embedding) or "error"
     empty: Literal["singleton", "error"] = "singleton"
@@ -215,6 +220,10 @@ class BuildConfig(_Frozen):
     bucket_window: int = 64
     #: keep signatures in the artifact so that `add` can run without a rebuild
     incremental: bool = True
+    #: a Jaccard threshold per source (the `sources` passed to build, e.g. {"titles": 0.9,
+    #: "articles": 0.7}); a pair from two sources must meet the stricter one; sources not listed
+    #: use `minhash.threshold`. Needs clustering="guaranteed" (the fold check applies it)
+    source_thresholds: Optional[dict[str, float]] = None
 
     @field_validator("seed")
     @classmethod
@@ -222,6 +231,30 @@ class BuildConfig(_Frozen):
         if not 0 <= v < 2**63:
             raise ValueError("must be in [0, 2**63)")
         return v
+
+    @field_validator("source_thresholds")
+    @classmethod
+    def _sources(cls, v: Optional[dict]) -> Optional[dict]:
+        if v is None:
+            return None
+        if not v:
+            raise ValueError("must name at least one source, or be None")
+        for name, t in v.items():
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"source names must be non-empty str; got {name!r}")
+            if not (0.0 < float(t) < 1.0):
+                raise ValueError(f"thresholds must be strictly between 0 and 1; got {name}={t!r}")
+        return {k: float(v[k]) for k in sorted(v)}
+
+    @model_validator(mode="after")
+    def _sources_need_guarantee(self):
+        if self.source_thresholds is not None:
+            if self.clustering != "guaranteed":
+                raise ValueError("`source_thresholds` needs clustering='guaranteed' (components cannot apply a "
+                                 "per-pair threshold); got clustering='components'")
+            if self.minhash is None:
+                raise ValueError("`source_thresholds` are Jaccard thresholds and need the MinHash stage; got minhash=None")
+        return self
 
     @field_validator("bucket_window")
     @classmethod

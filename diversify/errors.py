@@ -74,3 +74,7 @@ def require(module: str, *, extra: str, purpose: str):
             f"{purpose} needs the optional package `{module.split('.')[0]}`, which is not installed. "
             f"Install it with: pip install 'diversify-retrieval[{extra}]'"
         ) from exc
+
+
+class DiversifyWarning(UserWarning):
+    """A build finished but its outcome looks wrong (one giant cluster, most documents folded)."""

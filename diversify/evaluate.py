@@ -19,7 +19,8 @@ import numpy as np
 from .config import TextConfig
 from .errors import InputError
 
-__all__ = ["PairMetrics", "pair_metrics", "clustering_metrics", "pr_curve", "best_threshold", "jaccard_pairs"]
+__all__ = ["PairMetrics", "pair_metrics", "clustering_metrics", "pr_curve", "best_threshold", "check_labels", "jaccard_pairs",
+           "cosine_pairs", "DEFAULT_GRID"]
 
 
 @dataclass(frozen=True)
@@ -107,13 +108,44 @@ def clustering_metrics(gold, predicted) -> dict:
             "recall": float(recall), "f1": float(f1), "ari": float(ari), "documents": int(n)}
 
 
+#: the default threshold grid of `pr_curve` and `tune`: 0.05 .. 0.99 by 0.01
+DEFAULT_GRID = np.round(np.arange(0.05, 0.9951, 0.01), 2)
+#: fewer labeled pairs than this (or fewer positives / negatives than MIN_PER_CLASS) give a
+#: threshold too noisy to trust; `check_labels` warns
+MIN_PAIRS = 50
+MIN_PER_CLASS = 10
+
+
+def check_labels(labels) -> list[str]:
+    """Refuse labels a threshold cannot be tuned on; return warnings for thin ones.
+
+    Raises InputError when every pair is positive or every pair is negative (any threshold then
+    looks perfect, or none does).
+    """
+    gold = _as_bool(labels, "labels")
+    pos, neg = int(gold.sum()), int((~gold).sum())
+    if pos == 0 or neg == 0:
+        raise InputError(
+            f"labeled pairs must hold both positives and negatives to tune a threshold; got {pos} positive and {neg} "
+            "negative pairs. Label pairs on both sides of the decision (e.g. near-copies and look-alikes that are not), "
+            "or check --label/--positive-min."
+        )
+    notes = []
+    if gold.size < MIN_PAIRS:
+        notes.append(f"only {gold.size} labeled pairs: the chosen threshold is noisy (label {MIN_PAIRS}-500)")
+    if min(pos, neg) < MIN_PER_CLASS:
+        notes.append(f"only {min(pos, neg)} {'positive' if pos < neg else 'negative'} pairs: the chosen threshold is "
+                     f"noisy (label at least {MIN_PER_CLASS} of each)")
+    return notes
+
+
 def pr_curve(scores, labels, thresholds: Optional[Sequence[float]] = None) -> list[dict]:
-    """Precision, recall and F1 of "score >= t" for each threshold t (default 0.05..0.95 by 0.01)."""
+    """Precision, recall and F1 of "score >= t" for each threshold t (default 0.05..0.99 by 0.01)."""
     s = np.asarray(scores, dtype=np.float64)
     gold = _as_bool(labels, "labels")
     if s.shape != gold.shape:
         raise InputError(f"`scores` and `labels` must align; got {s.shape} and {gold.shape}.")
-    ts = np.round(np.arange(0.05, 0.951, 0.01), 2) if thresholds is None else np.asarray(thresholds, dtype=np.float64)
+    ts = DEFAULT_GRID if thresholds is None else np.asarray(thresholds, dtype=np.float64)
     out = []
     for t in ts:
         m = pair_metrics(s >= t, gold)
@@ -122,10 +154,39 @@ def pr_curve(scores, labels, thresholds: Optional[Sequence[float]] = None) -> li
 
 
 def best_threshold(curve: list[dict]) -> dict:
-    """The curve point with the highest F1 (ties: the higher threshold, i.e. the tighter clusters)."""
+    """The curve point with the highest F1; on a plateau (consecutive thresholds with the same best
+    F1) the middle of the widest plateau, so the choice does not sit on its edge.
+
+    The returned point carries ``plateau = [lowest, highest]`` threshold of that plateau.
+    """
     if not curve:
         raise InputError("`curve` is empty; give at least one threshold.")
-    return max(curve, key=lambda r: (r["f1"], r["threshold"]))
+    best = max(r["f1"] for r in curve)
+    runs, cur = [], []
+    for i, r in enumerate(curve):
+        if abs(r["f1"] - best) <= 1e-12:
+            cur.append(i)
+        elif cur:
+            runs.append(cur)
+            cur = []
+    if cur:
+        runs.append(cur)
+    widest = max(runs, key=lambda run: (len(run), curve[run[-1]]["threshold"]))
+    point = dict(curve[widest[(len(widest) - 1) // 2 if len(widest) % 2 else len(widest) // 2]])
+    point["plateau"] = [curve[widest[0]]["threshold"], curve[widest[-1]]["threshold"]]
+    return point
+
+
+def cosine_pairs(vectors_a, vectors_b) -> np.ndarray:
+    """Cosine similarity of each (a, b) row pair (rows need not be normalized)."""
+    a = np.asarray(vectors_a, dtype=np.float64)
+    b = np.asarray(vectors_b, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 2:
+        raise InputError(f"`vectors_a` and `vectors_b` must be aligned 2-D arrays; got {a.shape} and {b.shape}.")
+    na, nb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+    if (na == 0).any() or (nb == 0).any():
+        raise InputError("vectors must be non-zero to have a cosine; a labeled pair has a zero vector.")
+    return np.einsum("ij,ij->i", a, b) / (na * nb)
 
 
 def jaccard_pairs(texts_a: Sequence[str], texts_b: Sequence[str], text_config: Optional[TextConfig] = None,

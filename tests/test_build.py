@@ -270,7 +270,8 @@ def test_texts_and_vectors_compose_stages_and_record_them(rng):
     texts = [t0, t0 + " extra", " ".join(words(rng, 40)), " ".join(words(rng, 40)), t0.upper()]
     v = rng.standard_normal((5, 16))
     v[3] = v[2] + 1e-3 * rng.standard_normal(16)
-    res = build(texts=texts, vectors=v)
+    comps = BuildConfig(clustering="components")
+    res = build(texts=texts, vectors=v, config=comps)
     assert res.cluster_ids.tolist() == [0, 0, 2, 2, 0]
     assert res.doc_stages[2] == res.doc_stages[3] == STAGE_SIMHASH
     assert res.doc_stages[1] == STAGE_MINHASH
@@ -279,7 +280,7 @@ def test_texts_and_vectors_compose_stages_and_record_them(rng):
     # a vector bridge between the two text clusters merges them
     v2 = v.copy()
     v2[1] = v[2] + 1e-3 * rng.standard_normal(16)
-    res2 = build(texts=texts, vectors=v2)
+    res2 = build(texts=texts, vectors=v2, config=comps)
     assert res2.cluster_ids.tolist() == [0] * 5
 
 
@@ -364,10 +365,19 @@ def test_add_keeps_old_cluster_ids_and_a_new_doc_joins(rng):
     assert cm.n_docs == n + 2
 
 
-def test_add_bridge_merges_two_clusters_with_an_alias(rng):
+def test_add_bridge_under_the_fold_guarantee_joins_one_cluster_and_merges_none(rng):
     a, b, bridge = _bridge_corpus(rng)
     other = " ".join(words(rng, 60))
     old = build(texts=[a, other, b], ids=["a", "o", "b"], config=BRIDGE_CFG)
+    res = add(old.cluster_map, texts=[bridge], ids=["bridge"])
+    assert res.cluster_ids[:3].tolist() == [0, 1, 2], "existing clusters keep their ids and are not merged"
+    assert res.cluster_ids[3] in (0, 2) and "aliases" not in res.cluster_map.extras
+
+
+def test_add_bridge_merges_two_clusters_with_an_alias(rng):
+    a, b, bridge = _bridge_corpus(rng)
+    other = " ".join(words(rng, 60))
+    old = build(texts=[a, other, b], ids=["a", "o", "b"], config=BRIDGE_CFG.model_copy(update={"clustering": "components"}))
     assert old.cluster_ids.tolist() == [0, 1, 2], "A and B are below the threshold on their own"
     res = add(old.cluster_map, texts=[bridge], ids=["bridge"])
     assert res.cluster_ids.tolist() == [0, 1, 0, 0], "the bridge joins A and B; the smaller id survives"
@@ -425,7 +435,8 @@ def test_add_equals_a_from_scratch_build(cfg, rng, tmp_path):
                                  BuildConfig(minhash=MinHashConfig(method="classic", verify="estimate"))],
                          ids=["default", "exact", "t0.5", "classic"])
 def test_merges_equal_components_removed(cfg, rng):
-    """Every counted merge joins two components: sum(merged) = n_docs - n_clusters."""
+    """Every counted merge joins two components: sum(merged) = n_docs - n_clusters (components)."""
+    cfg = cfg.model_copy(update={"clustering": "components"})
     texts, _ = planted(rng, 20, size=4)
     pool = words(rng, 300)
     texts += [" ".join(pool[s : s + 80]) for s in rng.integers(0, 220, size=20)]  # graded overlaps
@@ -571,7 +582,7 @@ def test_repeated_adds_equal_scratch_and_old_labels_resolve(rng):
     for _ in range(48):
         start = int(rng.integers(0, 320))
         texts.append(" ".join(pool[start : start + 80]))
-    cfg = BuildConfig(minhash=MinHashConfig(threshold=0.6, verify="exact"))
+    cfg = BuildConfig(minhash=MinHashConfig(threshold=0.6, verify="exact"), clustering="components")
     ids = [f"t{i}" for i in range(len(texts))]
     res = build(texts=texts[:12], ids=ids[:12], config=cfg)
     history = [res.cluster_ids.copy()]

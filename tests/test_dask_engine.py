@@ -326,3 +326,24 @@ def test_ids_with_files_are_refused(client, tmp_path):
     (tmp_path / "a.jsonl").write_text(json.dumps({"text": "a b c"}) + "\n", encoding="utf-8")
     with pytest.raises(InputError, match="id_field"):
         build_dask(str(tmp_path / "a.jsonl"), ids=["x"], client=client)
+
+
+@pytest.mark.parametrize("verify", ["auto", "estimate"])
+def test_fold_guarantee_is_the_same_on_dask(verify, client):
+    """Chained edit walks: the Dask build cuts the components exactly as the local one does."""
+    rng = np.random.default_rng(11)
+    vocab = [f"w{i}" for i in range(400)]
+    texts = []
+    for _ in range(6):
+        doc = list(rng.choice(vocab, 120))
+        for _ in range(12):
+            texts.append(" ".join(doc))
+            doc = list(doc)
+            for j in rng.choice(120, 2, replace=False):
+                doc[j] = str(rng.choice(vocab))
+    cfg = BuildConfig(minhash=MinHashConfig(threshold=0.6, verify=verify))
+    local = local_build(texts, config=cfg)
+    dask = build_dask(texts, config=cfg, client=client, npartitions=3)
+    assert local.cluster_map.build_info["fold"]["components_cut"] > 0, "the walks should chain"
+    assert dask.cluster_ids.tolist() == local.cluster_ids.tolist()
+    assert dask.is_representative.tolist() == local.is_representative.tolist()

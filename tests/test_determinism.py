@@ -130,7 +130,7 @@ GOLDEN_CONFIG = {
     "simhash": {"bands": None, "bits": 256, "families": 1, "pigeonhole": False, "threshold": 0.95, "verify": "exact"},
     "text_simhash": None,
 }
-GOLDEN_ARTIFACT_SHA256 = "ce9461b951fefdf7417bce36e7ff0e7a439c7a4efd2c581df39b9d3f0a2895fc"
+GOLDEN_ARTIFACT_SHA256 = "10a9bff7f38b92c4af7ae70207947c7adc19e8559baefbb8758b99975a591bcc"
 
 
 def golden_artifact_sha256(tmp_dir: Path | None = None) -> str:

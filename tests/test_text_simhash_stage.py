@@ -42,7 +42,8 @@ def test_stage_equals_bruteforce_hamming_graph(max_hamming):
     n = len(texts)
     pairs = [(i, j) for i in range(n) for j in range(i + 1, n) if bin(int(fp[i]) ^ int(fp[j])).count("1") <= max_hamming]
     want = _components(n, pairs)
-    cfg = BuildConfig(minhash=None, exact=False, text_simhash=TextSimHashConfig(max_hamming=max_hamming))
+    cfg = BuildConfig(minhash=None, exact=False, text_simhash=TextSimHashConfig(max_hamming=max_hamming),
+                      clustering="components")
     res = diversify.build(texts, config=cfg)
     assert res.cluster_ids.tolist() == want
     joined = res.cluster_ids != np.arange(n)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 
 import numpy as np
 
-from ..errors import DiversifyError
-from .options import config_from_args, parse_metadata, streams
+from ..clusters import cluster_report, outcome_warnings
+from ..errors import DiversifyError, DiversifyWarning
+from .options import config_from_args, key_fields, parse_metadata, streams
 
 
 def cmd_build(a) -> int:
@@ -20,9 +22,12 @@ def cmd_build(a) -> int:
     if a.engine == "dask":
         res = _build_dask(a, cfg)
     else:
-        texts, ids, keys, vectors = streams(a)
-        res = diversify.build(texts, ids=ids, vectors=vectors, config=cfg, keys=keys,
-                              metadata=parse_metadata(a.metadata), progress=not a.no_progress, chunk_size=a.chunk_size)
+        texts, ids, keys, vectors, sources = streams(a)
+        with warnings.catch_warnings():  # the summary below prints them
+            warnings.simplefilter("ignore", DiversifyWarning)
+            res = diversify.build(texts, ids=ids, vectors=vectors, config=cfg, keys=keys, sources=sources,
+                                  metadata=parse_metadata(a.metadata), progress=not a.no_progress,
+                                  chunk_size=a.chunk_size)
     res.save(a.output)
     dt = time.perf_counter() - t0
     print(res.summary())
@@ -44,7 +49,7 @@ def _build_dask(a, cfg):
     try:
         return diversify.build(a.input, engine="dask", client=client, config=cfg, metadata=parse_metadata(a.metadata),
                                progress=not a.no_progress, text_field=a.text_field, id_field=a.id_field,
-                               key_field=a.key_field, format=a.format)
+                               key_field=key_fields(a), format=a.format)
     finally:
         if client is not None:
             client.close()
@@ -53,8 +58,8 @@ def _build_dask(a, cfg):
 def cmd_add(a) -> int:
     import diversify
 
-    texts, ids, keys, vectors = streams(a)
-    res = diversify.add(a.artifact, texts, ids=ids, vectors=vectors, keys=keys, progress=not a.no_progress,
+    texts, ids, keys, vectors, sources = streams(a)
+    res = diversify.add(a.artifact, texts, ids=ids, vectors=vectors, keys=keys, sources=sources, progress=not a.no_progress,
                         chunk_size=a.chunk_size)
     out = a.output or a.artifact
     res.save(out)
@@ -96,6 +101,8 @@ def cmd_stats(a) -> int:
         "created_at": cm.created_at,
         "library_version": cm.library_version,
         "config": cm.config,
+        "fold": cluster_report(np.asarray(cm.cluster_ids), np.asarray(cm.is_representative, dtype=bool), cm.config,
+                               cm.extras, top=a.top),
         "lsh": cm.build_info.get("lsh", {}),
         "metadata": cm.metadata,
     }
@@ -115,6 +122,7 @@ def cmd_stats(a) -> int:
         if row["size"] < 2:
             break
         print(f"  #{row['cluster_id']:<8} size {row['size']:<6} stages {row['stages']}  e.g. {', '.join(map(str, row['sample_ids']))}")
+    _print_fold(info["fold"], cm.config.get("clustering", "components"))
     for name, p in info["lsh"].items():
         print(f"{name:<16} bands={p.get('bands')} rows={p.get('rows')} recall@threshold={p.get('recall_at_threshold', 0):.3f}")
     mh = cm.config.get("minhash") or {}
@@ -125,6 +133,24 @@ def cmd_stats(a) -> int:
     if cm.metadata:
         print(f"metadata         {cm.metadata}")
     return 0
+
+
+def _print_fold(rep: dict, clustering: str) -> None:
+    print(f"clustering       {clustering}" + ("  (every folded document verified similar to its representative)"
+                                              if clustering == "guaranteed" else "  (transitive components: may chain)"))
+    sim = rep.get("member_similarity")
+    if not rep["similarity_known"]:
+        print("similarity       unknown (built with --no-incremental: no signatures kept)")
+    elif sim:
+        how = "as the fold check verified it" if rep.get("similarity_source") == "verified" else "MinHash estimate"
+        print(f"similarity       folded documents to their representative ({how}): min {sim['min']:.3f}, "
+              f"median {sim['median']:.3f}; {rep.get('members_below_threshold', 0):,} below the threshold "
+              f"{rep['threshold']}")
+    for row in rep["largest"]:
+        if row["suspicious"]:
+            print(f"suspicious       #{row['cluster_id']} (size {row['size']:,}): {'; '.join(row['suspicious'])}")
+    for note in outcome_warnings(rep):
+        print(f"warning          {note}")
 
 
 def cmd_export(a) -> int:

@@ -63,6 +63,8 @@ CONFIG_OPTIONS: tuple[ConfigOption, ...] = (
                                                           "radius", switch=True, switch_value=True),
     ConfigOption(("--simhash-verify",), "simhash.verify", "verify vector candidates by exact cosine or the estimate"),
     ConfigOption(("--representative",), "representative", "which member represents a cluster"),
+    ConfigOption(("--clustering",), "clustering", "guaranteed = every folded document is verified similar to its "
+                                                  "representative; components = transitive connected components"),
     ConfigOption(("--empty",), "empty", "documents with no words: their own cluster, or an error"),
     ConfigOption(("--bucket-window",), "bucket_window", "members compared within a giant LSH bucket; higher -> "
                                                         "more recall in giant buckets, more time"),
@@ -107,6 +109,10 @@ def _dest(opt: ConfigOption) -> str:
 
 def add_config_args(p: argparse.ArgumentParser, *, only: Optional[set] = None) -> None:
     """Add the clustering flags (all, or the fields in ``only``) with defaults from the models."""
+    if only is None:
+        p.add_argument("--source-threshold", action="append", default=None, metavar="NAME=T",
+                       help="Jaccard threshold for documents whose --source-field is NAME (repeat per source; a pair "
+                            "of two sources must meet the stricter; default: none, every source uses --threshold)")
     g = p.add_argument_group("clustering (defaults are BuildConfig()'s: exact stage + MinHash on word 5-shingles at "
                              "Jaccard 0.8, borderline pairs checked exactly)")
     for opt in CONFIG_OPTIONS:
@@ -122,9 +128,27 @@ def add_config_args(p: argparse.ArgumentParser, *, only: Optional[set] = None) -
                        metavar=None if choices else _split(opt.field)[1].upper(), help=f"{opt.help} (default {shown})")
 
 
+def _source_thresholds(items) -> Optional[dict]:
+    if not items:
+        return None
+    out = {}
+    for item in items:
+        name, sep, value = item.rpartition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            out[name] = float(value)
+        except ValueError:
+            raise DiversifyError(f"`--source-threshold` must be NAME=THRESHOLD (e.g. titles=0.9); got {item!r}.") from None
+    return out
+
+
 def given_config_options(a: argparse.Namespace) -> dict[str, Any]:
     """{field: value} of every clustering flag the user gave."""
     out: dict[str, Any] = {}
+    st = _source_thresholds(getattr(a, "source_threshold", None))
+    if st is not None:
+        out["source_thresholds"] = st
     for opt in CONFIG_OPTIONS:
         v = getattr(a, _dest(opt), None)
         if v is not None:
@@ -155,7 +179,11 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=["jsonl", "csv", "parquet", "dir"], default=None, help="input format (default: from the name)")
     p.add_argument("--id-field", default="id", help="record field holding the id (default id)")
     p.add_argument("--text-field", default="text", help="record field holding the text (default text)")
-    p.add_argument("--key-field", default=None, help="numeric field for --representative key (largest wins)")
+    p.add_argument("--key-field", action="append", default=None, metavar="FIELD",
+                   help="numeric field for --representative key (largest wins); repeat for several keys in priority "
+                        "order, e.g. --key-field authority --key-field updated_at (ties: the longest text)")
+    p.add_argument("--source-field", default=None, metavar="FIELD",
+                   help="record field naming each document's source or kind, for --source-threshold NAME=T")
     p.add_argument("--vectors", default=None, help=".npy array (n, dim) of embeddings, aligned with the records")
     p.add_argument("--ids", dest="ids_file", default=None, help="ids file (one per line) for --vectors without text input")
     p.add_argument("--encoding-errors", choices=["strict", "replace"], default="strict", help="non-UTF-8 bytes in text files")
@@ -167,7 +195,7 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
 
 
 def streams(a):
-    """(texts, ids, keys, vectors) for build/add from the CLI input arguments."""
+    """(texts, ids, keys, vectors, sources) for build/add from the CLI input arguments."""
     from ..corpus.readers import read_records, read_vectors
 
     vectors = None
@@ -177,31 +205,38 @@ def streams(a):
     if a.input is None:
         if vectors is None:
             raise DiversifyError("give an INPUT file/directory, or --vectors FILE.npy (with --ids FILE). See --help.")
-        return None, vec_ids, None, vectors
+        return None, vec_ids, None, vectors, None
     if not os.path.exists(a.input):
         raise DiversifyError(f"`input` path {a.input!r} does not exist. Check the path (a file or a directory).")
-    keys: Optional[list] = [] if a.key_field else None
-    records = read_records(a.input, fmt=a.format, id_field=a.id_field, text_field=a.text_field, key_field=a.key_field,
-                           encoding_errors=a.encoding_errors)
-
-    if not getattr(a, "stream", False):
-        # texts in memory: verify="auto" can re-read borderline documents for an exact check
-        recs = list(records)
-        texts = [r[1] for r in recs]
-        ids = [r[0] for r in recs]
-        if keys is not None:
-            keys.extend(r[2] for r in recs)
-        del recs
-        return texts, ids, keys, vectors
+    nk = len(a.key_field or [])
+    source = getattr(a, "source_field", None)
+    fields = list(a.key_field or []) + ([source] if source else [])
+    keys: Optional[list] = [] if nk else None
+    sources: Optional[list] = [] if source else None
+    records = read_records(a.input, fmt=a.format, id_field=a.id_field, text_field=a.text_field,
+                           key_field=fields or None, encoding_errors=a.encoding_errors)
 
     def tap(recs):
         for r in recs:
             if keys is not None:
-                keys.append(r[2])
+                keys.append(r[2][0] if nk == 1 else r[2][:nk])
+            if sources is not None:
+                sources.append(r[2][nk])
             yield r
 
+    if not getattr(a, "stream", False):
+        # texts in memory: verify="auto" can re-read borderline documents for an exact check
+        recs = list(tap(records))
+        return [r[1] for r in recs], [r[0] for r in recs], keys, vectors, sources
     r1, r2 = itertools.tee(tap(records))
-    return (r[1] for r in r1), (r[0] for r in r2), keys, vectors
+    return (r[1] for r in r1), (r[0] for r in r2), keys, vectors, sources
+
+
+def key_fields(a: argparse.Namespace):
+    """--key-field as the readers take it: None, one field name, or a list of names in priority order."""
+    if not a.key_field:
+        return None
+    return a.key_field[0] if len(a.key_field) == 1 else list(a.key_field)
 
 
 def parse_metadata(items: Sequence[str]) -> dict:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Optional
 
 import numpy as np
 
@@ -33,32 +34,53 @@ def _labels_to_bool(values, positive_min):
     return np.array(out, dtype=bool)
 
 
-def _cluster_ids_for(a):
-    """(lookup function) from an artifact, or from building --corpus with the config options."""
+def _cluster_map_for(a):
+    """(cluster map, {id: text} or None): the artifact, or a build of --corpus with the config options."""
     import diversify
 
-    if a.artifact:
-        cm = diversify.load(a.artifact)
-        return cm.lookup
-    if not a.corpus:
-        raise DiversifyError("`eval` needs an ARTIFACT or --corpus FILE to build from. See --help.")
     from ..corpus.readers import read_records
 
-    recs = list(read_records(a.corpus, id_field=a.id_field, text_field=a.text_field))
-    res = diversify.build([r[1] for r in recs], ids=[r[0] for r in recs], config=config_from_args(a))
-    return res.cluster_map.lookup
+    texts = None
+    if a.corpus:
+        texts = {r[0]: r[1] for r in read_records(a.corpus, id_field=a.id_field, text_field=a.text_field)}
+    if a.artifact:
+        return diversify.load(a.artifact), texts
+    if texts is None:
+        raise DiversifyError("`eval` needs an ARTIFACT or --corpus FILE to build from. See --help.")
+    res = diversify.build(list(texts.values()), ids=list(texts), config=config_from_args(a))
+    return res.cluster_map, texts
+
+
+def fold_fidelity(cm, texts: dict) -> dict:
+    """Share of folded documents whose exact Jaccard to their representative is >= the threshold."""
+    from ..config import TextConfig
+    from ..evaluate import jaccard_pairs
+
+    ids = cm.ids.tolist() if isinstance(cm.ids, np.ndarray) else list(cm.ids)
+    cids = np.asarray(cm.cluster_ids)
+    rep = np.asarray(cm.is_representative, dtype=bool)
+    rep_of = dict(zip(cids[rep].tolist(), np.flatnonzero(rep).tolist()))
+    members = [i for i in np.flatnonzero(~rep).tolist() if ids[i] in texts and ids[rep_of[int(cids[i])]] in texts]
+    t = (cm.config.get("minhash") or {}).get("threshold")
+    if not members or t is None:
+        return {"folded_checked": len(members)}
+    tc = TextConfig(**cm.config.get("text", {}))
+    sims = jaccard_pairs([texts[ids[rep_of[int(cids[i])]]] for i in members], [texts[ids[i]] for i in members], tc)
+    return {"folded_checked": len(members), "fold_fidelity": float((sims >= t - 1e-12).mean()),
+            "fold_min_similarity": float(sims.min()), "threshold": t}
 
 
 def cmd_eval(a) -> int:
     from ..corpus.readers import column, read_table
     from ..evaluate import clustering_metrics, pair_metrics
 
-    lookup = _cluster_ids_for(a)
+    cm, texts = _cluster_map_for(a)
+    lookup = cm.lookup
     if bool(a.pairs) == bool(a.labels):
         raise DiversifyError("`eval` needs exactly one of --pairs FILE (id_a, id_b, label) or --labels FILE (id, label).")
     report: dict = {}
     if a.pairs:
-        rows = read_table(a.pairs, _columns(a))
+        rows = read_table(a.pairs, _columns(a), delimiter=_delimiter(a))
         ida, idb = column(rows, a.id_a, a.pairs), column(rows, a.id_b, a.pairs)
         gold = _labels_to_bool(column(rows, a.label, a.pairs), a.positive_min)
         ca, cb = lookup(_coerce_ids(ida)), lookup(_coerce_ids(idb))
@@ -66,7 +88,7 @@ def cmd_eval(a) -> int:
         m = pair_metrics((ca == cb)[known], gold[known])
         report = {"mode": "pairs", "pairs": len(rows), "unknown_pairs": int((~known).sum()), **m.as_dict()}
     else:
-        rows = read_table(a.labels, _columns(a))
+        rows = read_table(a.labels, _columns(a), delimiter=_delimiter(a))
         ids = _coerce_ids(column(rows, a.id_field, a.labels))
         gold = column(rows, a.label, a.labels)
         pred = lookup(ids)
@@ -74,6 +96,8 @@ def cmd_eval(a) -> int:
         gold_arr = np.array([str(g) for g in gold], dtype=object)[known]
         clusters = clustering_metrics(gold_arr, pred[known])
         report = {"mode": "clusters", "unknown_ids": int((~known).sum()), **clusters}
+    if texts is not None:
+        report.update(fold_fidelity(cm, texts))
     if a.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -86,6 +110,9 @@ def cmd_eval(a) -> int:
     if "ari" in report:
         print(f"ari          {report['ari']:.4f}")
     print(f"confusion    tp={report['tp']:,} fp={report['fp']:,} fn={report['fn']:,} tn={report['tn']:,}")
+    if "fold_fidelity" in report:
+        print(f"fold fidelity {report['fold_fidelity']:.4f} of {report['folded_checked']:,} folded documents are exact "
+              f">= {report['threshold']} similar to their representative (min {report['fold_min_similarity']:.3f})")
     return 0
 
 
@@ -100,52 +127,122 @@ def _coerce_ids(values):
     return [str(v) for v in values]
 
 
-def cmd_tune(a) -> int:
-    from ..corpus.readers import column, read_records, read_table
-    from ..evaluate import best_threshold, jaccard_pairs, pr_curve
-    from ..linking.bands import optimal_params
+def _tune_scores(a, rows) -> tuple[np.ndarray, str, Optional[list]]:
+    """(similarity per labeled pair, what it is, corpus texts or None) for `tune`."""
+    from ..corpus.readers import column, read_records, read_vectors
+    from ..evaluate import cosine_pairs, jaccard_pairs
 
-    rows = read_table(a.pairs, _columns(a))
-    gold = _labels_to_bool(column(rows, a.label, a.pairs), a.positive_min)
+    cfg = config_from_args(a)
+    texts = None
     if a.corpus:
-        texts = {str(r[0]): r[1] for r in read_records(a.corpus, id_field=a.id_field, text_field=a.text_field)}
+        recs = list(read_records(a.corpus, id_field=a.id_field, text_field=a.text_field))
+        pos = {str(r[0]): i for i, r in enumerate(recs)}
+        texts = [r[1] for r in recs]
         try:
-            ta = [texts[str(x)] for x in column(rows, a.id_a, a.pairs)]
-            tb = [texts[str(x)] for x in column(rows, a.id_b, a.pairs)]
+            ia = [pos[str(x)] for x in column(rows, a.id_a, a.pairs)]
+            ib = [pos[str(x)] for x in column(rows, a.id_b, a.pairs)]
         except KeyError as exc:
             raise DiversifyError(f"pair id {exc.args[0]!r} is not in --corpus {a.corpus}.") from None
+    if a.vectors:
+        if not a.corpus:
+            raise DiversifyError("`--vectors` needs --corpus: the vectors' rows align with its records (ids).")
+        vecs, _ = read_vectors(a.vectors)
+        assert texts is not None
+        if len(vecs) != len(texts):
+            raise DiversifyError(f"`--vectors` must have one row per --corpus record ({len(texts)}); "
+                                 f"got {len(vecs)} rows.")
+        return cosine_pairs(vecs[ia], vecs[ib]), "cosine of the vectors", texts
+    if texts is not None:
+        ta, tb = [texts[i] for i in ia], [texts[i] for i in ib]
     else:
         ta = [str(x or "") for x in column(rows, a.text_a, a.pairs)]
         tb = [str(x or "") for x in column(rows, a.text_b, a.pairs)]
+    what = f"exact Jaccard of {cfg.text.shingle} {cfg.text.k}-shingles"
+    return jaccard_pairs(ta, tb, cfg.text), what, texts
+
+
+def _folded_share_at(a, texts: list, threshold: float) -> float:
+    """Share of the corpus a build at ``threshold`` would fold (text, the other flags as given)."""
+    import diversify
+
     cfg = config_from_args(a)
-    tc = cfg.text
+    assert cfg.minhash is not None
+    cfg = cfg.model_copy(update={"minhash": cfg.minhash.model_copy(update={"threshold": threshold})})
+    res = diversify.build(texts, config=cfg)
+    return res.n_duplicates / max(1, res.n_docs)
+
+
+def cmd_tune(a) -> int:
+    import sys
+    import warnings
+
+    from ..corpus.readers import column, read_table
+    from ..errors import DiversifyWarning
+    from ..evaluate import best_threshold, check_labels, pr_curve
+    from ..linking.bands import optimal_params
+
+    rows = read_table(a.pairs, _columns(a), delimiter=_delimiter(a))
+    gold = _labels_to_bool(column(rows, a.label, a.pairs), a.positive_min)
+    notes = check_labels(gold)
+    scores, what, texts = _tune_scores(a, rows)
+    cfg = config_from_args(a)
     assert cfg.minhash is not None  # the tune command has no --no-minhash flag
-    a.shingle, a.k, a.num_perm = tc.shingle, tc.k, cfg.minhash.num_perm
-    scores = jaccard_pairs(ta, tb, tc)
     curve = pr_curve(scores, gold)
     best = best_threshold(curve)
-    lsh = optimal_params(round(best["threshold"], 2), a.num_perm, 0.05, 0.95)
-    out = {"pairs": len(rows), "positives": int(gold.sum()), "shingle": a.shingle, "k": a.k, "best": best,
-           "lsh": {"num_perm": a.num_perm, **lsh.as_dict()}, "curve": curve}
+    t = round(best["threshold"], 2)
+    lsh = optimal_params(t, cfg.minhash.num_perm, 0.05, 0.95)
+    out = {"pairs": len(rows), "positives": int(gold.sum()), "similarity": what, "best": best,
+           "lsh": {"num_perm": cfg.minhash.num_perm, **lsh.as_dict()}, "curve": curve}
+    if texts is not None and not a.vectors:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DiversifyWarning)
+            share = _folded_share_at(a, texts, t)
+        out["corpus_folded_share"] = share
+        if share > 0.5:
+            notes.append(f"a build of --corpus at threshold {t:.2f} folds {share:.0%} of its documents: most of the "
+                         "corpus would be hidden; check the labels or choose a higher threshold")
+    if best["plateau"][0] != best["plateau"][1]:
+        notes.append(f"F1 is flat at {best['f1']:.4f} from {best['plateau'][0]:.2f} to {best['plateau'][1]:.2f}: "
+                     f"the labels do not pin the threshold down; {t:.2f} is the middle")
+    out["warnings"] = notes
     if a.plot:
         _plot_pr(curve, best, a.plot)
         out["plot"] = a.plot
     if a.json:
         print(json.dumps(out, indent=2))
         return 0
-    print(f"{len(rows):,} labeled pairs ({out['positives']:,} positive); similarity: exact Jaccard of {a.shingle} {a.k}-shingles")
+    _print_tune(out, curve, best, lsh, a, cfg)
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
+    return 0
+
+
+def _print_tune(out, curve, best, lsh, a, cfg) -> None:
+    print(f"{out['pairs']:,} labeled pairs ({out['positives']:,} positive); similarity: {out['similarity']}")
     print("threshold  precision  recall     f1")
     for r in curve:
-        if abs(r["threshold"] * 20 - round(r["threshold"] * 20)) < 1e-9 or r is best:
-            mark = "  <- best F1" if r is best else ""
+        if abs(r["threshold"] * 20 - round(r["threshold"] * 20)) < 1e-9 or r["threshold"] == best["threshold"]:
+            mark = "  <- best F1" if r["threshold"] == best["threshold"] else ""
             print(f"{r['threshold']:>9.2f}  {r['precision']:>9.4f}  {r['recall']:>6.4f}  {r['f1']:.4f}{mark}")
-    print(f"best threshold {best['threshold']:.2f}: precision {best['precision']:.4f}, recall {best['recall']:.4f}, F1 {best['f1']:.4f}")
-    print(f"implies LSH bands={lsh.bands} rows={lsh.rows} for num_perm={a.num_perm} "
+    print(f"best threshold {best['threshold']:.2f}: precision {best['precision']:.4f}, recall {best['recall']:.4f}, "
+          f"F1 {best['f1']:.4f}")
+    if "corpus_folded_share" in out:
+        print(f"a build of --corpus at {best['threshold']:.2f} folds {out['corpus_folded_share']:.1%} of its documents")
+    if a.vectors:
+        print(f"build with: diversify build INPUT -o OUT --vectors {a.vectors} --simhash-threshold "
+              f"{best['threshold']:.2f}")
+        return
+    print(f"implies LSH bands={lsh.bands} rows={lsh.rows} for num_perm={cfg.minhash.num_perm} "
           f"(candidate probability at the threshold {lsh.recall_at_threshold:.3f})")
-    print(f"build with: diversify build INPUT -o OUT --shingle {a.shingle} -k {a.k} --threshold {best['threshold']:.2f}")
+    print(f"build with: diversify build INPUT -o OUT --shingle {cfg.text.shingle} -k {cfg.text.k} "
+          f"--threshold {best['threshold']:.2f}")
     if a.plot:
         print(f"wrote {a.plot}")
-    return 0
+
+
+def _delimiter(a):
+    d = getattr(a, "delimiter", None)
+    return "\t" if d in ("\\t", "tab", "TAB") else d
 
 
 def _plot_pr(curve, best, path):

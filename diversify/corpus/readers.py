@@ -42,8 +42,11 @@ def _missing_field(field: str, which: str, where: str, have) -> InputError:
 
 
 def read_records(path: str, *, fmt: Optional[str] = None, id_field: str = "id", text_field: str = "text",
-                 key_field: Optional[str] = None, encoding_errors: str = "strict") -> Iterator[tuple]:
-    """Yield (id, text, key) per record. ``id`` may be absent (then the record number is used)."""
+                 key_field: Optional[str | Sequence[str]] = None, encoding_errors: str = "strict") -> Iterator[tuple]:
+    """Yield (id, text, key) per record. ``id`` may be absent (then the record number is used).
+
+    ``key_field`` names one field (key = its value) or several (key = a tuple of their values).
+    """
     if not os.path.exists(path):
         raise InputError(f"`input` path {path!r} does not exist. Check the path.")
     fmt = fmt or detect_format(path)
@@ -59,6 +62,15 @@ def read_records(path: str, *, fmt: Optional[str] = None, id_field: str = "id", 
         raise InputError(f"`--format` must be one of {FORMATS}; got {fmt!r}.")
 
 
+def _key_of(get, key_field):
+    """The record's key: None, one value, or a tuple of values for several key fields (in order)."""
+    if not key_field:
+        return None
+    if isinstance(key_field, str):
+        return get(key_field)
+    return tuple(get(f) for f in key_field)
+
+
 def _read_jsonl(path, id_field, text_field, key_field):
     for lineno, rec in _jsonl_dicts(path):
         if text_field not in rec:
@@ -66,7 +78,7 @@ def _read_jsonl(path, id_field, text_field, key_field):
         text = rec[text_field]
         if not isinstance(text, str):
             raise InputError(f"{path}:{lineno}: field {text_field!r} must be a string; got {type(text).__name__}.")
-        yield rec.get(id_field, lineno - 1), text, (rec.get(key_field) if key_field else None)
+        yield rec.get(id_field, lineno - 1), text, _key_of(rec.get, key_field)
 
 
 def _read_csv(path, id_field, text_field, key_field):
@@ -79,7 +91,7 @@ def _read_csv(path, id_field, text_field, key_field):
                 raise _missing_field(text_field, "text", path, reader.fieldnames or [])
             has_id = id_field in reader.fieldnames
             for rowno, row in enumerate(reader):
-                key = float(row[key_field]) if key_field else None
+                key = _key_of(row.get, key_field)
                 yield (row[id_field] if has_id else rowno), row[text_field] or "", key
         except UnicodeDecodeError as exc:
             raise InputError(f"{path}: not valid UTF-8 ({exc}). Re-encode the file as UTF-8.") from None
@@ -91,15 +103,15 @@ def _read_parquet(path, id_field, text_field, key_field):
     names = pf.schema_arrow.names
     if text_field not in names:
         raise _missing_field(text_field, "text", path, names)
-    cols = [c for c in (id_field, text_field, key_field) if c and c in names]
+    key_fields = [key_field] if isinstance(key_field, str) else list(key_field or [])
+    cols = [c for c in (id_field, text_field, *key_fields) if c and c in names]
     row = 0
     for batch in pf.iter_batches(columns=cols, batch_size=65536):
         d = batch.to_pydict()
         texts = d[text_field]
         ids = d.get(id_field) or list(range(row, row + len(texts)))
-        keys = d.get(key_field) if key_field else [None] * len(texts)
         for i, t in enumerate(texts):
-            yield ids[i], t if t is not None else "", keys[i]
+            yield ids[i], t if t is not None else "", _key_of(lambda f: d.get(f, [None] * len(texts))[i], key_field)
         row += len(texts)
 
 
@@ -133,11 +145,12 @@ def read_vectors(path: str, ids_path: Optional[str] = None):
     return vecs, ids
 
 
-def read_table(path: str, columns: Optional[Sequence[str]] = None) -> list[dict]:
+def read_table(path: str, columns: Optional[Sequence[str]] = None, delimiter: Optional[str] = None) -> list[dict]:
     """All records of a small JSONL / CSV / TSV file as dicts (for labels and labeled pairs).
 
     TSV is read without quote processing (as MRPC and STS-B need); a UTF-8 BOM is ignored.
-    ``columns`` names the columns of a CSV/TSV file that has no header row.
+    ``columns`` names the columns of a CSV/TSV file that has no header row; ``delimiter`` overrides
+    the one implied by the extension (``,`` for .csv, a tab for .tsv).
     """
     if not os.path.exists(path):
         raise InputError(f"file {path!r} does not exist. Check the path.")
@@ -148,8 +161,11 @@ def read_table(path: str, columns: Optional[Sequence[str]] = None) -> list[dict]
         raise InputError(f"labels/pairs must be JSONL, CSV or TSV; got {path!r}.")
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
     tsv = path.lower().endswith(".tsv")
+    if delimiter is not None and len(delimiter) != 1:
+        raise InputError(f"`--delimiter` must be one character (e.g. ',' or '\\t'); got {delimiter!r}.")
     with open(path, newline="", encoding="utf-8-sig") as f:
-        reader = csv.DictReader(f, fieldnames=list(columns) if columns else None, delimiter="\t" if tsv else ",",
+        reader = csv.DictReader(f, fieldnames=list(columns) if columns else None,
+                                delimiter=delimiter or ("\t" if tsv else ","),
                                 quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL)
         return list(reader)
 

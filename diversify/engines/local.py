@@ -8,18 +8,31 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
+import warnings
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, TypedDict, Union
 
 import numpy as np
 from typing_extensions import NotRequired  # typing.NotRequired is 3.11+; pydantic brings typing_extensions
 
-from ..clusters import check_keys, component_roots, representatives, stable_labels, union_pairs
+from ..clusters import (
+    check_keys,
+    cluster_report,
+    component_roots,
+    follow_alias,
+    guaranteed_clusters,
+    outcome_warnings,
+    priority_rank,
+    representatives,
+    stable_labels,
+    union_pairs,
+)
 from ..config import BuildConfig, fingerprint
-from ..errors import ConfigError, IncompatibleArtifactError, InputError
+from ..errors import ConfigError, DiversifyWarning, IncompatibleArtifactError, InputError
 from ..hashing import HASH_SCHEME
 from ..ids import check_ids, normalize_ids
 from ..linking.link import LinkStats, link
@@ -30,6 +43,8 @@ if TYPE_CHECKING:
     from ..artifact import ClusterMap
 
 __all__ = ["build", "add", "BuildResult", "BuildStats"]
+
+log = logging.getLogger("diversify")
 
 
 class BuildStats(TypedDict):
@@ -61,6 +76,10 @@ class BuildResult:
     doc_stages: np.ndarray  # uint8 (n,) stage bits (diversify.stages)
     timings: dict[str, float]
     stats: BuildStats
+    #: what the clusters are: folded share, member-to-representative similarity, largest clusters
+    #: (see diversify.clusters.report); warnings about the outcome
+    report: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
 
     @property
     def n_docs(self) -> int:
@@ -101,6 +120,12 @@ class BuildResult:
             x = self.stats.get("exact_checks", {}).get(name)
             extra = f" (borderline checked exactly: {x:,})" if x else ""
             lines.append(f"{name:<16} candidates={c:,} verified={v:,} merged={m:,}{extra}")
+        sim = self.report.get("member_similarity")
+        if sim:
+            lines.append(f"folded members   similarity to their representative: min {sim['min']:.3f}, "
+                         f"median {sim['median']:.3f} ({self.report.get('similarity_source', 'estimated')})")
+        for note in self.warnings:
+            lines.append(f"warning          {note}")
         total = sum(self.timings.values())
         lines.append("time             " + ", ".join(f"{k} {v:.2f}s" for k, v in self.timings.items()) + f" (total {total:.2f}s)")
         return "\n".join(lines)
@@ -123,6 +148,7 @@ def build(
     vectors: Any = None,
     config: Union[BuildConfig, Mapping, None] = None,
     keys: Any = None,
+    sources: Any = None,
     metadata: Optional[Mapping] = None,
     progress: bool = False,
     chunk_size: int = 16384,
@@ -143,8 +169,11 @@ def build(
         Embeddings; enables the SimHash stage (cosine similarity).
     config : BuildConfig or dict, optional
         Stages and thresholds. ``BuildConfig()`` runs the exact stage and MinHash at Jaccard 0.8.
-    keys : array (n,), optional
-        Numbers for ``representative="key"`` (largest wins, e.g. a timestamp for "newest").
+    keys : array (n,) or (n, m), optional
+        Numbers for ``representative="key"`` (largest wins, e.g. a timestamp for "newest"); with m
+        columns, compared in order (e.g. authority, then updated_at), ties to the longest text.
+    sources : sequence of str (n,), optional
+        Each document's source or kind, for ``BuildConfig(source_thresholds={...})``.
     metadata : dict, optional
         Stored in the artifact, e.g. ``{"embedding_model": "all-MiniLM-L6-v2"}``.
     progress : bool
@@ -190,13 +219,47 @@ def build(
         raise ConfigError(f"`chunk_size` must be a positive int; got {chunk_size!r}. The default 16384 suits most corpora.")
     timings: dict = {}
     sk = _sketch(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings)
+    sk.doc_threshold = doc_thresholds(cfg, sources, sk.n)
     if sk.n == 0:
         raise InputError("the corpus is empty: `texts`/`vectors` held no documents. Pass at least one document.")
     parent = np.arange(sk.n, dtype=np.int64)
     flags = np.zeros(sk.n, dtype=np.uint8)
-    stats = link(sk, cfg, parent, flags, timings=timings)
+    stats = link(sk, linking_config(cfg), parent, flags, timings=timings)
     return finish(sk, cfg, parent, flags, stats, timings, aliases=np.zeros((0, 2), np.int64),
                   raw_cluster=None, metadata=metadata, created_at=created_at)
+
+
+def doc_thresholds(cfg: BuildConfig, sources, n: int) -> Optional[np.ndarray]:
+    """Each document's Jaccard threshold from its source, float64 (n,); None without source thresholds."""
+    if sources is None:
+        if cfg.source_thresholds is not None:
+            raise ConfigError("`source_thresholds` needs `sources` (one source name per document).")
+        return None
+    if cfg.source_thresholds is None:
+        raise ConfigError("`sources` were given but the config has no `source_thresholds`; set "
+                          "BuildConfig(source_thresholds={'name': 0.9, ...}) or drop `sources`.")
+    if isinstance(sources, str):
+        raise InputError("`sources` must be one source name per document, not one str.")
+    given = [s if isinstance(s, str) else None for s in sources]
+    if len(given) != n or any(s is None for s in given):
+        bad = next((i for i, s in enumerate(given) if s is None), None)
+        raise InputError(f"`sources` must hold one str per document ({n}); got {len(given)} items"
+                         + (f", item {bad} is not a str" if bad is not None else "") + ".")
+    assert cfg.minhash is not None
+    default = cfg.minhash.threshold
+    table = cfg.source_thresholds
+    names = [str(s) for s in given]
+    return np.array([table.get(s, default) for s in names], dtype=np.float64)
+
+
+def linking_config(cfg: BuildConfig) -> BuildConfig:
+    """The config the edge stages run with: with source thresholds, MinHash at the lowest of them
+    (the fold check then applies each pair's own, stricter, threshold)."""
+    if cfg.source_thresholds is None or cfg.minhash is None:
+        return cfg
+    low = min(cfg.minhash.threshold, *cfg.source_thresholds.values())
+    return cfg.model_copy(update={"minhash": cfg.minhash.model_copy(update={"threshold": low}),
+                                  "source_thresholds": None})
 
 
 def _sketch(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool, chunk_size: int, timings: dict,
@@ -244,21 +307,29 @@ def _sketch(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool, chun
 
 
 def finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray, stats: LinkStats, timings: dict,
-           *, aliases: np.ndarray, raw_cluster: Optional[np.ndarray], metadata, created_at) -> BuildResult:
+           *, aliases: np.ndarray, raw_cluster: Optional[np.ndarray], metadata, created_at,
+           old_reps: Optional[np.ndarray] = None) -> BuildResult:
     from ..artifact import ClusterMap
 
     t0 = time.perf_counter()
     root = component_roots(parent)
-    if raw_cluster is None:
-        cluster_ids = root
-        stored = root
+    fold: dict = {}
+    fold_sim: Optional[np.ndarray] = None
+    if cfg.clustering == "components":
+        if raw_cluster is None:
+            cluster_ids = stored = root
+        else:
+            cluster_ids, stored, aliases = stable_labels(root, raw_cluster, aliases)
+        rep = representatives(cluster_ids, cfg.representative, sk.lengths, sk.keys)
     else:
-        cluster_ids, stored, aliases = stable_labels(root, raw_cluster, aliases)
-    rep = representatives(cluster_ids, cfg.representative, sk.lengths, sk.keys)
+        cluster_ids, rep, flags, fold, fold_sim = _guaranteed(root, sk, cfg, flags, raw_cluster, aliases, old_reps)
+        stored = cluster_ids
     timings["cluster"] = time.perf_counter() - t0
     extras: dict = {}
     if cfg.incremental:
         extras = _extras(sk)
+    if fold_sim is not None:  # what the fold check verified, for `stats` and `eval`
+        extras["fold_similarity"] = fold_sim
     if aliases.size:
         extras["aliases"] = aliases
     n_clusters = int(np.unique(cluster_ids).size)
@@ -274,6 +345,8 @@ def finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray
         "exact_checks": stats.exact_checks,
         "stages": {str(k): v for k, v in STAGE_NAMES.items()},
     }
+    if fold:
+        build_info["fold"] = fold
     cmap = ClusterMap.from_arrays(
         sk.ids,
         stored,
@@ -291,8 +364,46 @@ def finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray
     )
     stats_dict: BuildStats = {"candidates": stats.candidates, "verified": stats.verified, "merged": stats.merged, "lsh": stats.lsh,
                   "exact_checks": stats.exact_checks}
+    config_json = cfg.model_dump(mode="json")
+    report = cluster_report(cluster_ids, rep, config_json, {**_extras(sk), **extras})
+    notes = outcome_warnings(report)
+    _log_build(cfg, config_json, build_info, report, fingerprint(cfg))
+    for note in notes:
+        warnings.warn(note, DiversifyWarning, stacklevel=3)
     return BuildResult(cluster_map=cmap, cluster_ids=cluster_ids, is_representative=rep, doc_stages=flags,
-                       timings=timings, stats=stats_dict)
+                       timings=timings, stats=stats_dict, report=report, warnings=notes)
+
+
+def _log_build(cfg: BuildConfig, config: dict, build_info: dict, report: dict, fp: str) -> None:
+    """One INFO record per build with what a production log needs; DEBUG with the config."""
+    sim = report.get("member_similarity") or {}
+    log.info("built %d documents into %d clusters (%d folded, %.1f%%); candidates %s, merged %s; largest cluster "
+             "%.2f%% of the corpus; member similarity to representative min %s median %s; clustering=%s seed=%d "
+             "fingerprint=%s", report["documents"], report["clusters"], report["folded"],
+             100 * report["folded_share"], build_info["candidates"], build_info["merged"],
+             100 * report["largest_share"], f"{sim['min']:.3f}" if sim else "n/a",
+             f"{sim['median']:.3f}" if sim else "n/a", cfg.clustering, cfg.seed, fp)
+    log.debug("config %s", config)
+
+
+def _guaranteed(root, sk: Sketches, cfg: BuildConfig, flags: np.ndarray, raw_cluster, aliases, old_reps):
+    """Labels, representatives and stage bits under the fold guarantee (see diversify.clusters.guarantee)."""
+    rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
+    old_sim = sk.fold_similarity
+    if raw_cluster is None:
+        labels, rep, bits, fstats = guaranteed_clusters(root, sk, cfg, rank)
+    else:
+        amap = {int(a): int(b) for a, b in aliases}
+        old = np.array([follow_alias(amap, int(c)) for c in raw_cluster], dtype=np.int64)
+        n_old = old.size
+        labels, rep, bits, fstats = guaranteed_clusters(root, sk, cfg, rank, n_old=n_old, old_labels=old,
+                                                       old_reps=old_reps, old_flags=flags[:n_old])
+    sim = fstats.similarity.astype(np.float32)
+    if old_sim is not None:  # add: old documents keep what their build verified
+        keep = np.isnan(sim[: old_sim.size])
+        sim[: old_sim.size][keep] = old_sim[keep]
+    sim[rep] = 1.0
+    return labels, rep, bits, fstats.as_dict(), sim
 
 
 def _extras(sk: Sketches) -> dict:
@@ -313,6 +424,8 @@ def _extras(sk: Sketches) -> dict:
         ex["text_simhash"] = sk.text_simhash
     if sk.keys is not None:
         ex["rep_keys"] = sk.keys
+    if sk.doc_threshold is not None:
+        ex["doc_threshold"] = sk.doc_threshold
     return ex
 
 
@@ -324,6 +437,7 @@ def add(
     vectors: Any = None,
     config: Union[BuildConfig, Mapping, None] = None,
     keys: Any = None,
+    sources: Any = None,
     progress: bool = False,
     chunk_size: int = 16384,
     created_at: Optional[str] = None,
@@ -406,6 +520,12 @@ def add(
         sk.vectors = np.concatenate([np.asarray(ex["vectors"]), new.vectors.astype(np.asarray(ex["vectors"]).dtype)])
     if cfg.representative == "key":
         sk.keys = np.concatenate([np.asarray(ex["rep_keys"]), new.keys])
+    if "fold_similarity" in ex:
+        sk.fold_similarity = np.concatenate([np.asarray(ex["fold_similarity"], dtype=np.float32),
+                                             np.full(new.n, np.nan, np.float32)])
+    new_thr = doc_thresholds(cfg, sources, new.n)
+    if new_thr is not None:
+        sk.doc_threshold = np.concatenate([np.asarray(ex["doc_threshold"], dtype=np.float64), new_thr])
     # stored ids of old documents become their resolved ids (lookups are unchanged); the alias
     # table is kept so that ids written elsewhere (e.g. into a store's payload) still resolve
     raw_old = np.asarray(cmap.cluster_ids, dtype=np.int64)
@@ -413,9 +533,10 @@ def add(
     parent = np.arange(sk.n, dtype=np.int64)
     union_pairs(parent, np.stack([np.arange(n_old, dtype=np.int64), raw_old], axis=1))
     flags = np.concatenate([np.asarray(cmap.doc_stages, np.uint8), np.zeros(new.n, np.uint8)])
-    stats = link(sk, cfg, parent, flags, new_start=n_old, timings=timings)
+    stats = link(sk, linking_config(cfg), parent, flags, new_start=n_old, timings=timings)
     return finish(sk, cfg, parent, flags, stats, timings, aliases=old_aliases, raw_cluster=raw_old,
-                  metadata=cmap.metadata, created_at=created_at)
+                  metadata=cmap.metadata, created_at=created_at,
+                  old_reps=np.asarray(cmap.is_representative, dtype=bool))
 
 
 def _concat_csr_pair(p1, h1, p2, h2):

@@ -41,7 +41,9 @@ class Sketches:
     simhash: Optional[np.ndarray] = None  # uint64 (n, W)
     text_simhash: Optional[np.ndarray] = None  # uint64 (n,) Charikar fingerprints of the texts
     vectors: Optional[np.ndarray] = None  # float32/64 (n, d), L2-normalized
-    keys: Optional[np.ndarray] = None  # float64 (n,) representative keys
+    keys: Optional[np.ndarray] = None  # float64 (n,) or (n, m) representative keys
+    doc_threshold: Optional[np.ndarray] = None  # float64 (n,) Jaccard threshold of each document's source
+    fold_similarity: Optional[np.ndarray] = None  # float32 (n,) of an artifact `add` extends (see clusters)
     has_text: bool = True  # False for a vectors-only build
     texts: Optional[Sequence] = None  # random-access texts of documents text_offset.. (for verify="auto")
     text_offset: int = 0

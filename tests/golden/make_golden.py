@@ -67,6 +67,14 @@ def cases(tmp: Path, *, with_dask: bool = True) -> dict:
         text=TextConfig(shingle="char", k=4), minhash=MinHashConfig(method="classic", threshold=0.6, num_perm=64))))
     save("text_simhash_stage", diversify.build(texts, ids=ids, created_at=CREATED_AT,
                                                config={"text_simhash": {"max_hamming": 3}}))
+    save("text_components", diversify.build(texts, ids=ids, created_at=CREATED_AT,
+                                            config=BuildConfig(clustering="components")))
+    sources = ["a" if i % 3 else "b" for i in range(len(texts))]
+    save("text_source_thresholds", diversify.build(texts, ids=ids, sources=sources, created_at=CREATED_AT,
+                                                   config=BuildConfig(source_thresholds={"a": 0.7, "b": 0.9})))
+    keys2 = np.stack([np.arange(len(texts)) % 4, np.arange(len(texts))[::-1]], axis=1).astype(np.float64)
+    save("text_composite_keys", diversify.build(texts, ids=ids, keys=keys2, created_at=CREATED_AT,
+                                                config=BuildConfig(representative="key")))
     keys = np.arange(len(texts), dtype=np.float64)[::-1].copy()
     save("text_key_rep", diversify.build(texts, ids=ids, keys=keys, created_at=CREATED_AT,
                                          config=BuildConfig(representative="key"), metadata={"source": "golden"}))

@@ -94,7 +94,7 @@ def _resolve_config(config) -> BuildConfig:
     if cfg.minhash is not None and cfg.minhash.verify == "exact":
         raise ConfigError(
             "`minhash.verify='exact'` is not supported by the Dask engine (the shingle sets would have to travel "
-            "with every band row); got verify='exact'. Use verify='estimate' (the default) with engine='dask', "
+            "with every band row); got verify='exact'. Use verify='auto' (the default) or 'estimate' with engine='dask', "
             "or engine='local'."
         )
     if cfg.minhash is None and not cfg.exact:

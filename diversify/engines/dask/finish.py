@@ -5,6 +5,7 @@ flags, extras, the ClusterMap)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -78,6 +79,43 @@ def _sketches_of(run: Run, cols: _Columns, with_minhash: bool) -> Sketches:
     return sk
 
 
+class _TextsAt(Sequence):
+    """The texts of some documents, indexed by global document index (what the fold check reads)."""
+
+    def __init__(self, texts: dict):
+        self._texts = texts
+
+    def __getitem__(self, i):
+        return self._texts[int(i)]
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+
+def _take_texts(part, local: np.ndarray) -> list:
+    return [part.texts[int(i)] for i in local]
+
+
+def _texts_in_components(run: Run, components: np.ndarray) -> _TextsAt:
+    """Texts of the documents in components of two or more: the only ones the fold check compares
+    (exactly, under verify="auto"), fetched from the input partitions that hold them."""
+    from dask import delayed
+
+    need = np.flatnonzero(np.bincount(components, minlength=run.n)[components] > 1)
+    jobs = []
+    for p in range(len(run.sources)):
+        lo, hi = int(run.offsets[p]), int(run.offsets[p + 1])
+        local = need[(need >= lo) & (need < hi)] - lo
+        if local.size:
+            jobs.append((lo, local, delayed(_take_texts, pure=True)(run.sources[p], local)))
+    texts: dict = {}
+    if jobs:
+        futs = run.compute([j[2] for j in jobs], "texts for the fold check")
+        for (lo, local, _), got in zip(jobs, run.client.gather(futs)):
+            texts.update(zip((local + lo).tolist(), got))
+    return _TextsAt(texts)
+
+
 def finish_build(run: Run, edges: Edges, cluster_ids: np.ndarray, *, metadata: Optional[Any],
                  created_at: Optional[str]):
     """The BuildResult of the local build's finish, with ``stats["dask"]``."""
@@ -86,12 +124,15 @@ def finish_build(run: Run, edges: Edges, cluster_ids: np.ndarray, *, metadata: O
     t0 = time.perf_counter()
     flags = _stage_flags(run, edges)
     edges.clear()  # the edge tables may leave the workers now
-    with_minhash = run.cfg.incremental and run.cfg.minhash is not None
+    guaranteed = run.cfg.clustering == "guaranteed"
+    with_minhash = (run.cfg.incremental or guaranteed) and run.cfg.minhash is not None
     cols = _gather_columns(run, with_minhash)
     run.sketches = []
     run.info["sketch_task_seconds"] = round(cols.seconds, 3)
     sk = _sketches_of(run, cols, with_minhash)
     del cols
+    if guaranteed and run.cfg.minhash is not None and run.cfg.minhash.verify in ("auto", "exact"):
+        sk.texts, sk.text_offset = _texts_in_components(run, cluster_ids), 0
     if run.cfg.minhash is not None and run.n_text:
         run.stats.merged["minhash"] = int(run.n - np.unique(cluster_ids).size - edges.exact_merged)
     run.timings["dask_gather"] = time.perf_counter() - t0

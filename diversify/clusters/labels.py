@@ -11,14 +11,14 @@ from typing import Optional
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 __all__ = ["component_roots", "union_pairs", "stable_labels", "follow_alias", "representatives", "check_keys"]
 
 
 def component_roots(parent: np.ndarray) -> np.ndarray:
     """The root (smallest member) of every document's component, int64 (n,)."""
-    from ._kernels.union import roots
+    from .._kernels.union import roots
 
     out = np.empty(parent.size, dtype=np.int64)
     roots(parent, out)
@@ -27,7 +27,7 @@ def component_roots(parent: np.ndarray) -> np.ndarray:
 
 def union_pairs(parent: np.ndarray, pairs: np.ndarray) -> None:
     """Join the two documents of every row of ``pairs`` (int64 (m, 2)) in the forest ``parent``."""
-    from ._kernels.union import union_pairs as _union
+    from .._kernels.union import union_pairs as _union
 
     _union(parent, pairs)
 
@@ -89,22 +89,19 @@ def follow_alias(m: dict, a: int) -> int:
 
 
 def representatives(cluster_ids: np.ndarray, rule: str, lengths: np.ndarray, keys: Optional[np.ndarray]) -> np.ndarray:
-    """Boolean mask: one representative per cluster.
+    """Boolean mask: one representative per cluster, the first in representative order.
 
     - ``longest``: the longest normalized text; ties go to the first seen (lowest index)
     - ``first``: the first seen
-    - ``key``: the largest user key; ties go to the first seen
+    - ``key``: the largest user key (several key columns: compared in order), then the longest
+      text, then the first seen
     """
+    from .guarantee import priority_rank
+
+    if rule == "key" and keys is None:
+        raise InputError("`representative='key'` needs `keys` (one number per document; the largest wins).")
     n = cluster_ids.size
-    idx = np.arange(n)
-    if rule == "first":
-        order = np.lexsort((idx, cluster_ids))
-    elif rule == "longest":
-        order = np.lexsort((idx, -lengths.astype(np.int64), cluster_ids))
-    else:
-        if keys is None:
-            raise InputError("`representative='key'` needs `keys` (one number per document; the largest wins).")
-        order = np.lexsort((idx, -keys, cluster_ids))
+    order = np.lexsort((priority_rank(rule, lengths, keys), cluster_ids))
     c = cluster_ids[order]
     first = np.ones(n, dtype=bool)
     first[1:] = c[1:] != c[:-1]
@@ -114,13 +111,26 @@ def representatives(cluster_ids: np.ndarray, rule: str, lengths: np.ndarray, key
 
 
 def check_keys(keys, n: int) -> np.ndarray:
-    """Representative keys as float64 (n,): one finite number per document."""
+    """Representative keys as float64 (n,) or (n, m): finite numbers, one row per document.
+
+    With m columns, documents are compared on the first column, ties on the second, and so on
+    (e.g. authority, then updated_at); ties after the last column go to the longest text.
+    """
     try:
         arr = np.asarray(keys, dtype=np.float64)
     except (TypeError, ValueError):
-        raise InputError("`keys` must be numbers (e.g. timestamps or authority scores), one per document.") from None
-    if arr.shape != (n,):
-        raise InputError(f"`keys` must have one number per document (shape ({n},)); got shape {arr.shape}.")
-    if not np.isfinite(arr).all():
-        raise InputError(f"`keys` must be finite; got NaN/inf at positions {np.flatnonzero(~np.isfinite(arr))[:5].tolist()}.")
-    return arr
+        raise InputError(
+            "`keys` must be numbers (e.g. timestamps or authority scores), one per document, or one row of numbers "
+            "per document for several keys in priority order."
+        ) from None
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim not in (1, 2) or arr.shape[0] != n or (arr.ndim == 2 and arr.shape[1] == 0):
+        raise InputError(
+            f"`keys` must have one number per document (shape ({n},)) or one row per document (shape ({n}, m)); "
+            f"got shape {arr.shape}."
+        )
+    bad = ~np.isfinite(arr) if arr.ndim == 1 else ~np.isfinite(arr).all(axis=1)
+    if bad.any():
+        raise InputError(f"`keys` must be finite; got NaN/inf at positions {np.flatnonzero(bad)[:5].tolist()}.")
+    return np.ascontiguousarray(arr)

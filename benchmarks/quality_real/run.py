@@ -1,0 +1,469 @@
+"""Real-corpus quality suite: the ``diversify build`` command line against exact truth and peers.
+
+For each corpus (see assemble.py) it
+
+1. computes (or loads from cache) the exact pairs with Jaccard >= t (truth.py, no library code);
+2. runs ``python -m diversify build corpus.jsonl -o x.dvf --no-progress`` (default clustering,
+   ``guaranteed``) and the same with ``--clustering components``, each as a timed subprocess with
+   ``PYTHONPATH`` = this repository, and reads each artifact with ``diversify.load``;
+3. runs rensa and datasketch (peers.py) in timed subprocesses on the same shingles;
+4. scores every clustering against the truth and writes results.json and RESULTS.md here.
+
+Usage (from the repository root)::
+
+    python -m benchmarks.quality_real.assemble          # once: corpora into /tmp/quality_real_cache
+    python -m benchmarks.quality_real.run [--corpora manpages licenses mixed clough] [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import truth as truthmod
+from .assemble import CORPORA, DEFAULT_CACHE
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+METHODS = ("diversify", "diversify-components", "diversify-verify-exact", "rensa", "datasketch")
+FLAGS = {"diversify": [], "diversify-components": ["--clustering", "components"],
+         "diversify-verify-exact": ["--verify", "exact"]}
+T = 0.8
+
+
+# ----------------------------------------------------------------------------- processes
+
+
+def _library_digest() -> str:
+    """SHA-256 over the library's source files (the worktree may change under a long run)."""
+    h = hashlib.sha256()
+    for p in sorted((REPO / "diversify").rglob("*.py")):
+        h.update(str(p.relative_to(REPO)).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+TIME_BIN = "/usr/bin/time"
+
+
+def _timed(cmd: list[str], log: Path) -> dict:
+    """Run one process; its wall seconds, CPU seconds and peak RSS.
+
+    CPU and peak RSS come from GNU time when it is installed: rusage from os.wait4 would report the
+    parent's RSS (a forked child keeps its pre-exec high-water mark).
+    """
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    load_before = os.getloadavg()
+    stat = log.with_suffix(".time")
+    full = [TIME_BIN, "-f", "%e %U %S %M", "-o", str(stat), *cmd] if os.access(TIME_BIN, os.X_OK) else cmd
+    with open(log, "w") as out:
+        t0 = time.perf_counter()
+        proc = subprocess.run(full, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+        wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}; see {log}:\n{log.read_text()[-2000:]}")
+    info = {"cmd": " ".join(cmd), "wall_seconds": round(wall, 2), "cpu_seconds": None, "peak_rss_mb": None,
+            "loadavg_before": [round(x, 2) for x in load_before]}
+    if full is not cmd:
+        _, user, system, rss_kb = stat.read_text().split()[-4:]
+        info.update(cpu_seconds=round(float(user) + float(system), 2), peak_rss_mb=round(int(rss_kb) / 1024, 1))
+    info["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+    return info
+
+
+def _repeat(fn, repeat: int):
+    """Run fn() `repeat` times; keep the last result, report every wall time and the median run's."""
+    runs = [fn() for _ in range(repeat)]
+    walls = [r[-1]["wall_seconds"] for r in runs]
+    med = sorted(range(repeat), key=lambda k: walls[k])[(repeat - 1) // 2]
+    last = runs[-1]
+    info = dict(last[-1])
+    info.update(wall_seconds=walls[med], cpu_seconds=runs[med][-1]["cpu_seconds"], wall_seconds_all=walls,
+                cpu_seconds_all=[r[-1]["cpu_seconds"] for r in runs])
+    same = all(all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(r[:-1], last[:-1])) for r in runs)
+    info["identical_across_repeats"] = same
+    return (*last[:-1], info)
+
+
+def run_diversify(corpus: Path, out_dir: Path, method: str) -> tuple[list, np.ndarray, np.ndarray, dict]:
+    import diversify
+
+    if not Path(diversify.__file__).resolve().is_relative_to(REPO):
+        raise SystemExit(f"diversify was imported from {diversify.__file__}, not {REPO}; run from the repository root")
+    tag = method
+    art = out_dir / f"{corpus.stem}.{tag}.dvf"
+    cmd = [sys.executable, "-m", "diversify", "build", str(corpus), "-o", str(art), "--no-progress", *FLAGS[method]]
+    src_before = _library_digest()
+    info = _timed(cmd, out_dir / f"{corpus.stem}.{tag}.log")
+    info["library_source_sha256"] = src_before
+    if _library_digest() != src_before:
+        info["warning"] = "the library's source changed during this run"
+    cm = diversify.load(art)
+    ids = list(cm.ids)
+    info["artifact_bytes"] = art.stat().st_size
+    info["stdout_tail"] = (out_dir / f"{corpus.stem}.{tag}.log").read_text()[-1500:]
+    return ids, np.asarray(cm.cluster_ids), np.asarray(cm.is_representative, dtype=bool), info
+
+
+def run_peer(tool: str, corpus: Path, out_dir: Path) -> tuple[np.ndarray, np.ndarray, dict]:
+    prefix = out_dir / f"{corpus.stem}.{tool}"
+    cmd = [sys.executable, "-m", "benchmarks.quality_real.peers", tool, str(corpus), str(prefix)]
+    info = _timed(cmd, out_dir / f"{corpus.stem}.{tool}.log")
+    info.update(json.loads(prefix.with_suffix(".json").read_text()))
+    with np.load(prefix.with_suffix(".npz")) as z:
+        labels, edges = z["labels"], z["edges"]
+    return labels, edges, info
+
+
+# ----------------------------------------------------------------------------- scoring
+
+
+def _components(n: int, pi: np.ndarray, pj: np.ndarray) -> np.ndarray:
+    parent = list(range(n))
+
+    def find(x):
+        root = x
+        while parent[root] != root:
+            root = parent[root]
+        while parent[x] != root:
+            parent[x], x = root, parent[x]
+        return root
+
+    for a, b in zip(pi.tolist(), pj.tolist()):
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    return np.array([find(i) for i in range(n)])
+
+
+def _pairs_in(labels: np.ndarray) -> int:
+    _, counts = np.unique(labels, return_counts=True)
+    return int((counts * (counts - 1) // 2).sum())
+
+
+def _longest_rep(labels: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """For peers (which have no representative): the longest text of each cluster, ties by position."""
+    order = np.lexsort((np.arange(labels.size), -lengths, labels))
+    first = np.ones(labels.size, dtype=bool)
+    first[1:] = labels[order][1:] != labels[order][:-1]
+    rep = np.zeros(labels.size, dtype=bool)
+    rep[order[first]] = True
+    return rep
+
+
+def score(labels: np.ndarray, rep: np.ndarray, truth: truthmod.Truth, comps: np.ndarray) -> dict:
+    n = labels.size
+    cids, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    rep_of = np.full(cids.size, -1)
+    rep_of[inverse[rep]] = np.flatnonzero(rep)
+    assert (rep_of >= 0).all() and rep.sum() == cids.size, "one representative per cluster"
+    num, den = 4, 5  # t = 0.8 exactly, integer arithmetic
+    assert abs(num / den - truth.meta["t"]) < 1e-12
+    # fold fidelity: every folded document against its own representative, exactly
+    folded = np.flatnonzero(~rep)
+    below, js, empty_folds = [], [], 0
+    for i in folded.tolist():
+        r = int(rep_of[inverse[i]])
+        a, b = truth.doc(i), truth.doc(r)
+        if a.size == 0 and b.size == 0:
+            empty_folds += 1
+            continue
+        inter = np.intersect1d(a, b, assume_unique=True).size
+        union = a.size + b.size - inter
+        js.append(inter / union)
+        if den * inter < num * union:
+            below.append((inter / union, truth.ids[i], truth.ids[r], i, r))
+    below.sort()
+    # pairs
+    same = labels[truth.pi] == labels[truth.pj]
+    co_pairs = _pairs_in(labels)
+    true_co = int(same.sum())
+    # against the exact connected components of the truth graph (contingency of pairs)
+    key = inverse.astype(np.int64) * (n + 1) + comps
+    _, cell = np.unique(key, return_counts=True)
+    both = int((cell * (cell - 1) // 2).sum())
+    truth_co = _pairs_in(comps)
+    p = both / co_pairs if co_pairs else 1.0
+    r = both / truth_co if truth_co else 1.0
+    nonsingle = counts[counts > 1]
+    return {
+        "docs": n,
+        "clusters": int(cids.size),
+        "clusters_with_copies": int(nonsingle.size),
+        "largest_cluster": int(counts.max()) if n else 0,
+        "folded": int(folded.size),
+        "folded_share": folded.size / n if n else 0.0,
+        "fold_fidelity": (len(js) - len(below)) / len(js) if js else None,
+        "fold_min_jaccard": min(js) if js else None,
+        "fold_median_jaccard": float(np.median(js)) if js else None,
+        "folds_below_t": len(below),
+        "folds_of_empty_docs": empty_folds,
+        "worst_folds": [{"jaccard": round(j, 4), "doc": d, "representative": rr} for j, d, rr, _, _ in below[:8]],
+        "_below_pairs": [(i, rr) for _, _, _, i, rr in below[:50]],
+        "true_pairs": int(truth.pi.size),
+        "true_pairs_co_clustered": true_co,
+        "true_pair_recall": true_co / truth.pi.size if truth.pi.size else 1.0,
+        "co_clustered_pairs": co_pairs,
+        "pair_precision": true_co / co_pairs if co_pairs else 1.0,
+        "components_precision": p,
+        "components_recall": r,
+        "components_f1": 2 * p * r / (p + r) if p + r else 0.0,
+    }
+
+
+def edge_scores(edges: np.ndarray, truth: truthmod.Truth) -> dict:
+    """A peer's accepted LSH edges (estimate >= t) against the exact pairs, before components chain them."""
+    n = truth.n
+    got = edges[:, 0] * n + edges[:, 1]
+    want = truth.pi * n + truth.pj
+    hit = int(np.isin(got, want).sum())
+    return {"edges_accepted": int(got.size), "edge_precision": hit / got.size if got.size else 1.0,
+            "edge_recall": hit / want.size if want.size else 1.0}
+
+
+def clough_categories(labels: np.ndarray, truth: truthmod.Truth, labels_file: Path) -> dict | None:
+    """Share of each human category clustered with its task's Wikipedia source."""
+    if not labels_file.exists():
+        return None
+    info = json.loads(labels_file.read_text())
+    pos = {d: k for k, d in enumerate(truth.ids)}
+    out: dict[str, list[int]] = {}
+    for name, lab in info.items():
+        if lab["category"] == "orig":
+            continue
+        src = pos.get(f"orig_task{lab['task']}.txt")
+        hit = int(labels[pos[name]] == labels[src]) if src is not None else 0
+        out.setdefault(lab["category"], [0, 0])
+        out[lab["category"]][0] += hit
+        out[lab["category"]][1] += 1
+    return {c: f"{h}/{n}" for c, (h, n) in sorted(out.items())}
+
+
+# ----------------------------------------------------------------------------- driver
+
+
+def environment() -> dict:
+    def ver(name):
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    import diversify
+
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--short", "--", "diversify"], capture_output=True,
+                           text=True).stdout.split("\n")
+    return {
+        "date": _dt.datetime.now().isoformat(timespec="seconds"),
+        "python": platform.python_version(), "platform": platform.platform(), "cpu_count": os.cpu_count(),
+        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        "diversify": getattr(diversify, "__version__", None), "diversify_path": str(Path(diversify.__file__).parent),
+        "git_head": head, "library_uncommitted_files": [d for d in dirty if d.strip()],
+        "library_source_sha256": _library_digest(),
+        "numpy": ver("numpy"), "numba": ver("numba"), "rensa": ver("rensa"), "datasketch": ver("datasketch"),
+    }
+
+
+def run(corpora, cache: Path, methods=METHODS, check: bool = False, repeat: int = 1) -> dict:
+    out_dir = cache / "runs"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = {"environment": environment(), "threshold": T, "repeat": repeat, "corpora": {}}
+    # warm-up: numba compiles (or loads its cache) once, outside the measured runs
+    warm = cache / "clough.jsonl"
+    if warm.exists() and any(m.startswith("diversify") for m in methods):
+        w = _timed([sys.executable, "-m", "diversify", "build", str(warm), "-o", str(out_dir / "warmup.dvf"),
+                    "--no-progress"], out_dir / "warmup.log")
+        results["environment"]["warmup_build_seconds"] = w["wall_seconds"]
+    for name in corpora:
+        corpus = cache / f"{name}.jsonl"
+        if not corpus.exists():
+            results["corpora"][name] = {"skipped": f"{corpus} missing: run python -m benchmarks.quality_real.assemble"}
+            continue
+        print(f"[{name}] truth ...", flush=True)
+        t0 = time.perf_counter()
+        truth = truthmod.load_or_compute(corpus, T, cache=cache)
+        entry = {"truth": dict(truth.meta, load_seconds=round(time.perf_counter() - t0, 2))}
+        comps = _components(truth.n, truth.pi, truth.pj)
+        csize = np.unique(comps, return_counts=True)[1]
+        entry["truth"].update(components=int(csize.size), components_with_copies=int((csize > 1).sum()),
+                              largest_component=int(csize.max()), docs_with_a_copy=int(csize[csize > 1].sum()))
+        print(f"[{name}] {json.dumps(entry['truth'])}", flush=True)
+        lengths = None
+        pos = {d: k for k, d in enumerate(truth.ids)}
+        entry["methods"] = {}
+        below_pairs = []
+        for m in methods:
+            print(f"[{name}] {m} ...", flush=True)
+            if m.startswith("diversify"):
+                ids, cl, rep, info = _repeat(lambda: run_diversify(corpus, out_dir, m), repeat)
+                order = np.array([pos[d] for d in ids])
+                labels = np.empty(truth.n, dtype=np.int64)
+                reps = np.zeros(truth.n, dtype=bool)
+                labels[order] = cl
+                reps[order] = rep
+                info["representative"] = "the library's (default: longest)"
+            else:
+                labels, edges, info = _repeat(lambda: run_peer(m, corpus, out_dir), repeat)
+                if lengths is None:
+                    _, texts = truthmod.read_corpus(corpus)
+                    lengths = np.array([len(x) for x in texts])
+                    del texts
+                reps = _longest_rep(labels, lengths)
+                info["representative"] = "none in the tool; the longest text of each cluster, chosen here"
+            s = score(labels, reps, truth, comps)
+            if not m.startswith("diversify"):
+                s.update(edge_scores(edges, truth))
+            below_pairs += s.pop("_below_pairs")
+            if name == "clough":
+                s["clustered_with_source_by_category"] = clough_categories(labels, truth, cache / "clough.labels.json")
+            entry["methods"][m] = {"scores": s, "run": info}
+            print(f"[{name}] {m}: {info['wall_seconds']} s, " + json.dumps(
+                {k: v for k, v in s.items() if k != "worst_folds"}), flush=True)
+        if check:
+            t1 = time.perf_counter()
+            entry["checks"] = {"rule_vs_tests_reference": truthmod.check_rule(corpus),
+                               "join_vs_brute_force": truthmod.brute_force_check(truth, 800),
+                               "seconds": None}
+            entry["checks"]["seconds"] = round(time.perf_counter() - t1, 1)
+        entry["string_audit"] = truthmod.audit(corpus, truth, extra_pairs=sorted(set(below_pairs)), sample=1000)
+        results["corpora"][name] = entry
+        write(results)
+    results["environment"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    write(results)
+    return results
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def _f(x, digits=4):
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def markdown(results: dict) -> str:
+    env = results["environment"]
+    lines = [
+        "# Real-corpus quality: `diversify build` vs exact truth and peers",
+        "",
+        f"Generated by `python -m benchmarks.quality_real.run` on {env['date']}; threshold t = {results['threshold']} "
+        "(word 5-shingles, Jaccard). Truth: every pair with exact Jaccard >= t (prefix-filtered all-pairs join, "
+        "no sampling). Build seconds = wall time of the whole process, median of "
+        f"{results.get('repeat', 1)} run(s) (CPU seconds of that run in brackets).",
+        "",
+        f"Machine: {env['cpu_count']} CPUs, load average {env['loadavg_start']} at start, "
+        f"{env.get('loadavg_end')} at end (other work was running). diversify {env['diversify']} from the worktree "
+        f"(HEAD {env['git_head'][:10]}, uncommitted library files: {len(env['library_uncommitted_files'])}, "
+        f"source digest {env['library_source_sha256']}), numpy {env['numpy']}, numba {env['numba']}, "
+        f"rensa {env['rensa']}, datasketch {env['datasketch']}, Python {env['python']}. "
+        f"Warm-up build (numba cache) before measuring: {env.get('warmup_build_seconds')} s.",
+        "",
+        "| corpus | method | docs | clusters | folded share | fold fidelity (min J) | true-pair recall "
+        "| pair precision | F1 vs truth components | build s (CPU s) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, entry in results["corpora"].items():
+        if "skipped" in entry:
+            lines.append(f"| {name} | skipped: {entry['skipped']} |||||||||")
+            continue
+        tr = entry["truth"]
+        lines.append(f"| {name} | **exact truth** | {tr['docs']} | {tr['components']} (components) | "
+                     f"{(tr['docs'] - tr['components']) / tr['docs']:.4f} | | {tr['pairs']} pairs | | | "
+                     f"{tr['seconds']} (truth) |")
+        for m, got in entry["methods"].items():
+            s, r = got["scores"], got["run"]
+            fid = "n/a (none folded)" if s["fold_fidelity"] is None else \
+                f"{s['fold_fidelity']:.4f} ({_f(s['fold_min_jaccard'], 3)})"
+            if not m.startswith("diversify"):
+                fid += "\\*"
+            lines.append(f"| {name} | {m} | {s['docs']} | {s['clusters']} | {s['folded_share']:.4f} | {fid} | "
+                         f"{_f(s['true_pair_recall'])} | {_f(s['pair_precision'])} | {_f(s['components_f1'])} | "
+                         f"{r['wall_seconds']} ({r['cpu_seconds']}) |")
+    lines += [
+        "",
+        "\\* rensa and datasketch have no representative: fold fidelity is measured against the longest text of "
+        "each of their clusters (connected components of LSH candidates whose MinHash estimate is >= t).",
+        "",
+        "- *fold fidelity*: share of folded (non-representative) documents whose exact Jaccard to their cluster's "
+        "representative is >= t; min J in brackets.",
+        "- *true-pair recall*: share of exact pairs (J >= t) that share a cluster. *pair precision*: share of "
+        "same-cluster pairs with J >= t (exact: the numerator is counted over the truth pairs, the denominator "
+        "is the sum of m(m-1)/2 over clusters; no sampling).",
+        "- *F1 vs truth components*: pair F1 against the connected components of the truth graph (the target "
+        "of `--clustering components` and of the peers; informative only for `guaranteed`).",
+        "",
+        "## Details",
+        "",
+    ]
+    for name, entry in results["corpora"].items():
+        if "skipped" in entry:
+            continue
+        tr = entry["truth"]
+        lines.append(f"**{name}**: {tr['docs']} docs ({tr['empty_docs']} without words), {tr['total_shingles']} "
+                     f"distinct shingles summed over docs; truth: {tr['pairs']} pairs ({tr['pairs_identical_sets']} "
+                     f"between identical shingle sets), {tr['components_with_copies']} components with copies, "
+                     f"largest {tr['largest_component']}; {tr['candidates_verified']} candidates verified; truth "
+                     f"computed in {tr['seconds']} s (tokenizing {tr['tokenize_seconds']} s)"
+                     f"{', loaded from cache' if tr.get('cached') else ''}. String audit: "
+                     f"{entry['string_audit']['pairs_checked']} pairs re-checked on shingle strings, "
+                     f"{len(entry['string_audit']['mismatches'])} mismatches.")
+        if "checks" in entry:
+            c = entry["checks"]
+            lines.append(f"Checks: tokenizer vs tests/reference.py {c['rule_vs_tests_reference']}; join vs brute "
+                         f"force {c['join_vs_brute_force']}.")
+        lines.append("")
+        for m, got in entry["methods"].items():
+            s, r = got["scores"], got["run"]
+            extra = f"; wall s of each run {r.get('wall_seconds_all')}, identical output across runs: " \
+                    f"{r.get('identical_across_repeats')}"
+            if "edge_precision" in s:
+                extra += (f"; accepted edges {s['edges_accepted']}: edge precision {s['edge_precision']:.4f}, "
+                          f"edge recall {s['edge_recall']:.4f}")
+            if "phases_seconds" in r:
+                extra += (f"; phases {r['phases_seconds']} (without tokenizing: {r['seconds_without_tokenize']} s), "
+                         f"bands x rows {r['bands']} x {r['rows']}, {r['candidate_pairs']} candidates, "
+                         f"{r['accepted_pairs']} accepted")
+            lines.append(f"- {m}: {s['clusters_with_copies']} clusters with copies, largest {s['largest_cluster']}; "
+                         f"{s['folds_below_t']} folds below t (median fold J {_f(s['fold_median_jaccard'], 3)}); "
+                         f"peak RSS {r['peak_rss_mb']} MB; load {r['loadavg_before']} -> {r['loadavg_after']}{extra}"
+                         + (f"; **{r['warning']}**" if "warning" in r else ""))
+            if s["worst_folds"]:
+                w = "; ".join(f"`{x['doc']}` under `{x['representative']}` J={x['jaccard']}" for x in s["worst_folds"][:3])
+                lines.append(f"  - worst folds: {w}")
+            if s.get("clustered_with_source_by_category"):
+                lines.append(f"  - clustered with the Wikipedia source, by human category: "
+                             f"{s['clustered_with_source_by_category']}")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def write(results: dict) -> None:
+    (HERE / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    (HERE / "RESULTS.md").write_text(markdown(results))
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description="real-corpus quality suite")
+    ap.add_argument("--corpora", nargs="+", default=list(CORPORA), choices=CORPORA)
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    ap.add_argument("--repeat", type=int, default=1, help="runs per method (median wall time reported)")
+    ap.add_argument("--check", action="store_true",
+                    help="also compare the tokenizer with tests/reference.py and the join with brute force")
+    args = ap.parse_args(argv)
+    run(args.corpora, args.cache, args.methods, args.check, args.repeat)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,293 @@
+"""The fold guarantee: every document folded under a representative is verified similar to it.
+
+Connected components of verified edges chain: A~B and B~C put A with C whatever J(A, C) is, so a
+component of ``... list`` reference pages can hold pages that are 0.5 similar. Under the default
+``clustering="guaranteed"`` each component is cut into clusters around representatives:
+
+1. the component's members are ordered by the representative rule (``longest`` / ``first`` /
+   ``key``; ties by position), and
+2. the first unassigned member becomes a representative and takes every unassigned member that is
+   verified similar *to it* (the same verification as the edges: exact hash, MinHash estimate or
+   exact Jaccard, text SimHash, vector cosine); repeat until every member is assigned.
+
+So "N very similar results omitted" is true of every fold: each member is threshold-similar to its
+representative (and, for Jaccard, any two members of one cluster are within Jaccard distance
+2(1-t) of each other). The same greedy run one document at a time in priority order gives the same
+clusters, which is how ``add`` assigns new documents: existing representatives first, then new ones.
+
+``clustering="components"`` keeps plain transitive components (the union-find clusters).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from ..config import BuildConfig
+from ..sketches.batch import Sketches
+from ..stages import STAGE_EXACT, STAGE_MINHASH, STAGE_SIMHASH, STAGE_TEXT_SIMHASH
+
+__all__ = ["FoldStats", "priority_rank", "guaranteed_clusters"]
+
+_POP8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+
+
+@dataclass
+class FoldStats:
+    """What cutting the components cost and changed (recorded in the artifact's build info)."""
+
+    components_cut: int = 0  # components of 2+ documents that became more than one cluster
+    pairs_checked: int = 0  # member-representative similarity checks
+    exact_checks: int = 0  # member-representative pairs decided by exact Jaccard
+    by_stage: dict = field(default_factory=dict)  # stage -> folds it verified
+    #: float64 (n,): verified similarity of each folded document to its representative (exact where
+    #: checked exactly, else the estimate); NaN for representatives and unchanged old documents
+    similarity: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def as_dict(self) -> dict:
+        return {"components_cut": self.components_cut, "pairs_checked": self.pairs_checked,
+                "exact_checks": self.exact_checks, "by_stage": dict(sorted(self.by_stage.items()))}
+
+
+def priority_rank(rule: str, lengths: np.ndarray, keys: Optional[np.ndarray]) -> np.ndarray:
+    """rank[i] = position of document i in representative order (0 = first choice), int64 (n,).
+
+    ``longest``: longest normalized text first; ``first``: position; ``key``: the key columns in
+    order, largest first, then the longest text. Ties always go to the lower position.
+    """
+    n = lengths.size
+    idx = np.arange(n)
+    if rule == "first":
+        order = idx
+    elif rule == "longest":
+        order = np.lexsort((idx, -lengths.astype(np.int64)))
+    else:
+        if keys is None:
+            raise ValueError("representative='key' needs keys")
+        cols = keys.reshape(n, -1)
+        order = np.lexsort((idx, -lengths.astype(np.int64), *[-cols[:, j] for j in range(cols.shape[1] - 1, -1, -1)]))
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = idx
+    return rank
+
+
+class _Similarity:
+    """Vectorized "is document r verified similar to each of these documents", per enabled stage."""
+
+    def __init__(self, sk: Sketches, cfg: BuildConfig, stats: FoldStats):
+        self.sk, self.cfg, self.stats = sk, cfg, stats
+        mc = cfg.minhash
+        self.need = self.lo = self.hi = 0
+        if mc is not None and sk.minhash is not None:
+            self.need = int(math.ceil(mc.threshold * mc.num_perm - 1e-9))
+            self.lo = self.hi = self.need
+            if mc.verify == "auto" and mc.borderline > 0:
+                se = math.sqrt(mc.threshold * (1 - mc.threshold) / mc.num_perm)
+                self.lo = max(0, int(math.floor((mc.threshold - mc.borderline * se) * mc.num_perm)))
+                self.hi = min(mc.num_perm + 1, int(math.ceil((mc.threshold + mc.borderline * se) * mc.num_perm)))
+        self.text_ok = ~sk.empty
+        #: verified similarity of each folded document to its representative (NaN: not folded)
+        self.similarity = np.full(sk.n, np.nan)
+        self.last_similarity = np.zeros(0)
+        self.ham = None
+        if cfg.simhash is not None and sk.simhash is not None:
+            from ..linking.bands import hamming_radius
+
+            sc = cfg.simhash
+            self.ham = hamming_radius(sc.threshold, sc.bits * sc.families)
+
+    def _bounds(self, r: int, cand: np.ndarray):
+        """(need, lo, hi) agreement counts and the Jaccard threshold, per candidate or scalar."""
+        mc = self.cfg.minhash
+        assert mc is not None
+        thr_doc = self.sk.doc_threshold
+        if thr_doc is None:
+            return self.need, self.lo, self.hi, mc.threshold
+        t = np.maximum(thr_doc[cand], thr_doc[r])  # a pair meets the stricter of its two sources
+        need = np.ceil(t * mc.num_perm - 1e-9).astype(np.int64)
+        if mc.verify != "auto" or mc.borderline == 0:
+            return need, need, need, t
+        se = np.sqrt(t * (1 - t) / mc.num_perm)
+        lo = np.maximum(0, np.floor((t - mc.borderline * se) * mc.num_perm)).astype(np.int64)
+        hi = np.minimum(mc.num_perm + 1, np.ceil((t + mc.borderline * se) * mc.num_perm)).astype(np.int64)
+        return need, lo, hi, t
+
+    def __call__(self, r: int, cand: np.ndarray) -> np.ndarray:
+        """uint8 stage bits per candidate: nonzero where ``cand[j]`` is verified similar to ``r``."""
+        sk, cfg = self.sk, self.cfg
+        bits = np.zeros(cand.size, dtype=np.uint8)
+        self.stats.pairs_checked += int(cand.size)
+        # cheap first, and a document records the first stage that verifies it (as the edges do)
+        text = self.text_ok[cand] & self.text_ok[r]
+        if cfg.exact:
+            bits[text & (sk.exact[cand] == sk.exact[r])] = STAGE_EXACT
+        todo = np.flatnonzero(bits == 0)
+        val = np.where(bits != 0, 1.0, np.nan)
+        if todo.size and cfg.minhash is not None and sk.minhash is not None:
+            sel = todo[text[todo]]
+            ok, v = self._minhash(r, cand[sel])
+            bits[sel[ok]] = STAGE_MINHASH
+            val[sel[ok]] = v[ok]
+            todo = np.flatnonzero(bits == 0)
+        if todo.size and cfg.text_simhash is not None and sk.text_simhash is not None:
+            h = _popcount(sk.text_simhash[cand[todo]] ^ sk.text_simhash[r])
+            ok = text[todo] & (h <= cfg.text_simhash.max_hamming)
+            bits[todo[ok]] = STAGE_TEXT_SIMHASH
+            val[todo[ok]] = np.cos(np.pi * h[ok] / 64)
+            todo = np.flatnonzero(bits == 0)
+        if todo.size and self.ham is not None:
+            ok, v = self._simhash(r, cand[todo])
+            bits[todo[ok]] = STAGE_SIMHASH
+            val[todo[ok]] = v[ok]
+        self.last_similarity = val
+        return bits
+
+    def _minhash(self, r: int, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(verified, similarity) per candidate. Under ``verify="auto"`` every candidate whose
+        estimate reaches the borderline band is decided by exact Jaccard when the texts are at hand
+        (a fold is a promise; there is one such check per member, not per edge); without texts the
+        band rule of the edges decides."""
+        sk, mc = self.sk, self.cfg.minhash
+        assert sk.minhash is not None and mc is not None
+        need, lo, hi, t = self._bounds(r, cand)
+        if mc.verify == "exact" and sk.shingle_indptr is not None and sk.shingle_hashes is not None:
+            jac = _exact_jaccard_csr(sk.shingle_indptr, sk.shingle_hashes, r, cand)
+            return jac >= t, jac
+        agree = (sk.minhash[cand] == sk.minhash[r]).sum(axis=1)
+        val = agree / mc.num_perm
+        ok = agree >= hi
+        consider = agree >= lo
+        border = consider & ~ok
+        off = sk.text_offset
+        if mc.verify == "auto" and sk.texts is not None:
+            border = consider
+        elif mc.verify == "exact" and sk.texts is not None:  # the Dask engine: texts, no shingle rows
+            ok[:] = False
+            border = np.ones_like(consider)
+        if not border.any():
+            return ok, val
+        have = border & (cand >= off) & (r >= off) if sk.texts is not None else np.zeros_like(border)
+        if have.any():
+            from ..text import sorted_unique_shingles
+
+            docs = np.concatenate([[r], cand[have]])
+            texts = sk.texts
+            assert texts is not None
+            starts, counts, hashes = sorted_unique_shingles([texts[int(d) - off] for d in docs],
+                                                            self.cfg.text, self.cfg.seed)
+            a = hashes[starts[0]: starts[0] + counts[0]]
+            jac = np.array([_jaccard_sorted(a, hashes[s: s + c]) for s, c in zip(starts[1:], counts[1:])])
+            ok[np.flatnonzero(have)] = jac >= (t[have] if np.ndim(t) else t)
+            val[np.flatnonzero(have)] = jac
+            self.stats.exact_checks += int(have.sum())
+        rest = border & ~have
+        ok[rest] = (ok | (2 * agree >= lo + hi))[rest]
+        return ok, val
+
+    def _simhash(self, r: int, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        sk, sc = self.sk, self.cfg.simhash
+        assert sk.simhash is not None and sc is not None
+        if sc.verify == "exact" and sk.vectors is not None:
+            cos = sk.vectors[cand] @ sk.vectors[r]
+            return cos >= sc.threshold - 1e-12, cos.astype(np.float64)
+        h = _popcount(sk.simhash[cand] ^ sk.simhash[r]).reshape(cand.size, -1).sum(axis=1)
+        return h <= self.ham, np.cos(np.pi * h / (sc.bits * sc.families))
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    """Bits set per uint64 element (any shape -> same shape)."""
+    b = np.ascontiguousarray(x, dtype=np.uint64)
+    return _POP8[b.view(np.uint8)].reshape(*b.shape, 8).sum(axis=-1, dtype=np.int64)
+
+
+def _jaccard_sorted(a: np.ndarray, b: np.ndarray) -> float:
+    """Exact Jaccard of two sorted arrays of distinct shingle hashes (two empty sets: 1.0)."""
+    if a.size == 0 and b.size == 0:
+        return 1.0
+    inter = np.intersect1d(a, b, assume_unique=True).size
+    return inter / (a.size + b.size - inter)
+
+
+def _exact_jaccard_csr(indptr: np.ndarray, hashes: np.ndarray, r: int, cand: np.ndarray) -> np.ndarray:
+    a = hashes[indptr[r]: indptr[r + 1]]
+    return np.array([_jaccard_sorted(a, hashes[indptr[c]: indptr[c + 1]]) for c in cand.tolist()], dtype=np.float64)
+
+
+def guaranteed_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: np.ndarray, *,
+                        n_old: int = 0, old_labels: Optional[np.ndarray] = None,
+                        old_reps: Optional[np.ndarray] = None,
+                        old_flags: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, FoldStats]:
+    """Cut components into clusters around representatives. Returns (labels, representative mask,
+    stage bits per document, stats).
+
+    ``root`` is each document's component (its smallest member). For an incremental ``add`` the
+    first ``n_old`` documents keep ``old_labels``, ``old_reps`` and ``old_flags``; new documents join
+    an existing representative of their component first (in representative order), then form new
+    clusters among themselves. A cluster's label is its smallest member's index.
+    """
+    n = root.size
+    stats = FoldStats()
+    sim = _Similarity(sk, cfg, stats)
+    labels = np.arange(n, dtype=np.int64)
+    reps = np.ones(n, dtype=bool)
+    flags = np.zeros(n, dtype=np.uint8)
+    if n_old:
+        assert old_labels is not None and old_reps is not None and old_flags is not None
+        labels[:n_old], reps[:n_old], flags[:n_old] = old_labels, old_reps, old_flags
+    order = np.lexsort((rank, root))
+    sroot = root[order]
+    cuts = np.flatnonzero(np.diff(sroot)) + 1
+    for members in np.split(order, cuts):
+        if members.size < 2 or (n_old and members.max() < n_old):
+            continue
+        _cut_component(members, n_old, sim, labels, reps, flags, stats)
+    stats.similarity = sim.similarity
+    return labels, reps, flags, stats
+
+
+def _cut_component(members: np.ndarray, n_old: int, sim: _Similarity, labels: np.ndarray, reps: np.ndarray,
+                   flags: np.ndarray, stats: FoldStats) -> None:
+    """The greedy of the module docstring on one component (members in representative order)."""
+    old = members[members < n_old]
+    todo = members[members >= n_old]
+    for r in old[reps[old]]:  # existing representatives claim first (add)
+        if todo.size == 0:
+            break
+        todo = _claim(int(r), todo, sim, labels, reps, flags, stats)
+    n_clusters = 0
+    while todo.size:
+        r, todo = int(todo[0]), todo[1:]
+        n_clusters += 1
+        reps[r] = True
+        todo = _claim(r, todo, sim, labels, reps, flags, stats, new_rep=True)
+    if n_old == 0 and n_clusters > 1:
+        stats.components_cut += 1
+
+
+def _claim(r: int, todo: np.ndarray, sim: _Similarity, labels: np.ndarray, reps: np.ndarray, flags: np.ndarray,
+           stats: FoldStats, *, new_rep: bool = False) -> np.ndarray:
+    """Fold every document of ``todo`` that is verified similar to representative ``r`` under it;
+    return the rest (order kept)."""
+    bits = sim(r, todo)
+    hit = bits != 0
+    if hit.any():
+        got = todo[hit]
+        if new_rep:
+            label = int(min(r, int(got.min())))
+            labels[r] = label
+        else:
+            label = int(labels[r])
+        labels[got] = label
+        reps[got] = False
+        flags[got] = bits[hit]
+        sim.similarity[got] = sim.last_similarity[hit]
+        flags[r] |= np.bitwise_or.reduce(bits[hit])
+        for bit, name in ((STAGE_EXACT, "exact"), (STAGE_MINHASH, "minhash"), (STAGE_TEXT_SIMHASH, "text_simhash"),
+                          (STAGE_SIMHASH, "simhash")):
+            c = int(((bits[hit] & bit) != 0).sum())
+            if c:
+                stats.by_stage[name] = stats.by_stage.get(name, 0) + c
+    return todo[~hit]
