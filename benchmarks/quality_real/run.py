@@ -390,7 +390,11 @@ def markdown(results: dict) -> str:
             lines.append(f"| {name} | {m} | {s['docs']} | {s['clusters']} | {s['folded_share']:.4f} | {fid} | "
                          f"{_f(s['true_pair_recall'])} | {_f(s['pair_precision'])} | {_f(s['components_f1'])} | "
                          f"{r['wall_seconds']} ({r['cpu_seconds']}) |")
-    lines += [
+    return "\n".join(lines + _legend() + _details(results)) + "\n"
+
+
+def _legend() -> list[str]:
+    return [
         "",
         "\\* rensa and datasketch have no representative: fold fidelity is measured against the longest text of "
         "each of their clusters (connected components of LSH candidates whose MinHash estimate is >= t).",
@@ -406,6 +410,10 @@ def markdown(results: dict) -> str:
         "## Details",
         "",
     ]
+
+
+def _details(results: dict) -> list[str]:
+    lines: list[str] = []
     for name, entry in results["corpora"].items():
         if "skipped" in entry:
             continue
@@ -445,7 +453,7 @@ def markdown(results: dict) -> str:
                 lines.append(f"  - clustered with the Wikipedia source, by human category: "
                              f"{s['clustered_with_source_by_category']}")
         lines.append("")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def write(results: dict) -> None:
