@@ -458,26 +458,8 @@ def add(
     from ..artifact import load
 
     cmap = load(cluster_map) if isinstance(cluster_map, (str, os.PathLike)) else cluster_map
-    cfg = BuildConfig(**cmap.config)
-    if fingerprint(cfg) != cmap.fingerprint:
-        raise IncompatibleArtifactError(
-            f"the artifact's config does not match its fingerprint ({cmap.fingerprint[:12]}...); it was written by "
-            "another version of diversify's config. Rebuild it with this version."
-        )
-    if config is not None:
-        given = resolve_config(config)
-        if fingerprint(given) != cmap.fingerprint:
-            raise IncompatibleArtifactError(
-                f"`config` must match the artifact's build config to add documents; fingerprints differ "
-                f"(artifact {cmap.fingerprint[:12]}..., given {fingerprint(given)[:12]}...). Pass config=None to "
-                "use the artifact's own config, or rebuild from scratch with the new config."
-            )
+    cfg = _incremental_config(cmap, config)
     ex = cmap.extras
-    if not cfg.incremental or "exact_hash" not in ex:
-        raise IncompatibleArtifactError(
-            "the artifact has no incremental state (built with incremental=False); `add` cannot run without a "
-            "rebuild. Rebuild with BuildConfig(incremental=True)."
-        )
     n_old = cmap.n_docs
     old_ids = cmap.ids
     old_ids = old_ids.tolist() if isinstance(old_ids, np.ndarray) else list(old_ids)
@@ -500,6 +482,48 @@ def add(
         )
     all_ids = old_ids + new.ids
     check_ids(all_ids)
+    sk = _extend(cmap, cfg, new, all_ids, old_flags, sources)
+    # stored ids of old documents become their resolved ids (lookups are unchanged); the alias
+    # table is kept so that ids written elsewhere (e.g. into a store's payload) still resolve
+    raw_old = np.asarray(cmap.cluster_ids, dtype=np.int64)
+    old_aliases = np.asarray(ex.get("aliases", np.zeros((0, 2), np.int64)), dtype=np.int64).reshape(-1, 2)
+    parent = np.arange(sk.n, dtype=np.int64)
+    union_pairs(parent, np.stack([np.arange(n_old, dtype=np.int64), raw_old], axis=1))
+    flags = np.concatenate([np.asarray(cmap.doc_stages, np.uint8), np.zeros(new.n, np.uint8)])
+    stats = link(sk, linking_config(cfg), parent, flags, new_start=n_old, timings=timings)
+    return finish(sk, cfg, parent, flags, stats, timings, aliases=old_aliases, raw_cluster=raw_old,
+                  metadata=cmap.metadata, created_at=created_at,
+                  old_reps=np.asarray(cmap.is_representative, dtype=bool))
+
+
+def _incremental_config(cmap, config) -> BuildConfig:
+    """The artifact's own config, checked: its fingerprint, the caller's config, incremental state."""
+    cfg = BuildConfig(**cmap.config)
+    if fingerprint(cfg) != cmap.fingerprint:
+        raise IncompatibleArtifactError(
+            f"the artifact's config does not match its fingerprint ({cmap.fingerprint[:12]}...); it was written by "
+            "another version of diversify's config. Rebuild it with this version."
+        )
+    if config is not None:
+        given = resolve_config(config)
+        if fingerprint(given) != cmap.fingerprint:
+            raise IncompatibleArtifactError(
+                f"`config` must match the artifact's build config to add documents; fingerprints differ "
+                f"(artifact {cmap.fingerprint[:12]}..., given {fingerprint(given)[:12]}...). Pass config=None to "
+                "use the artifact's own config, or rebuild from scratch with the new config."
+            )
+    ex = cmap.extras
+    if not cfg.incremental or "exact_hash" not in ex:
+        raise IncompatibleArtifactError(
+            "the artifact has no incremental state (built with incremental=False); `add` cannot run without a "
+            "rebuild. Rebuild with BuildConfig(incremental=True)."
+        )
+    return cfg
+
+
+def _extend(cmap, cfg: BuildConfig, new: Sketches, all_ids: list, old_flags: np.ndarray, sources) -> Sketches:
+    """The stored state of the artifact's documents followed by the new documents' sketches."""
+    ex, n_old = cmap.extras, cmap.n_docs
     sk = Sketches(
         ids=all_ids,
         lengths=np.concatenate([np.asarray(cmap.doc_lengths, np.uint32), new.lengths]),
@@ -526,17 +550,7 @@ def add(
     new_thr = doc_thresholds(cfg, sources, new.n)
     if new_thr is not None:
         sk.doc_threshold = np.concatenate([np.asarray(ex["doc_threshold"], dtype=np.float64), new_thr])
-    # stored ids of old documents become their resolved ids (lookups are unchanged); the alias
-    # table is kept so that ids written elsewhere (e.g. into a store's payload) still resolve
-    raw_old = np.asarray(cmap.cluster_ids, dtype=np.int64)
-    old_aliases = np.asarray(ex.get("aliases", np.zeros((0, 2), np.int64)), dtype=np.int64).reshape(-1, 2)
-    parent = np.arange(sk.n, dtype=np.int64)
-    union_pairs(parent, np.stack([np.arange(n_old, dtype=np.int64), raw_old], axis=1))
-    flags = np.concatenate([np.asarray(cmap.doc_stages, np.uint8), np.zeros(new.n, np.uint8)])
-    stats = link(sk, linking_config(cfg), parent, flags, new_start=n_old, timings=timings)
-    return finish(sk, cfg, parent, flags, stats, timings, aliases=old_aliases, raw_cluster=raw_old,
-                  metadata=cmap.metadata, created_at=created_at,
-                  old_reps=np.asarray(cmap.is_representative, dtype=bool))
+    return sk
 
 
 def _concat_csr_pair(p1, h1, p2, h2):
