@@ -56,11 +56,16 @@ class TextConfig(_Frozen):
     characters that are neither whitespace nor ASCII punctuation.
     """
 
-    shingle: Literal["word", "char"] = "word"
+    #: "word" k-shingles, "char" k-grams, or "auto" (default): word shingles, except documents
+    #: mostly written in scripts without spaces between words (Chinese, Japanese, Thai, Lao, Khmer,
+    #: Myanmar: at least half of their letters), which get character `char_k`-grams
+    shingle: Literal["word", "char", "auto"] = "auto"
     #: shingle length in words (or characters); higher -> stricter, only closer copies match
     k: int = 5
+    #: character k-gram length of the documents "auto" shingles by character
+    char_k: int = 3
 
-    @field_validator("k")
+    @field_validator("k", "char_k")
     @classmethod
     def _k(cls, v: int) -> int:
         if not 1 <= v <= 32:

@@ -19,6 +19,7 @@ Everything is computed in Numba over one UTF-8 buffer of many documents plus off
 
 from __future__ import annotations
 
+import re
 import string
 import unicodedata
 from collections.abc import Sequence
@@ -120,11 +121,69 @@ class Shingles:
         return self.hashes[self.indptr[i] : self.indptr[i + 1]]
 
 
+# Scripts written without spaces between words: Thai, Lao, Myanmar, Khmer, kana, CJK ideographs
+_UNSPACED = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
+                       "\uf900-\ufaff\U00020000-\U0002fa1f]")
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def unspaced_docs(buf: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """bool (n,): documents of an encoded batch that ``shingle="auto"`` shingles by character.
+
+    The rule: at least half of the document's letters are in a script written without spaces
+    between words (Thai, Lao, Myanmar, Khmer, Hiragana/Katakana, CJK ideographs). ASCII documents
+    are skipped without decoding.
+    """
+    n = offsets.size - 1
+    out = np.zeros(n, dtype=bool)
+    if n == 0 or buf.size == 0:
+        return out
+    nonempty = np.flatnonzero(np.diff(offsets) > 0)
+    top = np.zeros(n, dtype=np.uint8)
+    if nonempty.size:
+        top[nonempty] = np.maximum.reduceat(buf[: offsets[-1]], offsets[nonempty])
+    for i in np.flatnonzero(top >= 0x80).tolist():
+        text = bytes(buf[offsets[i]: offsets[i + 1]]).decode("utf-8", "surrogatepass")
+        unspaced = len(_UNSPACED.findall(text))
+        if unspaced and 2 * unspaced >= len(_LETTER.findall(text)):
+            out[i] = True
+    return out
+
+
+def _subset(buf: np.ndarray, offsets: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The encoded batch of documents ``idx`` only."""
+    lens = offsets[idx + 1] - offsets[idx]
+    sub = np.zeros(idx.size + 1, dtype=np.int64)
+    np.cumsum(lens, out=sub[1:])
+    gather = np.repeat(offsets[idx] - sub[:-1], lens) + np.arange(int(sub[-1]), dtype=np.int64)
+    return buf[gather], sub
+
+
+def _auto_split(buf: np.ndarray, offsets: np.ndarray, config: TextConfig):
+    """For ``shingle="auto"``: [(document indices, their batch, their word/char config)], one entry
+    when every document takes the same rule."""
+    word = TextConfig(shingle="word", k=config.k)
+    if config.shingle != "auto":
+        return None
+    char = unspaced_docs(buf, offsets)
+    if not char.any():
+        return [(None, buf, offsets, word)]
+    chars = TextConfig(shingle="char", k=config.char_k)
+    if char.all():
+        return [(None, buf, offsets, chars)]
+    out = []
+    for mask, cfg in ((~char, word), (char, chars)):
+        idx = np.flatnonzero(mask)
+        b, o = _subset(buf, offsets, idx)
+        out.append((idx, b, o, cfg))
+    return out
+
+
 def _text_rule(config: TextConfig, seed: int) -> TextRule:
     """The kernels' description of ``config`` under ``seed`` (its tables are this module's)."""
     from ._kernels import text as kt
 
-    mode = kt.WORD if config.shingle == "word" else kt.CHAR
+    mode = kt.CHAR if config.shingle == "char" else kt.WORD  # "auto" reaches here per part, as word or char
     return kt.TextRule(mode=mode, k=int(config.k), seed_h=seed_hash(seed), lower=_LOWER, classes=_CLASSES)
 
 
@@ -137,6 +196,32 @@ def _doc_stats(n: int) -> DocStats:
 
 def shingle_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, seed: int) -> Shingles:
     """Shingle an already encoded batch (see :func:`encode_batch`)."""
+    parts = _auto_split(buf, offsets, config)
+    if parts is not None:
+        if len(parts) == 1:
+            return _shingle_one(parts[0][1], parts[0][2], parts[0][3], seed)
+        return _merge_shingles(offsets.size - 1, [(idx, _shingle_one(b, o, c, seed)) for idx, b, o, c in parts])
+    return _shingle_one(buf, offsets, config, seed)
+
+
+def _merge_shingles(n: int, parts: list) -> Shingles:
+    counts = np.zeros(n, dtype=np.int64)
+    lengths = np.zeros(n, dtype=np.uint32)
+    exact = np.zeros(n, dtype=np.uint64)
+    for idx, sh in parts:
+        counts[idx] = np.diff(sh.indptr)
+        lengths[idx], exact[idx] = sh.lengths, sh.exact
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    hashes = np.empty(int(indptr[-1]), dtype=np.uint64)
+    for idx, sh in parts:
+        seg = np.diff(sh.indptr)
+        dest = np.repeat(indptr[idx] - sh.indptr[:-1], seg) + np.arange(sh.hashes.size, dtype=np.int64)
+        hashes[dest] = sh.hashes
+    return Shingles(indptr=indptr, hashes=hashes, lengths=lengths, exact=exact)
+
+
+def _shingle_one(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, seed: int) -> Shingles:
     from ._kernels import text as kt
 
     rule = _text_rule(config, seed)
@@ -156,6 +241,21 @@ def sketch_oph_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, 
     Returns (signatures uint32 (n, num_perm), n_shingles int64, lengths uint32, exact uint64).
     Bit-identical to ``minhash_signatures(shingle_buffer(...), method="oph")``.
     """
+    parts = _auto_split(buf, offsets, config)
+    if parts is not None and len(parts) == 1:
+        return _sketch_oph_one(parts[0][1], parts[0][2], parts[0][3], seed, num_perm)
+    if parts is not None:
+        n = offsets.size - 1
+        sigs = np.empty((n, num_perm), dtype=np.uint32)
+        n_sh, lengths, exact = np.empty(n, np.int64), np.empty(n, np.uint32), np.empty(n, np.uint64)
+        for idx, b, o, c in parts:
+            sigs[idx], n_sh[idx], lengths[idx], exact[idx] = _sketch_oph_one(b, o, c, seed, num_perm)
+        return sigs, n_sh, lengths, exact
+    return _sketch_oph_one(buf, offsets, config, seed, num_perm)
+
+
+def _sketch_oph_one(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, seed: int,
+                    num_perm: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     from ._kernels import text as kt
 
     stats = _doc_stats(offsets.size - 1)
@@ -169,9 +269,27 @@ def sorted_unique_shingles(texts: Sequence[str], config: TextConfig, seed: int) 
 
     Document i's set is ``hashes[starts[i]:starts[i] + counts[i]]``.
     """
+    buf, offsets = encode_batch(texts)
+    parts = _auto_split(buf, offsets, config)
+    if parts is not None and len(parts) == 1:
+        return _sorted_unique_one(parts[0][1], parts[0][2], parts[0][3], seed)
+    if parts is not None:
+        n = offsets.size - 1
+        starts, counts = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        chunks, base = [], 0
+        for idx, b, o, c in parts:
+            s_, c_, h_ = _sorted_unique_one(b, o, c, seed)
+            starts[idx], counts[idx] = s_ + base, c_
+            chunks.append(h_)
+            base += h_.size
+        return starts, counts, np.concatenate(chunks)
+    return _sorted_unique_one(buf, offsets, config, seed)
+
+
+def _sorted_unique_one(buf: np.ndarray, offsets: np.ndarray, config: TextConfig,
+                       seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     from ._kernels import text as kt
 
-    buf, offsets = encode_batch(texts)
     n = offsets.size - 1
     rule = _text_rule(config, seed)
     # a document of b bytes has at most max(b, 1) shingles (words need a separator; code points a byte)

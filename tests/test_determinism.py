@@ -130,7 +130,7 @@ GOLDEN_CONFIG = {
     "simhash": {"bands": None, "bits": 256, "families": 1, "pigeonhole": False, "threshold": 0.95, "verify": "exact"},
     "text_simhash": None,
 }
-GOLDEN_ARTIFACT_SHA256 = "10a9bff7f38b92c4af7ae70207947c7adc19e8559baefbb8758b99975a591bcc"
+GOLDEN_ARTIFACT_SHA256 = "f333842bc10c2127d0d58670d2ad875790cffdb1606b82862ffc90ac51e2039a"
 
 
 def golden_artifact_sha256(tmp_dir: Path | None = None) -> str:

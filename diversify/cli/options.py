@@ -54,6 +54,8 @@ CONFIG_OPTIONS: tuple[ConfigOption, ...] = (
     ConfigOption(("--rows",), "minhash.rows", "LSH rows per band (give with --bands)"),
     ConfigOption(("--shingle",), "text.shingle", "shingle unit"),
     ConfigOption(("-k", "--k"), "text.k", "shingle length in units; higher -> only closer copies match"),
+    ConfigOption(("--char-k",), "text.char_k", "character k-gram length of the documents --shingle auto shingles by "
+                                               "character (scripts without spaces: Chinese, Japanese, Thai, ...)"),
     ConfigOption(("--no-exact",), "exact", "skip the exact normalized-text stage", switch=True, switch_value=False),
     ConfigOption(("--no-minhash",), "minhash", "skip MinHash (vectors only)", switch=True, switch_value=None),
     ConfigOption(("--simhash-threshold",), "simhash.threshold", "cosine threshold for vectors; higher -> tighter"),
