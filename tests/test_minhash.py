@@ -128,7 +128,7 @@ def test_oph_csr_and_fused_equal_reference(mode, k, num_perm):
 
 @pytest.mark.parametrize("num_perm", [8, 64, 129])
 def test_classic_equals_reference_on_text(num_perm):
-    sh = shingle_hashes(HOSTILE, TextConfig(k=3), seed=4)
+    sh = shingle_hashes(HOSTILE, TextConfig(shingle="word", k=3), seed=4)
     sig = minhash_signatures(sh, num_perm=num_perm, method="classic", seed=4)
     for i, d in enumerate(HOSTILE):
         assert sig[i].tolist() == R.classic(R.shingles(d, "word", 3, 4), num_perm, 4), f"doc {i} {d!r}"
@@ -273,7 +273,7 @@ def test_multi_block_signatures_equal_reference(rng):
     from test_text import random_batch
 
     docs = random_batch(rng, 600)  # three blocks of 256 documents
-    cfg = TextConfig(k=2)
+    cfg = TextConfig(shingle="word", k=2)
     sh = shingle_hashes(docs, cfg, seed=8)
     oph = minhash_signatures(sh, num_perm=32, method="oph", seed=8)
     cls = minhash_signatures(sh, num_perm=8, method="classic", seed=8)
