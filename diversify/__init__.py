@@ -26,8 +26,8 @@ _LAZY = {
     # offline: build, add, what a build returns
     "build": "diversify.engines.local",
     "add": "diversify.engines.local",
-    "BuildResult": "diversify.engines.local",
-    "BuildStats": "diversify.engines.local",
+    "BuildResult": "diversify.engines.finish",
+    "BuildStats": "diversify.engines.finish",
     # the artifact
     "ClusterMap": "diversify.artifact",
     "load": "diversify.artifact",

@@ -88,7 +88,7 @@ def _dask():
 
 
 def _resolve_config(config) -> BuildConfig:
-    from ..local import resolve_config
+    from ..finish import resolve_config
 
     cfg = resolve_config(config)
     if cfg.minhash is not None and cfg.minhash.verify == "exact":

@@ -119,7 +119,7 @@ def _texts_in_components(run: Run, components: np.ndarray) -> _TextsAt:
 def finish_build(run: Run, edges: Edges, cluster_ids: np.ndarray, *, metadata: Optional[Any],
                  created_at: Optional[str]):
     """The BuildResult of the local build's finish, with ``stats["dask"]``."""
-    from ..local import finish
+    from ..finish import finish
 
     t0 = time.perf_counter()
     flags = _stage_flags(run, edges)

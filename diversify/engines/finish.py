@@ -1,0 +1,260 @@
+"""What both engines finish with: labels (the fold guarantee or components), representatives,
+the artifact, the report and the log record. The local engine (:mod:`.local`) and the Dask engine
+(:mod:`.dask`) hand their sketches and union-find forest to :func:`finish`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional, TypedDict, Union
+
+import numpy as np
+from typing_extensions import NotRequired  # typing.NotRequired is 3.11+; pydantic brings typing_extensions
+
+from ..clusters import (
+    cluster_report,
+    component_roots,
+    follow_alias,
+    guaranteed_clusters,
+    outcome_warnings,
+    priority_rank,
+    representatives,
+    stable_labels,
+)
+from ..config import BuildConfig, fingerprint
+from ..errors import ConfigError, DiversifyWarning
+from ..hashing import HASH_SCHEME
+from ..linking.link import LinkStats
+from ..sketches.batch import Sketches
+from ..stages import FLAG_EMPTY_TEXT, FLAG_HAS_VECTOR, STAGE_NAMES
+
+if TYPE_CHECKING:
+    from ..artifact import ClusterMap
+
+__all__ = ["BuildResult", "BuildStats", "finish", "resolve_config"]
+
+log = logging.getLogger("diversify")
+
+
+class BuildStats(TypedDict):
+    """Counts per stage (``"exact"``, ``"minhash"``, ``"text_simhash"``, ``"simhash"``)."""
+
+    candidates: dict[str, int]  # candidate pairs examined
+    verified: dict[str, int]  # verifications run
+    merged: dict[str, int]  # verified edges that joined two components
+    lsh: dict[str, dict]  # chosen LSH parameters (bands, rows, recall at the threshold, ...)
+    exact_checks: dict[str, int]  # borderline pairs decided by exact Jaccard
+    dask: NotRequired[dict]  # engine="dask" only: partitions, shuffle sizes, retries
+
+
+@dataclass
+class BuildResult:
+    """What a build produced: the cluster map plus counts and timings.
+
+    Attributes
+    ----------
+    cluster_map : ClusterMap  the artifact (``save`` it, or query it directly)
+    cluster_ids : int64 (n,)  cluster id per document (the index of the cluster's first member)
+    timings : stage -> seconds
+    stats : candidate pairs, verifications and merges per stage; chosen LSH parameters
+    """
+
+    cluster_map: ClusterMap
+    cluster_ids: np.ndarray  # int64 (n,)
+    is_representative: np.ndarray  # bool (n,)
+    doc_stages: np.ndarray  # uint8 (n,) stage bits (diversify.stages)
+    timings: dict[str, float]
+    stats: BuildStats
+    #: what the clusters are: folded share, member-to-representative similarity, largest clusters
+    #: (see diversify.clusters.report); warnings about the outcome
+    report: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.cluster_ids.size)
+
+    @property
+    def n_clusters(self) -> int:
+        return int(np.unique(self.cluster_ids).size)
+
+    @property
+    def n_duplicates(self) -> int:
+        return self.n_docs - self.n_clusters
+
+    @property
+    def n_candidates(self) -> int:
+        return int(sum(self.stats["candidates"].values()))
+
+    @property
+    def n_verified_edges(self) -> int:
+        return int(sum(self.stats["merged"].values()))
+
+    def save(self, path: Union[str, os.PathLike]) -> None:
+        """Write the artifact atomically (temp file + rename)."""
+        self.cluster_map.save(path)
+
+    def summary(self) -> str:
+        lines = [
+            f"documents        {self.n_docs:,}",
+            f"clusters         {self.n_clusters:,}",
+            f"duplicates       {self.n_duplicates:,} ({(self.n_duplicates / max(1, self.n_docs)):.1%} would be folded away)",
+        ]
+        for name, p in self.stats.get("lsh", {}).items():
+            lines.append(
+                f"{name:<16} bands={p['bands']} rows={p['rows']} recall@threshold={p['recall_at_threshold']:.3f}"
+            )
+        for name in self.stats["candidates"]:
+            c, v, m = self.stats["candidates"][name], self.stats["verified"][name], self.stats["merged"][name]
+            x = self.stats.get("exact_checks", {}).get(name)
+            extra = f" (borderline checked exactly: {x:,})" if x else ""
+            lines.append(f"{name:<16} candidates={c:,} verified={v:,} merged={m:,}{extra}")
+        sim = self.report.get("member_similarity")
+        if sim:
+            lines.append(f"folded members   similarity to their representative: min {sim['min']:.3f}, "
+                         f"median {sim['median']:.3f} ({self.report.get('similarity_source', 'estimated')})")
+        for note in self.warnings:
+            lines.append(f"warning          {note}")
+        total = sum(self.timings.values())
+        lines.append("time             " + ", ".join(f"{k} {v:.2f}s" for k, v in self.timings.items()) + f" (total {total:.2f}s)")
+        return "\n".join(lines)
+
+
+def resolve_config(config) -> BuildConfig:
+    if config is None:
+        return BuildConfig()
+    if isinstance(config, BuildConfig):
+        return config
+    if isinstance(config, Mapping):
+        return BuildConfig(**config)
+    raise ConfigError(f"`config` must be a BuildConfig, a dict of its fields, or None; got {type(config).__name__}.")
+
+
+def finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray, stats: LinkStats, timings: dict,
+           *, aliases: np.ndarray, raw_cluster: Optional[np.ndarray], metadata, created_at,
+           old_reps: Optional[np.ndarray] = None) -> BuildResult:
+    from ..artifact import ClusterMap
+
+    t0 = time.perf_counter()
+    root = component_roots(parent)
+    fold: dict = {}
+    fold_sim: Optional[np.ndarray] = None
+    if cfg.clustering == "components":
+        if raw_cluster is None:
+            cluster_ids = stored = root
+        else:
+            cluster_ids, stored, aliases = stable_labels(root, raw_cluster, aliases)
+        rep = representatives(cluster_ids, cfg.representative, sk.lengths, sk.keys)
+    else:
+        cluster_ids, rep, flags, fold, fold_sim = _guaranteed(root, sk, cfg, flags, raw_cluster, aliases, old_reps)
+        stored = cluster_ids
+    timings["cluster"] = time.perf_counter() - t0
+    extras: dict = {}
+    if cfg.incremental:
+        extras = _extras(sk)
+    if fold_sim is not None:  # what the fold check verified, for `stats` and `eval`
+        extras["fold_similarity"] = fold_sim
+    if aliases.size:
+        extras["aliases"] = aliases
+    n_clusters = int(np.unique(cluster_ids).size)
+    # no wall-clock timings in the artifact: same input, config and seed => same bytes
+    build_info = {
+        "n_docs": sk.n,
+        "n_clusters": n_clusters,
+        "n_empty": int(sk.empty.sum()) if sk.has_text else 0,
+        "candidates": stats.candidates,
+        "verified": stats.verified,
+        "merged": stats.merged,
+        "lsh": stats.lsh,
+        "exact_checks": stats.exact_checks,
+        "stages": {str(k): v for k, v in STAGE_NAMES.items()},
+    }
+    if fold:
+        build_info["fold"] = fold
+    cmap = ClusterMap.from_arrays(
+        sk.ids,
+        stored,
+        rep,
+        flags,
+        sk.lengths,
+        config=cfg.model_dump(mode="json"),
+        fingerprint=fingerprint(cfg),
+        seed=cfg.seed,
+        hash_scheme=HASH_SCHEME,
+        build_info=build_info,
+        metadata=dict(metadata) if metadata else None,
+        created_at=created_at,
+        extras=extras,
+    )
+    stats_dict: BuildStats = {"candidates": stats.candidates, "verified": stats.verified, "merged": stats.merged, "lsh": stats.lsh,
+                  "exact_checks": stats.exact_checks}
+    config_json = cfg.model_dump(mode="json")
+    report = cluster_report(cluster_ids, rep, config_json, {**_extras(sk), **extras})
+    notes = outcome_warnings(report)
+    _log_build(cfg, config_json, build_info, report, fingerprint(cfg))
+    for note in notes:
+        warnings.warn(note, DiversifyWarning, stacklevel=3)
+    return BuildResult(cluster_map=cmap, cluster_ids=cluster_ids, is_representative=rep, doc_stages=flags,
+                       timings=timings, stats=stats_dict, report=report, warnings=notes)
+
+
+def _log_build(cfg: BuildConfig, config: dict, build_info: dict, report: dict, fp: str) -> None:
+    """One INFO record per build with what a production log needs; DEBUG with the config."""
+    sim = report.get("member_similarity") or {}
+    log.info("built %d documents into %d clusters (%d folded, %.1f%%); candidates %s, merged %s; largest cluster "
+             "%.2f%% of the corpus; member similarity to representative min %s median %s; clustering=%s seed=%d "
+             "fingerprint=%s", report["documents"], report["clusters"], report["folded"],
+             100 * report["folded_share"], build_info["candidates"], build_info["merged"],
+             100 * report["largest_share"], f"{sim['min']:.3f}" if sim else "n/a",
+             f"{sim['median']:.3f}" if sim else "n/a", cfg.clustering, cfg.seed, fp)
+    log.debug("config %s", config)
+
+
+def _guaranteed(root, sk: Sketches, cfg: BuildConfig, flags: np.ndarray, raw_cluster, aliases, old_reps):
+    """Labels, representatives and stage bits under the fold guarantee (see diversify.clusters.guarantee)."""
+    rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
+    old_sim = sk.fold_similarity
+    if raw_cluster is None:
+        labels, rep, bits, fstats = guaranteed_clusters(root, sk, cfg, rank)
+    else:
+        amap = {int(a): int(b) for a, b in aliases}
+        old = np.array([follow_alias(amap, int(c)) for c in raw_cluster], dtype=np.int64)
+        n_old = old.size
+        labels, rep, bits, fstats = guaranteed_clusters(root, sk, cfg, rank, n_old=n_old, old_labels=old,
+                                                       old_reps=old_reps, old_flags=flags[:n_old])
+    sim = fstats.similarity.astype(np.float32)
+    if old_sim is not None:  # add: old documents keep what their build verified
+        keep = np.isnan(sim[: old_sim.size])
+        sim[: old_sim.size][keep] = old_sim[keep]
+    sim[rep] = 1.0
+    return labels, rep, bits, fstats.as_dict(), sim
+
+
+def _extras(sk: Sketches) -> dict:
+    ex: dict[str, np.ndarray | None] = {"exact_hash": sk.exact}
+    doc_flags = sk.empty.astype(np.uint8) * FLAG_EMPTY_TEXT
+    if sk.simhash is not None:
+        doc_flags |= FLAG_HAS_VECTOR
+    ex["doc_flags"] = doc_flags
+    if sk.minhash is not None:
+        ex["minhash"] = sk.minhash
+    if sk.shingle_indptr is not None:
+        ex["shingle_indptr"] = sk.shingle_indptr
+        ex["shingle_hashes"] = sk.shingle_hashes
+    if sk.simhash is not None:
+        ex["simhash"] = sk.simhash
+        ex["vectors"] = sk.vectors
+    if sk.text_simhash is not None:
+        ex["text_simhash"] = sk.text_simhash
+    if sk.keys is not None:
+        ex["rep_keys"] = sk.keys
+    if sk.doc_threshold is not None:
+        ex["doc_threshold"] = sk.doc_threshold
+    return ex
+
+
