@@ -201,8 +201,7 @@ def test_text_simhash_near_copies_are_close_and_unrelated_are_far():
 
 
 def test_lsh_multi_band_keys_reassemble_the_signature_and_obey_pigeonhole(rng):
-    from diversify.linking.bands import band_starts
-    from diversify.sketches.simhash import simhash_lsh_multi
+    from diversify.linking.bands import band_starts, simhash_lsh_multi
 
     bits, bands, families = 256, 16, 2
     v = rng.standard_normal(32)

@@ -17,7 +17,10 @@ from typing import Optional
 
 import numpy as np
 
-__all__ = ["LSHParams", "candidate_probability", "optimal_params", "pigeonhole_params", "simhash_bit_similarity"]
+from ..errors import ConfigError
+
+__all__ = ["LSHParams", "candidate_probability", "optimal_params", "pigeonhole_params", "simhash_bit_similarity",
+           "band_starts", "SimHashFamily", "simhash_lsh_multi"]
 
 
 @dataclass(frozen=True)
@@ -118,4 +121,43 @@ def band_starts(bits: int, bands: int) -> np.ndarray:
     widths[:extra] += 1
     out = np.zeros(bands + 1, dtype=np.int64)
     np.cumsum(widths, out=out[1:])
+    return out
+
+
+# --------------------------------------------------------------------------- band keys of one vector
+
+
+@dataclass(frozen=True)
+class SimHashFamily:
+    """One family of a vector's SimHash: the signature as hex and its LSH band keys (hex)."""
+
+    family: int
+    bits: int
+    signature: str
+    bands: tuple[str, ...]
+
+
+def simhash_lsh_multi(vector, *, bits: int = 256, bands: int = 16, families: int = 1, seed: int = 1) -> list[SimHashFamily]:
+    """SimHash of one vector in ``families`` independent hyperplane families, with band keys.
+
+    Each family's ``bits`` are cut into ``bands`` contiguous ranges; two vectors whose signatures
+    agree on any band are LSH candidates. With ``bands`` = b, every pair within Hamming distance
+    b-1 in a family shares a band (pigeonhole). Band keys are ``"<band>:<hex bits>"`` strings.
+    """
+    from ..sketches.simhash import normalize_vector, row_hex, simhash_vectors
+
+    if not 1 <= bands <= bits:
+        raise ConfigError(f"`bands` must be in [1, bits={bits}]; got {bands!r}. 16 bands of 16 bits suit bits=256.")
+    sig = simhash_vectors(normalize_vector(vector)[None, :], seed=seed, bits=bits, families=families, normalized=True)[0]
+    starts = band_starts(bits, bands)
+    out = []
+    for f in range(families):
+        words = sig[f * bits // 64 : (f + 1) * bits // 64]
+        value = int(row_hex(words), 16)
+        keys = []
+        for b in range(bands):
+            width = int(starts[b + 1] - starts[b])
+            part = (value >> int(starts[b])) & ((1 << width) - 1)
+            keys.append(f"{b}:{part:0{(width + 3) // 4}x}")
+        out.append(SimHashFamily(family=f, bits=bits, signature=row_hex(words), bands=tuple(keys)))
     return out

@@ -9,7 +9,6 @@ bits is ``cos(pi * h / bits)``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,8 +23,6 @@ __all__ = [
     "hamming_distance",
     "hamming_distance_hex",
     "cosine_from_hamming",
-    "SimHashFamily",
-    "simhash_lsh_multi",
 ]
 
 def hyperplanes(seed: int, dim: int, bits: int, families: int = 1) -> np.ndarray:
@@ -118,42 +115,6 @@ def cosine_from_hamming(h: int, bits: int) -> float:
     return math.cos(math.pi * h / bits)
 
 
-def _row_hex(words: np.ndarray) -> str:
+def row_hex(words: np.ndarray) -> str:
     # most significant word first, so that int(hex, 16) holds bit j of word w at position 64*w + j
     return "".join(f"{int(w):016x}" for w in words[::-1])
-
-
-@dataclass(frozen=True)
-class SimHashFamily:
-    """One family of a vector's SimHash: the signature as hex and its LSH band keys (hex)."""
-
-    family: int
-    bits: int
-    signature: str
-    bands: tuple[str, ...]
-
-
-def simhash_lsh_multi(vector, *, bits: int = 256, bands: int = 16, families: int = 1, seed: int = 1) -> list[SimHashFamily]:
-    """SimHash of one vector in ``families`` independent hyperplane families, with band keys.
-
-    Each family's ``bits`` are cut into ``bands`` contiguous ranges; two vectors whose signatures
-    agree on any band are LSH candidates. With ``bands`` = b, every pair within Hamming distance
-    b-1 in a family shares a band (pigeonhole). Band keys are ``"<band>:<hex bits>"`` strings.
-    """
-    from ..linking.bands import band_starts
-
-    if not 1 <= bands <= bits:
-        raise ConfigError(f"`bands` must be in [1, bits={bits}]; got {bands!r}. 16 bands of 16 bits suit bits=256.")
-    sig = simhash_vectors(normalize_vector(vector)[None, :], seed=seed, bits=bits, families=families, normalized=True)[0]
-    starts = band_starts(bits, bands)
-    out = []
-    for f in range(families):
-        words = sig[f * bits // 64 : (f + 1) * bits // 64]
-        value = int(_row_hex(words), 16)
-        keys = []
-        for b in range(bands):
-            width = int(starts[b + 1] - starts[b])
-            part = (value >> int(starts[b])) & ((1 << width) - 1)
-            keys.append(f"{b}:{part:0{(width + 3) // 4}x}")
-        out.append(SimHashFamily(family=f, bits=bits, signature=_row_hex(words), bands=tuple(keys)))
-    return out
