@@ -23,10 +23,13 @@ Examples
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Union
 
 import numpy as np
+
+from .planted import Corpus
+from .vectors import generate_vectors
 
 __all__ = ["Corpus", "generate_corpus", "generate_vectors"]
 
@@ -46,65 +49,6 @@ _VOWELS = list("aeiou") + ["ai", "ea", "ou", "io"]
 # Docs per generation chunk: bounds temporaries at ~chunk * words_per_doc * 2 ints. Fixed so that
 # the output does not depend on anything but the arguments.
 _CHUNK = 8192
-
-
-@dataclass(frozen=True)
-class Corpus:
-    """A generated corpus with planted near-duplicates.
-
-    Attributes
-    ----------
-    ids : list of str
-        ``"doc-0000000"``-style identifiers, unique.
-    texts : list of str
-        Document texts.
-    source : ndarray of int64, shape (n,)
-        Index of the original a planted copy (or boilerplate page) was made from; an original's
-        own index otherwise.
-    edit_rates : ndarray of float64, shape (n,)
-        Word edit rate applied to make the document from its source (0.0 for originals).
-    topics : ndarray of int64, shape (n,)
-        Topic of each document (a copy has its source's topic).
-    is_boilerplate : ndarray of bool, shape (n,)
-        True for pages rendered from a boilerplate template.
-    params : dict
-        The arguments the corpus was generated with.
-    """
-
-    ids: list[str]
-    texts: list[str]
-    source: np.ndarray
-    edit_rates: np.ndarray
-    topics: np.ndarray
-    is_boilerplate: np.ndarray
-    params: dict = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.texts)
-
-    def planted_clusters(self) -> np.ndarray:
-        """Planted cluster label per document: the smallest index in its group, int64 (n,)."""
-        src = np.asarray(self.source, dtype=np.int64)
-        smallest = np.full(src.size, np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(smallest, src, np.arange(src.size, dtype=np.int64))
-        return smallest[src]
-
-    def planted_pairs(self) -> np.ndarray:
-        """All pairs ``(i, j)``, ``i < j``, planted in the same group; int64 (m, 2), sorted."""
-        labels = self.planted_clusters()
-        order = np.argsort(labels, kind="stable")
-        sorted_labels = labels[order]
-        starts = np.flatnonzero(np.r_[True, sorted_labels[1:] != sorted_labels[:-1]])
-        sizes = np.diff(np.r_[starts, labels.size])
-        chunks = []
-        for start, size in zip(starts[sizes > 1], sizes[sizes > 1]):
-            members = np.sort(order[start : start + size])
-            a, b = np.triu_indices(size, k=1)
-            chunks.append(np.stack([members[a], members[b]], axis=1))
-        if not chunks:
-            return np.empty((0, 2), dtype=np.int64)
-        pairs = np.concatenate(chunks).astype(np.int64, copy=False)
-        return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
 
 
 def _check_rate(name: str, value: EditRate) -> tuple[float, float]:
@@ -473,74 +417,3 @@ def _edit_padded(rng, sampler, words, variants, valid, rates, noise):
         slot_vars = np.where(flip, rng.integers(0, _N_VARIANTS, size=(n, 2 * length)), slot_vars)
     lengths = keep.sum(axis=1)
     return slot_words[keep], slot_vars[keep].astype(np.int32, copy=False), lengths
-
-
-def generate_vectors(
-    corpus_or_n: Corpus | int,
-    *,
-    dim: int = 64,
-    topics: int | None = None,
-    topic_weight: float = 0.6,
-    copy_noise: float = 0.12,
-    seed: int = 0,
-) -> np.ndarray:
-    """Embedding-like unit vectors where planted copies sit near their original.
-
-    Each original gets ``topic_weight`` of a topic centroid plus an independent random direction;
-    a copy is its original's vector plus noise of relative size ``copy_noise * (1 + 10 * rate)``,
-    renormalized, which gives cosine ≈ 0.99 to the original for rate 0 and ≈ 0.98 for rate 0.05.
-    Unrelated documents in one topic have cosine ≈ ``topic_weight**2`` (0.36 at the default);
-    across topics ≈ 0.
-
-    Parameters
-    ----------
-    corpus_or_n : Corpus or int
-        A corpus (uses its ``source``, ``topics`` and ``edit_rates``) or a count of unrelated
-        documents.
-    dim : int
-        Dimension (>= 2).
-    topics : int, optional
-        Number of topics when ``corpus_or_n`` is an int (default 20).
-    seed : int
-        Seed.
-
-    Returns
-    -------
-    ndarray of float32, shape (n, dim), rows of unit L2 norm.
-    """
-    if not isinstance(dim, (int, np.integer)) or dim < 2:
-        raise ValueError(f"`dim` must be an integer >= 2; got {dim!r}.")
-    if isinstance(corpus_or_n, Corpus):
-        n = len(corpus_or_n)
-        source = np.asarray(corpus_or_n.source, dtype=np.int64)
-        doc_topics = np.asarray(corpus_or_n.topics, dtype=np.int64)
-        rates = np.asarray(corpus_or_n.edit_rates, dtype=np.float64)
-        n_topics = int(doc_topics.max()) + 1 if n else 1
-    elif isinstance(corpus_or_n, (int, np.integer)) and corpus_or_n >= 0:
-        n = int(corpus_or_n)
-        n_topics = topics or 20
-        source = np.arange(n, dtype=np.int64)
-        doc_topics = np.random.default_rng(np.random.SeedSequence([int(seed), 7])).integers(0, n_topics, size=n)
-        rates = np.zeros(n)
-    else:
-        raise ValueError(f"`corpus_or_n` must be a Corpus or an integer >= 0; got {corpus_or_n!r}.")
-
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 6, dim]))
-    centroids = rng.standard_normal((n_topics, dim))
-    centroids /= np.linalg.norm(centroids, axis=1, keepdims=True)
-    own = rng.standard_normal((n, dim))
-    own /= np.linalg.norm(own, axis=1, keepdims=True)
-    base = topic_weight * centroids[doc_topics] + math.sqrt(1 - topic_weight**2) * own
-    base /= np.linalg.norm(base, axis=1, keepdims=True)
-    # Copies: start from the source's base vector.
-    is_copy = source != np.arange(n)
-    out = base.copy()
-    if is_copy.any():
-        eps = rng.standard_normal((int(is_copy.sum()), dim))
-        eps /= np.linalg.norm(eps, axis=1, keepdims=True)
-        scale = (copy_noise * (1.0 + 10.0 * rates[is_copy]))[:, None]
-        out[is_copy] = base[source[is_copy]] + scale * eps
-    # Originals also get a little noise so exact-duplicate vectors are not trivially equal.
-    out[~is_copy] += 0.02 * rng.standard_normal((int((~is_copy).sum()), dim)) / math.sqrt(dim)
-    out /= np.linalg.norm(out, axis=1, keepdims=True)
-    return out.astype(np.float32)
