@@ -7,7 +7,11 @@ import time
 
 import numpy as np
 
-from .retrieval import CRAN_THRESHOLDS, K1, TOP_N, B, K
+# BM25 parameters, candidates per query, cut-off of nDCG/redundancy, diversify.build thresholds
+K1, B = 1.2, 0.75
+TOP_N = 50
+K = 10
+CRAN_THRESHOLDS = (0.8, 0.5)  # 0.8 = default BuildConfig
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..env import loadavg
 from ..paths import log
-from .online import ERF_THRESHOLD, MMR_LAMBDA, N_HITS, K, redundancy
+from ._online_common import BAR_P99_US, ERF_THRESHOLD, MMR_LAMBDA, N_HITS, K, redundancy
 
 
 def _pct(samples_ns, q):
@@ -199,8 +199,6 @@ def latency_round(s, passes: int, peer_passes: int) -> dict:
 
 
 def latency(s, repeats: int, passes: int, peer_passes: int) -> dict:
-    from .online import BAR_P99_US
-
     rounds = []
     for i in range(repeats):
         log(f"latency round {i + 1}/{repeats} (load {loadavg()})")

@@ -11,6 +11,7 @@ import time
 import numpy as np
 
 from ..paths import ROOT
+from ._online_common import CORPUS
 
 _PROBE = r"""
 import json, os, sys, numpy as np
@@ -78,7 +79,6 @@ def _make(s, n: int, path: str) -> tuple[str, int]:
     import diversify
 
     from .. import lib
-    from .online import CORPUS
 
     if n <= 100_000:
         p = dict(CORPUS)

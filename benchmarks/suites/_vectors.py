@@ -8,10 +8,66 @@ import time
 import numpy as np
 
 from ..paths import CACHE, log, now, read_json, shown, write_json
-from .vectors import HNSW, PEERS, PIGEONHOLE_MAX_N, VARIANTS, run_child, truth_for
+
+HNSW = dict(M=32, efConstruction=80, efSearch=64, k=16)
+# diversify variants: name -> SimHashConfig keyword arguments (threshold added per run)
+VARIANTS = {
+    "diversify": {},
+    "diversify pigeonhole": {"pigeonhole": True},
+    "diversify families=2": {"families": 2},
+    # giant buckets are compared within a sliding window (BuildConfig.bucket_window, default 64);
+    # at 1M vectors with topic structure many SimHash buckets exceed it
+    "diversify bucket_window=1024": {"bucket_window": 1024},
+}
+# Pigeonhole bands are short (radius+1 bands of bits/(radius+1) bits): at t=0.9, 256 bits that is
+# 37 bands of ~7 bits, i.e. candidates ≈ n²/2 · 37/128. Above this many documents it is skipped.
+PIGEONHOLE_MAX_N = {0.9: 20_000, 0.95: 200_000}
+PEERS = (("FAISS IndexFlatIP range search", "faiss_flat", {}), ("FAISS HNSW k-NN + radius", "faiss_hnsw", HNSW))
 
 ROW_KEYS = ("tool", "kwargs", "n", "dim", "warmup_s", "loadavg_before", "loadavg_after", "cpu_s", "rss_delta_mb",
             "rss_peak_mb", "vectors_mb", "peak_method")
+
+
+def exact_pairs(v: np.ndarray, t: float, margin: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
+    """All pairs i<j with cosine ≥ t: FAISS flat range search at t - margin (float32), then the
+    survivors' cosine recomputed in float64 and cut at t."""
+    import faiss
+
+    x = np.ascontiguousarray(v, dtype=np.float32)
+    index = faiss.IndexFlatIP(x.shape[1])
+    index.add(x)
+    lims, _, ids = index.range_search(x, float(t - margin))
+    q = np.repeat(np.arange(x.shape[0], dtype=np.int64), np.diff(lims).astype(np.int64))
+    ids = ids.astype(np.int64)
+    keep = q < ids
+    a, b = q[keep], ids[keep]
+    x64 = np.asarray(v, dtype=np.float64)
+    x64 /= np.linalg.norm(x64, axis=1, keepdims=True)
+    cos = np.einsum("ij,ij->i", x64[a], x64[b])
+    ok = cos >= t
+    return np.stack([a[ok], b[ok]], axis=1), cos[ok]
+
+
+def truth_for(vec_path: str, t_min: float) -> tuple[np.ndarray, np.ndarray, dict]:
+    out = vec_path.replace(".npy", f"-truth-{t_min}.npz")
+    if not os.path.exists(out):
+        log(f"exact cosine truth (≥ {t_min}) for {vec_path.rsplit('/', 1)[-1]} ...")
+        t0 = time.perf_counter()
+        pairs, cos = exact_pairs(np.load(vec_path), t_min)
+        np.savez(out, pairs=pairs, cos=cos, seconds=time.perf_counter() - t0)
+    z = np.load(out)
+    return z["pairs"], z["cos"], dict(seconds=float(z["seconds"]))
+
+
+def run_child(job: dict, timeout: float):
+    """One vector tool in a worker: (record, {threshold: labels}) or None when it timed out."""
+    from ..worker import run_job
+
+    r = run_job("benchmarks.tools.vectors:TASK", job, tag=f"vec-{job['tool']}", timeout=timeout)
+    if r is None:
+        return None
+    meta, arrays = r
+    return meta, {k.removeprefix("labels_"): v for k, v in arrays.items()}
 
 
 def _row(meta: dict, t: str, labels, truth_pairs, truth_labels, extra=None) -> dict:

@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from . import Suite
+from ._online_common import CORPUS, DIM, N_HITS, N_QUERIES, QUERY_NOISE, redundancy
 
 SUITE = Suite(
     name="online",
@@ -28,19 +29,6 @@ SUITE = Suite(
     results=("online.json",), render="benchmarks.report.online:online_section",
     peers=("langchain-community", "langchain-core"),
     quick={"n_docs": 2000, "repeats": 1, "passes": 5, "peer_passes": 1, "no_memory": True}, takes="~2 min")
-
-# The corpus: dup_fraction 0.38 gives ~30% of each top-50 as near-duplicates of a higher hit
-# under the built artifact (measured and reported as `dup_share_of_hits`).
-CORPUS = dict(n_docs=20_000, words_per_doc=200, dup_fraction=0.38, edit_rate=(0.0, 0.02), seed=11)
-DIM = 64
-N_QUERIES = 200
-N_HITS = 50
-K = 10
-QUERY_NOISE = 0.3
-ERF_THRESHOLD = 0.95  # EmbeddingsRedundantFilter's default
-MMR_LAMBDA = 0.5  # maximal_marginal_relevance's default
-BAR_P99_US = 25.0
-
 
 def add_arguments(p) -> None:
     p.add_argument("--repeats", type=int, default=3, help="latency rounds (default 3; best-of and all reported)")
@@ -51,17 +39,6 @@ def add_arguments(p) -> None:
     p.add_argument("--no-memory", action="store_true", help="skip the 100k / 1M memory probes")
     p.add_argument("--memory-sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     p.add_argument("--n-docs", type=int, default=CORPUS["n_docs"], help="documents of the generated corpus")
-
-
-def redundancy(ids, cluster_of) -> int:
-    """Kept hits sharing a cluster with a higher kept hit."""
-    seen, red = set(), 0
-    for i in ids:
-        c = cluster_of[i]
-        if c in seen:
-            red += 1
-        seen.add(c)
-    return red
 
 
 def _artifact(workdir: str, corpus):

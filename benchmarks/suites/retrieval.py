@@ -29,12 +29,8 @@ SUITE = Suite(
     results=("retrieval.json",), render="benchmarks.report.retrieval:retrieval_section",
     data=("cranfield", "stsb"), quick={}, takes="~1 min")
 
-K1, B = 1.2, 0.75
-TOP_N = 50
-K = 10
 STS_POSITIVE_MIN = 4.0
 JACCARD_THRESHOLDS = (0.5, 0.8)
-CRAN_THRESHOLDS = (0.8, 0.5)  # 0.8 = default BuildConfig
 TEXT_REPR = {"word5": "TextConfig()", "char5": 'TextConfig(shingle="char", k=5)'}
 # diversify's word rule (diversify/text.py): runs of characters that are neither whitespace nor ASCII punctuation
 _DIV_WORD = re.compile(r"[^\s!-/:-@\[-`{-~]+")
