@@ -38,7 +38,11 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 METHODS = ("diversify", "diversify-components", "diversify-verify-exact", "rensa", "datasketch")
 FLAGS = {"diversify": [], "diversify-components": ["--clustering", "components"],
-         "diversify-verify-exact": ["--verify", "exact"]}
+         "diversify-verify-exact": ["--verify", "exact"], "diversify-verify-estimate": ["--verify", "estimate"]}
+# the borderline band of verify="auto", in standard errors (the default is 2): `--methods diversify-borderline-1 ...`
+for _b in ("0", "1", "3", "4"):
+    FLAGS[f"diversify-borderline-{_b}"] = ["--borderline", _b]
+SWEEP = tuple(m for m in FLAGS if m not in METHODS)
 T = 0.8
 
 
@@ -276,7 +280,7 @@ def environment() -> dict:
     }
 
 
-def run(corpora, cache: Path, methods=METHODS, check: bool = False, repeat: int = 1) -> dict:
+def run(corpora, cache: Path, methods=METHODS, check: bool = False, repeat: int = 1, out: str = "results") -> dict:
     out_dir = cache / "runs"
     out_dir.mkdir(parents=True, exist_ok=True)
     results = {"environment": environment(), "threshold": T, "repeat": repeat, "corpora": {}}
@@ -339,9 +343,9 @@ def run(corpora, cache: Path, methods=METHODS, check: bool = False, repeat: int 
             entry["checks"]["seconds"] = round(time.perf_counter() - t1, 1)
         entry["string_audit"] = truthmod.audit(corpus, truth, extra_pairs=sorted(set(below_pairs)), sample=1000)
         results["corpora"][name] = entry
-        write(results)
+        write(results, out)
     results["environment"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    write(results)
+    write(results, out)
     return results
 
 
@@ -456,21 +460,24 @@ def _details(results: dict) -> list[str]:
     return lines
 
 
-def write(results: dict) -> None:
-    (HERE / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-    (HERE / "RESULTS.md").write_text(markdown(results))
+def write(results: dict, out: str = "results") -> None:
+    """``<out>.json`` and its markdown (``RESULTS.md`` for the main run, ``<out>.md`` for a sweep)."""
+    (HERE / f"{out}.json").write_text(json.dumps(results, indent=1) + "\n")
+    (HERE / ("RESULTS.md" if out == "results" else f"{out}.md")).write_text(markdown(results))
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description="real-corpus quality suite")
     ap.add_argument("--corpora", nargs="+", default=list(CORPORA), choices=CORPORA)
-    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS + SWEEP)
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     ap.add_argument("--repeat", type=int, default=1, help="runs per method (median wall time reported)")
     ap.add_argument("--check", action="store_true",
                     help="also compare the tokenizer with tests/reference.py and the join with brute force")
+    ap.add_argument("--out", default="results", help="name of the result files (default results: results.json, "
+                                                      "RESULTS.md); e.g. --out borderline for a sweep")
     args = ap.parse_args(argv)
-    run(args.corpora, args.cache, args.methods, args.check, args.repeat)
+    run(args.corpora, args.cache, args.methods, args.check, args.repeat, args.out)
 
 
 if __name__ == "__main__":

@@ -18,10 +18,10 @@ SUITE = Suite(
 
 
 def add_arguments(p) -> None:
-    from ..quality_real.run import CORPORA, METHODS
+    from ..quality_real.run import CORPORA, METHODS, SWEEP
 
     p.add_argument("--corpora", nargs="+", default=list(CORPORA), choices=CORPORA)
-    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS + SWEEP)
     p.add_argument("--repeat", type=int, default=1, help="runs per method (median wall time reported)")
     p.add_argument("--check", action="store_true", help="also check the tokenizer and the join against brute force")
 
