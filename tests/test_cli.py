@@ -206,7 +206,7 @@ def test_every_clustering_flag_defaults_to_the_model_and_sets_only_its_field():
             if action.choices:
                 expected = next(c for c in action.choices if c != model_default(opt.field))
             else:
-                expected = {"minhash.num_perm": 64, "text.k": 3, "text.char_k": 4, "simhash.families": 2, "bucket_window": 16}.get(
+                expected = {"minhash.num_perm": 64, "text.k": 3, "text.char_k": 4, "simhash.families": 3, "bucket_window": 16}.get(
                     opt.field, samples.get(action.type, 3))
             if opt.field == "minhash.bands":
                 argv, expected = [flag, "4", "--rows", "8"], 4
