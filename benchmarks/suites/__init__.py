@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # Report order: RESULTS.md sections follow this list.
-NAMES = ("build", "boilerplate", "scaling", "quality", "quality_real", "vectors", "simhash_text", "online", "retrieval",
-         "plots", "dask")
+NAMES = ("build", "boilerplate", "scaling", "quality", "quality_real", "vectors", "simhash_families", "simhash_text",
+         "online", "retrieval", "plots", "dask")
 
 
 @dataclass(frozen=True)
