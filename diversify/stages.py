@@ -18,3 +18,5 @@ STAGE_NAMES = {STAGE_EXACT: "exact", STAGE_MINHASH: "minhash", STAGE_SIMHASH: "s
 # bits of the per-document "doc_flags" extra
 FLAG_EMPTY_TEXT = 1
 FLAG_HAS_VECTOR = 2
+#: shingle="auto" shingled the document by character (a script written without spaces)
+FLAG_CHAR_SHINGLES = 4

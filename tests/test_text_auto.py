@@ -78,3 +78,16 @@ def test_ascii_corpora_are_unchanged_by_auto():
     w = build(docs, config={"text": {"shingle": "word"}})
     assert a.cluster_ids.tolist() == w.cluster_ids.tolist()
     assert np.array_equal(a.cluster_map.extras["minhash"], w.cluster_map.extras["minhash"])
+
+
+def test_the_rule_each_document_took_is_recorded_and_kept_by_add():
+    from diversify import add
+    from diversify.stages import FLAG_CHAR_SHINGLES
+
+    docs = ["plain english words in a row here", "这是一个中文句子，没有空格。" * 3]
+    res = build(docs, ids=["en", "zh"])
+    flags = res.cluster_map.extras["doc_flags"]
+    assert ((flags & FLAG_CHAR_SHINGLES) != 0).tolist() == [False, True]
+    more = add(res.cluster_map, ["ภาษาไทยไม่มีช่องว่างระหว่างคำ" * 3, "more english words"], ids=["th", "en2"])
+    flags = more.cluster_map.extras["doc_flags"]
+    assert ((flags & FLAG_CHAR_SHINGLES) != 0).tolist() == [False, True, True, False]

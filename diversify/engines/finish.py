@@ -31,7 +31,7 @@ from ..errors import ConfigError, DiversifyWarning
 from ..hashing import HASH_SCHEME
 from ..linking.link import LinkStats
 from ..sketches.batch import Sketches
-from ..stages import FLAG_EMPTY_TEXT, FLAG_HAS_VECTOR, STAGE_NAMES
+from ..stages import FLAG_CHAR_SHINGLES, FLAG_EMPTY_TEXT, FLAG_HAS_VECTOR, STAGE_NAMES
 
 if TYPE_CHECKING:
     from ..artifact import ClusterMap
@@ -240,6 +240,8 @@ def _extras(sk: Sketches) -> dict:
     doc_flags = sk.empty.astype(np.uint8) * FLAG_EMPTY_TEXT
     if sk.simhash is not None:
         doc_flags |= FLAG_HAS_VECTOR
+    if sk.char_docs is not None:
+        doc_flags[sk.char_docs] |= FLAG_CHAR_SHINGLES
     ex["doc_flags"] = doc_flags
     if sk.minhash is not None:
         ex["minhash"] = sk.minhash

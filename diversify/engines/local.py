@@ -24,7 +24,7 @@ from ..errors import ConfigError, IncompatibleArtifactError, InputError
 from ..ids import check_ids, normalize_ids
 from ..linking.link import link
 from ..sketches.batch import Sketches, sketch_texts, sketch_vectors
-from ..stages import FLAG_EMPTY_TEXT, FLAG_HAS_VECTOR
+from ..stages import FLAG_CHAR_SHINGLES, FLAG_EMPTY_TEXT, FLAG_HAS_VECTOR
 from .finish import BuildResult, BuildStats, finish, resolve_config
 
 __all__ = ["build", "add", "BuildResult", "BuildStats"]
@@ -297,6 +297,8 @@ def _extend(cmap, cfg: BuildConfig, new: Sketches, all_ids: list, old_flags: np.
         empty=np.concatenate([(old_flags & FLAG_EMPTY_TEXT).astype(bool), new.empty]),
     )
     sk.texts, sk.text_offset = new.texts, n_old
+    if new.char_docs is not None:
+        sk.char_docs = np.concatenate([(old_flags & FLAG_CHAR_SHINGLES).astype(bool), new.char_docs])
     if new.minhash is not None:
         sk.minhash = np.concatenate([np.asarray(ex["minhash"]), new.minhash])
     if new.shingle_indptr is not None:

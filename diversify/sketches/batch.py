@@ -20,7 +20,7 @@ import numpy as np
 
 from ..config import BuildConfig
 from ..errors import ConfigError, InputError
-from ..text import Shingles, encode_batch, shingle_buffer, sketch_oph_buffer, text_simhash_buffer
+from ..text import Shingles, encode_batch, shingle_buffer, sketch_oph_buffer, text_simhash_buffer, unspaced_docs
 
 __all__ = ["Sketches", "sketch_texts", "sketch_vectors", "unique_shingles", "chunks", "progress_bar"]
 
@@ -43,7 +43,8 @@ class Sketches:
     vectors: Optional[np.ndarray] = None  # float32/64 (n, d), L2-normalized
     keys: Optional[np.ndarray] = None  # float64 (n,) or (n, m) representative keys
     doc_threshold: Optional[np.ndarray] = None  # float64 (n,) Jaccard threshold of each document's source
-    fold_similarity: Optional[np.ndarray] = None  # float32 (n,) of an artifact `add` extends (see clusters)
+    fold_similarity: Optional[np.ndarray] = None
+    char_docs: Optional[np.ndarray] = None  # bool (n,) documents shingle="auto" shingled by character  # float32 (n,) of an artifact `add` extends (see clusters)
     has_text: bool = True  # False for a vectors-only build
     texts: Optional[Sequence] = None  # random-access texts of documents text_offset.. (for verify="auto")
     text_offset: int = 0
@@ -103,6 +104,7 @@ class _ChunkSketch:
     fingerprints: Optional[np.ndarray]  # uint64 (m,) when the text SimHash stage is on
     seconds_sketch: float
     seconds_signatures: float
+    char_docs: Optional[np.ndarray] = None  # bool (m,) shingled by character under shingle="auto"
 
 
 def _sketch_chunk(buf: np.ndarray, offsets: np.ndarray, config: BuildConfig) -> _ChunkSketch:
@@ -110,9 +112,17 @@ def _sketch_chunk(buf: np.ndarray, offsets: np.ndarray, config: BuildConfig) -> 
 
     The fused kernel goes from bytes to signatures in one pass; other settings need the shingles.
     """
-    from .minhash import minhash_signatures
 
     t0 = time.perf_counter()
+    chunk = _sketch_chunk_kernels(buf, offsets, config, t0)
+    if config.text.shingle == "auto":
+        chunk.char_docs = unspaced_docs(buf, offsets)
+    return chunk
+
+
+def _sketch_chunk_kernels(buf: np.ndarray, offsets: np.ndarray, config: BuildConfig, t0: float) -> _ChunkSketch:
+    from .minhash import minhash_signatures
+
     fingerprints = text_simhash_buffer(buf, offsets) if config.text_simhash is not None else None
     mh_cfg = config.minhash
     if mh_cfg is not None and mh_cfg.method == "oph" and mh_cfg.verify != "exact":
@@ -145,6 +155,7 @@ class _Gathered:
         self.exact: list[np.ndarray] = []
         self.empty: list[np.ndarray] = []
         self.fingerprints: list[np.ndarray] = []
+        self.char_docs: list[np.ndarray] = []
         self.unique_indptrs: list[np.ndarray] = []
         self.unique_hashes: list[np.ndarray] = []
         self.sig_rows = 0  # rows of sig_buf written, a prefix
@@ -162,6 +173,8 @@ class _Gathered:
         self.lengths.append(chunk.lengths)
         self.exact.append(chunk.exact)
         self.empty.append(chunk.empty)
+        if chunk.char_docs is not None:
+            self.char_docs.append(chunk.char_docs)
         if chunk.unique_shingles is not None:
             self.unique_indptrs.append(chunk.unique_shingles[0])
             self.unique_hashes.append(chunk.unique_shingles[1])
@@ -192,6 +205,8 @@ class _Gathered:
             sk.minhash = self._signatures(config.minhash.num_perm)
             if config.minhash.verify == "exact":
                 sk.shingle_indptr, sk.shingle_hashes = _concat_csr(self.unique_indptrs, self.unique_hashes)
+        if self.char_docs:
+            sk.char_docs = np.concatenate(self.char_docs)
         return sk
 
     def _signatures(self, num_perm: int) -> np.ndarray:
