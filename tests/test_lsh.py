@@ -250,9 +250,13 @@ def test_simhash_stage_reports_the_banding_it_uses(rng):
     widths = np.full(p["bands"], p["rows"])
     s = simhash_bit_similarity(cfg.simhash.threshold)
     actual = 1.0 - float(np.prod(1.0 - s ** widths.astype(np.float64)))
-    assert p["recall_at_threshold"] == pytest.approx(actual, abs=1e-9), (
-        f"reported recall {p['recall_at_threshold']:.4f} for rows={p['rows']}, but bands are {sorted(set(widths.tolist()))} "
+    assert p["recall_per_family"] == pytest.approx(actual, abs=1e-9), (
+        f"reported recall {p['recall_per_family']:.4f} for rows={p['rows']}, but bands are {sorted(set(widths.tolist()))} "
         f"bits wide: actual {actual:.4f}")
+    # a pair is a candidate when any family collides: the reported recall is the one actually used
+    fam = cfg.simhash.families
+    assert fam == p["families"] == 2
+    assert p["recall_at_threshold"] == pytest.approx(1.0 - (1.0 - actual) ** fam, abs=1e-9)
 
 
 def test_minhash_stage_reports_the_banding_it_uses(rng):
