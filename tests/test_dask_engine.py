@@ -347,3 +347,9 @@ def test_fold_guarantee_is_the_same_on_dask(verify, client):
     assert local.cluster_map.build_info["fold"]["components_cut"] > 0, "the walks should chain"
     assert dask.cluster_ids.tolist() == local.cluster_ids.tolist()
     assert dask.is_representative.tolist() == local.is_representative.tolist()
+
+
+def test_source_thresholds_are_refused_on_dask_with_a_clear_error(client):
+    cfg = BuildConfig(source_thresholds={"a": 0.9})
+    with pytest.raises(ConfigError, match="source_thresholds.*engine='dask'"):
+        build_dask(["a b c d e f"], config=cfg, client=client)

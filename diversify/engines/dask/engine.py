@@ -100,6 +100,10 @@ def _resolve_config(config) -> BuildConfig:
     if cfg.minhash is None and not cfg.exact:
         raise ConfigError("both text stages are off (`minhash=None`, `exact=False`); the Dask engine builds from "
                           "text only. Enable one of them.")
+    if cfg.source_thresholds is not None:
+        raise ConfigError("`source_thresholds` are not available with engine='dask' yet (the sources would have to "
+                          f"travel with every band row); got {cfg.source_thresholds}. Use engine='local', or one "
+                          "threshold (minhash.threshold) for the whole corpus.")
     return cfg
 
 
