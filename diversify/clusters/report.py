@@ -82,7 +82,7 @@ def cluster_report(cluster_ids: np.ndarray, is_rep: np.ndarray, config: dict, ex
             row["min_similarity"] = float(sim[m].min())
             row["median_similarity"] = float(np.median(sim[m]))
         flags = []
-        if sizes[j] > 0.01 * n and n >= 200:
+        if _giant(int(sizes[j]), n):
             flags.append("holds more than 1% of the corpus")
         if sim is not None and threshold and row["min_similarity"] < threshold:
             flags.append(f"a member is estimated below the threshold {threshold}")
@@ -92,11 +92,21 @@ def cluster_report(cluster_ids: np.ndarray, is_rep: np.ndarray, config: dict, ex
     return out
 
 
+#: a cluster is flagged when it holds more than this share of the corpus and at least GIANT_MIN documents
+GIANT_SHARE = 0.01
+GIANT_MIN = 100
+
+
+def _giant(size: int, n: int) -> bool:
+    """More than 1% of the corpus, and 100+ documents (on a small corpus 1% is a handful of copies)."""
+    return size > GIANT_SHARE * n and size >= GIANT_MIN
+
+
 def outcome_warnings(report: dict) -> list[str]:
     """Plain-language warnings about a build's outcome (empty when nothing looks wrong)."""
     out = []
     n = report["documents"]
-    if n >= 200 and report["largest_share"] > 0.01:
+    if report["largest"] and _giant(report["largest"][0]["size"], n):
         out.append(f"one cluster holds {report['largest_share']:.1%} of the corpus ({report['largest'][0]['size']:,} "
                    "documents): check it (`diversify stats`); boilerplate pages or a too-low threshold do this")
     if n >= 20 and report["folded_share"] > 0.5:
