@@ -32,6 +32,8 @@ from ..stages import STAGE_EXACT, STAGE_MINHASH, STAGE_SIMHASH, STAGE_TEXT_SIMHA
 
 __all__ = ["FoldStats", "priority_rank", "guaranteed_clusters"]
 
+#: documents whose shingle sets are held at once for the fold check's exact comparisons
+_PREFETCH_DOCS = 4096
 _POP8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
 
 
@@ -92,6 +94,7 @@ class _Similarity:
         #: verified similarity of each folded document to its representative (NaN: not folded)
         self.similarity = np.full(sk.n, np.nan)
         self.last_similarity = np.zeros(0)
+        self._sets: dict[int, np.ndarray] = {}  # doc -> sorted distinct shingle hashes (exact checks)
         self.ham = None
         if cfg.simhash is not None and sk.simhash is not None:
             from ..linking.bands import hamming_radius
@@ -171,21 +174,41 @@ class _Similarity:
             return ok, val
         have = border & (cand >= off) & (r >= off) if sk.texts is not None else np.zeros_like(border)
         if have.any():
-            from ..text import sorted_unique_shingles
-
-            docs = np.concatenate([[r], cand[have]])
-            texts = sk.texts
-            assert texts is not None
-            starts, counts, hashes = sorted_unique_shingles([texts[int(d) - off] for d in docs],
-                                                            self.cfg.text, self.cfg.seed)
-            a = hashes[starts[0]: starts[0] + counts[0]]
-            jac = np.array([_jaccard_sorted(a, hashes[s: s + c]) for s, c in zip(starts[1:], counts[1:])])
+            sets = self.shingle_sets(np.concatenate([[r], cand[have]]))
+            jac = np.array([_jaccard_sorted(sets[0], b) for b in sets[1:]])
             ok[np.flatnonzero(have)] = jac >= (t[have] if np.ndim(t) else t)
             val[np.flatnonzero(have)] = jac
             self.stats.exact_checks += int(have.sum())
         rest = border & ~have
         ok[rest] = (ok | (2 * agree >= lo + hi))[rest]
         return ok, val
+
+    def shingle_sets(self, docs: np.ndarray) -> list[np.ndarray]:
+        """Sorted distinct shingle hashes of documents whose texts are at hand, re-shingled in one
+        kernel call for all those not cached yet (see :meth:`prefetch`)."""
+        missing = [int(d) for d in docs.tolist() if int(d) not in self._sets]
+        if missing:
+            from ..text import sorted_unique_shingles
+
+            texts, off = self.sk.texts, self.sk.text_offset
+            assert texts is not None
+            missing = list(dict.fromkeys(missing))
+            starts, counts, hashes = sorted_unique_shingles([texts[d - off] for d in missing], self.cfg.text,
+                                                            self.cfg.seed)
+            for d, s0, c in zip(missing, starts.tolist(), counts.tolist()):
+                self._sets[d] = hashes[s0: s0 + c]
+        return [self._sets[int(d)] for d in docs.tolist()]
+
+    def prefetch(self, docs: np.ndarray) -> None:
+        """Shingle, in one call, the documents a batch of components may check exactly; forget the
+        previous batch (memory stays bounded by the batch)."""
+        self._sets.clear()
+        mc, sk = self.cfg.minhash, self.sk
+        if mc is None or sk.minhash is None or mc.verify != "auto" or sk.texts is None:
+            return
+        docs = docs[(docs >= sk.text_offset) & self.text_ok[docs]]
+        if docs.size:
+            self.shingle_sets(docs)
 
     def _simhash(self, r: int, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         sk, sc = self.sk, self.cfg.simhash
@@ -240,10 +263,18 @@ def guaranteed_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: 
     order = np.lexsort((rank, root))
     sroot = root[order]
     cuts = np.flatnonzero(np.diff(sroot)) + 1
-    for members in np.split(order, cuts):
-        if members.size < 2 or (n_old and members.max() < n_old):
-            continue
-        _cut_component(members, n_old, sim, labels, reps, flags, stats)
+    groups = [m for m in np.split(order, cuts) if m.size >= 2 and not (n_old and m.max() < n_old)]
+    start = 0
+    while start < len(groups):  # batches of components, their exact-check texts shingled at once
+        stop, size = start, 0
+        while stop < len(groups) and (size == 0 or size + groups[stop].size <= _PREFETCH_DOCS):
+            size += groups[stop].size
+            stop += 1
+        sim.prefetch(np.concatenate(groups[start:stop]))
+        for members in groups[start:stop]:
+            _cut_component(members, n_old, sim, labels, reps, flags, stats)
+        start = stop
+    sim.prefetch(np.zeros(0, dtype=np.int64))
     stats.similarity = sim.similarity
     return labels, reps, flags, stats
 
