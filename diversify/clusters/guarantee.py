@@ -20,15 +20,16 @@ clusters, which is how ``add`` assigns new documents: existing representatives f
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
 
 from ..config import BuildConfig
+from ..linking.link import agreement_band, agreement_bounds
 from ..sketches.batch import Sketches
 from ..stages import STAGE_EXACT, STAGE_MINHASH, STAGE_SIMHASH, STAGE_TEXT_SIMHASH
+from ..text import exact_jaccard
 
 __all__ = ["FoldStats", "priority_rank", "guaranteed_clusters"]
 
@@ -81,15 +82,9 @@ class _Similarity:
 
     def __init__(self, sk: Sketches, cfg: BuildConfig, stats: FoldStats):
         self.sk, self.cfg, self.stats = sk, cfg, stats
-        mc = cfg.minhash
-        self.need = self.lo = self.hi = 0
-        if mc is not None and sk.minhash is not None:
-            self.need = int(math.ceil(mc.threshold * mc.num_perm - 1e-9))
-            self.lo = self.hi = self.need
-            if mc.verify == "auto" and mc.borderline > 0:
-                se = math.sqrt(mc.threshold * (1 - mc.threshold) / mc.num_perm)
-                self.lo = max(0, int(math.floor((mc.threshold - mc.borderline * se) * mc.num_perm)))
-                self.hi = min(mc.num_perm + 1, int(math.ceil((mc.threshold + mc.borderline * se) * mc.num_perm)))
+        self.band = (0, 0)
+        if cfg.minhash is not None and sk.minhash is not None:
+            self.band = agreement_band(cfg, auto=True)
         self.text_ok = ~sk.empty
         #: verified similarity of each folded document to its representative (NaN: not folded)
         self.similarity = np.full(sk.n, np.nan)
@@ -103,20 +98,15 @@ class _Similarity:
             self.ham = hamming_radius(sc.threshold, sc.bits * sc.families)
 
     def _bounds(self, r: int, cand: np.ndarray):
-        """(need, lo, hi) agreement counts and the Jaccard threshold, per candidate or scalar."""
+        """(lo, hi) agreement counts and the Jaccard threshold, per candidate or scalar."""
         mc = self.cfg.minhash
         assert mc is not None
         thr_doc = self.sk.doc_threshold
         if thr_doc is None:
-            return self.need, self.lo, self.hi, mc.threshold
+            return self.band[0], self.band[1], mc.threshold
         t = np.maximum(thr_doc[cand], thr_doc[r])  # a pair meets the stricter of its two sources
-        need = np.ceil(t * mc.num_perm - 1e-9).astype(np.int64)
-        if mc.verify != "auto" or mc.borderline == 0:
-            return need, need, need, t
-        se = np.sqrt(t * (1 - t) / mc.num_perm)
-        lo = np.maximum(0, np.floor((t - mc.borderline * se) * mc.num_perm)).astype(np.int64)
-        hi = np.minimum(mc.num_perm + 1, np.ceil((t + mc.borderline * se) * mc.num_perm)).astype(np.int64)
-        return need, lo, hi, t
+        lo, hi = agreement_bounds(t, mc.num_perm, mc.borderline if mc.verify == "auto" else 0.0)
+        return lo, hi, t
 
     def __call__(self, r: int, cand: np.ndarray) -> np.ndarray:
         """uint8 stage bits per candidate: nonzero where ``cand[j]`` is verified similar to ``r``."""
@@ -155,7 +145,7 @@ class _Similarity:
         band rule of the edges decides."""
         sk, mc = self.sk, self.cfg.minhash
         assert sk.minhash is not None and mc is not None
-        need, lo, hi, t = self._bounds(r, cand)
+        lo, hi, t = self._bounds(r, cand)
         if mc.verify == "exact" and sk.shingle_indptr is not None and sk.shingle_hashes is not None:
             jac = _exact_jaccard_csr(sk.shingle_indptr, sk.shingle_hashes, r, cand)
             return jac >= t, jac
@@ -175,7 +165,7 @@ class _Similarity:
         have = border & (cand >= off) & (r >= off) if sk.texts is not None else np.zeros_like(border)
         if have.any():
             sets = self.shingle_sets(np.concatenate([[r], cand[have]]))
-            jac = np.array([_jaccard_sorted(sets[0], b) for b in sets[1:]])
+            jac = np.array([exact_jaccard(sets[0], b) for b in sets[1:]])
             ok[np.flatnonzero(have)] = jac >= (t[have] if np.ndim(t) else t)
             val[np.flatnonzero(have)] = jac
             self.stats.exact_checks += int(have.sum())
@@ -226,17 +216,9 @@ def _popcount(x: np.ndarray) -> np.ndarray:
     return _POP8[b.view(np.uint8)].reshape(*b.shape, 8).sum(axis=-1, dtype=np.int64)
 
 
-def _jaccard_sorted(a: np.ndarray, b: np.ndarray) -> float:
-    """Exact Jaccard of two sorted arrays of distinct shingle hashes (two empty sets: 1.0)."""
-    if a.size == 0 and b.size == 0:
-        return 1.0
-    inter = np.intersect1d(a, b, assume_unique=True).size
-    return inter / (a.size + b.size - inter)
-
-
 def _exact_jaccard_csr(indptr: np.ndarray, hashes: np.ndarray, r: int, cand: np.ndarray) -> np.ndarray:
     a = hashes[indptr[r]: indptr[r + 1]]
-    return np.array([_jaccard_sorted(a, hashes[indptr[c]: indptr[c + 1]]) for c in cand.tolist()], dtype=np.float64)
+    return np.array([exact_jaccard(a, hashes[indptr[c]: indptr[c + 1]]) for c in cand.tolist()], dtype=np.float64)
 
 
 def guaranteed_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: np.ndarray, *,

@@ -13,7 +13,6 @@ borderline pairs).
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -102,13 +101,23 @@ def agreement_band(cfg: BuildConfig, *, auto: bool) -> tuple[int, int]:
     """Signature agreements (out of num_perm) below which a pair is rejected / at or above which
     it is accepted without an exact check. Equal bounds mean "decide by the estimate alone"."""
     mc = _minhash_config(cfg)
-    need = int(math.ceil(mc.threshold * mc.num_perm - 1e-9))
-    if mc.verify != "auto" or not auto or mc.borderline == 0:
+    lo, hi = agreement_bounds(np.float64(mc.threshold), mc.num_perm,
+                              mc.borderline if mc.verify == "auto" and auto else 0.0)
+    return int(lo), int(hi)
+
+
+def agreement_bounds(threshold, num_perm: int, borderline: float):
+    """:func:`agreement_band` for one Jaccard threshold or an array of them (per pair): the
+    borderline band is ``threshold +- borderline`` standard errors of the estimate, in agreements;
+    ``borderline=0`` gives ``(need, need)``."""
+    t = np.asarray(threshold, dtype=np.float64)
+    if borderline == 0:
+        need = np.ceil(t * num_perm - 1e-9).astype(np.int64)
         return need, need
-    se = math.sqrt(mc.threshold * (1 - mc.threshold) / mc.num_perm)
-    lo = int(math.floor((mc.threshold - mc.borderline * se) * mc.num_perm))
-    hi = int(math.ceil((mc.threshold + mc.borderline * se) * mc.num_perm))
-    return max(0, lo), min(mc.num_perm + 1, hi)
+    se = np.sqrt(t * (1 - t) / num_perm)
+    lo = np.maximum(0, np.floor((t - borderline * se) * num_perm)).astype(np.int64)
+    hi = np.minimum(num_perm + 1, np.ceil((t + borderline * se) * num_perm)).astype(np.int64)
+    return lo, hi
 
 
 # ----------------------------------------------------------------------------- kernel records
