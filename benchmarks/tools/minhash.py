@@ -24,6 +24,23 @@ TOOLS = ("diversify", "rensa", "datasketch")
 CHUNK = 1024
 
 
+def _cluster_and_verify(sigs, results, threshold, t_start, t_tok, t_sk, t0, t1) -> dict:
+    """A peer's clusters from its LSH query results, before and after checking each candidate's
+    MinHash estimate against the threshold, with the timings of every phase."""
+    clock = time.perf_counter
+    pairs = _pairs_from_lists(results)
+    labels = labels_from_pairs(len(sigs), pairs)
+    t2 = clock()
+    total = t2 - t_start
+    keep = np.fromiter((sigs[i].jaccard(sigs[j]) >= threshold for i, j in pairs.tolist()), dtype=bool,
+                       count=len(pairs))
+    labels_v = labels_from_pairs(len(sigs), pairs[keep])
+    t3 = clock()
+    return dict(labels=labels, labels_verified=labels_v, n_pairs=int(len(pairs)),
+                timings=dict(tokenize=t_tok, sketch=t_sk, lsh=t1 - t0, cluster=t2 - t1, total=total,
+                             verify=t3 - t2, total_verified=total + (t3 - t2)))
+
+
 def _pairs_from_lists(lists) -> np.ndarray:
     """Candidate pairs (i < j, unique) from per-document query results (lists of int keys)."""
     lens = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
@@ -62,18 +79,9 @@ def run_datasketch(texts, ids, *, num_perm=128, threshold=0.8) -> dict:
             session.insert(i, m, check_duplication=False)
     results = [lsh.query(m) for m in sigs]
     t1 = clock()
-    pairs = _pairs_from_lists(results)
-    labels = labels_from_pairs(len(sigs), pairs)
-    t2 = clock()
-    total = t2 - t_start
-    keep = np.fromiter((sigs[i].jaccard(sigs[j]) >= threshold for i, j in pairs.tolist()), dtype=bool,
-                       count=len(pairs))
-    labels_v = labels_from_pairs(len(sigs), pairs[keep])
-    t3 = clock()
-    return dict(labels=labels, labels_verified=labels_v,
-                timings=dict(tokenize=t_tok, sketch=t_sk, lsh=t1 - t0, cluster=t2 - t1, total=total,
-                             verify=t3 - t2, total_verified=total + (t3 - t2)),
-                params=dict(bands=lsh.b, rows=lsh.r, candidates=int(len(pairs)),
+    out = _cluster_and_verify(sigs, results, threshold, t_start, t_tok, t_sk, t0, t1)
+    return dict(labels=out["labels"], labels_verified=out["labels_verified"], timings=out["timings"],
+                params=dict(bands=lsh.b, rows=lsh.r, candidates=out["n_pairs"],
                             hash="sha1 (default)", update="MinHash.update_batch"))
 
 
@@ -110,18 +118,9 @@ def run_rensa(texts, ids, *, num_perm=128, threshold=0.8, bands=None) -> dict:
     lsh.insert_many(sigs, 0)
     results = lsh.query_all(sigs)
     t1 = clock()
-    pairs = _pairs_from_lists(results)
-    labels = labels_from_pairs(len(sigs), pairs)
-    t2 = clock()
-    total = t2 - t_start
-    keep = np.fromiter((sigs[i].jaccard(sigs[j]) >= threshold for i, j in pairs.tolist()), dtype=bool,
-                       count=len(pairs))
-    labels_v = labels_from_pairs(len(sigs), pairs[keep])
-    t3 = clock()
-    return dict(labels=labels, labels_verified=labels_v,
-                timings=dict(tokenize=t_tok, sketch=t_sk, lsh=t1 - t0, cluster=t2 - t1, total=total,
-                             verify=t3 - t2, total_verified=total + (t3 - t2)),
-                params=dict(bands=bands, rows=num_perm // bands, candidates=int(len(pairs)),
+    out = _cluster_and_verify(sigs, results, threshold, t_start, t_tok, t_sk, t0, t1)
+    return dict(labels=out["labels"], labels_verified=out["labels_verified"], timings=out["timings"],
+                params=dict(bands=bands, rows=num_perm // bands, candidates=out["n_pairs"],
                             sketch="RMinHash.from_token_sets (full set)", lsh="RMinHashLSH.insert_many + query_all"))
 
 
