@@ -222,3 +222,18 @@ def test_every_clustering_flag_defaults_to_the_model_and_sets_only_its_field():
         assert got == expected, (flag, got, expected)
         changed = {k for k in base if cfg[k] != base[k]}
         assert changed == {head or name}, (flag, changed)
+
+
+def test_missing_key_or_source_fields_are_named(tmp_path, capsys):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "a", "text": "one two three", "auth": 1, "src": "x"}\n{"id": "b", "text": "four five"}\n')
+    out = tmp_path / "o.dvf"
+    assert main(["build", str(corpus), "-o", str(out), "--representative", "key", "--key-field", "auth",
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "`--key-field`: record 1 (id 'b')" in err and "'auth'" in err
+    assert main(["build", str(corpus), "-o", str(out), "--source-field", "src", "--source-threshold", "x=0.9",
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "`--source-field` 'src': record 1 (id 'b')" in err
+    assert not out.exists(), "nothing is written when the input is refused"

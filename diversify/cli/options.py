@@ -219,10 +219,18 @@ def streams(a):
                            key_field=fields or None, encoding_errors=a.encoding_errors)
 
     def tap(recs):
-        for r in recs:
+        for i, r in enumerate(recs):
             if keys is not None:
+                if any(v is None or v == "" for v in r[2][:nk]):
+                    raise DiversifyError(f"`--key-field`: record {i} (id {r[0]!r}) has no value for "
+                                         f"{', '.join(repr(f) for f in a.key_field)}; every record needs a number "
+                                         "there. Fill it in, or drop --key-field.")
                 keys.append(r[2][0] if nk == 1 else r[2][:nk])
             if sources is not None:
+                if not isinstance(r[2][nk], str) or not r[2][nk]:
+                    raise DiversifyError(f"`--source-field` {source!r}: record {i} (id {r[0]!r}) has no source name "
+                                         f"there (got {r[2][nk]!r}); every record needs one. Fill it in, or drop "
+                                         "--source-field and --source-threshold.")
                 sources.append(r[2][nk])
             yield r
 
