@@ -1,0 +1,89 @@
+"""The batch paths of the normalizer equal the per-document rule they replace.
+
+``encode_batch`` normalizes the non-ASCII documents of a batch as one string and encodes the batch
+once; ``unspaced_docs`` counts scripts with code-point tables. Both are checked here against the
+plain per-document definitions (written out below, as the rule in docs/artifact-format.md reads),
+on generated text that mixes the cases where joining could go wrong: combining marks at document
+starts and ends, Hangul jamo, compatibility characters, Unicode spaces, NULs, lone surrogates.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from diversify import text as dtext
+from diversify.text import encode_batch, unspaced_docs
+
+_SPACES = {cp: " " for cp in dtext._UNICODE_SPACES}
+
+
+def reference_encode(texts: list[str]) -> tuple[bytes, list[int]]:
+    parts = []
+    for t in texts:
+        if not t.isascii():
+            t = unicodedata.normalize("NFKC", t).casefold().translate(_SPACES)
+        parts.append(t.encode("utf-8", "surrogatepass"))
+    offsets = [0]
+    for p in parts:
+        offsets.append(offsets[-1] + len(p))
+    return b"".join(parts), offsets
+
+
+_UNSPACED = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
+                       "\uf900-\ufaff\U00020000-\U0002fa1f]")
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def reference_unspaced(texts: list[str]) -> list[bool]:
+    out = []
+    for t in texts:
+        t = t.encode("utf-8", "surrogatepass").decode("utf-8", "surrogatepass")
+        unspaced = len(_UNSPACED.findall(t))
+        out.append(bool(unspaced) and 2 * unspaced >= len(_LETTER.findall(t)))
+    return out
+
+
+# characters where a batch could differ from one document at a time
+_TRICKY = ("\u0301", "\u0308", "\u0327", "e", "E", "\u1100", "\u1161", "\u11a8", "\uac00", "\ufb01", "\u00df",
+           "\u2126", "\u212b", "\u1e9e", "\u0130", "\u03a3", "\u00a0", "\u2028", "\u3000", "\u0085", "\x00",
+           "\ud800", "\udfff", " ", "\t", "x", "\u4e2d", "\u6587", "\u3042", "\u0e01", "\uff21", "\u00bd", "1",
+           "\U00020000", "\u0410", "\u03b1")
+_doc = st.text(alphabet=st.one_of(st.sampled_from(_TRICKY), st.characters(codec=None)), max_size=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_doc, max_size=12))
+def test_encode_batch_equals_per_document_rule(texts):
+    buf, offsets = encode_batch(texts)
+    want_buf, want_offsets = reference_encode(texts)
+    assert buf.tobytes() == want_buf
+    assert offsets.tolist() == want_offsets
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_doc, max_size=12))
+def test_unspaced_docs_equals_regex_rule(texts):
+    buf, offsets = encode_batch(texts)
+    assert unspaced_docs(buf, offsets).tolist() == reference_unspaced([dtext._prepare(t) for t in texts])
+
+
+def test_unspaced_docs_across_chunks(monkeypatch):
+    # documents that straddle the decoding chunk, one larger than a chunk, empty ones between
+    monkeypatch.setattr(dtext, "_CHUNK_BYTES", 16)
+    texts = ["中文文本没有空格" * 3, "", "plain ascii text", "mixed 中文 and words words words", "",
+             "ไทยไม่มีช่องว่าง", "Ünïcödé wörds only", "日本語のテキスト", ""]
+    buf, offsets = encode_batch(texts)
+    assert unspaced_docs(buf, offsets).tolist() == reference_unspaced(texts)
+
+
+def test_batch_with_nul_falls_back_to_per_document():
+    texts = ["Caf\u00e9\x00bar", "plain", "\u00c9t\u00e9\x00"]
+    buf, offsets = encode_batch(texts)
+    want_buf, want_offsets = reference_encode(texts)
+    assert buf.tobytes() == want_buf and offsets.tolist() == want_offsets
+    assert np.all(np.diff(offsets) >= 0)
