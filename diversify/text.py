@@ -88,27 +88,136 @@ def _check_str(texts: Sequence, start_index: int) -> None:
             )
 
 
-def _joined(texts: Sequence[str], ascii_mask: np.ndarray) -> str | None:
-    """The batch as one string, documents separated by NUL, its non-ASCII documents normalized;
-    None when a document holds a NUL itself (the caller then goes document by document).
+# Case folding and the space rule on UTF-8 bytes. Every code point with a UTF-8 form of L bytes
+# (L = 2, 3, 4) whose casefold (or space rule) is at most L bytes long is rewritten in place,
+# padded with NULs that are dropped afterwards; code points whose fold is longer (e.g. U+0130,
+# U+0149, U+1F80: a few hundred, none in the common scripts) are folded as str first.
+_FOLD_TOP = 0x20000  # no code point at or above changes under casefold (a test checks it)
+_fold: list[np.ndarray] = []
 
-    The non-ASCII documents are normalized as one string: NFKC, casefold and the space rule are
-    the same on the joined string as on each document, because NUL is a starter that composes
-    with nothing (so no composition or reordering crosses it) and casefold and the space rule
-    map one character at a time. The ASCII documents are left as they are (the kernel lowercases
-    A-Z itself), so a mostly ASCII batch pays for its few non-ASCII documents only.
+
+def _fold_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(change, bytes, grows, pairs): over code points < _FOLD_TOP, the fold differs from the code
+    point; its UTF-8 bytes padded with NUL to 4; it is longer than the code point's own UTF-8 form;
+    and over the 65,536 pairs of first two bytes, some sequence starting with them changes."""
+    if not _fold:
+        top = _FOLD_TOP
+        folded = ["\x00"] + "\x00".join(map(chr, range(1, top))).casefold().split("\x00")
+        for cp in _UNICODE_SPACES:
+            folded[cp] = " "
+        change = np.zeros(top, dtype=bool)
+        out = np.zeros((top, 4), dtype=np.uint8)
+        grows = np.zeros(top, dtype=bool)
+        pairs = np.zeros(1 << 16, dtype=bool)
+        for cp in range(128, top):
+            f = folded[cp]
+            if f != chr(cp):
+                change[cp] = True
+                own = chr(cp).encode("utf-8", "surrogatepass")
+                pairs[own[0] << 8 | own[1]] = True
+                b = f.encode("utf-8", "surrogatepass")
+                if len(b) > len(own):
+                    grows[cp] = True
+                else:
+                    out[cp, : len(b)] = np.frombuffer(b, dtype=np.uint8)
+        _fold.extend((change, out, grows, pairs))
+    return _fold[0], _fold[1], _fold[2], _fold[3]
+
+
+_GROWS: list[re.Pattern] = []
+
+
+def _grow_pattern() -> re.Pattern:
+    if not _GROWS:
+        grows = _fold_tables()[2]
+        _GROWS.append(re.compile("[" + "".join(map(chr, np.flatnonzero(grows).tolist())) + "]"))
+    return _GROWS[0]
+
+
+def _code_points(raw: np.ndarray, lead: np.ndarray, width: int) -> np.ndarray:
+    """Code points of the ``width``-byte UTF-8 sequences starting at ``lead``."""
+    masks = {2: 0x1F, 3: 0x0F, 4: 0x07}
+    cp = (raw[lead].astype(np.int64) & masks[width])
+    for j in range(1, width):
+        cp = (cp << 6) | (raw[lead + j] & 0x3F)
+    return cp
+
+
+def _fold_bytes(raw: np.ndarray) -> bool:
+    """Case-fold ``raw`` (UTF-8, writable) in place with the tables; False (nothing written) when
+    it holds a code point whose fold is longer than itself.
+
+    Vectorized: the first two bytes at every position index a 64 KiB table of "a sequence starting
+    so may change", which leaves a few candidates (capitals, spaces) to decode and rewrite.
     """
-    idx = np.flatnonzero(~ascii_mask).tolist()
-    non_ascii = "\x00".join([texts[i] for i in idx])
-    if non_ascii.count("\x00") != len(idx) - 1:
+    change, out, grows, pairs = _fold_tables()
+    if raw.size < 2:
+        return True
+    lead = np.flatnonzero(raw[:-1] >= 0xC0)
+    if lead.size == 0:
+        return True
+    if lead.size * 8 < raw.size:  # sparse (mostly ASCII): look at the lead bytes only
+        at = lead[pairs[(raw[lead].astype(np.uint16) << 8) | raw[lead + 1]]]
+    else:
+        key = raw[:-1].astype(np.uint16)
+        key <<= 8
+        key |= raw[1:]
+        at = np.flatnonzero(pairs[key])
+    if at.size == 0:
+        return True
+    first = raw[at]
+    plans = []
+    for width, lo, hi in ((2, 0xC0, 0xE0), (3, 0xE0, 0xF0), (4, 0xF0, 0x100)):
+        w_at = at[(first >= lo) & (first < hi)]
+        if w_at.size == 0:
+            continue
+        if w_at[-1] + width > raw.size:  # a truncated sequence cannot come out of str.encode
+            return False
+        cp = _code_points(raw, w_at, width)
+        inside = cp < _FOLD_TOP
+        w_at, cp = w_at[inside], cp[inside]
+        hit = change[cp]
+        w_at, cp = w_at[hit], cp[hit]
+        if grows[cp].any():
+            return False
+        plans.append((width, w_at, cp))
+    for width, w_at, cp in plans:
+        for j in range(width):
+            raw[w_at + j] = out[cp, j]
+    return True
+
+
+def _encode_joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Normalize and encode a batch as one string (documents separated by NUL), or None when a
+    document holds a NUL itself (the caller then goes document by document).
+
+    The batch is normalized as one string: NFKC is the same on the joined string as on each
+    document, because NUL is a starter that composes with nothing (no composition or reordering
+    crosses it); casefold and the space rule map one character at a time, and are applied to the
+    UTF-8 bytes through tables built from ``str.casefold`` itself. ASCII letters are left to the
+    kernel, which lowercases A-Z.
+    """
+    n = len(texts)
+    joined = "\x00".join(texts)
+    if joined.count("\x00") != n - 1:
         return None
-    parts = list(texts)
-    for i, t in zip(idx, _normalize_non_ascii(non_ascii).split("\x00")):
-        parts[i] = t
-    joined = "\x00".join(parts)
-    if joined.count("\x00") != len(parts) - 1:  # an ASCII document holds a NUL
-        return None
-    return joined
+    joined = unicodedata.normalize("NFKC", joined)
+    raw = np.frombuffer(bytearray(joined.encode("utf-8", "surrogatepass")), dtype=np.uint8)
+    seps = np.flatnonzero(raw == 0)
+    if not _fold_bytes(raw):
+        joined = _grow_pattern().sub(lambda m: m.group().casefold(), joined)
+        raw = np.frombuffer(bytearray(joined.encode("utf-8", "surrogatepass")), dtype=np.uint8)
+        seps = np.flatnonzero(raw == 0)  # no fold has written yet: the NULs are the separators
+        if not _fold_bytes(raw):  # pragma: no cover - every growing code point was folded above
+            return None
+    # drop the separators and the NUL padding of folds that shrank; a document's offset is its start
+    # less the NULs before it
+    zeros = np.flatnonzero(raw == 0)
+    offsets = np.empty(n + 1, dtype=np.int64)
+    offsets[0] = 0
+    offsets[1:n] = seps - np.searchsorted(zeros, seps)
+    offsets[n] = raw.size - zeros.size
+    return (raw[raw != 0] if zeros.size else raw), offsets
 
 
 def encode_batch(texts: Sequence[str], *, start_index: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -123,17 +232,9 @@ def encode_batch(texts: Sequence[str], *, start_index: int = 0) -> tuple[np.ndar
     except TypeError:
         pass  # a non-str somewhere; found and reported below
     _check_str(texts, start_index)
-    ascii_mask = np.fromiter(map(str.isascii, texts), dtype=bool, count=n)
-    joined = _joined(texts, ascii_mask)
-    if joined is not None:
-        # one encode of the whole batch; the NUL separators give the offsets and are dropped
-        raw = np.frombuffer(joined.encode("utf-8", "surrogatepass"), dtype=np.uint8)
-        seps = np.flatnonzero(raw == 0)
-        offsets = np.empty(n + 1, dtype=np.int64)
-        offsets[0] = 0
-        offsets[1:n] = seps - np.arange(n - 1, dtype=np.int64)
-        offsets[n] = raw.size - (n - 1)
-        return (raw[raw != 0] if seps.size else raw), offsets
+    encoded = _encode_joined(texts)
+    if encoded is not None:
+        return encoded
     parts = [_prepare(t).encode("utf-8", "surrogatepass") for t in texts]
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=n), out=offsets[1:])
