@@ -287,6 +287,7 @@ def file_lock(path: str | os.PathLike, *, timeout: Optional[float] = DEFAULT_LOC
     deadline = None if timeout is None else time.monotonic() + timeout
     delay = 0.005
     waited = False
+    started = time.monotonic()
     fd: Optional[int] = None
     while True:
         try:
@@ -310,7 +311,7 @@ def file_lock(path: str | os.PathLike, *, timeout: Optional[float] = DEFAULT_LOC
                     f"finish and retry, or raise `{timeout_param}`. The lock is released by the system when its holder "
                     "exits (even if killed), so a held lock means that process is still running."
                 ) from None
-            if not waited:
+            if not waited and time.monotonic() - started >= 1.0:  # short waits stay quiet
                 waited = True
                 note = f"waiting for the lock {lock_path!r} held by {_holder(lock_path)}" + (
                     f" (up to {timeout:g} s)" if timeout is not None else "")
