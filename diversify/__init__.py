@@ -55,6 +55,8 @@ _LAZY = {
     "IncompatibleArtifactError": "diversify.errors",
     "StoreError": "diversify.errors",
     "MissingDependencyError": "diversify.errors",
+    "WriteConflictError": "diversify.errors",
+    "LockTimeoutError": "diversify.errors",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

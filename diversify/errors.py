@@ -20,6 +20,8 @@ __all__ = [
     "IncompatibleArtifactError",
     "StoreError",
     "MissingDependencyError",
+    "WriteConflictError",
+    "LockTimeoutError",
 ]
 
 
@@ -57,6 +59,17 @@ class IncompatibleArtifactError(ArtifactError):
 
 class StoreError(DiversifyError, RuntimeError):
     """A vector store adapter failed or returned something unusable."""
+
+
+class WriteConflictError(DiversifyError, RuntimeError):
+    """A file changed between the read and the write of an update derived from it (compare and swap).
+
+    Writing anyway would silently lose the other writer's update; read the file again and redo it.
+    """
+
+
+class LockTimeoutError(DiversifyError, TimeoutError):
+    """Another live process held the writer lock of a path for longer than the timeout."""
 
 
 class MissingDependencyError(DiversifyError, ImportError):

@@ -34,6 +34,7 @@ from diversify.artifact.schema import (
 )
 from diversify.artifact.validation import validate_arrays, validate_header
 from diversify.errors import ArtifactError, InputError, InputTypeError
+from diversify.files import DEFAULT_LOCK_TIMEOUT, FileIdentity, write_guard
 from diversify.ids import check_id_type, id_kind_of, query_keys
 
 __all__ = ["ClusterMap", "load", "FORMAT_NAME", "STAGE_EXACT", "STAGE_MINHASH", "STAGE_SIMHASH_VECTORS", "STAGE_SIMHASH_TEXT"]
@@ -134,10 +135,19 @@ class ClusterMap:
 
     # ------------------------------------------------------------------ persistence
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the artifact to ``path`` atomically (temp file + fsync + rename)."""
+    def save(self, path: str | os.PathLike, *, expect: FileIdentity | None = None,
+             lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT) -> None:
+        """Write the artifact to ``path`` atomically (temp file + fsync + rename), holding the path's writer lock.
+
+        ``expect`` is the version of a file this map was derived from (see :func:`diversify.add`):
+        if ``path`` is that file and it has changed since, :class:`~diversify.errors.WriteConflictError`
+        is raised and nothing is written. ``lock_timeout``: seconds to wait for another writer of
+        ``path`` (:class:`~diversify.errors.LockTimeoutError` after). The rules for ``path`` are
+        those of :mod:`diversify.files`.
+        """
         header = {k: v for k, v in self._header.items() if k != "format_version"}
-        write_container(path, header, dict(self._arrays.items()))
+        with write_guard(path, what="the artifact", error=ArtifactError, origin=expect, lock_timeout=lock_timeout):
+            write_container(path, header, dict(self._arrays.items()))
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, mmap: bool = True, verify: bool = True) -> ClusterMap:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 import warnings
 
@@ -11,12 +12,19 @@ import numpy as np
 
 from ..clusters import cluster_report, outcome_warnings
 from ..errors import DiversifyError, DiversifyWarning
+from ..files import check_output_path, file_lock
 from .options import config_from_args, key_fields, parse_metadata, streams
+
+
+def _inputs(a) -> tuple:
+    """(flag, path) of the files build/add read, which an output must not be."""
+    return (("INPUT", a.input), ("--vectors", a.vectors), ("--ids", a.ids_file))
 
 
 def cmd_build(a) -> int:
     import diversify
 
+    check_output_path(a.output, param="-o", what="the artifact", inputs=_inputs(a))  # before the build, not after
     cfg = config_from_args(a)
     t0 = time.perf_counter()
     if a.engine == "dask":
@@ -58,11 +66,15 @@ def _build_dask(a, cfg):
 def cmd_add(a) -> int:
     import diversify
 
-    texts, ids, keys, vectors, sources = streams(a)
-    res = diversify.add(a.artifact, texts, ids=ids, vectors=vectors, keys=keys, sources=sources, progress=not a.no_progress,
-                        chunk_size=a.chunk_size)
     out = a.output or a.artifact
-    res.save(out)
+    check_output_path(out, param="-o" if a.output else "artifact", what="the artifact", inputs=_inputs(a))
+    texts, ids, keys, vectors, sources = streams(a)
+    # the lock is held from the read of the artifact to the write: concurrent adds serialize, none is lost
+    with file_lock(out, timeout=a.lock_timeout, what="the artifact", param="-o" if a.output else "artifact",
+                   timeout_param="--lock-timeout", on_wait=lambda note: print(f"diversify add: {note}", file=sys.stderr)):
+        res = diversify.add(a.artifact, texts, ids=ids, vectors=vectors, keys=keys, sources=sources,
+                            progress=not a.no_progress, chunk_size=a.chunk_size)
+        res.save(out)
     print(res.summary())
     print(f"wrote {out}")
     return 0
@@ -157,6 +169,7 @@ def cmd_export(a) -> int:
     from ..artifact import load
     from ..corpus.export import write_export
 
+    check_output_path(a.output, param="--output", what="the export", inputs=(("artifact", a.artifact),))
     cm = load(a.artifact)
     n = write_export(cm, a.output, a.format)
     print(f"wrote {n:,} records to {a.output}")

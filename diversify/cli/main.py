@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Optional
 
 from ..errors import DiversifyError
+from ..files import DEFAULT_LOCK_TIMEOUT
 from .commands import cmd_add, cmd_build, cmd_demo, cmd_export, cmd_stats
 from .options import add_config_args, add_input_args, model_default
 from .quality import cmd_eval, cmd_tune
@@ -35,6 +36,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("artifact", help="existing artifact (built with incremental state)")
     add_input_args(p)
     p.add_argument("-o", "--output", default=None, help="write here instead of replacing the artifact (atomically)")
+    p.add_argument("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT, metavar="SECONDS",
+                   help="wait this long for another writer of the output (another add) to finish (default "
+                        f"{DEFAULT_LOCK_TIMEOUT:g}; 0: fail at once)")
     p.set_defaults(func=cmd_add)
 
     p = sub.add_parser("stats", help="summarize an artifact", description="Documents, clusters, size histogram, largest clusters, params.")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Optional
 
 import numpy as np
 
-from ..errors import DiversifyError
+from ..errors import DiversifyError, InputError
+from ..files import atomic_replace, check_output_path
 from .options import config_from_args
 
 
@@ -181,6 +183,9 @@ def cmd_tune(a) -> int:
     from ..evaluate import best_threshold, check_labels, pr_curve
     from ..linking.bands import optimal_params
 
+    if a.plot:  # before the sweep, not after
+        check_output_path(a.plot, param="--plot", what="the plot",
+                          inputs=(("--pairs", a.pairs), ("--corpus", a.corpus), ("--vectors", a.vectors)))
     rows = read_table(a.pairs, _columns(a), delimiter=_delimiter(a))
     gold = _labels_to_bool(column(rows, a.label, a.pairs), a.positive_min)
     notes = check_labels(gold)
@@ -254,6 +259,7 @@ def _plot_pr(curve, best, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    fmt = os.path.splitext(path)[1][1:].lower() or "png"
     fig, ax = plt.subplots(figsize=(5, 4), dpi=120)
     ax.plot([r["recall"] for r in curve], [r["precision"] for r in curve], marker=".", lw=1)
     ax.scatter([best["recall"]], [best["precision"]], color="red", zorder=3, label=f"best F1 at t={best['threshold']:.2f}")
@@ -265,5 +271,12 @@ def _plot_pr(curve, best, path):
     ax.legend(loc="lower left")
     ax.set_title("precision-recall over the threshold")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    try:
+        supported = fig.canvas.get_supported_filetypes()
+        if fmt not in supported:
+            raise InputError(f"`--plot` {path!r}: the extension .{fmt} is not an image format matplotlib writes; use "
+                             f"one of {', '.join('.' + k for k in sorted(supported))} (e.g. .png).")
+        with atomic_replace(path, what="the plot", param="--plot") as f:
+            fig.savefig(f, format=fmt)
+    finally:
+        plt.close(fig)

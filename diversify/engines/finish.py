@@ -27,7 +27,8 @@ from ..clusters import (
     stable_labels,
 )
 from ..config import BuildConfig, fingerprint
-from ..errors import ConfigError, DiversifyWarning
+from ..errors import ArtifactError, ConfigError, DiversifyWarning
+from ..files import DEFAULT_LOCK_TIMEOUT, FileIdentity, file_identity, write_guard
 from ..hashing import HASH_SCHEME
 from ..linking.link import LinkStats
 from ..sketches.batch import Sketches
@@ -74,6 +75,8 @@ class BuildResult:
     #: (see diversify.clusters.report); warnings about the outcome
     report: dict = field(default_factory=dict)
     warnings: list = field(default_factory=list)
+    #: ``add`` only: the version of the artifact file the result was derived from (compare and swap in ``save``)
+    origin: Optional[FileIdentity] = field(default=None, repr=False)
 
     @property
     def n_docs(self) -> int:
@@ -95,9 +98,21 @@ class BuildResult:
     def n_verified_edges(self) -> int:
         return int(sum(self.stats["merged"].values()))
 
-    def save(self, path: Union[str, os.PathLike]) -> None:
-        """Write the artifact atomically (temp file + rename)."""
-        self.cluster_map.save(path)
+    def save(self, path: Union[str, os.PathLike], *, overwrite: bool = False,
+             lock_timeout: Optional[float] = DEFAULT_LOCK_TIMEOUT) -> None:
+        """Write the artifact atomically (temp file + rename), holding the path's writer lock.
+
+        A result of :func:`diversify.add` remembers the version of the file it was read from
+        (``origin``). Saving it to that file raises :class:`~diversify.errors.WriteConflictError`
+        if the file has changed since (another writer's update would be lost); re-run ``add`` on
+        the current file, or pass ``overwrite=True`` to replace it anyway. ``lock_timeout``:
+        seconds to wait for another writer of ``path`` (:class:`~diversify.errors.LockTimeoutError`).
+        """
+        with write_guard(path, what="the artifact", error=ArtifactError, lock_timeout=lock_timeout):
+            onto_origin = self.origin is not None and self.origin.names(path)
+            self.cluster_map.save(path, expect=None if overwrite else self.origin, lock_timeout=lock_timeout)
+            if onto_origin:  # the file now holds this result: saving it again is no conflict
+                self.origin = file_identity(path)
 
     def summary(self) -> str:
         lines = [

@@ -21,6 +21,7 @@ from ..clusters import (
 )
 from ..config import BuildConfig, fingerprint
 from ..errors import ConfigError, IncompatibleArtifactError, InputError
+from ..files import file_identity
 from ..ids import check_ids, normalize_ids
 from ..linking.link import link
 from ..sketches.batch import Sketches, sketch_texts, sketch_vectors
@@ -220,10 +221,16 @@ def add(
         A build made with ``incremental=True`` (the default).
     config : optional
         If given, must have the artifact's fingerprint (else :class:`IncompatibleArtifactError`).
-    """
-    from ..artifact import load
 
-    cmap = load(cluster_map) if isinstance(cluster_map, (str, os.PathLike)) else cluster_map
+    Returns
+    -------
+    BuildResult
+        Its ``origin`` is the version of the artifact file it was derived from: ``save`` back to
+        that file raises :class:`~diversify.errors.WriteConflictError` if the file has changed in
+        between (another writer's update would be lost). To serialize read and write, hold the
+        lock: ``with diversify.files.file_lock(path): add(path, ...).save(path)``.
+    """
+    cmap, origin = _read_versioned(cluster_map)
     cfg = _incremental_config(cmap, config)
     ex = cmap.extras
     n_old = cmap.n_docs
@@ -257,9 +264,30 @@ def add(
     union_pairs(parent, np.stack([np.arange(n_old, dtype=np.int64), raw_old], axis=1))
     flags = np.concatenate([np.asarray(cmap.doc_stages, np.uint8), np.zeros(new.n, np.uint8)])
     stats = link(sk, linking_config(cfg), parent, flags, new_start=n_old, timings=timings)
-    return finish(sk, cfg, parent, flags, stats, timings, aliases=old_aliases, raw_cluster=raw_old,
-                  metadata=cmap.metadata, created_at=created_at,
-                  old_reps=np.asarray(cmap.is_representative, dtype=bool))
+    res = finish(sk, cfg, parent, flags, stats, timings, aliases=old_aliases, raw_cluster=raw_old,
+                 metadata=cmap.metadata, created_at=created_at,
+                 old_reps=np.asarray(cmap.is_representative, dtype=bool))
+    res.origin = origin
+    return res
+
+
+def _read_versioned(cluster_map):
+    """(ClusterMap, the FileIdentity of the version it was read from, or None without a file).
+
+    A path is read between two identity checks (again if a writer replaced it meanwhile), so the
+    identity is the version read. A map given loaded carries no identity of its load: the file's
+    current one is taken, which guards the write-back from here on (docs/security.md).
+    """
+    from ..artifact import load
+
+    if not isinstance(cluster_map, (str, os.PathLike)):
+        return cluster_map, (file_identity(cluster_map.path) if cluster_map.path else None)
+    for _ in range(3):
+        before = file_identity(cluster_map)
+        cmap = load(cluster_map)
+        if before is not None and before.same_version(file_identity(cluster_map)):
+            break
+    return cmap, before
 
 
 def _incremental_config(cmap, config) -> BuildConfig:
