@@ -1,8 +1,9 @@
 """llama-index-postprocessor-diversify against the real llama-index-core (VectorStoreIndex, no mocks
 of LlamaIndex itself; the embedding is llama-index-core's MockEmbedding made content-dependent).
 
-The plugin is imported from its source folder; in CI it can also be installed with
-``pip install -e integrations/llama-index-postprocessor-diversify``. Skips only when
+The plugins are imported from their source folders; in CI they can also be installed with
+``pip install -e integrations/llama-index-postprocessor-diversify`` and
+``pip install -e integrations/llama-index-retrievers-diversify``. Skips only when
 llama-index-core is not importable.
 """
 
@@ -17,9 +18,10 @@ import pytest
 
 pytest.importorskip("llama_index.core", reason="llama-index-core is not installed (pip install 'diversify-retrieval[llamaindex]')")
 
-_SRC = pathlib.Path(__file__).resolve().parents[1] / "integrations" / "llama-index-postprocessor-diversify"
-if str(_SRC) not in sys.path:
-    sys.path.insert(0, str(_SRC))
+_INTEGRATIONS = pathlib.Path(__file__).resolve().parents[1] / "integrations"
+for _src in (_INTEGRATIONS / "llama-index-postprocessor-diversify", _INTEGRATIONS / "llama-index-retrievers-diversify"):
+    if str(_src) not in sys.path:
+        sys.path.insert(0, str(_src))
 
 from contract import PluginContract, make_corpus, oracle_select  # noqa: E402
 from llama_index.core import VectorStoreIndex  # noqa: E402
