@@ -188,6 +188,11 @@ def cluster_map_setting(value: Any, *, name: str = "cluster_map") -> Any:
             raise ConfigError(f"`{name}` given as a list must hold [id, cluster_id] pairs; item {j} is {pair!r}. "
                               "Pass a {id: cluster_id} dict, a list of pairs, or the path of an artifact.")
         key, cid = pair
+        try:
+            hash(key)
+        except TypeError:
+            raise ConfigError(f"`{name}` item {j} has the id {key!r}, which cannot be an id (ids are strings or "
+                              "ints). Rebuild the mapping with string or int ids.") from None
         if key in out:
             raise ConfigError(f"`{name}` lists id {key!r} twice (items of the pair list must have distinct ids); "
                               "keep one [id, cluster_id] pair per id.")
