@@ -39,7 +39,7 @@ def _python_blocks(markdown: str) -> list[str]:
 
 
 GUIDES = {
-    "langchain": ("langchain_core", "langchain_classic"),
+    "langchain": ("langchain_core", "langchain_classic", "langchain_community", "rank_bm25"),
     "llamaindex": ("llama_index.core",),
     "haystack": ("haystack",),
 }
