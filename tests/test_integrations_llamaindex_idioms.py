@@ -207,10 +207,18 @@ def test_postprocessor_refuses_unknown_and_bad_arguments_at_construction(kwargs,
     ({"filters": {"uid": 1}}, "MetadataFilters"),
     ({"retriever_kwargs": {"similarity_top_k": 3}}, "similarity_top_k"),
     ({"retriever_kwargs": ["filters"]}, "retriever_kwargs"),
+    ({"retriever_kwargs": {"filter": MetadataFilters(filters=[])}}, "filters"),  # ignored by the index otherwise
+    ({"retriever_kwargs": {"vector_store_query_mod": "default"}}, "vector_store_query_mode"),
 ])
 def test_retriever_refuses_unknown_and_bad_arguments_at_construction(index, kwargs, match):
     with pytest.raises(ConfigError, match=match):
         DiversifyRetriever(index, **{"cluster_map": {}, **kwargs})
+
+
+def test_valid_retriever_kwargs_are_accepted(corpus, index):
+    retriever = DiversifyRetriever(index, cluster_map=corpus.cluster_map, id_field="uid", similarity_top_k=4,
+                                   retriever_kwargs={"vector_store_query_mode": "default", "vector_store_kwargs": {}})
+    assert len(retriever.retrieve(QUERY)) == 4
 
 
 def test_index_only_options_are_refused_for_a_wrapped_retriever(index):

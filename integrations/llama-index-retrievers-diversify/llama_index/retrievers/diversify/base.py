@@ -163,6 +163,8 @@ class DiversifyRetriever(BaseRetriever):
         if retriever_kwargs and "similarity_top_k" in retriever_kwargs:
             raise ConfigError("`retriever_kwargs` cannot set similarity_top_k: the number of candidates is asked "
                               "per call (fetch_k, then more). Pass similarity_top_k=... to DiversifyRetriever.")
+        if retriever_kwargs and is_index:
+            _check_retriever_kwargs(retriever, retriever_kwargs)
         super().__init__(callback_manager=callback_manager)
         self._index = retriever if is_index else None
         self._wrapped: Optional[BaseRetriever] = None if is_index else retriever
@@ -282,3 +284,18 @@ class DiversifyRetriever(BaseRetriever):
 #: Every keyword DiversifyRetriever takes (``k`` and ``index`` deprecated), for unknown-argument errors.
 _ARGUMENTS = tuple(name for name in inspect.signature(DiversifyRetriever.__init__).parameters
                    if name not in ("self", "deprecated")) + ("k", "index")
+
+
+def _check_retriever_kwargs(index: Any, kwargs: dict) -> None:
+    """Refuse ``retriever_kwargs`` keys that the index's retriever does not name: a
+    ``VectorIndexRetriever`` takes ``**kwargs`` and ignores a mistyped ``filter`` silently."""
+    from llama_index.core.retrievers import VectorIndexRetriever
+
+    made = index.as_retriever()
+    if type(made) is not VectorIndexRetriever:
+        return  # another index's retriever: its own constructor checks what it is given
+    named = {name for name, p in inspect.signature(VectorIndexRetriever.__init__).parameters.items()
+             if name not in ("self", "index") and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    named.add("vector_store_kwargs")  # read from **kwargs
+    check_arguments("`retriever_kwargs` (for VectorIndexRetriever)", kwargs, named,
+                    hints={"filter": "filters", "top_k": "similarity_top_k"})
