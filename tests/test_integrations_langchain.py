@@ -92,7 +92,7 @@ class TestRetrieverContract(PluginContract):
     def run_fixed(self, corpus, ranked_ids, *, k, max_per_cluster):
         text = dict(zip(corpus.ids, corpus.texts))
         docs = [Document(page_content=text[i], metadata={"doc_id": i}, id=f"d{i}") for i in ranked_ids]
-        comp = DiversifyCompressor(cluster_map=corpus.cluster_map, id_field="doc_id", top_k=k,
+        comp = DiversifyCompressor(cluster_map=corpus.cluster_map, id_field="doc_id", top_n=k,
                                    max_per_cluster=max_per_cluster)
         return [d.metadata["doc_id"] for d in comp.compress_documents(docs, QUERY)]
 

@@ -1,8 +1,9 @@
 """llama-index-postprocessor-diversify against the real llama-index-core (VectorStoreIndex, no mocks
 of LlamaIndex itself; the embedding is llama-index-core's MockEmbedding made content-dependent).
 
-The plugin is imported from its source folder; in CI it can also be installed with
-``pip install -e integrations/llama-index-postprocessor-diversify``. Skips only when
+The plugins are imported from their source folders; in CI they can also be installed with
+``pip install -e integrations/llama-index-postprocessor-diversify`` and
+``pip install -e integrations/llama-index-retrievers-diversify``. Skips only when
 llama-index-core is not importable.
 """
 
@@ -17,9 +18,10 @@ import pytest
 
 pytest.importorskip("llama_index.core", reason="llama-index-core is not installed (pip install 'diversify-retrieval[llamaindex]')")
 
-_SRC = pathlib.Path(__file__).resolve().parents[1] / "integrations" / "llama-index-postprocessor-diversify"
-if str(_SRC) not in sys.path:
-    sys.path.insert(0, str(_SRC))
+_INTEGRATIONS = pathlib.Path(__file__).resolve().parents[1] / "integrations"
+for _src in (_INTEGRATIONS / "llama-index-postprocessor-diversify", _INTEGRATIONS / "llama-index-retrievers-diversify"):
+    if str(_src) not in sys.path:
+        sys.path.insert(0, str(_src))
 
 from contract import PluginContract, make_corpus, oracle_select  # noqa: E402
 from llama_index.core import VectorStoreIndex  # noqa: E402
@@ -69,14 +71,14 @@ class TestRetrieverContract(PluginContract):
 
     def run(self, corpus, *, k, max_per_cluster):
         retriever = DiversifyRetriever(_index(corpus), cluster_map=corpus.cluster_map, id_field="uid",
-                                       exclude_key="uid", k=k, max_per_cluster=max_per_cluster, max_rounds=8)
+                                       exclude_key="uid", similarity_top_k=k, max_per_cluster=max_per_cluster, max_rounds=8)
         return [n.node.metadata["uid"] for n in retriever.retrieve(QUERY)]
 
     def run_fixed(self, corpus, ranked_ids, *, k, max_per_cluster):
         text = dict(zip(corpus.ids, corpus.texts))
         nodes = [NodeWithScore(node=TextNode(id_=f"n{i}", text=text[i], metadata={"uid": i}), score=1.0 - 0.01 * r)
                  for r, i in enumerate(ranked_ids)]
-        pp = DiversifyPostprocessor(cluster_map=corpus.cluster_map, id_field="uid", top_k=k,
+        pp = DiversifyPostprocessor(cluster_map=corpus.cluster_map, id_field="uid", top_n=k,
                                     max_per_cluster=max_per_cluster)
         return [n.node.metadata["uid"] for n in pp.postprocess_nodes(nodes, query_str=QUERY)]
 
@@ -96,7 +98,7 @@ def test_refills_when_the_first_fetch_is_short_and_reports_backend_calls(corpus,
     k = 8
     first = [n.node.metadata["uid"] for n in index.as_retriever(similarity_top_k=k).retrieve(QUERY)]
     assert len(oracle_select(first, corpus.cluster_of, k=k)) < k, "the first fetch must be short for this test"
-    retriever = DiversifyRetriever(index, cluster_map=corpus.cluster_map, id_field="uid", k=k, fetch_k=k,
+    retriever = DiversifyRetriever(index, cluster_map=corpus.cluster_map, id_field="uid", similarity_top_k=k, fetch_k=k,
                                    max_rounds=8, exclude_key="uid" if exclude else None)
     nodes, result = retriever.retrieve_with_result(QUERY)
     assert [n.node.metadata["uid"] for n in nodes] == oracle_select(corpus.ranked_ids, corpus.cluster_of, k=k)
@@ -109,7 +111,7 @@ def test_refills_when_the_first_fetch_is_short_and_reports_backend_calls(corpus,
 
 def test_async_retrieve_matches_sync(corpus, index):
     retriever = DiversifyRetriever(index, cluster_map=corpus.cluster_map, id_field="uid", exclude_key="uid",
-                                   k=7, fetch_k=7, max_rounds=8)
+                                   similarity_top_k=7, fetch_k=7, max_rounds=8)
     nodes, result = asyncio.run(retriever.aretrieve_with_result(QUERY))
     assert result.backend_calls >= 2
     assert [n.node_id for n in nodes] == [n.node_id for n in retriever.retrieve(QUERY)]
@@ -121,7 +123,7 @@ def test_exclusion_combines_with_the_callers_filters(corpus, index):
     odd = [i for i in corpus.ids if i % 2]
     filters = MetadataFilters(filters=[MetadataFilter(key="uid", value=odd, operator=FilterOperator.IN)])
     retriever = DiversifyRetriever(index, cluster_map=corpus.cluster_map, id_field="uid", exclude_key="uid",
-                                   filters=filters, k=6, fetch_k=6, max_rounds=8)
+                                   filters=filters, similarity_top_k=6, fetch_k=6, max_rounds=8)
     nodes, result = retriever.retrieve_with_result(QUERY)
     ranked_odd = [i for i in corpus.ranked_ids if i % 2]
     assert [n.node.metadata["uid"] for n in nodes] == oracle_select(ranked_odd, corpus.cluster_of, k=6)
@@ -147,7 +149,7 @@ def test_postprocessor_keeps_better_ranked_copy_ids_and_leaves_nodes_unchanged(c
 
 
 def test_postprocessor_with_a_query_engine_style_pipeline(corpus, index):
-    pp = DiversifyPostprocessor(cluster_map=corpus.cluster_map, id_field="uid", top_k=5)
+    pp = DiversifyPostprocessor(cluster_map=corpus.cluster_map, id_field="uid", top_n=5)
     retriever = index.as_retriever(similarity_top_k=15)
     out = pp.postprocess_nodes(retriever.retrieve(QUERY), query_str=QUERY)
     ranked = [n.node.metadata["uid"] for n in retriever.retrieve(QUERY)]
@@ -162,8 +164,8 @@ def test_ref_doc_id_and_serialization(tmp_path):
         n.node.metadata["src"] = "A" if j < 2 else f"B{j}"
     pp = DiversifyPostprocessor(cluster_field="src")
     assert [n.node_id for n in pp.postprocess_nodes(nodes)] == ["chunk-0", "chunk-2", "chunk-3"]
-    data = DiversifyPostprocessor(cluster_map={"a": 0}, top_k=3).to_dict()
-    assert data["cluster_map"] == {"a": 0} and data["top_k"] == 3 and data["class_name"] == "DiversifyPostprocessor"
+    data = DiversifyPostprocessor(cluster_map={"a": 0}, top_n=3).to_dict()
+    assert data["cluster_map"] == {"a": 0} and data["top_n"] == 3 and data["class_name"] == "DiversifyPostprocessor"
     from diversify import build
     from diversify.artifact import load
 

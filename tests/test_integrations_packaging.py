@@ -23,6 +23,7 @@ INTEGRATIONS = ROOT / "integrations"
 SOURCES = {
     "langchain-diversify": INTEGRATIONS / "langchain-diversify",
     "llama-index-postprocessor-diversify": INTEGRATIONS / "llama-index-postprocessor-diversify",
+    "llama-index-retrievers-diversify": INTEGRATIONS / "llama-index-retrievers-diversify",
     "diversify-haystack": INTEGRATIONS / "diversify-haystack" / "src",
 }
 for _src in SOURCES.values():
@@ -38,7 +39,7 @@ def _python_blocks(markdown: str) -> list[str]:
 
 
 GUIDES = {
-    "langchain": ("langchain_core", "langchain_classic"),
+    "langchain": ("langchain_core", "langchain_classic", "langchain_community", "rank_bm25"),
     "llamaindex": ("llama_index.core",),
     "haystack": ("haystack",),
 }
@@ -74,8 +75,8 @@ def test_readme_section_links_every_guide():
 
 @pytest.mark.parametrize("name,framework,packages", [
     ("langchain-diversify", "langchain-core>=1.0,<2", ["langchain_diversify"]),
-    ("llama-index-postprocessor-diversify", "llama-index-core>=0.14,<0.15",
-     ["llama_index/postprocessor/diversify", "llama_index/retrievers/diversify"]),
+    ("llama-index-postprocessor-diversify", "llama-index-core>=0.14,<0.15", ["llama_index/postprocessor/diversify"]),
+    ("llama-index-retrievers-diversify", "llama-index-core>=0.14,<0.15", ["llama_index/retrievers/diversify"]),
     ("diversify-haystack", "haystack-ai>=3.0,<4",
      ["src/haystack_integrations/components/rankers/diversify",
       "src/haystack_integrations/components/retrievers/diversify"]),
@@ -103,3 +104,26 @@ def test_import_diversify_loads_no_framework():
             "assert not bad, bad\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_one_namespace_per_llama_index_distribution():
+    """LlamaIndex's convention: ``llama-index-<kind>-<name>`` ships ``llama_index.<kind>.<name>`` only."""
+    found = 0
+    for folder in sorted(INTEGRATIONS.glob("llama-index-*")):
+        meta = tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))
+        kind, name = meta["project"]["name"].removeprefix("llama-index-").split("-", 1)
+        include = meta["tool"]["setuptools"]["packages"]["find"]["include"]
+        assert include == [f"llama_index.{kind}.{name.replace('-', '_')}*"], (folder.name, include)
+        shipped = sorted(str(p.parent.relative_to(folder)) for p in folder.glob("llama_index/*/*/__init__.py"))
+        assert shipped == [f"llama_index/{kind}/{name.replace('-', '_')}"], (folder.name, shipped)
+        found += 1
+    assert found == 2, found
+
+
+def test_llama_index_plugins_are_imported_from_this_tree():
+    pytest.importorskip("llama_index.core")
+    import llama_index.postprocessor.diversify as pp
+    import llama_index.retrievers.diversify as rr
+
+    assert pathlib.Path(pp.__file__).is_relative_to(SOURCES["llama-index-postprocessor-diversify"]), pp.__file__
+    assert pathlib.Path(rr.__file__).is_relative_to(SOURCES["llama-index-retrievers-diversify"]), rr.__file__

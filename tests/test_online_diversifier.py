@@ -564,6 +564,6 @@ def test_plugin_helpers():
 
     assert serializable_cluster_map(None) is None and serializable_cluster_map("c.dvf") == "c.dvf"
     assert serializable_cluster_map(pathlib.Path("x") / "c.dvf") == str(pathlib.Path("x") / "c.dvf")
-    assert serializable_cluster_map({1: 0}) == {1: 0} and serializable_cluster_map({1: 0}, str_keys=True) == {"1": 0}
+    assert serializable_cluster_map({"a": 0}) == {"a": 0} and serializable_cluster_map({1: 0}) == [[1, 0]]
     with pytest.raises(ConfigError, match="save"):
         serializable_cluster_map(build(texts=["one two three four five six"], ids=["x"]).cluster_map)

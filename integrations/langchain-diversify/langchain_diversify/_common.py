@@ -10,6 +10,10 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from diversify.errors import InputError
 from diversify.online import Diversifier, LazyDiversifier, Result, annotation
+from diversify.online.plugins import check_arguments
+
+#: Both classes refuse unknown keyword arguments (LangChain's models ignore them by default).
+MODEL_CONFIG = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
 
 class DiversifySettings(BaseModel):
@@ -21,7 +25,7 @@ class DiversifySettings(BaseModel):
     carries them. The artifact is loaded on first use, never in the constructor.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = MODEL_CONFIG
 
     cluster_map: Any = None
     """ClusterMap, path to an artifact file, ``{id: cluster_id}`` mapping, or None."""
@@ -35,6 +39,12 @@ class DiversifySettings(BaseModel):
     """Key under which each returned copy's metadata reports its cluster and what was omitted."""
 
     _lazy: LazyDiversifier = PrivateAttr(default_factory=LazyDiversifier)
+
+    @classmethod
+    def _check_arguments(cls, data: Mapping[str, Any], hints: Optional[Mapping[str, str]] = None) -> None:
+        """Refuse a keyword this class does not take, with a clear ConfigError (not pydantic's)."""
+        accepted = set(cls.model_fields) | {f.alias for f in cls.model_fields.values() if f.alias}
+        check_arguments(cls.__name__, data, accepted, hints=hints)
 
     def _diversifier_kwargs(self) -> dict:
         return {}

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Literal, Optional
 
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_serializer
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_serializer
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from diversify.errors import InputError
+from diversify.errors import ConfigError, InputError
 from diversify.online import Diversifier, LazyDiversifier, Result, annotation, serializable_cluster_map
+from diversify.online.plugins import check_arguments, check_settings, cluster_map_setting, take_deprecated
 
 __all__ = ["DiversifyPostprocessor", "annotated_copies", "node_id_of"]
 
@@ -24,8 +26,12 @@ class DiversifyPostprocessor(BaseNodePostprocessor):
     loaded on first use, not in the constructor.
 
     A postprocessor sees a fixed list and cannot fetch more, so retrieve with a larger
-    ``similarity_top_k`` (e.g. 3 x top_k) and let this cut to ``top_k``; when fewer distinct
+    ``similarity_top_k`` (e.g. 3 x top_n) and let this cut to ``top_n``; when fewer distinct
     clusters were retrieved, fewer nodes come back.
+
+    ``top_n`` is the name LlamaIndex's rerankers use (``SentenceTransformerRerank``,
+    ``LLMRerank``...); ``top_k`` is a deprecated alias. Unknown or mistyped arguments and bad
+    values raise :class:`~diversify.errors.ConfigError` when the object is built.
 
     Returned nodes are copies (same ``node_id``, text and score) whose metadata gains
     ``metadata["diversify"] = {"cluster_id", "omitted", "omitted_ids"}``; that key is added to
@@ -33,13 +39,16 @@ class DiversifyPostprocessor(BaseNodePostprocessor):
     reaches the prompt or the embedding. The input nodes are never modified.
     """
 
-    cluster_map: Any = Field(default=None, description="ClusterMap, artifact path, or {id: cluster_id} mapping.")
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    cluster_map: Any = Field(default=None, description="ClusterMap, artifact path, or {id: cluster_id} mapping "
+                             "(or the [id, cluster_id] pairs it is serialized as when ids are not strings).")
     cluster_field: Optional[str] = Field(default=None, description="Metadata field that holds a cluster id.")
     id_source: Literal["node_id", "ref_doc_id"] = Field(
         default="node_id", description="Which id the artifact is keyed by: the node's or its source document's.")
     id_field: Optional[str] = Field(default=None, description="Metadata field with the artifact's id (wins over id_source).")
     max_per_cluster: int = Field(default=1, description="At most this many per cluster; higher -> more near-duplicates.")
-    top_k: Optional[int] = Field(default=None, description="Return at most this many; None keeps every survivor.")
+    top_n: Optional[int] = Field(default=None, description="Return at most this many; None keeps every survivor.")
     metadata_key: str = Field(default="diversify", description="Metadata key of the annotation on returned copies.")
     fold_threshold: Optional[float] = Field(
         default=None, description="On-the-fly folding of nodes the artifact does not know, by the cosine of "
@@ -47,10 +56,32 @@ class DiversifyPostprocessor(BaseNodePostprocessor):
 
     _lazy: LazyDiversifier = PrivateAttr(default_factory=lambda: LazyDiversifier("node"))
 
+    def __init__(self, **data: Any) -> None:
+        take_deprecated(data, "top_k", "top_n", owner="DiversifyPostprocessor")
+        check_arguments("DiversifyPostprocessor", data, type(self).model_fields,
+                        hints={"k": "top_n", "similarity_top_k": "top_n"})
+        if "cluster_map" in data:
+            data["cluster_map"] = cluster_map_setting(data["cluster_map"])
+        top_n = data.get("top_n")
+        if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
+            raise ConfigError(f"`top_n` must be None or an int >= 1; got top_n={top_n!r}. "
+                              "Use None to keep every node that survives diversification.")
+        check_settings(data.get("cluster_map"), cluster_field=data.get("cluster_field"), subject="node",
+                       k=10 if top_n is None else top_n, max_per_cluster=data.get("max_per_cluster", 1),
+                       fold_threshold=data.get("fold_threshold"))
+        super().__init__(**data)
+
+    @property
+    def top_k(self) -> Optional[int]:
+        """Deprecated alias of :attr:`top_n`."""
+        warnings.warn("DiversifyPostprocessor.top_k is deprecated; use top_n.", DeprecationWarning, stacklevel=2)
+        return self.top_n
+
     @field_serializer("cluster_map")
     def _serialize_cluster_map(self, value: Any) -> Any:
-        # Only a path survives serialization; a loaded ClusterMap is referred to by its file.
-        return serializable_cluster_map(value, str_keys=True)
+        # A loaded ClusterMap is referred to by its file; a mapping with non-string ids becomes
+        # [id, cluster_id] pairs (JSON keys are strings, and "1" would no longer match the id 1).
+        return serializable_cluster_map(value)
 
     @classmethod
     def class_name(cls) -> str:
@@ -70,7 +101,7 @@ class DiversifyPostprocessor(BaseNodePostprocessor):
         nodes = list(nodes)
         if not nodes:
             return []
-        k = len(nodes) if self.top_k is None else self.top_k
+        k = len(nodes) if self.top_n is None else self.top_n
         result = self.diversifier.select_items(
             nodes,
             ids=[self._node_id(n, j) for j, n in enumerate(nodes)],

@@ -10,14 +10,8 @@ from typing import Any, Optional, Union
 from haystack import Document, component, default_from_dict, default_to_dict
 
 from diversify.errors import ConfigError, InputError
-from diversify.online import (
-    Diversifier,
-    LazyDiversifier,
-    Result,
-    annotation,
-    check_cluster_source,
-    serializable_cluster_map,
-)
+from diversify.online import Diversifier, LazyDiversifier, Result, annotation, serializable_cluster_map
+from diversify.online.plugins import check_settings, cluster_map_setting
 
 __all__ = ["DiversifyRanker", "annotated_copies"]
 
@@ -43,7 +37,7 @@ class DiversifyRanker:
     from haystack import Document
     from haystack_integrations.components.rankers.diversify import DiversifyRanker
 
-    ranker = DiversifyRanker(cluster_map={"a": 0, "a-copy": 0}, top_k=2)
+    ranker = DiversifyRanker(cluster_map={"a": 0, "a-copy": 0}, top_k=2)  # default top_k=10
     docs = [Document(id="a", content="x"), Document(id="a-copy", content="x!"), Document(id="b", content="y")]
     assert [d.id for d in ranker.run(documents=docs)["documents"]] == ["a", "b"]
     ```
@@ -55,15 +49,17 @@ class DiversifyRanker:
         cluster_field: Optional[str] = None,
         id_field: Optional[str] = None,
         max_per_cluster: int = 1,
-        top_k: Optional[int] = None,
+        top_k: Optional[int] = 10,
         meta_key: str = "diversify",
         fold_threshold: Optional[float] = None,
     ) -> None:
         """
         :param cluster_map:
             Path of a diversify artifact (``diversify build ... -o clusters.dvf``), a
-            ``{document id: cluster id}`` mapping, or a loaded ``ClusterMap`` (serialized by
-            its path). None when ``cluster_field`` is enough.
+            ``{document id: cluster id}`` mapping (a list of ``[id, cluster_id]`` pairs is read
+            as one: that is how a mapping with non-string ids, e.g. int ``meta`` ids, is
+            serialized), or a loaded ``ClusterMap`` (serialized by its path). None when
+            ``cluster_field`` is enough.
         :param cluster_field:
             Meta field that holds each document's cluster id; wins over ``cluster_map`` for
             documents that carry it.
@@ -72,7 +68,8 @@ class DiversifyRanker:
         :param max_per_cluster:
             At most this many documents per cluster; higher -> more near-duplicates allowed.
         :param top_k:
-            Return at most this many; None keeps every survivor. Overridable per run.
+            Return at most this many (default 10, like Haystack's other rankers); None keeps
+            every survivor. Overridable per run.
         :param meta_key:
             Meta key of the annotation on returned copies.
         :param fold_threshold:
@@ -81,11 +78,10 @@ class DiversifyRanker:
             document is folded into it; higher -> only closer copies are folded. None disables it.
             Needs embeddings on the documents (e.g. ``return_embedding=True`` on the retriever).
         """
-        check_cluster_source(cluster_map, cluster_field)
-        if isinstance(max_per_cluster, bool) or not isinstance(max_per_cluster, int) or max_per_cluster < 1:
-            raise ConfigError(f"`max_per_cluster` must be an int >= 1; got max_per_cluster={max_per_cluster!r}. "
-                              "Use 1 to keep one document per cluster.")
+        cluster_map = cluster_map_setting(cluster_map)
         _check_top_k(top_k)
+        check_settings(cluster_map, cluster_field=cluster_field, k=10 if top_k is None else top_k,
+                       max_per_cluster=max_per_cluster, fold_threshold=fold_threshold)
         self.cluster_map = os.fspath(cluster_map) if isinstance(cluster_map, os.PathLike) else cluster_map
         self.cluster_field = cluster_field
         self.id_field = id_field
@@ -106,7 +102,8 @@ class DiversifyRanker:
                               max_per_cluster=self.max_per_cluster, fold_threshold=self.fold_threshold)
 
     def to_dict(self) -> dict[str, Any]:
-        """Serialize to a dictionary (the artifact by its path, a mapping as a dict)."""
+        """Serialize to a dictionary (the artifact by its path, a mapping as a dict, or as
+        ``[id, cluster_id]`` pairs when its ids are not all strings)."""
         return default_to_dict(self, cluster_map=serializable_cluster_map(self.cluster_map), cluster_field=self.cluster_field, id_field=self.id_field,
                                max_per_cluster=self.max_per_cluster, top_k=self.top_k, meta_key=self.meta_key,
                                fold_threshold=self.fold_threshold)
@@ -124,7 +121,7 @@ class DiversifyRanker:
         :param documents:
             Ranked documents, best first.
         :param top_k:
-            Return at most this many (overrides the init value); None keeps every survivor.
+            Return at most this many (overrides the init value; None: the init value).
         :returns:
             ``{"documents": [...]}``: annotated copies, in the incoming order.
         """

@@ -11,10 +11,20 @@ from haystack.core.serialization import component_to_dict
 from haystack.utils.deserialization import deserialize_component_inplace
 from haystack_integrations.components.rankers.diversify.ranker import annotated_copies
 
-from diversify.errors import ConfigError, StoreError
-from diversify.online import Diversifier, Hit, LazyDiversifier, Result, check_cluster_source, serializable_cluster_map
+from diversify.errors import ConfigError, InputError, StoreError
+from diversify.online import Diversifier, Hit, LazyDiversifier, Result, serializable_cluster_map
+from diversify.online.plugins import check_settings, cluster_map_setting
 
 __all__ = ["DiversifyRetriever"]
+
+#: The run inputs this component owns; every other input of the wrapped retriever is passed on.
+OWN_INPUTS = ("query", "query_embedding", "filters", "top_k", "cursor")
+
+
+def _input_sockets(retriever: Any) -> Optional[dict]:
+    """The wrapped component's input sockets by name (None when it is not a Haystack component)."""
+    sockets = getattr(retriever, "__haystack_input__", None)
+    return None if sockets is None else dict(getattr(sockets, "_sockets_dict", {}))
 
 
 @component
@@ -29,6 +39,10 @@ class DiversifyRetriever:
     ``id``, or on ``meta.<id_field>``, AND-ed with the caller's filters), otherwise for a larger
     ``top_k``. The second output, ``diversify``, reports ``backend_calls``, ``rounds``,
     ``exhausted``, ``omitted``, ``considered`` and a ``cursor`` for the next page.
+
+    The wrapped retriever's other run inputs (``scale_score``, ``return_embedding``,
+    ``query_sparse_embedding``...) are inputs of this component too, with the same types and
+    defaults, and are passed on to every call.
 
     Cluster ids and returned copies: as :class:`DiversifyRanker`.
     """
@@ -62,10 +76,29 @@ class DiversifyRetriever:
             cosine of their ``embedding`` (wrap a retriever with ``return_embedding=True``); higher ->
             only closer copies are folded; None disables it.
         """
-        check_cluster_source(cluster_map, cluster_field)
+        cluster_map = cluster_map_setting(cluster_map)
+        check_settings(cluster_map, cluster_field=cluster_field, k=top_k, max_per_cluster=max_per_cluster,
+                       fetch_k=fetch_k, max_rounds=max_rounds, fold_threshold=fold_threshold)
         if not callable(getattr(retriever, "run", None)):
             raise ConfigError(f"`retriever` must be a Haystack retriever component with run(...); "
                               f"got {type(retriever).__name__}.")
+        sockets = _input_sockets(retriever)
+        self._passthrough: tuple[str, ...] = ()
+        if sockets is not None:
+            name = type(retriever).__name__
+            if "top_k" not in sockets:
+                raise ConfigError(f"`retriever` ({name}) has no `top_k` run input, so it cannot be asked for "
+                                  f"candidates; its inputs are {sorted(sockets)}. Wrap a retriever whose run takes top_k.")
+            if exclude_seen and "filters" not in sockets:
+                raise ConfigError(f"`exclude_seen=True` needs a `filters` run input, and {name} has none (its inputs "
+                                  f"are {sorted(sockets)}). Pass exclude_seen=False to refill with a larger top_k.")
+            self._passthrough = tuple(n for n in sockets if n not in OWN_INPUTS)
+            for n in self._passthrough:
+                socket = sockets[n]
+                if socket.is_mandatory:
+                    component.set_input_type(self, n, socket.type)
+                else:
+                    component.set_input_type(self, n, socket.type, default=socket.default_value)
         self.retriever = retriever
         self.cluster_map = cluster_map
         self.cluster_field = cluster_field
@@ -96,7 +129,8 @@ class DiversifyRetriever:
         return self._lazy.get()
 
     def to_dict(self) -> dict[str, Any]:
-        """Serialize, with the wrapped retriever nested."""
+        """Serialize, with the wrapped retriever nested (a cluster map with non-string ids as
+        ``[id, cluster_id]`` pairs, which :meth:`from_dict` reads back with their types)."""
         return default_to_dict(
             self, retriever=component_to_dict(self.retriever, "retriever"),
             cluster_map=serializable_cluster_map(self.cluster_map), cluster_field=self.cluster_field,
@@ -141,10 +175,18 @@ class DiversifyRetriever:
                 "cursor": result.cursor}
         return {"documents": docs, "diversify": info}
 
+    def _inputs(self, query: Any, query_embedding: Any, filters: Any, passed: dict) -> dict:
+        unknown = sorted(set(passed) - set(self._passthrough))
+        if unknown:
+            raise InputError(f"DiversifyRetriever.run got {unknown[0]!r}, which neither it nor the wrapped "
+                             f"{type(self.retriever).__name__} takes; the wrapped retriever's own inputs are "
+                             f"{list(self._passthrough)}.")
+        return {"query": query, "query_embedding": query_embedding, "filters": filters, **passed}
+
     @component.output_types(documents=list[Document], diversify=dict)
     def run(self, query: Optional[str] = None, query_embedding: Optional[list[float]] = None,
             filters: Optional[dict[str, Any]] = None, top_k: Optional[int] = None,
-            cursor: Optional[str] = None) -> dict[str, Any]:
+            cursor: Optional[str] = None, **kwargs: Any) -> dict[str, Any]:
         """
         Retrieve, diversify, refill.
 
@@ -153,9 +195,11 @@ class DiversifyRetriever:
         :param filters: the caller's filters, passed on (AND-ed with the exclusion filter).
         :param top_k: documents to return (overrides the init value).
         :param cursor: ``diversify["cursor"]`` of the previous page, to get the next one.
+        :param kwargs: the wrapped retriever's other run inputs (``scale_score``,
+            ``return_embedding``...), passed on to every call.
         :returns: ``documents`` (annotated copies, rank order) and ``diversify`` (backend calls...).
         """
-        inputs = {"query": query, "query_embedding": query_embedding, "filters": filters}
+        inputs = self._inputs(query, query_embedding, filters, kwargs)
 
         def search(_query: Any, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
             return self._hits(self.retriever.run(**self._kwargs(inputs, k, exclude_ids)))
@@ -166,9 +210,9 @@ class DiversifyRetriever:
     @component.output_types(documents=list[Document], diversify=dict)
     async def run_async(self, query: Optional[str] = None, query_embedding: Optional[list[float]] = None,
                         filters: Optional[dict[str, Any]] = None, top_k: Optional[int] = None,
-                        cursor: Optional[str] = None) -> dict[str, Any]:
+                        cursor: Optional[str] = None, **kwargs: Any) -> dict[str, Any]:
         """Async twin of :meth:`run` (uses the wrapped retriever's ``run_async`` when it has one)."""
-        inputs = {"query": query, "query_embedding": query_embedding, "filters": filters}
+        inputs = self._inputs(query, query_embedding, filters, kwargs)
         inner_async = getattr(self.retriever, "run_async", None)
 
         async def search(_query: Any, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:

@@ -1,0 +1,301 @@
+"""`DiversifyRetriever`: wraps any LlamaIndex retriever (or a vector index); at most n nodes per
+cluster, refilled when the wrapped thing can give more."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import warnings
+from collections.abc import Sequence
+from typing import Any, Literal, NamedTuple, Optional
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.retrievers import QueryFusionRetriever
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilter, MetadataFilters
+from llama_index.postprocessor.diversify.base import annotated_copies, node_id_of
+
+from diversify.errors import ConfigError, StoreError
+from diversify.online import Diversifier, Hit, LazyDiversifier, Result
+from diversify.online.plugins import check_arguments, check_settings, fetched_once
+
+__all__ = ["DiversifyRetriever", "DiversifiedNodes", "resized", "own_size"]
+
+
+class DiversifiedNodes(NamedTuple):
+    """Annotated node copies (rank order) and the :class:`diversify.Result` behind them
+    (``backend_calls``, ``exhausted``, ``cursor``...)."""
+
+    nodes: list[NodeWithScore]
+    result: Result
+
+
+def _is_size(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def own_size(retriever: Any) -> Optional[int]:
+    """The retriever's own ``similarity_top_k`` (VectorIndexRetriever, QueryFusionRetriever,
+    BM25Retriever...), or None when it has none."""
+    value = getattr(retriever, "similarity_top_k", None)
+    return value if _is_size(value) else None
+
+
+def _settable_size(retriever: Any) -> bool:
+    prop = getattr(type(retriever), "similarity_top_k", None)
+    if isinstance(prop, property):
+        return prop.fset is not None
+    return _is_size(vars(retriever).get("similarity_top_k"))
+
+
+def resized(retriever: BaseRetriever, n: int) -> Optional[BaseRetriever]:
+    """A shallow copy of ``retriever`` that returns up to ``n`` nodes, or None when it cannot be
+    asked for more. A ``QueryFusionRetriever`` is resized with the retrievers it fuses (when every
+    one of them can be); any other retriever through a settable ``similarity_top_k``. The caller's
+    retriever is never changed."""
+    if isinstance(retriever, QueryFusionRetriever):
+        inner = [resized(r, n) for r in retriever._retrievers]
+        if any(r is None for r in inner):
+            return None
+        fused = copy.copy(retriever)
+        fused.similarity_top_k = n
+        fused._retrievers = inner
+        return fused
+    if not _settable_size(retriever):
+        return None
+    out = copy.copy(retriever)
+    out.similarity_top_k = n  # type: ignore[attr-defined]
+    return out
+
+
+class DiversifyRetriever(BaseRetriever):
+    """Top ``similarity_top_k`` nodes of any retriever (or vector index), at most
+    ``max_per_cluster`` per cluster.
+
+    ``retriever`` is what is wrapped, and it decides how a short answer is refilled:
+
+    * a vector index (anything with ``as_retriever``, e.g. ``VectorStoreIndex``): each call asks
+      ``index.as_retriever(similarity_top_k=fetch_k, filters=..., **retriever_kwargs)`` (a fresh
+      retriever per call, so nothing shared is mutated). When fewer than ``similarity_top_k``
+      distinct clusters come back it asks again within ``max_rounds``: with ``exclude_key`` (a
+      metadata key holding the same id as the artifact, e.g. ``id_field``) the store is asked to
+      leave out what was seen (``FilterOperator.NIN``), otherwise for a larger k.
+    * any ``BaseRetriever`` with a ``similarity_top_k`` (``VectorIndexRetriever``, BM25, a
+      ``QueryFusionRetriever`` over such retrievers): a shallow copy is asked for ``fetch_k``, then
+      for more. Its own ``similarity_top_k`` is the default; its filters and settings are kept.
+    * a retriever without one (``SummaryIndexRetriever``, ``RouterRetriever``, a custom one):
+      called once, and what it returned is diversified; ``result.exhausted`` is True when
+      fewer than ``similarity_top_k`` distinct clusters were in it (``backend_calls == 1``).
+
+    ``k`` and ``index=`` are deprecated aliases of ``similarity_top_k`` and ``retriever``. Unknown
+    arguments and bad values raise :class:`~diversify.errors.ConfigError` here, not at query time.
+
+    Cluster ids, ``fold_threshold`` and returned copies: as
+    :class:`~llama_index.postprocessor.diversify.DiversifyPostprocessor` (the retriever must
+    return embeddings for ``fold_threshold`` to act; most vector stores do not).
+    """
+
+    def __init__(
+        self,
+        retriever: Any = None,
+        *,
+        cluster_map: Any = None,
+        cluster_field: Optional[str] = None,
+        id_field: Optional[str] = None,
+        id_source: Literal["node_id", "ref_doc_id"] = "node_id",
+        similarity_top_k: Optional[int] = None,
+        max_per_cluster: int = 1,
+        fetch_k: Optional[int] = None,
+        max_rounds: int = 3,
+        exclude_key: Optional[str] = None,
+        filters: Optional[MetadataFilters] = None,
+        retriever_kwargs: Optional[dict] = None,
+        metadata_key: str = "diversify",
+        fold_threshold: Optional[float] = None,
+        callback_manager: Optional[CallbackManager] = None,
+        **deprecated: Any,
+    ) -> None:
+        check_arguments("DiversifyRetriever", deprecated, _ARGUMENTS,
+                        hints={"top_n": "similarity_top_k", "top_k": "similarity_top_k"})
+        if "index" in deprecated:
+            if retriever is not None:
+                raise ConfigError("DiversifyRetriever got both `retriever` and `index` (deprecated); pass only "
+                                  "retriever=<a retriever or an index>.")
+            warnings.warn("DiversifyRetriever(index=...) is deprecated; pass it as retriever=... (or first).",
+                          DeprecationWarning, stacklevel=2)
+            retriever = deprecated.pop("index")
+        if "k" in deprecated:
+            if similarity_top_k is not None:
+                raise ConfigError(f"DiversifyRetriever got both `k` (deprecated) and `similarity_top_k`; got "
+                                  f"k={deprecated['k']!r}, similarity_top_k={similarity_top_k!r}. Pass only "
+                                  "similarity_top_k.")
+            warnings.warn("DiversifyRetriever(k=...) is deprecated; use similarity_top_k=... (the same meaning).",
+                          DeprecationWarning, stacklevel=2)
+            similarity_top_k = deprecated.pop("k")
+        is_index = not isinstance(retriever, BaseRetriever) and callable(getattr(retriever, "as_retriever", None))
+        if not is_index and not isinstance(retriever, BaseRetriever):
+            raise ConfigError(f"`retriever` must be a LlamaIndex BaseRetriever or an index with as_retriever() "
+                              f"(e.g. a VectorStoreIndex); got {type(retriever).__name__}.")
+        if not is_index:
+            given = [name for name, value in (("exclude_key", exclude_key), ("filters", filters),
+                                              ("retriever_kwargs", retriever_kwargs)) if value is not None]
+            if given:
+                raise ConfigError(f"`{given[0]}` applies to an index (a retriever is made from it per call); the "
+                                  f"wrapped {type(retriever).__name__} is already a retriever. Set its filters and "
+                                  "options on it, or wrap the index to refill with exclusion.")
+            if similarity_top_k is None:
+                similarity_top_k = own_size(retriever)
+        if similarity_top_k is None:
+            similarity_top_k = 4
+        check_settings(cluster_map, cluster_field=cluster_field, subject="node", k=similarity_top_k,
+                       max_per_cluster=max_per_cluster, fetch_k=fetch_k, max_rounds=max_rounds,
+                       fold_threshold=fold_threshold)
+        if id_source not in ("node_id", "ref_doc_id"):
+            raise ConfigError(f"`id_source` must be 'node_id' or 'ref_doc_id'; got id_source={id_source!r}. "
+                              "Use id_field='<metadata key>' for an id kept in the metadata.")
+        if filters is not None and not isinstance(filters, MetadataFilters):
+            raise ConfigError(f"`filters` must be llama_index MetadataFilters; got {type(filters).__name__}. "
+                              "Use MetadataFilters(filters=[MetadataFilter(key=..., value=...)]).")
+        if retriever_kwargs is not None and not isinstance(retriever_kwargs, dict):
+            raise ConfigError(f"`retriever_kwargs` must be a dict of as_retriever() keyword arguments; got "
+                              f"{type(retriever_kwargs).__name__}.")
+        if retriever_kwargs and "similarity_top_k" in retriever_kwargs:
+            raise ConfigError("`retriever_kwargs` cannot set similarity_top_k: the number of candidates is asked "
+                              "per call (fetch_k, then more). Pass similarity_top_k=... to DiversifyRetriever.")
+        if retriever_kwargs and is_index:
+            _check_retriever_kwargs(retriever, retriever_kwargs)
+        super().__init__(callback_manager=callback_manager)
+        self._index = retriever if is_index else None
+        self._wrapped: Optional[BaseRetriever] = None if is_index else retriever
+        self._resizable = not is_index and resized(retriever, 1) is not None
+        self._cluster_map = cluster_map
+        self._cluster_field = cluster_field
+        self._id_field = id_field
+        self._id_source = id_source
+        self._k, self._max_per_cluster, self._fetch_k, self._max_rounds = (similarity_top_k, max_per_cluster,
+                                                                            fetch_k, max_rounds)
+        self._exclude_key = exclude_key
+        self._filters = filters
+        self._retriever_kwargs = dict(retriever_kwargs or {})
+        self._metadata_key = metadata_key
+        self._fold_threshold = fold_threshold
+        self._lazy = LazyDiversifier("node")
+        # Exclusion needs one flat AND list (nested MetadataFilters are not supported everywhere).
+        self._supports_exclude = exclude_key is not None and (
+            filters is None or filters.condition in (None, FilterCondition.AND))
+
+    @property
+    def similarity_top_k(self) -> int:
+        """Nodes returned per query."""
+        return self._k
+
+    @property
+    def refill(self) -> Optional[str]:
+        """How a short answer is refilled, in words (None: the wrapped retriever is called once)."""
+        if self._wrapped is None:
+            return "store-side exclusion (NIN filter)" if self._supports_exclude else "a larger similarity_top_k"
+        return "a larger similarity_top_k on a copy" if self._resizable else None
+
+    @property
+    def diversifier(self) -> Diversifier:
+        """The :class:`diversify.Diversifier` behind this retriever (created on first use)."""
+        return self._lazy.get(self._cluster_map, cluster_field=self._cluster_field, k=self._k,
+                              max_per_cluster=self._max_per_cluster, fetch_k=self._fetch_k,
+                              max_rounds=self._max_rounds, fold_threshold=self._fold_threshold)
+
+    def _retriever(self, k: int, exclude_ids: Optional[Sequence[Any]]) -> Any:
+        filters = self._filters
+        if exclude_ids and self._supports_exclude and self._exclude_key is not None:
+            exclude = MetadataFilter(key=self._exclude_key, value=list(exclude_ids), operator=FilterOperator.NIN)
+            base = list(filters.filters) if filters is not None else []
+            filters = MetadataFilters(filters=base + [exclude], condition=FilterCondition.AND)
+        kwargs = dict(self._retriever_kwargs)
+        if filters is not None:
+            kwargs["filters"] = filters
+        return self._index.as_retriever(similarity_top_k=k, **kwargs)
+
+    def _hits(self, nodes: list[NodeWithScore]) -> list[Hit]:
+        return [Hit(node_id_of(n, j, id_field=self._id_field, id_source=self._id_source, error=StoreError),
+                    n.score, n.node.metadata, n.node.embedding if self._fold_threshold is not None else None, n)
+                for j, n in enumerate(nodes)]
+
+    def _search(self, query_bundle: QueryBundle, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
+        return self._hits(self._retriever(k, exclude_ids).retrieve(query_bundle))
+
+    async def _asearch(self, query_bundle: QueryBundle, k: int,
+                       exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
+        return self._hits(await self._retriever(k, exclude_ids).aretrieve(query_bundle))
+
+    @staticmethod
+    def _bundle(query: Any) -> QueryBundle:
+        return query if isinstance(query, QueryBundle) else QueryBundle(query_str=query)
+
+    def _sized_search(self, query_bundle: QueryBundle, k: int) -> list[Hit]:
+        assert self._wrapped is not None
+        return self._hits(resized(self._wrapped, k).retrieve(query_bundle))  # type: ignore[union-attr]
+
+    async def _asized_search(self, query_bundle: QueryBundle, k: int) -> list[Hit]:
+        assert self._wrapped is not None
+        return self._hits(await resized(self._wrapped, k).aretrieve(query_bundle))  # type: ignore[union-attr]
+
+    def _fixed(self, nodes: list[NodeWithScore], k: Optional[int], cursor: Optional[str]) -> Result:
+        hits = self._hits(list(nodes))
+        return fetched_once(self.diversifier.select_items(
+            [h.item for h in hits], ids=[h.id for h in hits], scores=[h.score for h in hits],
+            payloads=[h.payload for h in hits], vectors=[h.vector for h in hits] if self._fold_threshold is not None
+            else None, k=self._k if k is None else k, cursor=cursor))
+
+    def retrieve_with_result(self, query, *, k: Optional[int] = None,
+                             cursor: Optional[str] = None) -> DiversifiedNodes:
+        """Like ``retrieve`` but also returns the :class:`diversify.Result` (``k`` overrides
+        ``similarity_top_k`` for this call)."""
+        bundle = self._bundle(query)
+        if self._wrapped is None:
+            search = self.diversifier.wrap(self._search, supports_exclude=self._supports_exclude)
+            result = search(bundle, k=k, cursor=cursor)
+        elif not self._resizable:
+            result = self._fixed(self._wrapped.retrieve(bundle), k, cursor)
+        else:
+            result = self.diversifier.wrap(self._sized_search, supports_exclude=False)(bundle, k=k, cursor=cursor)
+        return DiversifiedNodes(annotated_copies(result, self._metadata_key), result)
+
+    async def aretrieve_with_result(self, query, *, k: Optional[int] = None,
+                                    cursor: Optional[str] = None) -> DiversifiedNodes:
+        """Async twin of :meth:`retrieve_with_result`."""
+        bundle = self._bundle(query)
+        if self._wrapped is None:
+            search = self.diversifier.awrap(self._asearch, supports_exclude=self._supports_exclude)
+            result = await search(bundle, k=k, cursor=cursor)
+        elif not self._resizable:
+            result = self._fixed(await self._wrapped.aretrieve(bundle), k, cursor)
+        else:
+            search = self.diversifier.awrap(self._asized_search, supports_exclude=False)
+            result = await search(bundle, k=k, cursor=cursor)
+        return DiversifiedNodes(annotated_copies(result, self._metadata_key), result)
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self.retrieve_with_result(query_bundle).nodes
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return (await self.aretrieve_with_result(query_bundle)).nodes
+
+
+#: Every keyword DiversifyRetriever takes (``k`` and ``index`` deprecated), for unknown-argument errors.
+_ARGUMENTS = tuple(name for name in inspect.signature(DiversifyRetriever.__init__).parameters
+                   if name not in ("self", "deprecated")) + ("k", "index")
+
+
+def _check_retriever_kwargs(index: Any, kwargs: dict) -> None:
+    """Refuse ``retriever_kwargs`` keys that the index's retriever does not name: a
+    ``VectorIndexRetriever`` takes ``**kwargs`` and ignores a mistyped ``filter`` silently."""
+    from llama_index.core.retrievers import VectorIndexRetriever
+
+    made = index.as_retriever()
+    if type(made) is not VectorIndexRetriever:
+        return  # another index's retriever: its own constructor checks what it is given
+    named = {name for name, p in inspect.signature(VectorIndexRetriever.__init__).parameters.items()
+             if name not in ("self", "index") and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    named.add("vector_store_kwargs")  # read from **kwargs
+    check_arguments("`retriever_kwargs` (for VectorIndexRetriever)", kwargs, named,
+                    hints={"filter": "filters", "top_k": "similarity_top_k"})
