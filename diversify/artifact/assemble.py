@@ -141,7 +141,7 @@ def _check_cluster_rules(cl: np.ndarray, aliases: Any) -> None:
         raise InputError(
             f"`cluster_ids` must name each cluster by the document index of one of its members (after aliases); "
             f"got cluster {bad.cluster} (of position {bad.doc}) whose document {bad.cluster} is in cluster {bad.home}, "
-            f"{bad.count} documents affected. Use each cluster's first (smallest) member index as its id, not 0..k-1."
+            f"{bad.affected} documents affected. Use each cluster's first (smallest) member index as its id, not 0..k-1."
         )
     if aliases is not None:
         why = alias_violation(np.asarray(aliases), cl)

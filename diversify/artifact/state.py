@@ -58,7 +58,7 @@ class LabelViolation(NamedTuple):
     doc: int  #: a document of the cluster
     cluster: int  #: its cluster id
     home: int  #: the cluster that document ``cluster`` belongs to (differs from ``cluster``)
-    count: int  #: documents affected
+    affected: int  #: documents affected
 
 
 def label_violation(cluster_ids: np.ndarray) -> Optional[LabelViolation]:
@@ -250,7 +250,7 @@ def _check_documents(st: _State, cmap: Any, cfg: BuildConfig) -> None:
         raise st.fail("doc/cluster_id", "must name each cluster by the document index of one of its members "
                       "(doc/cluster_id[c] == c for every cluster id c)",
                       f"cluster {bad.cluster} (of document {bad.doc}) whose document {bad.cluster} is in cluster "
-                      f"{bad.home}, {bad.count} documents affected (dense labels 0..k-1 do this)")
+                      f"{bad.home}, {bad.affected} documents affected (dense labels 0..k-1 do this)")
     per_cluster = np.bincount(cl[rep], minlength=n)
     used = np.bincount(cl, minlength=n) > 0
     wrong = np.flatnonzero(per_cluster != used)

@@ -185,7 +185,7 @@ def _check_clusters(path: str, h: dict[str, Any], arrays: Mapping[str, np.ndarra
             path,
             "`doc/cluster_id` must name each cluster by the document index of one of its members "
             f"(doc/cluster_id[c] == c); got cluster {bad.cluster} (of document {bad.doc}) whose document {bad.cluster} "
-            f"is in cluster {bad.home}, {bad.count} documents affected (dense labels 0..k-1 do this). The file was "
+            f"is in cluster {bad.home}, {bad.affected} documents affected (dense labels 0..k-1 do this). The file was "
             "written by another tool: rebuild it, or write each cluster's smallest member index as its id.",
         )
     owner = np.repeat(cids, np.diff(indptr))
