@@ -226,9 +226,9 @@ def check_add_state(cmap: Any, cfg: BuildConfig, *, texts: bool) -> None:
     _check_text_state(st, cfg, flags, texts=texts)
     _check_vector_state(st, cfg, flags)
     _check_per_document(st, cfg)
-    aliases = st.extras.get("aliases")
+    aliases = st.get("aliases", "i8", (None, 2), what="rows [merged_id, surviving_id]")
     if aliases is not None:
-        why = alias_violation(np.asarray(aliases), np.asarray(cmap.cluster_ids, dtype=np.int64))
+        why = alias_violation(aliases, np.asarray(cmap.cluster_ids, dtype=np.int64))
         if why is not None:
             raise artifact_error(st.path, f"`extra/aliases` {why}. {REBUILD}")
 

@@ -284,8 +284,7 @@ def _incremental_config(cmap, config) -> BuildConfig:
                 f"(artifact {cmap.fingerprint[:12]}..., given {fingerprint(given)[:12]}...). Pass config=None to "
                 "use the artifact's own config, or rebuild from scratch with the new config."
             )
-    ex = cmap.extras
-    if not cfg.incremental or "exact_hash" not in ex:
+    if not cfg.incremental:  # (an incremental artifact without its state is refused by check_add_state)
         raise IncompatibleArtifactError(
             "the artifact has no incremental state (built with incremental=False); `add` cannot run without a "
             "rebuild. Rebuild with BuildConfig(incremental=True)."
