@@ -147,7 +147,8 @@ CASES = [
     ("config-invalid", "text", _config(("minhash", "num_perm"), -3), "header `config`", True),
     # shingle rows: CSR, offsets monotone from 0 to len(hashes), rows sorted distinct
     ("shingle-indptr-end-past-data", "text", _poke("extra/shingle_indptr", -1, 10**9), "extra/shingle_indptr", True),
-    ("shingle-indptr-far-offset", "text", _poke("extra/shingle_indptr", 40, 10**12), "extra/shingle_indptr", True),
+    ("shingle-indptr-far-offset", "text", _poke("extra/shingle_indptr", 1, 10**12), "extra/shingle_indptr", True),
+    ("shingle-indptr-far-interior", "text", _poke("extra/shingle_indptr", 40, 10**12), "extra/shingle_indptr", True),
     ("shingle-indptr-negative", "text", _poke("extra/shingle_indptr", 0, -64), "extra/shingle_indptr", True),
     ("shingle-indptr-decreasing", "text", _set("extra/shingle_indptr", _swap_rows_10_11), "extra/shingle_indptr", True),
     ("shingle-indptr-one-short", "text", _set("extra/shingle_indptr", lambda x: x[:-1]), "extra/shingle_indptr", True),

@@ -56,7 +56,8 @@ def build_artifacts(out: Path, *, pairs: int = 300) -> dict[str, dict]:
     sources = ["news" if i % 3 else "wiki" for i in range(n)]
     res = diversify.build(texts, ids=[f"t{i}" for i in range(n)], config=cfg, keys=keys, sources=sources,
                           created_at=CREATED)
-    kinds["text"] = _save(out, "text", res, {"texts": [" ".join(words(rng, 30))], "ids": ["new-text"],
+    # the new document is a near-copy of document 0: the add compares it with stored state
+    kinds["text"] = _save(out, "text", res, {"texts": [texts[0] + " again"], "ids": ["new-text"],
                                              "keys": [[1.0, 2.0]], "sources": ["news"]},
                           ["--key-field", "k1", "--key-field", "k2", "--source-field", "src"])
 
@@ -64,9 +65,9 @@ def build_artifacts(out: Path, *, pairs: int = 300) -> dict[str, dict]:
     n = len(texts)
     vecs = rng.standard_normal((n, 16))
     res = diversify.build(texts, ids=[f"v{i}" for i in range(n)], vectors=vecs, created_at=CREATED)
-    new_vec = rng.standard_normal((1, 16))
+    new_vec = vecs[:1] + 0.01 * rng.standard_normal((1, 16))
     np.save(out / "vectors-new.npy", new_vec)
-    kinds["vectors"] = _save(out, "vectors", res, {"texts": [" ".join(words(rng, 30))], "ids": ["new-vec"],
+    kinds["vectors"] = _save(out, "vectors", res, {"texts": [texts[0] + " again"], "ids": ["new-vec"],
                                                    "vectors": str(out / "vectors-new.npy")},
                              ["--vectors", str(out / "vectors-new.npy")])
 
