@@ -404,3 +404,22 @@ def test_random_tampering_never_crashes_add_and_accepted_adds_keep_the_contract(
           f"{report['accepted']} accepted ({report['benign']} free-value edits), seed {seed}")
     assert not report["failures"], f"seed {seed}: {report['failures'][:5]}"
     assert report["tried"] >= 20 and report["refused"] >= 5 and report["benign"] >= 2, report
+
+
+def test_from_arrays_writes_only_what_add_accepts():
+    """The writer keeps the reader's rules: no alias leading elsewhere than its document's cluster
+    (cluster ids given as merged ids are resolved first, so none stays live); integer alias rows are
+    stored as the spec's i8."""
+    ids = [f"d{i}" for i in range(6)]
+    cl = np.array([0, 0, 2, 2, 4, 5], np.int64)
+    rep = np.array([True, False, True, False, True, True])
+    args = dict(config={}, fingerprint="f", seed=1, hash_scheme="test", build_info={}, created_at=S.CREATED)
+
+    def make(aliases):
+        return ClusterMap.from_arrays(ids, cl, rep, np.zeros(6, np.uint8), np.zeros(6, np.uint32),
+                                      extras={"aliases": aliases}, **args)
+
+    with pytest.raises(InputError, match=r"`extras\['aliases'\]` must lead each merged id to the cluster its own document"):
+        make(np.array([[1, 2]], np.int64))
+    cm = make(np.array([[1, 0], [3, 2]], np.int32))
+    assert cm.extras["aliases"].dtype == np.int64 and cm.resolve_cluster(3) == 2

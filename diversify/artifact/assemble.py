@@ -238,6 +238,8 @@ def _extra_arrays(extras: Mapping[str, Any]) -> dict[str, np.ndarray]:
                 f"`extras[{name!r}]` dtype must be one of {sorted(DTYPES)} with at most {MAX_NDIM} dimensions; "
                 f"got dtype {arr.dtype}, shape {arr.shape}. Cast it with .astype() (e.g. np.uint64)."
             )
+        if name == "aliases":  # the spec's dtype (resolve_aliases accepted any integer rows)
+            arr = arr.astype(np.int64, copy=False)
         out[EXTRA_PREFIX + name] = arr
     return {name: arr for name, _, arr in prepare_arrays(out)}
 

@@ -90,6 +90,8 @@ def alias_violation(rows: np.ndarray, cluster_ids: np.ndarray) -> Optional[str]:
     merged id's own document now belongs to (the merged cluster's members went there).
     """
     n = cluster_ids.size
+    if n and (int(cluster_ids.min()) < 0 or int(cluster_ids.max()) >= n):
+        return "cannot be checked: `doc/cluster_id` holds values outside [0, n_docs)"
     a = np.asarray(rows)
     if a.dtype.kind not in "iu" or a.ndim != 2 or a.shape[1] != 2:
         return f"must be an integer array of shape (m, 2) [merged_id, surviving_id]; got dtype {a.dtype}, shape {a.shape}"
@@ -109,7 +111,7 @@ def alias_violation(rows: np.ndarray, cluster_ids: np.ndarray) -> Optional[str]:
     if twice.size:
         j = int(twice[0])
         return f"must map each merged id to one surviving id; got {int(src[j])} -> {int(dst[j])} and -> {int(dst[j + 1])}"
-    live = np.unique(cluster_ids)
+    live = np.flatnonzero(np.bincount(cluster_ids, minlength=n))  # sorted live cluster ids, O(n)
     is_live = _member(live, src)
     if is_live.any():
         s = int(src[np.flatnonzero(is_live)[0]])
