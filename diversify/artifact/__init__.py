@@ -7,8 +7,9 @@ only (never numba). The byte layout is specified in ``docs/artifact-format.md``.
 Modules, from the bytes up: :mod:`.layout` (constants and limits), :mod:`.header` (the msgpack
 header), :mod:`.format` (the generic container), :mod:`.schema` (what an artifact holds),
 :mod:`.lookup` (id -> cluster tables), :mod:`.aliases` (merged cluster ids), :mod:`.assemble`
-(the builder's arrays -> an artifact), :mod:`.validation` (the checks run at load) and
-:mod:`.clustermap` (the :class:`ClusterMap` class).
+(the builder's arrays -> an artifact), :mod:`.validation` (the checks run at load),
+:mod:`.state` (the rules of the state an ``add`` reads back) and :mod:`.clustermap` (the
+:class:`ClusterMap` class).
 """
 
 from __future__ import annotations

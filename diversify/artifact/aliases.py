@@ -86,11 +86,14 @@ def resolve_aliases(aliases: Any, n: int) -> np.ndarray | None:
     return res
 
 
-def alias_map(raw: np.ndarray | None, n: int) -> dict[int, int]:
+def alias_map(raw: np.ndarray | None, n: int, cluster_ids: np.ndarray | None = None) -> dict[int, int]:
     """``{merged_id: surviving_id}`` of a loaded artifact's aliases; empty when absent or invalid.
 
-    Invalid rows only disable the alias look-up: the cluster ids stored in the artifact were
-    resolved when it was written and are checked on their own.
+    Invalid rows only disable the alias look-up (a merged id is then "not a cluster", never a wrong
+    one): the cluster ids stored in the artifact were resolved when it was written and are checked
+    on their own. With ``cluster_ids`` (each document's resolved cluster) the table must also keep
+    the rules of :func:`diversify.artifact.state.alias_violation`: no live cluster as merged id, and
+    each merged id leads to the cluster its own document is in.
     """
     if raw is None or not raw.shape or not raw.shape[0]:
         return {}
@@ -98,4 +101,9 @@ def alias_map(raw: np.ndarray | None, n: int) -> dict[int, int]:
         res = resolve_aliases(raw, n)
     except (InputError, InputTypeError):
         return {}
+    if cluster_ids is not None and cluster_ids.shape == (n,):
+        from diversify.artifact.state import alias_violation
+
+        if alias_violation(raw, np.asarray(cluster_ids, dtype=np.int64)) is not None:
+            return {}
     return {} if res is None else {int(s): int(res[s]) for s in raw[:, 0].tolist()}

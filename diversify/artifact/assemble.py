@@ -20,6 +20,7 @@ from diversify.artifact.header import canonical
 from diversify.artifact.layout import DTYPES, FORMAT_MAJOR, FORMAT_MINOR, MAX_NDIM, dtype_code
 from diversify.artifact.lookup import bucket_directory, lookup_header, slot_keys
 from diversify.artifact.schema import EXTRA_NAME_RE, EXTRA_PREFIX, FORMAT_NAME
+from diversify.artifact.state import alias_violation, label_violation
 from diversify.errors import InputError, InputTypeError
 from diversify.ids import ID_KEY_SCHEME, check_distinct_keys, check_ids, utf8_id_keys
 
@@ -133,6 +134,21 @@ def _representative_flags(is_representative: Any, n: int) -> np.ndarray:
     return rep
 
 
+def _check_cluster_rules(cl: np.ndarray, aliases: Any) -> None:
+    """What a reader refuses is not written: cluster ids are member indices; aliases lead merged ids home."""
+    bad = label_violation(cl)
+    if bad is not None:
+        raise InputError(
+            f"`cluster_ids` must name each cluster by the document index of one of its members (after aliases); "
+            f"got cluster {bad.cluster} (of position {bad.doc}) whose document {bad.cluster} is in cluster {bad.home}, "
+            f"{bad.affected} documents affected. Use each cluster's first (smallest) member index as its id, not 0..k-1."
+        )
+    if aliases is not None:
+        why = alias_violation(np.asarray(aliases), cl)
+        if why is not None:
+            raise InputError(f"`extras['aliases']` {why}. Record [merged_id, surviving_id] rows only for merged clusters.")
+
+
 def _check_one_representative(cl: np.ndarray, rep: np.ndarray, n: int) -> None:
     used = np.bincount(cl, minlength=n) if n else np.zeros(0, np.int64)
     reps = np.bincount(cl[rep], minlength=n) if n else np.zeros(0, np.int64)
@@ -222,6 +238,8 @@ def _extra_arrays(extras: Mapping[str, Any]) -> dict[str, np.ndarray]:
                 f"`extras[{name!r}]` dtype must be one of {sorted(DTYPES)} with at most {MAX_NDIM} dimensions; "
                 f"got dtype {arr.dtype}, shape {arr.shape}. Cast it with .astype() (e.g. np.uint64)."
             )
+        if name == "aliases":  # the spec's dtype (resolve_aliases accepted any integer rows)
+            arr = arr.astype(np.int64, copy=False)
         out[EXTRA_PREFIX + name] = arr
     return {name: arr for name, _, arr in prepare_arrays(out)}
 
@@ -259,6 +277,7 @@ def assemble(
     res = resolve_aliases(extras.get("aliases"), n)
     if res is not None:
         cl = res[cl]
+    _check_cluster_rules(cl, extras.get("aliases"))
     rep = _representative_flags(is_representative, n)
     stages = _int_column(doc_stages, "doc_stages", n, 0, 255, "u1")
     lengths = _int_column(doc_lengths, "doc_lengths", n, 0, 2**32 - 1, "u4")

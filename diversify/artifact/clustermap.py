@@ -359,7 +359,7 @@ class ClusterMap:
     def _aliases(self) -> dict[int, int]:
         al = self._lazy.get("aliases")
         if al is None:
-            al = alias_map(self._arrays.get(EXTRA_PREFIX + "aliases"), self._n)
+            al = alias_map(self._arrays.get(EXTRA_PREFIX + "aliases"), self._n, self._arrays["doc/cluster_id"])
             self._lazy["aliases"] = al
         return al
 

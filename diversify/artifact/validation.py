@@ -2,8 +2,10 @@
 
 :func:`validate_header` and the layout part of :func:`validate_arrays` always run (cheap); with
 ``deep=True`` (``load(verify=True)``) the O(n) numpy checks run too: sorted keys, indices in
-range, the bucket directory, CSR and representatives consistent with ``doc/cluster_id``. None
-loops in Python over the documents. Every failure is an :class:`~diversify.errors.ArtifactError`.
+range, the bucket directory, CSR and representatives consistent with ``doc/cluster_id``, cluster
+ids that are member indices (:func:`~diversify.artifact.state.label_violation`). None loops in
+Python over the documents. What an ``add`` reads on top (``extra/*``) is checked by
+:mod:`~diversify.artifact.state` when it runs. Every failure is an :class:`~diversify.errors.ArtifactError`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from diversify.artifact.format import ArrayTable
 from diversify.artifact.layout import artifact_error
 from diversify.artifact.lookup import MAX_BUCKET_BITS, SLOT_MULTIPLIER, slot_keys
 from diversify.artifact.schema import FORMAT_NAME, HEADER_TYPES, expected_shape, required_arrays
+from diversify.artifact.state import label_violation
 from diversify.errors import ArtifactError
 from diversify.ids import ID_KEY_SCHEME
 
@@ -175,6 +178,15 @@ def _check_clusters(path: str, h: dict[str, Any], arrays: Mapping[str, np.ndarra
     if int(members.min()) < 0 or int(members.max()) >= n or int(reps.min()) < 0 or int(reps.max()) >= n:
         raise artifact_error(
             path, "`cluster/members` and `cluster/representative` must be document indices. The file is corrupt."
+        )
+    bad = label_violation(cl)
+    if bad is not None:
+        raise artifact_error(
+            path,
+            "`doc/cluster_id` must name each cluster by the document index of one of its members "
+            f"(doc/cluster_id[c] == c); got cluster {bad.cluster} (of document {bad.doc}) whose document {bad.cluster} "
+            f"is in cluster {bad.home}, {bad.affected} documents affected (dense labels 0..k-1 do this). The file was "
+            "written by another tool: rebuild it, or write each cluster's smallest member index as its id.",
         )
     owner = np.repeat(cids, np.diff(indptr))
     if not bool((cl[members] == owner).all()) or not bool((np.bincount(members, minlength=n) == 1).all()):

@@ -232,6 +232,10 @@ def add(
     """
     cmap, origin = _read_versioned(cluster_map)
     cfg = _incremental_config(cmap, config)
+    # every rule the kernels below rely on, before any of them runs (docs/artifact-format.md 2.1)
+    from ..artifact.state import check_add_state
+
+    check_add_state(cmap, cfg, texts=texts is not None)
     ex = cmap.extras
     n_old = cmap.n_docs
     old_ids = cmap.ids
@@ -247,6 +251,7 @@ def add(
             "`vectors` must be given to `add` exactly when the artifact was built with vectors "
             f"(artifact has vectors: {bool((old_flags & FLAG_HAS_VECTOR).any())}; got vectors: {new.simhash is not None})."
         )
+    _check_widths(ex, new, cfg)
     kind_old = cmap.id_kind
     if new.ids and (kind_old == "str") != isinstance(new.ids[0], str):
         raise InputError(
@@ -292,7 +297,9 @@ def _read_versioned(cluster_map):
 
 def _incremental_config(cmap, config) -> BuildConfig:
     """The artifact's own config, checked: its fingerprint, the caller's config, incremental state."""
-    cfg = BuildConfig(**cmap.config)
+    from ..artifact.state import build_config_of
+
+    cfg = build_config_of(cmap)
     if fingerprint(cfg) != cmap.fingerprint:
         raise IncompatibleArtifactError(
             f"the artifact's config does not match its fingerprint ({cmap.fingerprint[:12]}...); it was written by "
@@ -306,13 +313,34 @@ def _incremental_config(cmap, config) -> BuildConfig:
                 f"(artifact {cmap.fingerprint[:12]}..., given {fingerprint(given)[:12]}...). Pass config=None to "
                 "use the artifact's own config, or rebuild from scratch with the new config."
             )
-    ex = cmap.extras
-    if not cfg.incremental or "exact_hash" not in ex:
+    if not cfg.incremental:  # (an incremental artifact without its state is refused by check_add_state)
         raise IncompatibleArtifactError(
             "the artifact has no incremental state (built with incremental=False); `add` cannot run without a "
             "rebuild. Rebuild with BuildConfig(incremental=True)."
         )
     return cfg
+
+
+def _check_widths(ex, new: Sketches, cfg: BuildConfig) -> None:
+    """The new documents' sketches, vectors and keys have stored counterparts of the same width."""
+    for name in ("minhash", "text_simhash"):
+        if getattr(new, name) is not None and name not in ex:
+            raise InputError(
+                f"`texts` cannot be added to this artifact: it was built without texts (it has no `{name}` state). "
+                "Add vectors only (vectors=..., ids=...), or rebuild from texts and vectors together."
+            )
+    if new.vectors is not None and "vectors" in ex and new.vectors.shape[1] != ex["vectors"].shape[1]:
+        raise InputError(
+            f"`vectors` must have the artifact's dimension ({ex['vectors'].shape[1]}); got {new.vectors.shape[1]}. "
+            "Embed the new documents with the model the artifact was built with."
+        )
+    if cfg.representative == "key" and new.keys is not None and new.keys.shape[1:] != ex["rep_keys"].shape[1:]:
+        cols = ex["rep_keys"].shape[1] if ex["rep_keys"].ndim == 2 else 1
+        got = new.keys.shape[1] if new.keys.ndim == 2 else 1
+        raise InputError(
+            f"`keys` must have the artifact's number of key columns ({cols}); got {got}. "
+            "Pass the same key fields, in the same order, as the build."
+        )
 
 
 def _extend(cmap, cfg: BuildConfig, new: Sketches, all_ids: list, old_flags: np.ndarray, sources) -> Sketches:
