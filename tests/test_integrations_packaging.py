@@ -41,6 +41,7 @@ GUIDES = {
     "langchain": ("langchain_core", "langchain_classic"),
     "llamaindex": ("llama_index.core",),
     "haystack": ("haystack",),
+    "milvus": ("pymilvus", "milvus_lite"),
 }
 
 

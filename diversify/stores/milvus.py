@@ -345,8 +345,9 @@ class MilvusStore(Store):
         """Batches of rows ``{pk, id field, current values}``: every row, or the rows of ``ids``."""
         key = self._key()
         if ids is None:
+            # the widest pages Milvus allows: in Milvus Lite each page is one pass over the segments
             it = self._call("query_iterator", self.client.query_iterator, self.collection,
-                            batch_size=batch_size, output_fields=fields)
+                            batch_size=MAX_TOPK, output_fields=fields)
             try:
                 while True:
                     batch = self._call("query_iterator.next", it.next)
@@ -364,18 +365,20 @@ class MilvusStore(Store):
     def write_clusters(self, cluster_map, *, ids: Optional[Sequence[Any]] = None,
                        cluster_field: str = "cluster_id",
                        representative_field: Optional[str] = "is_representative",
-                       batch_size: int = 2000, flush: bool = True) -> int:
+                       batch_size: int = 4000, flush: bool = True) -> int:
         """Set ``cluster_field`` (and ``representative_field``) on each known document's row.
 
-        Reads the rows (all of them, or those of ``ids``: document ids, i.e. ``id_field`` values)
-        with their current values, ``batch_size`` at a time, and upserts
-        ``{pk, cluster_field, representative_field}`` with ``partial_update=True``, so the other
-        fields are kept; rows that already hold the artifact's values are not rewritten. Ends with
-        one ``flush`` (sealed segments search faster in Milvus Lite) unless ``flush=False``.
+        Reads the rows with their current values (all rows, in pages of 16384, or the rows of
+        ``ids``, document ids, i.e. ``id_field`` values, ``batch_size`` at a time), then upserts
+        ``{pk, cluster_field, representative_field}`` with ``partial_update=True``, ``batch_size``
+        rows per call, so the other fields are kept; rows that already hold the artifact's values
+        are not rewritten (a rerun after a rebuild rewrites only what changed). Ends with one
+        ``flush`` (sealed segments search faster in Milvus Lite) unless ``flush=False``.
 
         The fields must be declared in the schema (an integer type and BOOL; ``group_by_field``
         search needs declared fields) or the collection must have dynamic fields. Returns how many
-        rows carry the artifact's values afterwards.
+        rows carry the artifact's values afterwards. A failing upsert leaves earlier batches
+        written; rerunning finishes the job.
         """
         _pymilvus()
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_TOPK:
