@@ -202,6 +202,14 @@ def test_unbalanced_filters_are_refused(bad):
         MilvusStore(object(), "c", filter=bad)
 
 
+def test_invalid_filter_is_named_at_the_first_search(client, tenants):
+    corpus, _, name = tenants
+    for bad in ('tenant === "a"', "no_such_field > 3 and", "tenant == "):
+        store = MilvusStore(client, name, filter=bad)
+        with pytest.raises(StoreError, match="fix `filter`"):
+            store.search(corpus.query, 3)
+
+
 def test_balanced_filters_are_kept_verbatim():
     ok = 'title == "x)\\"(" and tags in ["]", "["] and (n > 1 or n < -1)'
     assert check_filter(ok) == ok

@@ -211,12 +211,17 @@ class MilvusStore(Store):
             return fn(*args, **kwargs)
         except Exception as exc:  # MilvusException and transport errors
             code = getattr(exc, "code", None)
-            msg = getattr(exc, "message", None) or str(exc)
-            if code == _NOT_FOUND or "not exist" in msg or "not found" in msg:
+            msg = str(getattr(exc, "message", None) or exc)
+            low = msg.lower()
+            if code == _NOT_FOUND or ("collection" in low and ("not exist" in low or "not found" in low)):
                 raise StoreError(f"`collection`: Milvus has no collection {self.collection!r} ({what}: {msg}). "
                                  "Create it first, or check the name and the client's database.") from exc
+            hint = ""
+            if what == "search" and self.filter:
+                hint = (f" If the expression is at fault, fix `filter` ({self.filter!r:.120}): it must be a "
+                        "Milvus boolean expression over the collection's fields.")
             raise StoreError(f"Milvus {what} on collection {self.collection!r} failed: "
-                             f"{type(exc).__name__}: {msg}") from exc
+                             f"{type(exc).__name__}: {msg}.{hint}") from exc
 
     def _info(self) -> _Schema:
         if self._schema is not None:
