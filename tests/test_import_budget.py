@@ -6,7 +6,7 @@ import sys
 import pytest
 
 HEAVY = ["numba", "llvmlite", "qdrant_client", "chromadb", "faiss", "lancedb", "langchain_core", "llama_index",
-         "haystack", "dask", "pyarrow", "torch"]
+         "haystack", "dask", "pyarrow", "torch", "pymilvus", "milvus_lite", "grpc"]
 
 
 @pytest.mark.parametrize(

@@ -42,6 +42,7 @@ GUIDES = {
     "langchain": ("langchain_core", "langchain_classic", "langchain_community", "rank_bm25"),
     "llamaindex": ("llama_index.core",),
     "haystack": ("haystack",),
+    "milvus": ("pymilvus", "milvus_lite"),
 }
 
 

@@ -218,10 +218,11 @@ def test_lancedb_string_ids_are_quoted(tmp_path):
 def test_vendor_sdks_load_only_on_use():
     code = (
         "import sys, diversify, diversify.online, diversify.stores\n"
-        "from diversify.stores import NumpyStore, QdrantStore, ChromaStore, FaissStore, LanceDBStore\n"
+        "from diversify.stores import NumpyStore, QdrantStore, ChromaStore, FaissStore, LanceDBStore, MilvusStore\n"
         "from diversify import select, Diversifier, Hit\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('numba', 'qdrant_client', 'chromadb', 'faiss', 'lancedb', 'pyarrow', 'llvmlite'))\n"
+        "('numba', 'qdrant_client', 'chromadb', 'faiss', 'lancedb', 'pyarrow', 'llvmlite', 'pymilvus', "
+        "'milvus_lite', 'grpc'))\n"
         "assert not bad, bad\n"
         "print('ok')\n"
     )
@@ -242,3 +243,19 @@ def test_missing_vendor_gives_pip_hint():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "pip install 'diversify-retrieval[qdrant]'" in out.stdout, (out.stdout, out.stderr)
+
+
+def test_missing_milvus_gives_pip_hint():
+    code = (
+        "import sys\n"
+        "sys.modules['pymilvus'] = None\n"  # simulate 'not installed'
+        "from diversify.stores import MilvusStore\n"
+        "from diversify.errors import MissingDependencyError\n"
+        "for call in (lambda s: s.search([1.0], 1), lambda s: s.write_clusters({})):\n"
+        "    try:\n"
+        "        call(MilvusStore(object(), 'c'))\n"
+        "    except MissingDependencyError as e:\n"
+        "        print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.count("pip install 'diversify-retrieval[milvus]'") == 2, (out.stdout, out.stderr)

@@ -11,7 +11,7 @@ Every adapter has the same small surface (see :class:`Store`):
 ``write_clusters(cluster_map, ...)``
     The other direction: write cluster ids and representative flags from an artifact into the
     store's payload / metadata, so ``Diversifier(cluster_field=...)`` or the store's own
-    grouping (Qdrant ``query_points_groups``) can use them.
+    grouping (Qdrant ``query_points_groups``, Milvus ``group_by_field``) can use them.
 
 Adapters import their vendor SDK lazily (on first use, never at ``import diversify.stores``)
 and raise :class:`~diversify.errors.MissingDependencyError` with the ``pip install`` command
@@ -24,7 +24,7 @@ import importlib
 
 from ._base import Store, representative_flags
 
-__all__ = ["Store", "NumpyStore", "QdrantStore", "ChromaStore", "FaissStore", "LanceDBStore",
+__all__ = ["Store", "NumpyStore", "QdrantStore", "ChromaStore", "FaissStore", "LanceDBStore", "MilvusStore",
            "representative_flags"]
 
 _LAZY = {
@@ -33,6 +33,7 @@ _LAZY = {
     "ChromaStore": "diversify.stores.chroma",
     "FaissStore": "diversify.stores.faiss",
     "LanceDBStore": "diversify.stores.lancedb",
+    "MilvusStore": "diversify.stores.milvus",
 }
 
 
