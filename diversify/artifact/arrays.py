@@ -8,16 +8,17 @@ the bytes of the arrays it listed, through :class:`ArrayTable`. Two sources:
   read later comes from the same inode even after the path was replaced) but is never mapped: a
   file truncated or overwritten after load can no longer change or kill what was read; an array
   read later from a changed file is refused (short read, or checksum with ``verify=True``).
-* :class:`MappedBytes` (``mmap=True``): read-only views of one shared read-only memory map; pages
-  load on use and are shared between processes, but they *are* the file: truncating it makes a
-  later access raise SIGBUS, overwriting it in place changes the arrays under the reader.
+* :class:`BufferBytes` over a memory map (``mmap=True``): read-only views of one shared read-only
+  map; pages load on use and are shared between processes, but they *are* the file: truncating
+  it makes a later access raise SIGBUS, overwriting it in place changes the arrays under the
+  reader. Where the OS has no ``pread`` (Windows), ``mmap=False`` reads the whole file into one
+  private buffer at load instead, and closes it (an open file could not be replaced there).
 """
 
 from __future__ import annotations
 
 import mmap as _mmap
 import os
-import threading
 import weakref
 import zlib
 from collections.abc import Iterator, Mapping
@@ -27,7 +28,7 @@ import numpy as np
 
 from diversify.artifact.layout import DTYPES, artifact_error
 
-__all__ = ["ArrayTable", "FileBytes", "MappedBytes", "crc32_of"]
+__all__ = ["ArrayTable", "FileBytes", "BufferBytes", "open_source", "crc32_of"]
 
 #: most bytes asked of one read call (Linux caps one read at ~2 GiB)
 _READ_CHUNK = 1 << 30
@@ -50,7 +51,6 @@ class FileBytes:
         self._path = path
         self._f = f
         self._fd = f.fileno()
-        self._lock = threading.Lock()  # only for platforms without pread (seek + read)
         weakref.finalize(self, f.close)
 
     def readinto(self, out: np.ndarray, offset: int, what: str) -> None:
@@ -75,13 +75,9 @@ class FileBytes:
     def _read_at(self, part: memoryview, pos: int) -> int:
         if hasattr(os, "preadv"):
             return os.preadv(self._fd, [part], pos)
-        if hasattr(os, "pread"):  # pragma: no cover - platforms without preadv (macOS < 11)
-            chunk = os.pread(self._fd, part.nbytes, pos)
-            part[: len(chunk)] = chunk
-            return len(chunk)
-        with self._lock:  # pragma: no cover - Windows
-            self._f.seek(pos)
-            return self._f.readinto(part) or 0  # type: ignore[attr-defined]
+        chunk = os.pread(self._fd, part.nbytes, pos)  # pragma: no cover - no preadv (macOS < 11)
+        part[: len(chunk)] = chunk  # pragma: no cover
+        return len(chunk)  # pragma: no cover
 
     def bytes_at(self, lo: int, hi: int, what: str) -> bytes:
         out = np.empty(hi - lo, dtype=np.uint8)
@@ -89,31 +85,47 @@ class FileBytes:
         return out.tobytes()
 
 
-class MappedBytes:
-    """A read-only shared memory map of the whole file (``mmap=True``)."""
+class BufferBytes:
+    """The whole file as one buffer: a read-only shared memory map, or (no ``pread``) its bytes."""
 
-    def __init__(self, path: str, f: IO[bytes], file_size: int):
-        try:
-            self.buf = _mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_READ)
-        except (OSError, ValueError) as exc:
-            raise artifact_error(path, f"cannot be memory-mapped ({exc}). Load it with mmap=False.") from None
-        if len(self.buf) != file_size:
-            raise artifact_error(path, "the file changed size while it was being opened. Retry once writing has finished.")
+    def __init__(self, buf: _mmap.mmap | bytes):
+        self.buf = buf
 
     def bytes_at(self, lo: int, hi: int, what: str) -> bytes:
         return bytes(self.buf[lo:hi])
+
+
+def open_source(path: str, f: IO[bytes], file_size: int, *, mmap: bool) -> FileBytes | BufferBytes:
+    """Where the arrays of the open artifact ``f`` will be read from; takes ownership of ``f``."""
+    buf: _mmap.mmap | bytes
+    if not mmap and hasattr(os, "pread"):
+        return FileBytes(path, f)  # owns f from here: closed when the arrays are collected
+    try:
+        if mmap:
+            try:
+                buf = _mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_READ)
+            except (OSError, ValueError) as exc:
+                raise artifact_error(path, f"cannot be memory-mapped ({exc}). Load it with mmap=False.") from None
+        else:  # pragma: no cover - Windows: read it all, close it
+            f.seek(0)
+            buf = f.read()
+    finally:
+        f.close()  # a map holds its own reference to the file
+    if len(buf) != file_size:
+        raise artifact_error(path, "the file changed size while it was being opened. Retry once writing has finished.")
+    return BufferBytes(buf)
 
 
 class ArrayTable(Mapping[str, np.ndarray]):
     """Read-only mapping ``name -> numpy array`` over a validated container.
 
     An array is materialized on first access (read into its own buffer from
-    :class:`FileBytes`, or viewed in :class:`MappedBytes`) and kept. With ``verify=True`` its
+    :class:`FileBytes`, or viewed in :class:`BufferBytes`) and kept. With ``verify=True`` its
     CRC-32 is checked then (so a large, rarely used array costs nothing until it is used); a
     mismatch raises :class:`ArtifactError`. Every array is read-only.
     """
 
-    def __init__(self, path: str, source: FileBytes | MappedBytes, data_start: int, table: list[dict[str, Any]],
+    def __init__(self, path: str, source: FileBytes | BufferBytes, data_start: int, table: list[dict[str, Any]],
                  verify: bool):
         self._path = path
         self._source = source
@@ -121,11 +133,6 @@ class ArrayTable(Mapping[str, np.ndarray]):
         self._table = {e["name"]: e for e in table}
         self._verify = verify
         self._cache: dict[str, np.ndarray] = {}
-
-    @property
-    def mapped(self) -> bool:
-        """True when the arrays are views of a memory map of the file (``mmap=True``)."""
-        return isinstance(self._source, MappedBytes)
 
     def entry(self, name: str) -> dict[str, Any]:
         """The array table entry (dtype code, shape, offset, nbytes, crc32) of ``name``."""
@@ -140,7 +147,7 @@ class ArrayTable(Mapping[str, np.ndarray]):
         start = self._data_start + e["offset"]
         if e["nbytes"] == 0:
             arr = np.empty(e["shape"], dtype=dt)  # the table's shape rule keeps this representable
-        elif isinstance(self._source, MappedBytes):
+        elif isinstance(self._source, BufferBytes):
             arr = np.frombuffer(self._source.buf, dtype=dt, count=e["nbytes"] // dt.itemsize, offset=start)
             arr = arr.reshape(e["shape"])
         else:
@@ -159,6 +166,9 @@ class ArrayTable(Mapping[str, np.ndarray]):
         arr.flags.writeable = False
         self._cache[name] = arr  # idempotent; a race only repeats the work
         return arr
+
+    def __contains__(self, name: object) -> bool:  # Mapping's default would read the array
+        return name in self._table
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._table)

@@ -31,7 +31,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from diversify.artifact.arrays import ArrayTable, FileBytes, MappedBytes, crc32_of
+from diversify.artifact.arrays import ArrayTable, BufferBytes, FileBytes, crc32_of, open_source
 from diversify.artifact.header import canonical, pack_header, unpack_header
 from diversify.artifact.layout import (
     ALIGN,
@@ -333,7 +333,7 @@ def _read_header_bytes(spath: str, f: IO[bytes], file_size: int, hcrc: int, hlen
     return raw
 
 
-def _check_gaps(spath: str, source: FileBytes | MappedBytes, data_start: int, table: list[dict[str, Any]]) -> None:
+def _check_gaps(spath: str, source: FileBytes | BufferBytes, data_start: int, table: list[dict[str, Any]]) -> None:
     """Padding between arrays must be zeros (cheap: < 64 bytes per array)."""
     prev_end = 0
     for e in table:
@@ -388,16 +388,11 @@ def read_container(path: str | os.PathLike, *, mmap: bool = False, verify: bool 
         pad = f.read(data_start - PREFIX.size - hlen)
         if pad.strip(b"\0"):
             raise artifact_error(spath, "the padding after the header holds non-zero bytes. The file is corrupt.")
-        source: FileBytes | MappedBytes
-        if mmap:
-            source = MappedBytes(spath, f, file_size)
-            f.close()  # the map holds its own reference to the file
-        else:
-            source = FileBytes(spath, f)  # owns f from here: closed when the arrays are collected
-        _check_gaps(spath, source, data_start, table)
     except BaseException:
         f.close()
         raise
+    source = open_source(spath, f, file_size, mmap=mmap)
+    _check_gaps(spath, source, data_start, table)
     header = {k: v for k, v in full.items() if k not in RESERVED_KEYS}
     header["format_version"] = [major, minor]
     return header, ArrayTable(spath, source, data_start, table, verify)
