@@ -205,7 +205,8 @@ class ClusterMap:
 
             def keys_of(docs: np.ndarray) -> np.ndarray:
                 lo, hi = off.take(docs).tolist(), off.take(docs + 1).tolist()
-                return utf8_id_keys([bytes(raw[a:b]) for a, b in zip(lo, hi)])
+                blob = bytes(raw) if docs.size > 4096 else raw  # slicing bytes is ~2x faster; a copy only for many
+                return utf8_id_keys([bytes(blob[a:b]) for a, b in zip(lo, hi)])
 
         problem = check_binding(self._lookup_table, self._arrays["lookup/doc"], self._arrays["doc/cluster_id"],
                                 keys_of, self._id_for_message, full=full)
