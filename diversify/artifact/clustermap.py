@@ -172,8 +172,8 @@ class ClusterMap:
         Always, whatever ``verify``: 2,048 evenly spaced documents are re-hashed and looked up
         (they must map to their own document and cluster), and the documents at 2,048 evenly
         spaced lookup positions are looked up (they must be found exactly there), so a table
-        written with the wrong key scheme or permuted against the ids is refused (cost ~3 ms;
-        see ``docs/artifact-format.md`` section 5).
+        written with the wrong key scheme or permuted against the ids is refused (cost 5-9 ms at
+        any size; see ``docs/artifact-format.md`` section 5).
 
         Raises
         ------
@@ -190,7 +190,7 @@ class ClusterMap:
                 arrays[name]  # read (and checksum) now: a later change to the file cannot reach it
         validate_arrays(spath, header, arrays, deep=verify)
         cm = cls(header, arrays, path=spath)
-        cm._check_binding(full=verify and (header["id_kind"] == "int" or cm._n <= FULL_BINDING_DOCS))
+        cm._check_binding(full=verify and cm._n <= FULL_BINDING_DOCS)
         return cm
 
     def _check_binding(self, *, full: bool) -> None:
