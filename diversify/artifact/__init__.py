@@ -5,7 +5,8 @@ and writes (:meth:`ClusterMap.save`) it. ``import diversify.artifact`` loads num
 only (never numba). The byte layout is specified in ``docs/artifact-format.md``.
 
 Modules, from the bytes up: :mod:`.layout` (constants and limits), :mod:`.header` (the msgpack
-header), :mod:`.format` (the generic container), :mod:`.schema` (what an artifact holds),
+header), :mod:`.format` (the generic container), :mod:`.arrays` (where a loaded container's
+array bytes live: private copies, or a memory map on request), :mod:`.schema` (what an artifact holds),
 :mod:`.lookup` (id -> cluster tables), :mod:`.aliases` (merged cluster ids), :mod:`.assemble`
 (the builder's arrays -> an artifact), :mod:`.validation` (the checks run at load),
 :mod:`.state` (the rules of the state an ``add`` reads back) and :mod:`.clustermap` (the

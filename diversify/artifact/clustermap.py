@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,7 @@ from diversify.artifact.aliases import alias_map
 from diversify.artifact.assemble import assemble
 from diversify.artifact.format import read_container, write_container
 from diversify.artifact.layout import artifact_error
-from diversify.artifact.lookup import LookupTable
+from diversify.artifact.lookup import FULL_BINDING_DOCS, LookupTable, check_binding
 from diversify.artifact.schema import (
     EXTRA_PREFIX,
     FORMAT_NAME,
@@ -31,11 +31,12 @@ from diversify.artifact.schema import (
     STAGE_MINHASH,
     STAGE_SIMHASH_TEXT,
     STAGE_SIMHASH_VECTORS,
+    required_arrays,
 )
 from diversify.artifact.validation import validate_arrays, validate_header
 from diversify.errors import ArtifactError, InputError, InputTypeError
 from diversify.files import DEFAULT_LOCK_TIMEOUT, FileIdentity, write_guard
-from diversify.ids import check_id_type, id_kind_of, query_keys
+from diversify.ids import check_id_type, id_kind_of, query_keys, utf8_id_keys
 
 __all__ = ["ClusterMap", "load", "FORMAT_NAME", "STAGE_EXACT", "STAGE_MINHASH", "STAGE_SIMHASH_VECTORS", "STAGE_SIMHASH_TEXT"]
 
@@ -47,8 +48,10 @@ class ClusterMap:
     Immutable and thread-safe. Cluster ids are document indices (of a member of the cluster),
     with merged ids (``extras["aliases"]``) already resolved transitively.
 
-    Online cost: :meth:`lookup` needs two arrays of 8 bytes per document (sorted id keys and
-    the parallel cluster ids); everything else loads lazily from the memory map.
+    Memory: a loaded ClusterMap holds its own copy of every array but the builder's
+    ``extra/*`` state (about 80 bytes per document plus the ids), read at :meth:`load`; the
+    extras are read from the file the first time they are used. :meth:`lookup` itself touches
+    two arrays of 8 bytes per document (sorted id keys and the parallel cluster ids).
     """
 
     __slots__ = ("_header", "_arrays", "_path", "_kind", "_n", "_k", "_lookup_table", "_lazy", "__weakref__")
@@ -150,19 +153,37 @@ class ClusterMap:
             write_container(path, header, dict(self._arrays.items()))
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, mmap: bool = True, verify: bool = True) -> ClusterMap:
+    def load(cls, path: str | os.PathLike, *, mmap: bool = False, verify: bool = True) -> ClusterMap:
         """Open an artifact written by :meth:`save`.
 
         Parameters
         ----------
         path : str or os.PathLike
-        mmap : bool, default True
-            Memory-map the file (arrays page in on use); False reads the whole file into memory.
+        mmap : bool, default False
+            False: every array a query, ``members`` or ``ids`` can need is read into this
+            process's memory now (about 80 bytes per document plus the ids; the ``extra/*``
+            state is read on first use, from the same open file). Whatever happens to the file
+            afterwards (truncated, overwritten in place, ``cp`` over itself, replaced, deleted),
+            the loaded map keeps its answers and cannot crash the process; an extra first read
+            after such a change is refused with :class:`ArtifactError`. True: memory-map the
+            file instead (pages shared between processes and loaded on use, no copy). Then the
+            file must never change in place: truncating it kills the process with SIGBUS at the
+            next access, overwriting it changes answers silently; replacing it by rename and
+            deleting it are safe (see ``docs/security.md``, "Live files").
         verify : bool, default True
             Check checksums and structural invariants (sorted keys, indices in range, one
-            representative per cluster). Checksums of ``ids`` and ``extras`` are checked
-            when first accessed. With False only the header and layout are checked: use it
-            for trusted files when load time matters.
+            representative per cluster) and, for str ids of up to 65,536 documents, re-hash
+            every id against the lookup table. Checksums of ``extras`` are checked when first
+            accessed. With False only the header, the layout and a sample of the id binding are
+            checked: use it for trusted files when load time matters.
+
+        Notes
+        -----
+        Always, whatever ``verify``: 2,048 evenly spaced documents are re-hashed and looked up
+        (they must map to their own document and cluster), and the documents at 2,048 evenly
+        spaced lookup positions are looked up (they must be found exactly there), so a table
+        written with the wrong key scheme or permuted against the ids is refused (cost 5-9 ms at
+        any size; see ``docs/artifact-format.md`` section 5).
 
         Raises
         ------
@@ -174,8 +195,43 @@ class ClusterMap:
         header, arrays = read_container(path, mmap=mmap, verify=verify)
         spath = os.fspath(path)
         validate_header(spath, header)
+        for name in required_arrays(header["id_kind"]):
+            if name in arrays:
+                arrays[name]  # read (and checksum) now: a later change to the file cannot reach it
         validate_arrays(spath, header, arrays, deep=verify)
-        return cls(header, arrays, path=spath)
+        cm = cls(header, arrays, path=spath)
+        cm._check_binding(full=verify and cm._n <= FULL_BINDING_DOCS)
+        return cm
+
+    def _check_binding(self, *, full: bool) -> None:
+        """Refuse a lookup table that does not belong to the stored ids (see :func:`lookup.check_binding`)."""
+        keys_of: Callable[[np.ndarray], np.ndarray]
+        if self._kind == "int":
+            int_keys = self._arrays["ids/int"].view(np.uint64)
+            keys_of = int_keys.take
+            full = False  # validation compared every int key already (verify=True)
+        else:
+            raw, off = self._str_blob()
+
+            def keys_of(docs: np.ndarray) -> np.ndarray:
+                lo, hi = off.take(docs).tolist(), off.take(docs + 1).tolist()
+                blob = bytes(raw) if docs.size > 4096 else raw  # slicing bytes is ~2x faster; a copy only for many
+                return utf8_id_keys([bytes(blob[a:b]) for a, b in zip(lo, hi)])
+
+        problem = check_binding(self._lookup_table, self._arrays["lookup/doc"], self._arrays["doc/cluster_id"],
+                                keys_of, self._id_for_message, full=full)
+        if problem is not None:
+            raise artifact_error(
+                self._path or "<in memory>",
+                f"the lookup table does not belong to the stored ids: {problem}. "
+                "The file is corrupt or its writer does not follow docs/artifact-format.md section 3; rebuild it.",
+            )
+
+    def _id_for_message(self, doc: int) -> str | int:
+        try:
+            return self._id_at(doc)
+        except ArtifactError:
+            return "<not valid UTF-8>"
 
     # ------------------------------------------------------------------ properties
 
@@ -209,7 +265,7 @@ class ClusterMap:
             raw, off = self._str_blob()
             o = off.tolist()
             try:
-                ids = [raw[o[i] : o[i + 1]].decode("utf-8") for i in range(self._n)]
+                ids = [str(raw[o[i] : o[i + 1]], "utf-8") for i in range(self._n)]
             except UnicodeDecodeError as exc:
                 raise self._corrupt(f"stored ids are not valid UTF-8 ({exc}).") from None
             self._lazy["ids"] = ids
@@ -218,7 +274,7 @@ class ClusterMap:
     def _corrupt(self, what: str) -> ArtifactError:
         return artifact_error(self._path or "<in memory>", f"{what} The file is corrupt.")
 
-    def _str_blob(self) -> tuple[bytes, np.ndarray]:
+    def _str_blob(self) -> tuple[memoryview, np.ndarray]:
         blob = self._lazy.get("blob")
         if blob is None:
             off = self._arrays["ids/str_offsets"]
@@ -230,7 +286,7 @@ class ClusterMap:
                 or (self._n and bool((off[1:] < off[:-1]).any()))
             ):
                 raise self._corrupt("`ids/str_offsets` must rise from 0 to the length of `ids/str_bytes`.")
-            blob = (raw.tobytes(), off)
+            blob = (raw.data, off)  # a view of the array already read: no second copy
             self._lazy["blob"] = blob
         return blob
 
@@ -242,7 +298,7 @@ class ClusterMap:
             return ids[doc]
         raw, off = self._str_blob()
         try:
-            return raw[int(off[doc]) : int(off[doc + 1])].decode("utf-8")
+            return str(raw[int(off[doc]) : int(off[doc + 1])], "utf-8")
         except UnicodeDecodeError as exc:
             raise self._corrupt(f"stored id {doc} is not valid UTF-8 ({exc}).") from None
 
@@ -429,6 +485,6 @@ class ClusterMap:
         )
 
 
-def load(path: str | os.PathLike, *, mmap: bool = True, verify: bool = True) -> ClusterMap:
-    """Open an artifact as a ClusterMap. See :meth:`ClusterMap.load`."""
+def load(path: str | os.PathLike, *, mmap: bool = False, verify: bool = True) -> ClusterMap:
+    """Open an artifact as a ClusterMap, read into memory (``mmap=True``: memory-mapped). See :meth:`ClusterMap.load`."""
     return ClusterMap.load(path, mmap=mmap, verify=verify)

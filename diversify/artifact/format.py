@@ -16,21 +16,22 @@ Byte layout (see ``docs/artifact-format.md`` for the full specification)::
 The header map has two container keys, ``"arrays"`` (the array table, in file order) and
 ``"data_nbytes"``; every other key belongs to the caller. No pickle, no code, bounded sizes.
 The constants and limits live in :mod:`~diversify.artifact.layout`, the header codec in
-:mod:`~diversify.artifact.header`.
+:mod:`~diversify.artifact.header`, where the array bytes are read from (private copies, or a
+memory map on request) in :mod:`~diversify.artifact.arrays`.
 """
 
 from __future__ import annotations
 
 import math
-import mmap as _mmap
 import os
 import stat
 import zlib
-from collections.abc import Iterator, Mapping
-from typing import IO, Any, TypeAlias
+from collections.abc import Mapping
+from typing import IO, Any
 
 import numpy as np
 
+from diversify.artifact.arrays import ArrayTable, BufferBytes, FileBytes, crc32_of, open_source
 from diversify.artifact.header import canonical, pack_header, unpack_header
 from diversify.artifact.layout import (
     ALIGN,
@@ -39,6 +40,7 @@ from diversify.artifact.layout import (
     FORMAT_MAJOR,
     FORMAT_MINOR,
     MAGIC,
+    MAX_ARRAY_BYTES,
     MAX_ARRAYS,
     MAX_HEADER_BYTES,
     MAX_NDIM,
@@ -66,14 +68,6 @@ __all__ = [
     "read_container",
     "write_container",
 ]
-
-Buffer: TypeAlias = "_mmap.mmap | bytes"
-
-
-def _crc32(arr: np.ndarray) -> int:
-    """CRC-32 of a C-contiguous array's bytes (0 when empty), without a copy."""
-    return zlib.crc32(arr.reshape(-1).view(np.uint8).data) if arr.nbytes else 0
-
 
 # --------------------------------------------------------------------------- writing
 
@@ -152,7 +146,7 @@ def write_container(path: str | os.PathLike, header: Mapping[str, Any], arrays: 
                 "shape": [int(s) for s in arr.shape],
                 "offset": pos,
                 "nbytes": int(arr.nbytes),
-                "crc32": _crc32(arr),
+                "crc32": crc32_of(arr),
             }
         )
         pos += arr.nbytes
@@ -160,11 +154,6 @@ def write_container(path: str | os.PathLike, header: Mapping[str, Any], arrays: 
     full["arrays"] = table
     full["data_nbytes"] = pos
     raw = pack_header(canonical(full))
-    if len(raw) > MAX_HEADER_BYTES:
-        raise InputError(
-            f"`header` packs to {len(raw)} bytes; the limit is {MAX_HEADER_BYTES}. "
-            "Move large values into arrays."
-        )
     prefix = PREFIX.pack(MAGIC, FORMAT_MAJOR, FORMAT_MINOR, zlib.crc32(raw), len(raw))
     head_end = PREFIX.size + len(raw)
 
@@ -205,10 +194,17 @@ def _parse_entry(path: str, i: int, e: Any, seen: set[str]) -> dict[str, Any]:
         raise artifact_error(
             path, f"array {name!r} has invalid offset/nbytes/crc32 ({off!r}, {nb!r}, {crc!r}). The file is corrupt."
         )
-    need = math.prod(shape) * DTYPES[code].itemsize  # Python ints: cannot overflow
+    itemsize = DTYPES[code].itemsize
+    need = math.prod(shape) * itemsize  # Python ints: cannot overflow
     if need != nb:
         raise artifact_error(
             path, f"array {name!r}: shape {shape} of {code} needs {need} bytes but nbytes is {nb}. The file is corrupt or hostile."
+        )
+    if math.prod(s for s in shape if s) * itemsize > MAX_ARRAY_BYTES:  # an empty array's other dimensions
+        raise artifact_error(
+            path,
+            f"array {name!r} has shape {shape!r:.200}: without its zero dimensions it would span more than "
+            f"{MAX_ARRAY_BYTES} bytes (2**63 - 1), which no reader can index. The file is corrupt or hostile.",
         )
     return {"name": name, "dtype": code, "shape": tuple(shape), "offset": off, "nbytes": nb, "crc32": crc}
 
@@ -259,64 +255,6 @@ def _parse_table(path: str, header: dict, file_size: int, data_start: int) -> li
             path, f"the arrays end at data offset {expected} but data_nbytes is {data_nbytes}. The file is corrupt."
         )
     return out
-
-
-class ArrayTable(Mapping[str, np.ndarray]):
-    """Read-only mapping ``name -> numpy array`` over a validated container.
-
-    With ``verify=True`` each array's CRC-32 is checked the first time it is accessed (so a
-    large, rarely used array costs nothing until it is used); a mismatch raises
-    :class:`ArtifactError`. Arrays are read-only views of the memory map (or of the bytes
-    read into memory when ``mmap=False``).
-    """
-
-    def __init__(self, path: str, buf: Buffer, data_start: int, table: list[dict[str, Any]], verify: bool):
-        self._path = path
-        self._buf = buf
-        self._data_start = data_start
-        self._table = {e["name"]: e for e in table}
-        self._verify = verify
-        self._cache: dict[str, np.ndarray] = {}
-
-    def entry(self, name: str) -> dict[str, Any]:
-        """The array table entry (dtype code, shape, offset, nbytes, crc32) of ``name``."""
-        return dict(self._table[name])
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        arr = self._cache.get(name)
-        if arr is not None:
-            return arr
-        e = self._table[name]
-        dt = DTYPES[e["dtype"]]
-        if e["nbytes"] == 0:
-            arr = np.empty(e["shape"], dtype=dt)
-        else:
-            arr = np.frombuffer(
-                self._buf, dtype=dt, count=e["nbytes"] // dt.itemsize, offset=self._data_start + e["offset"]
-            ).reshape(e["shape"])
-        if self._verify:
-            got = _crc32(arr)
-            if got != e["crc32"]:
-                raise artifact_error(
-                    self._path,
-                    f"array {name!r} fails its checksum (crc32 {got:#010x}, header says {e['crc32']:#010x}); "
-                    "the file is corrupt. Re-copy or rebuild the artifact.",
-                )
-            if e["dtype"] == "bool" and e["nbytes"] and arr.reshape(-1).view(np.uint8).max() > 1:
-                raise artifact_error(self._path, f"array {name!r} is bool but holds bytes other than 0/1. The file is corrupt.")
-        arr.flags.writeable = False
-        self._cache[name] = arr  # idempotent; a race only repeats the work
-        return arr
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._table)
-
-    def __len__(self) -> int:
-        return len(self._table)
-
-    def __repr__(self) -> str:
-        inner = ", ".join(f"{n}: {e['dtype']}{list(e['shape'])}" for n, e in self._table.items())
-        return f"ArrayTable({inner})"
 
 
 # --------------------------------------------------------------------------- reading
@@ -395,46 +333,33 @@ def _read_header_bytes(spath: str, f: IO[bytes], file_size: int, hcrc: int, hlen
     return raw
 
 
-def _read_buffer(spath: str, f: IO[bytes], file_size: int, mmap: bool) -> Buffer:
-    """The whole file: a read-only memory map, or its bytes."""
-    buf: Buffer
-    if mmap and file_size > 0:
-        try:
-            buf = _mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_READ)
-        except (OSError, ValueError) as exc:
-            raise artifact_error(spath, f"cannot be memory-mapped ({exc}). Try mmap=False.") from None
-        if len(buf) != file_size:
-            raise artifact_error(spath, "the file changed size while it was being opened. Retry once writing has finished.")
-    else:
-        f.seek(0)
-        buf = f.read()
-        if len(buf) != file_size:
-            raise artifact_error(spath, "the file changed size while it was being read. Retry once writing has finished.")
-    return buf
-
-
-def _check_gaps(spath: str, buf: Buffer, data_start: int, table: list[dict[str, Any]]) -> None:
+def _check_gaps(spath: str, source: FileBytes | BufferBytes, data_start: int, table: list[dict[str, Any]]) -> None:
     """Padding between arrays must be zeros (cheap: < 64 bytes per array)."""
     prev_end = 0
     for e in table:
-        gap = bytes(buf[data_start + prev_end : data_start + e["offset"]])
+        lo, hi = data_start + prev_end, data_start + e["offset"]
+        gap = source.bytes_at(lo, hi, f"the padding before array {e['name']!r}") if hi > lo else b""
         if gap.strip(b"\0"):
             raise artifact_error(spath, f"the padding before array {e['name']!r} holds non-zero bytes. The file is corrupt.")
         prev_end = e["offset"] + e["nbytes"]
 
 
-def read_container(path: str | os.PathLike, *, mmap: bool = True, verify: bool = True) -> tuple[dict, ArrayTable]:
+def read_container(path: str | os.PathLike, *, mmap: bool = False, verify: bool = True) -> tuple[dict, ArrayTable]:
     """Read and validate a container written by :func:`write_container`.
 
     Parameters
     ----------
     path : str or os.PathLike
         The artifact file.
-    mmap : bool, default True
-        True: arrays are read-only views of a read-only memory map (pages load on use).
-        False: the whole file is read into memory.
+    mmap : bool, default False
+        False: each array is read into memory of its own on first access (``pread`` from the
+        file, kept open but never mapped), so nothing that happens to the file later changes an
+        array already read or kills the process. True: arrays are read-only views of a shared
+        read-only memory map (pages load on use, shared between processes); truncating or
+        overwriting the file in place then raises SIGBUS or changes the arrays (see
+        ``docs/security.md``, "Live files").
     verify : bool, default True
-        Check each array's CRC-32 (lazily, on first access) and that bool arrays hold 0/1.
+        Check each array's CRC-32 (on first access) and that bool arrays hold 0/1.
         The header CRC-32 and the whole layout are always checked.
 
     Returns
@@ -454,7 +379,8 @@ def read_container(path: str | os.PathLike, *, mmap: bool = True, verify: bool =
         array table, checksums.
     """
     spath = os.fspath(path)
-    with _open_regular(spath) as f:
+    f = _open_regular(spath)
+    try:
         file_size, major, minor, hcrc, hlen = _read_prefix(spath, f)
         full = unpack_header(_read_header_bytes(spath, f, file_size, hcrc, hlen), spath)
         data_start = align(PREFIX.size + hlen)
@@ -462,8 +388,11 @@ def read_container(path: str | os.PathLike, *, mmap: bool = True, verify: bool =
         pad = f.read(data_start - PREFIX.size - hlen)
         if pad.strip(b"\0"):
             raise artifact_error(spath, "the padding after the header holds non-zero bytes. The file is corrupt.")
-        buf = _read_buffer(spath, f, file_size, mmap)
-    _check_gaps(spath, buf, data_start, table)
+    except BaseException:
+        f.close()
+        raise
+    source = open_source(spath, f, file_size, mmap=mmap)
+    _check_gaps(spath, source, data_start, table)
     header = {k: v for k, v in full.items() if k not in RESERVED_KEYS}
     header["format_version"] = [major, minor]
-    return header, ArrayTable(spath, buf, data_start, table, verify)
+    return header, ArrayTable(spath, source, data_start, table, verify)

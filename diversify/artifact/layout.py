@@ -25,6 +25,8 @@ __all__ = [
     "MAX_ARRAYS",
     "MAX_NDIM",
     "MAX_DEPTH",
+    "MAX_HEADER_VALUES",
+    "MAX_ARRAY_BYTES",
     "MAX_NAME_LEN",
     "NAME_RE",
     "RESERVED_KEYS",
@@ -48,6 +50,11 @@ MAX_HEADER_BYTES = 16 * 1024 * 1024
 MAX_ARRAYS = 4096
 MAX_NDIM = 8
 MAX_DEPTH = 32
+#: msgpack values (scalars, arrays and maps, each map key counted) in one header: a decoded value
+#: costs up to ~100 bytes of Python objects however few bytes encode it (an empty map is 1 byte)
+MAX_HEADER_VALUES = 1 << 17
+#: the byte size of an array's shape without its zero dimensions: what a reader can index with int64
+MAX_ARRAY_BYTES = 2**63 - 1
 MAX_NAME_LEN = 128
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
 RESERVED_KEYS = ("arrays", "data_nbytes", "format_version")  # format_version is added on read

@@ -5,9 +5,18 @@ sequential int ids over the top bits, plus a directory of bucket starts indexed 
 ``bucket_bits`` bits. A lookup reads one directory entry and a window of ``window`` keys (a few
 cache lines, fetched in parallel) instead of ~log2(n) dependent probes. Specified in
 ``docs/artifact-format.md`` section 3.
+
+The file chooses ``window``; a lookup never scans more than :data:`MAX_WINDOW` keys per id
+(wider windows, which only skewed or hostile keys produce, fall back to binary search) and works
+on at most :data:`LOOKUP_CHUNK` ids at a time, so its cost is O(min(window, 64) or log n) per id
+and its scratch memory a constant, whatever the file says. :func:`check_binding` checks at load
+that the table belongs to the stored ids (section 5 of the spec).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -15,7 +24,13 @@ __all__ = [
     "SLOT_MULTIPLIER",
     "BUCKET_MIN_DOCS",
     "MAX_BUCKET_BITS",
+    "MAX_WINDOW",
+    "LOOKUP_CHUNK",
+    "BINDING_SAMPLE",
+    "FULL_BINDING_DOCS",
     "slot_keys",
+    "binding_sample",
+    "check_binding",
     "bucket_directory",
     "lookup_header",
     "LookupTable",
@@ -27,6 +42,15 @@ _MULT = np.uint64(SLOT_MULTIPLIER)
 # measured crossover ~0.5-2M documents, earlier when other processes contend for the caches.
 BUCKET_MIN_DOCS = 1 << 19
 MAX_BUCKET_BITS = 40
+#: widest window scanned per id; honest keys fill 2-4 per bucket, the largest bucket of 2**40
+#: documents stays under ~30. Wider: binary search.
+MAX_WINDOW = 64
+#: ids looked up per step: scratch memory at most LOOKUP_CHUNK * MAX_WINDOW * 9 bytes (~2.4 MB)
+LOOKUP_CHUNK = 4096
+#: documents (and as many lookup positions) re-hashed at load to check the table belongs to the ids
+BINDING_SAMPLE = 2048
+#: str-id artifacts up to this many documents have every id re-hashed at load (~1 us per id, with its lookup)
+FULL_BINDING_DOCS = 1 << 16
 
 
 def slot_keys(keys: np.ndarray) -> np.ndarray:
@@ -73,8 +97,16 @@ class LookupTable:
         self.starts = starts
         self.shift = np.uint64(64 - bucket_bits) if bucket_bits else None
         self.window = window
-        self.use_buckets = keys.shape[0] >= BUCKET_MIN_DOCS and bucket_bits > 0
-        self._arange = np.arange(window, dtype=np.int64)
+        self.use_buckets = keys.shape[0] >= BUCKET_MIN_DOCS and bucket_bits > 0 and 0 < window <= MAX_WINDOW
+        self._arange = np.arange(min(window, MAX_WINDOW), dtype=np.int64)
+
+    def find(self, keys: np.ndarray) -> np.ndarray:
+        """Position (int64) of each id key in ``lookup/key``, -1 when not in the table."""
+        if self.keys.shape[0] == 0:
+            return np.full(keys.shape[0], -1, dtype=np.int64)
+        pos, miss = self._positions_all(keys * _MULT)
+        pos[miss] = -1
+        return pos
 
     def clusters_of(self, keys: np.ndarray, valid: np.ndarray | None) -> np.ndarray:
         """Cluster id (int64) of each id key, -1 when not in the table. See :meth:`take`."""
@@ -90,20 +122,111 @@ class LookupTable:
         n = self.keys.shape[0]
         if n == 0 or m == 0:
             return np.full(m, -1, dtype=np.int64)
-        slots = keys * _MULT
-        if self.use_buckets and self.shift is not None:
-            lo = self.starts.take((slots >> self.shift).view(np.int64))
-            # Shift windows that would run past the end left: [lo, hi) stays inside.
-            np.minimum(lo, n - self.window, out=lo)
-            match = self.keys.take(lo[:, None] + self._arange) == slots[:, None]
-            pos = lo + match.argmax(axis=1)
-            miss = ~match.any(axis=1)
-        else:
-            pos = self.keys.searchsorted(slots)
-            np.minimum(pos, n - 1, out=pos)
-            miss = self.keys.take(pos) != slots
+        pos, miss = self._positions_all(keys * _MULT)
         if valid is not None:
             miss |= ~valid
         out = values.take(pos)
         out[miss] = -1
         return out
+
+    def _positions_all(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        m = slots.shape[0]
+        if not self.use_buckets or m <= LOOKUP_CHUNK:
+            return self._positions(slots)
+        pos = np.empty(m, dtype=np.int64)
+        miss = np.empty(m, dtype=bool)
+        for lo in range(0, m, LOOKUP_CHUNK):
+            hi = min(m, lo + LOOKUP_CHUNK)
+            pos[lo:hi], miss[lo:hi] = self._positions(slots[lo:hi])
+        return pos, miss
+
+    def _positions(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(position, not found)`` of each slot key (table not empty); scratch ``len(slots) * window * 9`` bytes."""
+        n = self.keys.shape[0]
+        if self.use_buckets and self.shift is not None and 0 < self.window <= MAX_WINDOW:
+            lo = self.starts.take((slots >> self.shift).view(np.int64))
+            # Shift windows that would run past the end left: [lo, hi) stays inside (and a directory
+            # that verify=False did not check cannot index outside the keys).
+            np.clip(lo, 0, n - self.window, out=lo)
+            match = self.keys.take(lo[:, None] + self._arange) == slots[:, None]
+            return lo + match.argmax(axis=1), ~match.any(axis=1)
+        pos = self.keys.searchsorted(slots)
+        np.minimum(pos, n - 1, out=pos)
+        return pos, self.keys.take(pos) != slots
+
+
+# --------------------------------------------------------------------------- binding to the ids
+
+
+def binding_sample(n: int, size: int = BINDING_SAMPLE) -> np.ndarray:
+    """``size`` evenly spaced indices of ``[0, n)``, both ends included (all of them when ``n <= size``).
+
+    int64, ascending, unique. Consecutive ones are at most ``ceil((n - 1) / (size - 1))`` apart, so
+    every run of that many consecutive indices holds one.
+    """
+    if n <= size:
+        return np.arange(n, dtype=np.int64)
+    return (np.arange(size, dtype=np.int64) * (n - 1)) // (size - 1)
+
+
+def check_binding(
+    table: LookupTable,
+    lookup_doc: np.ndarray,
+    doc_cluster: np.ndarray,
+    keys_of: Callable[[np.ndarray], np.ndarray],
+    id_at: Callable[[int], Any],
+    *,
+    full: bool,
+) -> str | None:
+    """How the lookup table fails to belong to the stored ids, or None when the checked part does.
+
+    Documents ``docs`` (all of them when ``full``, else :func:`binding_sample`) have their id keys
+    recomputed from the stored ids (``keys_of(docs)``) and looked up through ``table``, the
+    online path itself: each must be found at a position whose ``lookup/doc`` is the document and
+    whose ``lookup/cluster`` is its ``doc/cluster_id``. Without ``full``, the documents named at
+    :func:`binding_sample` lookup positions must also be found exactly there. A writer that
+    derived keys another way (another BLAKE2b variant, a salted hash) fails on every document; a
+    table permuted against the ids fails wherever the permutation moved an entry.
+    """
+    n = lookup_doc.shape[0]
+    if n == 0:
+        return None
+    docs = np.arange(n, dtype=np.int64) if full else binding_sample(n)
+    problem = _unbound(table, lookup_doc, doc_cluster, docs, keys_of(docs), None, id_at)
+    if problem is not None or full:
+        return problem
+    where = binding_sample(n)
+    named = lookup_doc.take(where)
+    if int(named.min()) < 0 or int(named.max()) >= n:
+        return f"`lookup/doc` names document {int(named[(named < 0) | (named >= n)][0])}, outside [0, {n})."
+    return _unbound(table, lookup_doc, doc_cluster, named, keys_of(named), where, id_at)
+
+
+def _unbound(table: LookupTable, lookup_doc: np.ndarray, doc_cluster: np.ndarray, docs: np.ndarray, keys: np.ndarray,
+             expected_pos: np.ndarray | None, id_at: Callable[[int], Any]) -> str | None:
+    pos = table.find(keys)
+    found = pos >= 0
+    safe = np.where(found, pos, 0)
+    wrong = ~found | (lookup_doc.take(safe) != docs) | (table.clusters.take(safe) != doc_cluster.take(docs))
+    if expected_pos is not None:
+        wrong |= pos != expected_pos
+    bad = np.flatnonzero(wrong)
+    if not bad.size:
+        return None
+    i = int(bad[0])
+    d = int(docs[i])
+    what = f"{bad.size} of the {docs.size} ids checked are not where the table says"
+    if not found[i]:
+        if not found.any():
+            return (f"{what}: none of their keys is in `lookup/key` (first: document {d}, id {id_at(d)!r:.80}). "
+                    "The keys were not derived as the spec says (diversify.idkey.v1: BLAKE2b with an 8-byte digest "
+                    "length, not a truncated BLAKE2b-512)")
+        return f"{what}: the key of document {d} (id {id_at(d)!r:.80}) is not in `lookup/key`"
+    p = int(pos[i])
+    if expected_pos is not None and p != int(expected_pos[i]):
+        return f"{what}: `lookup/doc` names document {d} at position {int(expected_pos[i])} but its key is at {p}"
+    if int(lookup_doc[p]) != d:
+        return (f"{what}: the key of document {d} (id {id_at(d)!r:.80}) is at position {p}, where `lookup/doc` "
+                f"names document {int(lookup_doc[p])} (the table is permuted against the ids)")
+    return (f"{what}: document {d} (id {id_at(d)!r:.80}) is in cluster {int(doc_cluster[d])} but `lookup/cluster` "
+            f"says {int(table.clusters[p])}")

@@ -33,7 +33,11 @@ class Diversifier:
     cluster_map : ClusterMap, str, os.PathLike, Mapping or None
         The artifact (or its path, loaded with :func:`diversify.load`; or a plain
         ``{id: cluster_id}`` mapping). ``None`` when the store carries cluster ids in its
-        payload (``cluster_field``) or only on-the-fly folding is wanted.
+        payload (``cluster_field``) or only on-the-fly folding is wanted. A path is read into
+        memory (no memory map): truncating, overwriting or replacing the file afterwards
+        cannot change the answers or crash the process; pass ``diversify.load(path,
+        mmap=True)`` to share pages between processes, and then replace the file only by
+        rename (``docs/security.md``, "Live files").
     cluster_field : str, optional
         Payload / metadata field that holds each hit's cluster id (see
         ``write_clusters`` of the store adapters). Takes precedence over ``cluster_map`` for

@@ -92,6 +92,50 @@ def with_array_bytes(data: bytes, name: str, mutate) -> bytes:
     return bytes(out)
 
 
+def with_arrays(data: bytes, change) -> bytes:
+    """Apply ``change(arrays)`` (name -> writable copy) to a valid file and re-emit it with correct checksums."""
+    import tempfile
+
+    from diversify.artifact import read_container, write_container
+
+    with tempfile.TemporaryDirectory() as d:
+        src, dst = Path(d) / "in.dvf", Path(d) / "out.dvf"
+        src.write_bytes(data)
+        header, arrays = read_container(src)
+        arrays = {k: np.array(v) for k, v in arrays.items()}
+        change(arrays)
+        write_container(dst, {k: v for k, v in header.items() if k != "format_version"}, arrays)
+        return dst.read_bytes()
+
+
+def rekey(arrays, key) -> None:
+    """Rebuild the lookup arrays (consistently with each other) from ``key(id bytes)`` instead of the spec's key."""
+    raw, off = arrays["ids/str_bytes"].tobytes(), arrays["ids/str_offsets"].tolist()
+    keys = np.array([key(raw[off[i] : off[i + 1]]) for i in range(len(off) - 1)], dtype=np.uint64)
+    slots = keys * np.uint64(0x9E3779B97F4A7C15)
+    order = np.argsort(slots, kind="stable")
+    arrays["lookup/key"], arrays["lookup/doc"] = slots[order], order.astype(np.int64)
+    arrays["lookup/cluster"] = arrays["doc/cluster_id"][order]
+    bits = int(np.log2(arrays["lookup/bucket_start"].shape[0] - 1))
+    per = np.bincount((slots[order] >> np.uint64(64 - bits)).astype(np.int64), minlength=1 << bits)
+    arrays["lookup/bucket_start"] = np.concatenate([[0], np.cumsum(per)]).astype(np.int64)
+
+
+def truncated_blake2b_512(b: bytes) -> int:
+    import hashlib
+
+    return int.from_bytes(hashlib.blake2b(b).digest()[:8], "little")
+
+
+def values_in(obj) -> int:
+    """msgpack values as the spec counts them (each scalar, array, map, and each map key)."""
+    if isinstance(obj, dict):
+        return 1 + sum(1 + values_in(v) for v in obj.values())
+    if isinstance(obj, list):
+        return 1 + sum(values_in(v) for v in obj)
+    return 1
+
+
 def entry(name, dtype, shape, offset, nbytes, crc=0):
     return {"name": name, "dtype": dtype, "shape": shape, "offset": offset, "nbytes": nbytes, "crc32": crc}
 
@@ -185,6 +229,28 @@ def generate() -> dict[str, bytes]:
     add_traversal(hdr)
     files["loads-array-named-like-a-path.dvf"] = container(hdr, body + b"\0" * (hdr["data_nbytes"] - len(body)))
     files["loads-future-minor.dvf"] = good[:10] + struct.pack("<H", 9) + good[12:]
+
+    # -- valid checksums and layout, but the lookup table does not belong to the ids
+    files["lookup-key-truncated-blake2b-512.dvf"] = with_arrays(good, lambda a: rekey(a, truncated_blake2b_512))
+
+    def permute(a):
+        a["lookup/doc"], a["lookup/cluster"] = a["lookup/doc"][::-1].copy(), a["lookup/cluster"][::-1].copy()
+
+    files["lookup-permuted-against-ids.dvf"] = with_arrays(good, permute)
+
+    # -- costs: a header of more values than the limit; empty arrays with dimensions beyond int64
+    pad = (1 << 17) + 1 - values_in(header) - 2  # the "bomb" key and its list
+    files["header-values-limit-plus-one.dvf"] = repack(good, lambda h: h["metadata"].update(bomb=[{}] * pad))
+
+    def add_empty(code, shape):
+        hdr, _, _, body = parse(good)
+        end = hdr["data_nbytes"]
+        off = end + (-end % 64)
+        hdr["arrays"] = hdr["arrays"] + [entry("extra/empty", code, shape, off, 0)]
+        hdr["data_nbytes"] = off
+        return container(hdr, body + b"\0" * (off - end))
+
+    files["shape-empty-dims-beyond-int64.dvf"] = add_empty("i8", [0, 2**62])
     return files
 
 
@@ -224,6 +290,12 @@ CASES: dict[str, tuple] = {
     "crc-extra-aliases.dvf": ("fails its checksum", "an extra corrupted (checked on first access)"),
     "loads-array-named-like-a-path.dvf": (None, "an unknown array named ../../etc/passwd: ignored, never a path"),
     "loads-future-minor.dvf": (None, "minor version 9: additive, accepted"),
+    "lookup-key-truncated-blake2b-512.dvf": ("does not belong to the stored ids.*none of their keys",
+                                             "keys from a truncated BLAKE2b-512, table otherwise consistent"),
+    "lookup-permuted-against-ids.dvf": ("does not belong to the stored ids",
+                                        "lookup/doc and lookup/cluster reversed together (consistent with doc/cluster_id)"),
+    "header-values-limit-plus-one.dvf": ("msgpack values", "one value more than the header's value limit (2**17)"),
+    "shape-empty-dims-beyond-int64.dvf": ("no reader can index", "an empty i8 array of shape (0, 2**62): 2**65 bytes"),
 }
 
 
