@@ -259,6 +259,13 @@ def test_add_result_is_compare_and_swap(tmp_path):
     r0.save(p, overwrite=True)
     with pytest.raises(WriteConflictError):
         r4.save(p)
+    # ... and from its load: a change between load and add is a conflict too
+    r1.save(p, overwrite=True)
+    cm = load(p)
+    r0.save(p, overwrite=True)
+    r5 = diversify.add(cm, ["yet another text"], ids=["x3"], created_at=CA)
+    with pytest.raises(WriteConflictError):
+        r5.save(p)
 
 
 HOLDER = r'''

@@ -35,7 +35,7 @@ from diversify.artifact.schema import (
 )
 from diversify.artifact.validation import validate_arrays, validate_header
 from diversify.errors import ArtifactError, InputError, InputTypeError
-from diversify.files import DEFAULT_LOCK_TIMEOUT, FileIdentity, write_guard
+from diversify.files import DEFAULT_LOCK_TIMEOUT, FileIdentity, file_identity, write_guard
 from diversify.ids import check_id_type, id_kind_of, query_keys, utf8_id_keys
 
 __all__ = ["ClusterMap", "load", "FORMAT_NAME", "STAGE_EXACT", "STAGE_MINHASH", "STAGE_SIMHASH_VECTORS", "STAGE_SIMHASH_TEXT"]
@@ -54,13 +54,14 @@ class ClusterMap:
     two arrays of 8 bytes per document (sorted id keys and the parallel cluster ids).
     """
 
-    __slots__ = ("_header", "_arrays", "_path", "_kind", "_n", "_k", "_lookup_table", "_lazy", "__weakref__")
+    __slots__ = ("_header", "_arrays", "_path", "_origin", "_kind", "_n", "_k", "_lookup_table", "_lazy", "__weakref__")
 
     def __init__(self, header: dict, arrays: Mapping[str, np.ndarray], *, path: str | None = None):
         # Private: use from_arrays() or load().
         self._header = header
         self._arrays = arrays
         self._path = path
+        self._origin: FileIdentity | None = None  # set by load()
         self._kind: str = header["id_kind"]
         self._n: int = header["counts"]["n_docs"]
         self._k: int = header["counts"]["n_clusters"]
@@ -192,6 +193,7 @@ class ClusterMap:
         ArtifactError
             The file is corrupt, truncated, hostile, of a future major version, or not a diversify artifact.
         """
+        before = file_identity(path)
         header, arrays = read_container(path, mmap=mmap, verify=verify)
         spath = os.fspath(path)
         validate_header(spath, header)
@@ -201,6 +203,10 @@ class ClusterMap:
         validate_arrays(spath, header, arrays, deep=verify)
         cm = cls(header, arrays, path=spath)
         cm._check_binding(full=verify and cm._n <= FULL_BINDING_DOCS)
+        # the file version this map was read from (None if a writer replaced the file meanwhile):
+        # an `add` of this map saved back onto the file fails if the file changes after the load
+        after = file_identity(path)
+        cm._origin = before if before is not None and after is not None and before.same_version(after) else None
         return cm
 
     def _check_binding(self, *, full: bool) -> None:

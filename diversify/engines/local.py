@@ -280,13 +280,16 @@ def _read_versioned(cluster_map):
     """(ClusterMap, the FileIdentity of the version it was read from, or None without a file).
 
     A path is read between two identity checks (again if a writer replaced it meanwhile), so the
-    identity is the version read. A map given loaded carries no identity of its load: the file's
-    current one is taken, which guards the write-back from here on (docs/security.md).
+    identity is the version read. A map given loaded carries the identity ClusterMap.load saw; a map
+    built in memory (or whose file changed during its load) takes the file's current one.
     """
     from ..artifact import load
 
     if not isinstance(cluster_map, (str, os.PathLike)):
-        return cluster_map, (file_identity(cluster_map.path) if cluster_map.path else None)
+        origin = getattr(cluster_map, "_origin", None)  # the version ClusterMap.load read
+        if origin is None and cluster_map.path:
+            origin = file_identity(cluster_map.path)
+        return cluster_map, origin
     for _ in range(3):
         before = file_identity(cluster_map)
         cmap = load(cluster_map)
