@@ -323,22 +323,28 @@ def test_read_only_install_full_build_and_demo(install):
 def test_nothing_writable_anywhere_builds_uncached(install):
     """Root in a mount namespace whose /tmp and /var/tmp are read-only (the package, the home and
     the temp dirs all live there): no cache place at all, so the build runs uncached, warns once,
-    and writes (to /dev/shm) the same bytes as this process's build."""
+    and writes (to /dev/shm) the same bytes as this process's build. The process starts in a
+    writable directory (on /dev/shm), which must not become a cache place either (tempfile's last
+    resort is the current directory)."""
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("needs root and unshare for a read-only mount namespace")
     probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
     if probe.returncode != 0:
         pytest.skip(f"no mount namespace here: {probe.stderr.decode()[-200:]}")
-    out = Path("/dev/shm") / f"diversify-env-test-{os.getpid()}.dvf"
+    cwd = Path("/dev/shm") / f"diversify-env-test-{os.getpid()}"
+    cwd.mkdir()
+    out = cwd.with_suffix(".dvf")
     script = ('mount --make-rprivate / && for d in /tmp /var/tmp; do mount --bind $d $d && '
               'mount -o remount,bind,ro $d; done && exec "$@"')
     try:
         proc = _run(["unshare", "-m", "sh", "-c", script, "sh", sys.executable, "-c", BUILD, str(out)],
-                    _env(install), install["root"])
-        _one_warning(proc, "no temporary directory", "uncached")
+                    _env(install), cwd)
+        _one_warning(proc, "no writable temporary directory", "uncached")
         assert proc.stdout.split() == ["None", _reference_digest()], proc.stdout
+        assert not any(cwd.iterdir()), f"wrote into the current directory: {list(cwd.iterdir())}"
     finally:
         out.unlink(missing_ok=True)
+        shutil.rmtree(cwd, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- fork and threads

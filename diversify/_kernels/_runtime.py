@@ -36,7 +36,6 @@ killed.
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
 import os
 import stat
@@ -61,14 +60,20 @@ _warned = False
 
 
 def private_dir_path() -> Optional[str]:
-    """``<tempdir>/diversify-numba-<uid>``, or None where there is no uid or no temporary directory."""
+    """``<tempdir>/diversify-numba-<uid>``, or None where there is no uid or no writable temp dir.
+
+    The temp dir is the first writable one of ``$TMPDIR``, ``$TEMP``, ``$TMP``, ``/tmp``,
+    ``/var/tmp``, ``/usr/tmp`` (:func:`tempfile.gettempdir`'s list without its last resort, the
+    current directory: a cache never lands in whatever directory the process was started from).
+    """
     if not hasattr(os, "geteuid"):
         return None
-    try:
-        base = tempfile.gettempdir()
-    except OSError:  # FileNotFoundError: no usable temporary directory at all
-        return None
-    return os.path.join(base, f"diversify-numba-{os.geteuid()}")
+    names = [os.environ.get(v) for v in ("TMPDIR", "TEMP", "TMP")] + ["/tmp", "/var/tmp", "/usr/tmp"]
+    effective = os.access in os.supports_effective_ids
+    for base in names:
+        if base and os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK, effective_ids=effective):
+            return os.path.join(os.path.abspath(base), f"diversify-numba-{os.geteuid()}")
+    return None
 
 
 def _held_by_others(path: str, uid: int) -> Optional[str]:
@@ -146,7 +151,7 @@ def _decide_fallback() -> str:
                    "Point NUMBA_CACHE_DIR at a directory this user can write.")
         return ""
     path = private_dir_path()
-    why = private_dir(path) if path else "no temporary directory"
+    why = private_dir(path) if path else "no writable temporary directory"
     if why is None:
         assert path is not None
         _warn_once(f"numba cannot write its cache in {_user_places()}; diversify's kernels are cached "
@@ -221,7 +226,7 @@ def _gnu_omp() -> bool:
     if started_layer() != "omp":
         return False
     try:
-        omppool = importlib.import_module("numba.np.ufunc.omppool")
+        from numba.np.ufunc import omppool  # type: ignore[attr-defined]  # a compiled module
     except ImportError:  # pragma: no cover - omp started, so the module loaded
         return False
     return str(getattr(omppool, "openmp_vendor", "GNU")) == "GNU"
