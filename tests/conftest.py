@@ -64,6 +64,7 @@ SLOW_MODULES = {
     "test_hardening_crash.py",  # SIGKILLs writer subprocesses
     "test_quality_data.py",  # builds real labelled data sets
     "test_golden_bytes.py",  # rebuilds every golden case, the Dask one included
+    "test_environments.py",  # read-only installs, forks and threads, each in fresh subprocesses
 }
 SLOW_TESTS = {
     "test_threshold_separates_above_from_below",

@@ -16,10 +16,28 @@ import numba
 import numpy as np
 
 from .. import hashing
+from . import _runtime
+
+
+def _kernel(fn=None, /, **options):
+    """``numba.njit(cache=True, nogil=True, **options)``, fit for any process (see :mod:`._runtime`).
+
+    The on-disk cache goes where this user can write it (or the kernel runs uncached, with one
+    warning), never a crash on a read-only install; a ``parallel=True`` kernel comes back as a
+    Python launcher that picks a fork-safe threading layer and serializes launches the layer cannot
+    take at once (so it is called from Python, not from other kernels). ``@kernel`` and
+    ``@kernel(parallel=True)`` both work, as with ``numba.njit``.
+    """
+    if fn is None:
+        return functools.partial(_kernel, **options)
+    disp = numba.njit(nogil=True, **options)(fn)
+    _runtime.enable_cache(disp)
+    return _runtime.parallel_launcher(fn, disp) if options.get("parallel") else disp
+
 
 #: The one decorator preset for every kernel. Typed ``Any`` for the type checker: a jitted function
 #: is called with numpy arrays and scalars that numba's own stubs do not describe.
-kernel: Any = functools.partial(numba.njit, cache=True, nogil=True)
+kernel: Any = _kernel
 
 FNV_OFFSET = np.uint64(hashing.FNV_OFFSET)
 FNV_PRIME = np.uint64(hashing.FNV_PRIME)
