@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from ..errors import StoreError, require
 from ..online import Hit
-from ._base import Store, check_field, check_k, query_vector, representative_flags
+from ._base import Store, check_field, representative_flags
 
 __all__ = ["ChromaStore"]
 
@@ -28,7 +28,13 @@ class ChromaStore(Store):
     id_field : str
         Metadata field holding the document id.
     where : dict, optional
-        A where-filter every search must satisfy; the exclusion is ``$and``-ed to it.
+        The user's where-filter (a tenant, an access rule): every call, refetches included,
+        applies it; a pushed-down exclusion is ``$and``-ed to it.
+    refill : {"auto", "exclude", "grow"}
+        How refetches skip seen ids (see :mod:`diversify.stores.exclusion`); ``auto`` = the
+        measured choice (docs/online.md).
+    max_exclude : int, optional
+        Ids pushed down per call (default 256); the rest is answered by a larger k.
 
     Chroma always returns distances (``scores_are = "distance"``), whatever the space.
     """
@@ -37,8 +43,9 @@ class ChromaStore(Store):
     extra = "chroma"
 
     def __init__(self, collection, *, id_field: str = "doc_id", where: Optional[Mapping] = None,
-                 with_vectors: bool = False):
+                 with_vectors: bool = False, refill: str = "auto", max_exclude: Optional[int] = None):
         check_field("id_field", id_field)
+        self._setup_refill(refill, max_exclude)
         self.collection = collection
         self.id_field = id_field
         self.where = dict(where) if where else None
@@ -50,14 +57,12 @@ class ChromaStore(Store):
         excl = {self.id_field: {"$nin": list(exclude_ids)}}
         return excl if self.where is None else {"$and": [self.where, excl]}
 
-    def search(self, query, k: int, exclude_ids: Optional[Iterable[Any]] = None) -> list[Hit]:
+    def _search(self, q, k: int, exclude: Optional[list]) -> list[Hit]:
         require("chromadb", extra="chroma", purpose="ChromaStore")
-        k = check_k(k)
-        q = query_vector(query)
         include = ["metadatas", "distances"] + (["embeddings"] if self.with_vectors else [])
         try:
             res = self.collection.query(query_embeddings=[q.tolist()], n_results=k,
-                                        where=self._where(exclude_ids), include=include)
+                                        where=self._where(exclude), include=include)
         except Exception as exc:
             raise StoreError(f"Chroma query on collection {getattr(self.collection, 'name', '?')!r} failed: "
                              f"{type(exc).__name__}: {exc}") from exc

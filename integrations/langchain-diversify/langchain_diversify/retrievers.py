@@ -9,12 +9,14 @@ from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, Callba
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from diversify.errors import StoreError
 from diversify.online import Hit, Result
+from diversify.stores.exclusion import DEFAULT_MAX_EXCLUDE, Exclusion
 
 from ._common import DiversifySettings, annotated_copies
+from ._search import VectorStoreSearch
 
 __all__ = ["DiversifyRetriever", "DiversifiedDocuments", "callable_exclude_filter"]
 
@@ -68,7 +70,10 @@ class DiversifyRetriever(DiversifySettings, BaseRetriever):
     """Extra keyword arguments for every ``similarity_search_with_score`` call (e.g. a filter)."""
     exclude_filter: Optional[Callable[[Sequence[Any]], dict]] = None
     """``exclude_filter(seen_ids) -> search kwargs`` that make the store skip those ids on a
-    refetch (merged over ``search_kwargs``). See :func:`callable_exclude_filter`."""
+    refetch, AND-ed with what ``search_kwargs`` holds under the same key (never replacing it).
+    See :func:`callable_exclude_filter`."""
+
+    _exclusion: Optional[Exclusion] = PrivateAttr(default=None)
 
     def _diversifier_kwargs(self) -> dict:
         return {"k": self.k, "fetch_k": self.fetch_k, "max_rounds": self.max_rounds}
@@ -77,32 +82,45 @@ class DiversifyRetriever(DiversifySettings, BaseRetriever):
         return [Hit(self._doc_id(doc, j, StoreError), float(score), doc.metadata, None, doc)
                 for j, (doc, score) in enumerate(pairs)]
 
-    def _kwargs(self, exclude_ids: Optional[Sequence[Any]]) -> dict:
-        kwargs = dict(self.search_kwargs)
-        if exclude_ids and self.exclude_filter is not None:
-            kwargs.update(self.exclude_filter(list(exclude_ids)))
-        return kwargs
+    def _searcher(self) -> VectorStoreSearch:
+        return VectorStoreSearch(self.vectorstore, self.search_kwargs, self.exclude_filter)
 
-    def _search(self, query: str, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
-        return self._hits(self.vectorstore.similarity_search_with_score(query, k=k, **self._kwargs(exclude_ids)))
-
-    async def _asearch(self, query: str, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
-        pairs = await self.vectorstore.asimilarity_search_with_score(query, k=k, **self._kwargs(exclude_ids))
-        return self._hits(pairs)
+    def _refill(self) -> Exclusion:
+        """The refetch strategy, shared by this retriever's queries (it remembers a store that
+        rejected the exclusion: then refetches ask for a larger k)."""
+        ex = self._exclusion
+        if ex is None:
+            ex = Exclusion("exclude" if self.exclude_filter is not None else "grow", DEFAULT_MAX_EXCLUDE,
+                           name=type(self.vectorstore).__name__, fallback_on_error=True)
+            self._exclusion = ex
+        return ex
 
     def retrieve_with_result(self, query: str, *, k: Optional[int] = None,
                              cursor: Optional[str] = None) -> DiversifiedDocuments:
         """Like ``invoke`` but also returns the :class:`diversify.Result` (backend calls,
         exhaustion, omitted counts, cursor for the next page)."""
-        search = self.diversifier.wrap(self._search, supports_exclude=self.exclude_filter is not None)
-        result = search(query, k=k, cursor=cursor)
+        vs, refill = self._searcher(), self._refill()
+
+        def search(q: Any, kk: int, exclude_ids: Optional[list] = None) -> list[Hit]:
+            return refill.search(lambda n, pushed: self._hits(vs.search(q, n, pushed)), kk, exclude_ids)
+
+        result = self.diversifier.wrap(search, supports_exclude=refill.pushes_down)(vs.query(query), k=k,
+                                                                                     cursor=cursor)
         return DiversifiedDocuments(annotated_copies(result, self.metadata_key), result)
 
     async def aretrieve_with_result(self, query: str, *, k: Optional[int] = None,
                                     cursor: Optional[str] = None) -> DiversifiedDocuments:
-        """Async twin of :meth:`retrieve_with_result` (``asimilarity_search_with_score``)."""
-        search = self.diversifier.awrap(self._asearch, supports_exclude=self.exclude_filter is not None)
-        result = await search(query, k=k, cursor=cursor)
+        """Async twin of :meth:`retrieve_with_result`."""
+        vs, refill = self._searcher(), self._refill()
+
+        async def search(q: Any, kk: int, exclude_ids: Optional[list] = None) -> list[Hit]:
+            async def call(n: int, pushed: Optional[list]) -> list[Hit]:
+                return self._hits(await vs.asearch(q, n, pushed))
+
+            return await refill.asearch(call, kk, exclude_ids)
+
+        result = await self.diversifier.awrap(search, supports_exclude=refill.pushes_down)(
+            await vs.aquery(query), k=k, cursor=cursor)
         return DiversifiedDocuments(annotated_copies(result, self.metadata_key), result)
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,

@@ -13,8 +13,34 @@ from llama_index.postprocessor.diversify.base import annotated_copies, node_id_o
 
 from diversify.errors import ConfigError, StoreError
 from diversify.online import Diversifier, Hit, LazyDiversifier, Result, check_cluster_source
+from diversify.stores.exclusion import DEFAULT_MAX_EXCLUDE, Exclusion
 
-__all__ = ["DiversifyRetriever", "DiversifiedNodes"]
+__all__ = ["DiversifyRetriever", "DiversifiedNodes", "and_filters"]
+
+# vector stores known to evaluate nested MetadataFilters (others may reject or ignore them)
+_NESTED_MODULES = ("llama_index.vector_stores.qdrant", "llama_index.vector_stores.chroma")
+_NESTED = object()  # and_filters' answer when only nesting could say it and the store cannot take it
+
+
+def _takes_nested(index: Any) -> bool:
+    mod = type(getattr(index, "vector_store", None)).__module__
+    return any(mod == m or mod.startswith(m + ".") for m in _NESTED_MODULES)
+
+
+def _flat_and(f: MetadataFilters) -> bool:
+    return f.condition in (None, FilterCondition.AND) or len(f.filters) == 1
+
+
+def and_filters(a: Optional[MetadataFilters], b: Optional[MetadataFilters], *, nested_ok: bool) -> Any:
+    """``a`` AND ``b``: one flat AND list when both are ANDs (every vector store takes that), else
+    nested ``MetadataFilters`` when the store takes them, else the marker ``_NESTED``."""
+    if a is None or b is None:
+        return b if a is None else a
+    if _flat_and(a) and _flat_and(b):
+        return MetadataFilters(filters=list(a.filters) + list(b.filters), condition=FilterCondition.AND)
+    if nested_ok:
+        return MetadataFilters(filters=[a, b], condition=FilterCondition.AND)
+    return _NESTED
 
 
 class DiversifiedNodes(NamedTuple):
@@ -33,6 +59,12 @@ class DiversifyRetriever(BaseRetriever):
     distinct clusters come back it asks again within ``max_rounds``: with ``exclude_key`` (a
     metadata key holding the same id as the artifact, e.g. ``id_field``) the store is asked to
     leave out what was seen (``FilterOperator.NIN``), otherwise for a larger k.
+
+    The user's filters (``filters`` and ``retriever_kwargs["filters"]``, AND-ed together) apply
+    to every call, refetches included: the exclusion is AND-ed to them, as one flat AND list when
+    they are ANDs, as nested ``MetadataFilters`` for an OR on the stores known to take nesting
+    (Qdrant, Chroma); where neither can be said, or the store rejects the exclusion, refetches ask
+    for a larger k under the user's filters alone.
 
     Cluster ids, ``fold_threshold`` and returned copies: as
     :class:`~llama_index.postprocessor.diversify.DiversifyPostprocessor` (the index's retriever
@@ -75,9 +107,16 @@ class DiversifyRetriever(BaseRetriever):
         self._metadata_key = metadata_key
         self._fold_threshold = fold_threshold
         self._lazy = LazyDiversifier("node")
-        # Exclusion needs one flat AND list (nested MetadataFilters are not supported everywhere).
-        self._supports_exclude = exclude_key is not None and (
-            filters is None or filters.condition in (None, FilterCondition.AND))
+        self._nested_ok = _takes_nested(index)
+        self._user_filters = and_filters(filters, self._retriever_kwargs.pop("filters", None),
+                                         nested_ok=self._nested_ok)
+        if self._user_filters is _NESTED:
+            raise ConfigError("`filters` and `retriever_kwargs['filters']` are both set and can only be AND-ed as "
+                              "nested MetadataFilters, which this index's vector store does not take; got "
+                              f"filters={filters!r}, retriever_kwargs['filters']={(retriever_kwargs or {})['filters']!r}. "
+                              "Pass one of them.")
+        self._refill = Exclusion("exclude" if exclude_key is not None else "grow", DEFAULT_MAX_EXCLUDE,
+                                 name=type(getattr(index, "vector_store", index)).__name__, fallback_on_error=True)
 
     @property
     def diversifier(self) -> Diversifier:
@@ -86,13 +125,21 @@ class DiversifyRetriever(BaseRetriever):
                               max_per_cluster=self._max_per_cluster, fetch_k=self._fetch_k,
                               max_rounds=self._max_rounds, fold_threshold=self._fold_threshold)
 
+    def _filters_for(self, exclude_ids: Optional[Sequence[Any]]) -> Optional[MetadataFilters]:
+        """The user's filters, AND the exclusion of ``exclude_ids`` when given (never instead of them)."""
+        if not exclude_ids or self._exclude_key is None:
+            return self._user_filters
+        exclude = MetadataFilters(filters=[MetadataFilter(key=self._exclude_key, value=list(exclude_ids),
+                                                          operator=FilterOperator.NIN)])
+        combined = and_filters(self._user_filters, exclude, nested_ok=self._nested_ok)
+        if combined is _NESTED:  # cannot be said to this store: the caller grows k instead
+            raise ConfigError("the exclusion can only be AND-ed to these filters as nested MetadataFilters, "
+                              "which this vector store does not take")
+        return combined
+
     def _retriever(self, k: int, exclude_ids: Optional[Sequence[Any]]) -> Any:
-        filters = self._filters
-        if exclude_ids and self._supports_exclude and self._exclude_key is not None:
-            exclude = MetadataFilter(key=self._exclude_key, value=list(exclude_ids), operator=FilterOperator.NIN)
-            base = list(filters.filters) if filters is not None else []
-            filters = MetadataFilters(filters=base + [exclude], condition=FilterCondition.AND)
         kwargs = dict(self._retriever_kwargs)
+        filters = self._filters_for(exclude_ids)
         if filters is not None:
             kwargs["filters"] = filters
         return self._index.as_retriever(similarity_top_k=k, **kwargs)
@@ -103,11 +150,16 @@ class DiversifyRetriever(BaseRetriever):
                 for j, n in enumerate(nodes)]
 
     def _search(self, query_bundle: QueryBundle, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
-        return self._hits(self._retriever(k, exclude_ids).retrieve(query_bundle))
+        # the bundle carries the query embedding after the first call: refetches reuse it
+        return self._refill.search(lambda n, pushed: self._hits(self._retriever(n, pushed).retrieve(query_bundle)),
+                                   k, exclude_ids)
 
     async def _asearch(self, query_bundle: QueryBundle, k: int,
                        exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
-        return self._hits(await self._retriever(k, exclude_ids).aretrieve(query_bundle))
+        async def call(n: int, pushed: Optional[list]) -> list[Hit]:
+            return self._hits(await self._retriever(n, pushed).aretrieve(query_bundle))
+
+        return await self._refill.asearch(call, k, exclude_ids)
 
     @staticmethod
     def _bundle(query: Any) -> QueryBundle:
@@ -116,14 +168,14 @@ class DiversifyRetriever(BaseRetriever):
     def retrieve_with_result(self, query, *, k: Optional[int] = None,
                              cursor: Optional[str] = None) -> DiversifiedNodes:
         """Like ``retrieve`` but also returns the :class:`diversify.Result`."""
-        search = self.diversifier.wrap(self._search, supports_exclude=self._supports_exclude)
+        search = self.diversifier.wrap(self._search, supports_exclude=self._refill.pushes_down)
         result = search(self._bundle(query), k=k, cursor=cursor)
         return DiversifiedNodes(annotated_copies(result, self._metadata_key), result)
 
     async def aretrieve_with_result(self, query, *, k: Optional[int] = None,
                                     cursor: Optional[str] = None) -> DiversifiedNodes:
         """Async twin of :meth:`retrieve_with_result`."""
-        search = self.diversifier.awrap(self._asearch, supports_exclude=self._supports_exclude)
+        search = self.diversifier.awrap(self._asearch, supports_exclude=self._refill.pushes_down)
         result = await search(self._bundle(query), k=k, cursor=cursor)
         return DiversifiedNodes(annotated_copies(result, self._metadata_key), result)
 

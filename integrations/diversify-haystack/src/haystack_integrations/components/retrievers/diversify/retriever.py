@@ -8,11 +8,13 @@ from typing import Any, Optional
 
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.core.serialization import component_to_dict
+from haystack.document_stores.types.filter_policy import FilterPolicy, apply_filter_policy
 from haystack.utils.deserialization import deserialize_component_inplace
 from haystack_integrations.components.rankers.diversify.ranker import annotated_copies
 
 from diversify.errors import ConfigError, StoreError
 from diversify.online import Diversifier, Hit, LazyDiversifier, Result, check_cluster_source, serializable_cluster_map
+from diversify.stores.exclusion import DEFAULT_MAX_EXCLUDE, Exclusion
 
 __all__ = ["DiversifyRetriever"]
 
@@ -26,8 +28,11 @@ class DiversifyRetriever:
     retrievers of most document stores). It asks for ``fetch_k`` candidates; when fewer than
     ``top_k`` distinct clusters come back it asks again, within ``max_rounds``: with
     ``exclude_seen`` the store is asked to leave out what was seen (a ``"not in"`` filter on
-    ``id``, or on ``meta.<id_field>``, AND-ed with the caller's filters), otherwise for a larger
-    ``top_k``. The second output, ``diversify``, reports ``backend_calls``, ``rounds``,
+    ``id``, or on ``meta.<id_field>``), otherwise for a larger ``top_k``. The exclusion is AND-ed
+    with every filter the wrapped retriever applies by itself (the run's ``filters`` combined with
+    its init filters under its ``filter_policy``), so refetches never widen the caller's filter; a
+    store that rejects the exclusion (chroma-haystack on ``id``) is answered by a larger
+    ``top_k`` from then on. The second output, ``diversify``, reports ``backend_calls``, ``rounds``,
     ``exhausted``, ``omitted``, ``considered`` and a ``cursor`` for the next page.
 
     Cluster ids and returned copies: as :class:`DiversifyRanker`.
@@ -78,6 +83,10 @@ class DiversifyRetriever:
         self.meta_key = meta_key
         self.fold_threshold = fold_threshold
         self._lazy = LazyDiversifier()
+        # remembers a document store that rejects the exclusion filter (chroma-haystack cannot
+        # filter on `id`): then refetches ask for a larger top_k
+        self._refill = Exclusion("exclude" if exclude_seen else "grow", DEFAULT_MAX_EXCLUDE,
+                                 name=type(retriever).__name__, fallback_on_error=True)
 
     def warm_up(self) -> None:
         """Warm up the wrapped retriever and load the artifact."""
@@ -119,13 +128,28 @@ class DiversifyRetriever:
                              "None). Set id_field to a meta key every document carries, or leave it None.")
         return value
 
+    def _user_filters(self, runtime: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+        """The filters the wrapped retriever applies on its own: ``runtime`` combined with its
+        init filters under its ``filter_policy``, as Haystack does (REPLACE, the default: the
+        runtime filters if given, else the init ones)."""
+        r = self.retriever
+        init = getattr(r, "filters", None) or getattr(r, "_filters", None) or None
+        policy = getattr(r, "filter_policy", None) or getattr(r, "_filter_policy", None)
+        if isinstance(policy, str):
+            policy = FilterPolicy.from_str(policy)
+        if not isinstance(policy, FilterPolicy):
+            return runtime or init
+        return apply_filter_policy(policy, init, runtime or None)
+
     def _kwargs(self, inputs: dict, k: int, exclude_ids: Optional[Sequence[Any]]) -> dict:
         kwargs = {name: value for name, value in inputs.items() if value is not None}
         kwargs["top_k"] = k
         if exclude_ids:
+            # the exclusion is AND-ed with every filter the retriever would apply by itself: under
+            # REPLACE our runtime filters replace its init filters, so those must be in them too
             field = "id" if self.id_field is None else f"meta.{self.id_field}"
             exclude = {"field": field, "operator": "not in", "value": list(exclude_ids)}
-            user = kwargs.get("filters")
+            user = self._user_filters(inputs.get("filters"))
             kwargs["filters"] = exclude if not user else {"operator": "AND", "conditions": [user, exclude]}
         return kwargs
 
@@ -157,10 +181,13 @@ class DiversifyRetriever:
         """
         inputs = {"query": query, "query_embedding": query_embedding, "filters": filters}
 
-        def search(_query: Any, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
-            return self._hits(self.retriever.run(**self._kwargs(inputs, k, exclude_ids)))
+        def call(n: int, pushed: Optional[list]) -> list[Hit]:
+            return self._hits(self.retriever.run(**self._kwargs(inputs, n, pushed)))
 
-        diversified = self.diversifier.wrap(search, supports_exclude=self.exclude_seen)
+        def search(_query: Any, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
+            return self._refill.search(call, k, exclude_ids)
+
+        diversified = self.diversifier.wrap(search, supports_exclude=self._refill.pushes_down)
         return self._report(diversified(None, k=top_k, cursor=cursor))
 
     @component.output_types(documents=list[Document], diversify=dict)
@@ -171,11 +198,14 @@ class DiversifyRetriever:
         inputs = {"query": query, "query_embedding": query_embedding, "filters": filters}
         inner_async = getattr(self.retriever, "run_async", None)
 
-        async def search(_query: Any, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
-            kwargs = self._kwargs(inputs, k, exclude_ids)
+        async def call(n: int, pushed: Optional[list]) -> list[Hit]:
+            kwargs = self._kwargs(inputs, n, pushed)
             if inner_async is not None:
                 return self._hits(await inner_async(**kwargs))
             return self._hits(await asyncio.to_thread(self.retriever.run, **kwargs))
 
-        diversified = self.diversifier.awrap(search, supports_exclude=self.exclude_seen)
+        async def search(_query: Any, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
+            return await self._refill.asearch(call, k, exclude_ids)
+
+        diversified = self.diversifier.awrap(search, supports_exclude=self._refill.pushes_down)
         return self._report(await diversified(None, k=top_k, cursor=cursor))
