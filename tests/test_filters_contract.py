@@ -34,6 +34,12 @@ pytestmark = pytest.mark.integration
 
 K = 10
 ROUNDS = 8
+
+
+def _with_refill(stores) -> list:
+    """Each store with the plugins' default refill ("auto"); Qdrant's local mode, where auto grows
+    k, also with the exclusion forced, so composing filters is checked there too."""
+    return [(s, "auto") for s in sorted(stores)] + [("qdrant", "exclude")]
 _names = itertools.count()
 
 
@@ -43,9 +49,19 @@ def _need(*modules: str) -> None:
             pytest.skip(f"{m} is not installed")
 
 
+_CORPUS = make_tenant_corpus()
+_BUILT: dict = {}  # one store per (framework, store) for the whole module: filters differ per test, data not
+
+
+def _once(key: str, build: Callable[[], Any]) -> Any:
+    if key not in _BUILT:
+        _BUILT[key] = build()
+    return _BUILT[key]
+
+
 @pytest.fixture(scope="module")
 def corpus():
-    return make_tenant_corpus()
+    return _CORPUS
 
 
 def _query_text(q: int) -> str:
@@ -189,12 +205,15 @@ def qdrant_case(corpus, tree, refill):
 
     from diversify.stores import QdrantStore
 
-    client = QdrantClient(":memory:")
-    name = f"filters{next(_names)}"
-    client.create_collection(name, vectors_config=models.VectorParams(size=corpus.vectors.shape[1],
-                                                                      distance=models.Distance.COSINE))
-    client.upsert(name, points=[models.PointStruct(id=i, vector=v.tolist(), payload=m)
-                                for i, v, m in zip(corpus.ids, corpus.vectors, corpus.metas)])
+    def build():
+        client = QdrantClient(":memory:")
+        client.create_collection("docs", vectors_config=models.VectorParams(size=corpus.vectors.shape[1],
+                                                                            distance=models.Distance.COSINE))
+        client.upsert("docs", points=[models.PointStruct(id=i, vector=v.tolist(), payload=m)
+                                      for i, v, m in zip(corpus.ids, corpus.vectors, corpus.metas)])
+        return client
+
+    client, name = _once("adapter-qdrant", build), "docs"
     return _diversified(corpus, QdrantStore(client, name, query_filter=qdrant(tree), **_refill_kw(refill)))
 
 
@@ -204,9 +223,13 @@ def chroma_case(corpus, tree, refill):
 
     from diversify.stores import ChromaStore
 
-    col = chromadb.EphemeralClient().create_collection(f"filters{next(_names)}", embedding_function=None,
-                                                       metadata={"hnsw:space": "cosine"})
-    col.add(ids=[str(i) for i in corpus.ids], embeddings=corpus.vectors.tolist(), metadatas=corpus.metas)
+    def build():
+        col = chromadb.EphemeralClient().create_collection(f"filters{next(_names)}", embedding_function=None,
+                                                           metadata={"hnsw:space": "cosine"})
+        col.add(ids=[str(i) for i in corpus.ids], embeddings=corpus.vectors.tolist(), metadatas=corpus.metas)
+        return col
+
+    col = _once("adapter-chroma", build)
     return _diversified(corpus, ChromaStore(col, where=mongo(tree), **_refill_kw(refill)))
 
 
@@ -217,9 +240,8 @@ def lancedb_case(tmp_path_factory):
 
         from diversify.stores import LanceDBStore
 
-        db = lancedb.connect(str(tmp_path_factory.mktemp("lance")))
-        table = db.create_table("docs", data=[{"id": i, "vector": v.tolist(), **m}
-                                              for i, v, m in zip(corpus.ids, corpus.vectors, corpus.metas)])
+        table = _once("adapter-lancedb", lambda: lancedb.connect(str(tmp_path_factory.mktemp("lance"))).create_table(
+            "docs", data=[{"id": i, "vector": v.tolist(), **m} for i, v, m in zip(corpus.ids, corpus.vectors, corpus.metas)]))
         return _diversified(corpus, LanceDBStore(table, where=sql(tree), distance_type="cosine",
                                                  **_refill_kw(refill)))
 
@@ -279,9 +301,13 @@ def lc_inmemory(corpus, tree, tmp):
     from langchain_core.documents import Document
     from langchain_core.vectorstores import InMemoryVectorStore
 
-    store = InMemoryVectorStore(_lc_embeddings(corpus))
-    store.add_documents([Document(page_content=t, metadata=dict(m), id=f"d{i}")
-                         for i, t, m in zip(corpus.ids, corpus.texts, corpus.metas)])
+    def build():
+        store = InMemoryVectorStore(_lc_embeddings(corpus))
+        store.add_documents([Document(page_content=t, metadata=dict(m), id=f"d{i}")
+                             for i, t, m in zip(corpus.ids, corpus.texts, corpus.metas)])
+        return store
+
+    store = _once("lc-inmemory", build)
 
     def exclude(ids):
         seen = frozenset(ids)
@@ -295,9 +321,13 @@ def lc_chroma(corpus, tree, tmp):
     import chromadb
     from langchain_community.vectorstores import Chroma
 
-    store = Chroma(collection_name=f"filters{next(_names)}", embedding_function=_lc_embeddings(corpus),
-                   client=chromadb.EphemeralClient(), collection_metadata={"hnsw:space": "cosine"})
-    store.add_texts(corpus.texts, metadatas=[dict(m) for m in corpus.metas], ids=[str(i) for i in corpus.ids])
+    def build():
+        store = Chroma(collection_name=f"filters{next(_names)}", embedding_function=_lc_embeddings(corpus),
+                       client=chromadb.EphemeralClient(), collection_metadata={"hnsw:space": "cosine"})
+        store.add_texts(corpus.texts, metadatas=[dict(m) for m in corpus.metas], ids=[str(i) for i in corpus.ids])
+        return store
+
+    store = _once("lc-chroma", build)
     return store, {"filter": mongo(tree)}, lambda ids: {"filter": {"doc_id": {"$nin": list(ids)}}}
 
 
@@ -305,8 +335,9 @@ def lc_faiss(corpus, tree, tmp):
     _need("faiss", "langchain_community.vectorstores")
     from langchain_community.vectorstores import FAISS
 
-    store = FAISS.from_embeddings(list(zip(corpus.texts, corpus.vectors.tolist())), _lc_embeddings(corpus),
-                                  metadatas=[dict(m) for m in corpus.metas], ids=[str(i) for i in corpus.ids])
+    store = _once("lc-faiss", lambda: FAISS.from_embeddings(
+        list(zip(corpus.texts, corpus.vectors.tolist())), _lc_embeddings(corpus),
+        metadatas=[dict(m) for m in corpus.metas], ids=[str(i) for i in corpus.ids]))
     return store, {"filter": mongo(tree)}, lambda ids: {"filter": {"doc_id": {"$nin": list(ids)}}}
 
 
@@ -315,9 +346,13 @@ def lc_lancedb(corpus, tree, tmp):
     import lancedb
     from langchain_community.vectorstores import LanceDB
 
-    store = LanceDB(connection=lancedb.connect(str(tmp)), embedding=_lc_embeddings(corpus),
-                    table_name=f"filters{next(_names)}", distance="cosine")
-    store.add_texts(corpus.texts, metadatas=[dict(m) for m in corpus.metas], ids=[str(i) for i in corpus.ids])
+    def build():
+        store = LanceDB(connection=lancedb.connect(str(tmp)), embedding=_lc_embeddings(corpus),
+                        table_name=f"filters{next(_names)}", distance="cosine")
+        store.add_texts(corpus.texts, metadatas=[dict(m) for m in corpus.metas], ids=[str(i) for i in corpus.ids])
+        return store
+
+    store = _once("lc-lancedb", build)
     return (store, {"filter": sql(tree, "metadata."), "prefilter": True},
             lambda ids: {"filter": f"metadata.doc_id NOT IN ({', '.join(str(i) for i in ids)})"})
 
@@ -327,8 +362,9 @@ def lc_qdrant(corpus, tree, tmp):
     from langchain_qdrant import QdrantVectorStore
     from qdrant_client import models
 
-    store = QdrantVectorStore.from_texts(corpus.texts, _lc_embeddings(corpus), metadatas=[dict(m) for m in corpus.metas],
-                                         ids=list(corpus.ids), location=":memory:", collection_name=f"filters{next(_names)}")
+    store = _once("lc-qdrant", lambda: QdrantVectorStore.from_texts(
+        corpus.texts, _lc_embeddings(corpus), metadatas=[dict(m) for m in corpus.metas], ids=list(corpus.ids),
+        location=":memory:", collection_name="docs"))
 
     def exclude(ids):
         return {"filter": models.Filter(must_not=[models.FieldCondition(
@@ -347,8 +383,8 @@ LANGCHAIN = {  # name -> (builder, exact)
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-@pytest.mark.parametrize("store", sorted(LANGCHAIN))
-def test_langchain_keeps_the_filter_on_every_refill(corpus, store, shape, tmp_path):
+@pytest.mark.parametrize(("store", "refill"), _with_refill(LANGCHAIN))
+def test_langchain_keeps_the_filter_on_every_refill(corpus, store, refill, shape, tmp_path):
     _need("langchain_core")
     from langchain_diversify import DiversifyRetriever
 
@@ -356,12 +392,12 @@ def test_langchain_keeps_the_filter_on_every_refill(corpus, store, shape, tmp_pa
     tree = SHAPES[shape]
     vs, search_kwargs, exclude = build(corpus, tree, tmp_path)
     retriever = DiversifyRetriever(vectorstore=vs, cluster_map=corpus.cluster_map, id_field="doc_id", k=K,
-                                   max_rounds=ROUNDS, search_kwargs=search_kwargs, exclude_filter=exclude)
+                                   max_rounds=ROUNDS, search_kwargs=search_kwargs, exclude_filter=exclude, refill=refill)
     runs = []
     for q in range(4):
         docs, res = retriever.retrieve_with_result(_query_text(q))
         runs.append(Run([d.metadata["doc_id"] for d in docs], res.backend_calls))
-    check_run(corpus, tree, runs, k=K, exact=exact, label=f"langchain {store} {shape}")
+    check_run(corpus, tree, runs, k=K, exact=exact, label=f"langchain {store} {shape} refill={refill}")
 
 
 # ---------------------------------------------------------------------- LlamaIndex
@@ -426,14 +462,14 @@ LLAMA = {"simple": (llama_simple, True), "qdrant": (llama_qdrant, True), "chroma
 
 @pytest.mark.parametrize("passed", ["filters", "retriever_kwargs"])
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-@pytest.mark.parametrize("store", sorted(LLAMA))
-def test_llamaindex_keeps_the_filter_on_every_refill(corpus, store, shape, passed):
+@pytest.mark.parametrize(("store", "refill"), _with_refill(LLAMA))
+def test_llamaindex_keeps_the_filter_on_every_refill(corpus, store, refill, shape, passed):
     _need("llama_index.core")
     from llama_index.retrievers.diversify import DiversifyRetriever
 
     build, exact = LLAMA[store]
     tree = SHAPES[shape]
-    index = build(corpus)
+    index = _once(f"llama-{store}", lambda: build(corpus))
     filters = llama(tree)
     if store == "simple" and shape == "nested":
         with pytest.raises(ValueError, match="Nested MetadataFilters are not supported"):
@@ -441,12 +477,12 @@ def test_llamaindex_keeps_the_filter_on_every_refill(corpus, store, shape, passe
         pytest.skip("SimpleVectorStore takes no nested filters (it says so: checked above)")
     kwargs = {"filters": filters} if passed == "filters" else {"retriever_kwargs": {"filters": filters}}
     retriever = DiversifyRetriever(index, cluster_map=corpus.cluster_map, id_field="doc_id", exclude_key="doc_id",
-                                   k=K, max_rounds=ROUNDS, **kwargs)
+                                   k=K, max_rounds=ROUNDS, refill=refill, **kwargs)
     runs = []
     for q in range(4):
         nodes, res = retriever.retrieve_with_result(_query_text(q))
         runs.append(Run([n.node.metadata["doc_id"] for n in nodes], res.backend_calls))
-    check_run(corpus, tree, runs, k=K, exact=exact, label=f"llamaindex {store} {shape} via {passed}")
+    check_run(corpus, tree, runs, k=K, exact=exact, label=f"llamaindex {store} {shape} via {passed} refill={refill}")
 
 
 # ---------------------------------------------------------------------- Haystack
@@ -463,9 +499,12 @@ def hs_inmemory(corpus, **kw):
     from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
     from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-    store = InMemoryDocumentStore(index=f"filters{next(_names)}", embedding_similarity_function="cosine")
-    store.write_documents(_hs_docs(corpus))
-    return InMemoryEmbeddingRetriever(store, **kw)
+    def build():
+        store = InMemoryDocumentStore(index=f"filters{next(_names)}", embedding_similarity_function="cosine")
+        store.write_documents(_hs_docs(corpus))
+        return store
+
+    return InMemoryEmbeddingRetriever(_once("hs-inmemory", build), **kw)
 
 
 def hs_chroma(corpus, **kw):
@@ -473,9 +512,12 @@ def hs_chroma(corpus, **kw):
     from haystack_integrations.components.retrievers.chroma import ChromaEmbeddingRetriever
     from haystack_integrations.document_stores.chroma import ChromaDocumentStore
 
-    store = ChromaDocumentStore(collection_name=f"filters{next(_names)}", distance_function="cosine")
-    store.write_documents(_hs_docs(corpus))
-    return ChromaEmbeddingRetriever(store, **kw)
+    def build():
+        store = ChromaDocumentStore(collection_name=f"filters{next(_names)}", distance_function="cosine")
+        store.write_documents(_hs_docs(corpus))
+        return store
+
+    return ChromaEmbeddingRetriever(_once("hs-chroma", build), **kw)
 
 
 def hs_qdrant(corpus, **kw):
@@ -483,10 +525,13 @@ def hs_qdrant(corpus, **kw):
     from haystack_integrations.components.retrievers.qdrant import QdrantEmbeddingRetriever
     from haystack_integrations.document_stores.qdrant import QdrantDocumentStore
 
-    store = QdrantDocumentStore(":memory:", index=f"filters{next(_names)}", embedding_dim=corpus.vectors.shape[1],
-                                similarity="cosine", recreate_index=True)
-    store.write_documents(_hs_docs(corpus))
-    return QdrantEmbeddingRetriever(store, **kw)
+    def build():
+        store = QdrantDocumentStore(":memory:", index="docs", embedding_dim=corpus.vectors.shape[1],
+                                    similarity="cosine", recreate_index=True, progress_bar=False)
+        store.write_documents(_hs_docs(corpus))
+        return store
+
+    return QdrantEmbeddingRetriever(_once("hs-qdrant", build), **kw)
 
 
 HAYSTACK = {"inmemory": (hs_inmemory, True), "chroma": (hs_chroma, False), "qdrant": (hs_qdrant, True)}
@@ -494,11 +539,14 @@ HAYSTACK = {"inmemory": (hs_inmemory, True), "chroma": (hs_chroma, False), "qdra
 
 @pytest.mark.parametrize("passed", ["init-replace", "init-merge", "runtime"])
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-@pytest.mark.parametrize("store", sorted(HAYSTACK))
-def test_haystack_keeps_the_filter_on_every_refill(corpus, store, shape, passed):
+@pytest.mark.parametrize(("store", "refill"), _with_refill(HAYSTACK))
+def test_haystack_keeps_the_filter_on_every_refill(corpus, store, refill, shape, passed):
     _need("haystack")
     from haystack_integrations.components.retrievers.diversify import DiversifyRetriever
 
+    if refill == "exclude" and passed != "init-replace":
+        pytest.skip("qdrant-haystack evaluates a 'not in' filter id by id in local mode (~10 s a call here): "
+                    "the forced exclusion is checked with the policy that used to lose filters")
     build, exact = HAYSTACK[store]
     tree = SHAPES[shape]
     filters = haystack(tree)
@@ -507,9 +555,9 @@ def test_haystack_keeps_the_filter_on_every_refill(corpus, store, shape, passed)
     else:
         inner, runtime = build(corpus, filters=filters, filter_policy=passed.split("-")[1]), None
     retriever = DiversifyRetriever(inner, cluster_map=corpus.cluster_map, id_field="doc_id", top_k=K,
-                                   max_rounds=ROUNDS)
+                                   max_rounds=ROUNDS, refill=refill)
     runs = []
     for q in range(4):
         out = retriever.run(query_embedding=corpus.queries[q].tolist(), filters=runtime)
         runs.append(Run([d.meta["doc_id"] for d in out["documents"]], out["diversify"]["backend_calls"]))
-    check_run(corpus, tree, runs, k=K, exact=exact, label=f"haystack {store} {shape} via {passed}")
+    check_run(corpus, tree, runs, k=K, exact=exact, label=f"haystack {store} {shape} via {passed} refill={refill}")

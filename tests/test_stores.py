@@ -149,15 +149,17 @@ def test_qdrant_point_ids_are_matched_in_their_canonical_form():
                                                                      distance=models.Distance.COSINE))
     client.upsert("u", points=[models.PointStruct(id=_uuid_of(i), vector=v.tolist())
                                for i, v in zip(corpus.ids, corpus.vectors)])
-    store = QdrantStore(client, "u", refill="exclude")
+    store = QdrantStore(client, "u")
     top = [h.id for h in store.search(corpus.query, 12)]
     assert all(t == str(uuid.UUID(t)) for t in top)  # canonical, as Qdrant returns them
     spellings = [lambda u: u.upper(), lambda u: u.replace("-", ""), lambda u: "urn:uuid:" + u,
                  lambda u: "{" + u + "}", lambda u: uuid.UUID(u)]
-    for spell in spellings:
-        excluded = [spell(t) for t in top[:6]]
-        got = [h.id for h in store.search(corpus.query, 6, exclude_ids=excluded + ["not-a-point-id", -3, True])]
-        assert got == top[6:12], (spell(top[0]), got)
+    for mode in ("auto", "exclude", "grow"):
+        store = QdrantStore(client, "u", refill=mode)
+        for spell in spellings:
+            excluded = [spell(t) for t in top[:6]]
+            got = [h.id for h in store.search(corpus.query, 6, exclude_ids=excluded + ["not-a-point-id", -3, True])]
+            assert got == top[6:12], (mode, spell(top[0]), got)
     assert [canonical_point_id(x) for x in (7, -1, True, "doc-1", 1.5)] == [7, None, None, None, None]
     # write-back keyed by upper-case spellings reaches the canonical points
     cm = {_uuid_of(i).upper(): c for i, c in corpus.cluster_of.items()}

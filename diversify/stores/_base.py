@@ -157,7 +157,13 @@ class Store:
         adapter's filter; fewer than ``k`` only when the store has no more matching documents."""
         k = check_k(k)
         q = self._query(query)
-        return self._strategy().search(lambda n, ex: self._search(q, n, ex), k, exclude_ids)
+        excl = self._exclude_ids(exclude_ids) if exclude_ids else None
+        return self._strategy().search(lambda n, ex: self._search(q, n, ex), k, excl)
+
+    def _exclude_ids(self, ids: Iterable[Any]) -> list:
+        """``exclude_ids`` as the hits spell ids (Qdrant: canonical UUIDs), for the store and for
+        the ids dropped here."""
+        return list(ids)
 
     def write_clusters(self, cluster_map, *, ids: Optional[Sequence[Any]] = None,
                        cluster_field: str = "cluster_id",

@@ -34,7 +34,8 @@ import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["REFILL_MODES", "DEFAULT_MAX_EXCLUDE", "check_refill", "Exclusion", "Failed"]
+__all__ = ["REFILL_MODES", "DEFAULT_MAX_EXCLUDE", "check_refill", "Exclusion", "Failed", "backed_by_local_qdrant",
+           "plugin_exclusion"]
 
 log = logging.getLogger("diversify")
 
@@ -62,6 +63,53 @@ def check_refill(refill: Any, max_exclude: Any) -> tuple[str, int]:
 
 #: one call ``(n, pushed_ids_or_None)``
 Request = tuple[int, Optional[list]]
+
+
+_LINKS = ("_client", "client", "_document_store", "document_store", "_vector_store", "vector_store", "vectorstore")
+
+
+def backed_by_local_qdrant(obj: Any, depth: int = 4) -> bool:
+    """Is ``obj`` (a client, an adapter, a framework's vector / document store or retriever)
+    backed by Qdrant's local mode (``":memory:"`` or a path)? Its filters are evaluated point by
+    point in Python, so an exclusion of a few hundred ids costs more than a larger k by orders of
+    magnitude (docs/online.md): refetches there grow k."""
+    seen: set = set()
+
+    def walk(o: Any, d: int) -> bool:
+        if o is None or d < 0 or id(o) in seen or isinstance(o, (str, bytes, int, float)):
+            return False
+        seen.add(id(o))
+        t = type(o)
+        if t.__module__.startswith("qdrant_client") and "local" in t.__name__.lower():
+            return True
+        if t.__name__ == "QdrantDocumentStore" and getattr(o, "_client", None) is None:
+            # Haystack's store makes its client on first use; its settings say where it will live
+            return getattr(o, "url", None) is None and getattr(o, "host", None) is None and (
+                getattr(o, "location", None) == ":memory:" or getattr(o, "path", None) is not None)
+        for name in _LINKS:
+            try:
+                nxt = getattr(o, name, None)
+            except Exception:  # a property that needs a connection
+                continue
+            if walk(nxt, d - 1):
+                return True
+        return False
+
+    return walk(obj, depth)
+
+
+def plugin_exclusion(refill: Any, can_exclude: bool, store: Any, *, name: str, needs: str = "") -> Exclusion:
+    """The refetch strategy of a framework plugin: ``refill`` ("auto", "exclude", "grow") given
+    whether the plugin can express an exclusion at all (``can_exclude``) and the store behind it
+    (``auto`` grows k on Qdrant's local mode, else pushes down). Calls that raise with an
+    exclusion fall back to a larger k (framework filter languages may not address the id)."""
+    mode, cap = check_refill(refill, None)
+    if mode == "auto":
+        mode = "exclude" if can_exclude and not backed_by_local_qdrant(store) else "grow"
+    elif mode == "exclude" and not can_exclude:
+        raise ConfigError(f"`refill='exclude'` needs a way to express the exclusion in the store; got none. "
+                          f"{needs or 'Configure one'}, or use refill='auto' / 'grow'.")
+    return Exclusion(mode, cap, name=name, fallback_on_error=True)
 
 
 def _hit_id(hit: Any) -> Hashable:

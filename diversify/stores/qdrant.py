@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import StoreError, require
 from ..online import Hit
 from ._base import Store, check_field, representative_flags
+from .exclusion import backed_by_local_qdrant
 
 __all__ = ["QdrantStore", "canonical_point_id"]
 
@@ -91,7 +92,7 @@ class QdrantStore(Store):
     @property
     def local(self) -> bool:
         """Is the client Qdrant's local mode (in memory or a path), not a server?"""
-        return "local" in type(getattr(self.client, "_client", None)).__name__.lower()
+        return backed_by_local_qdrant(self.client, depth=1)
 
     def _auto_refill(self) -> str:
         return "grow" if self.local else "exclude"
@@ -106,11 +107,16 @@ class QdrantStore(Store):
             self._scores_are = "distance" if name in ("euclid", "manhattan") else "similarity"
         return self._scores_are
 
+    def _exclude_ids(self, ids) -> list:
+        if self.id_field is not None:
+            return list(ids)
+        # point ids as Qdrant returns them; anything else is no point's id
+        return [p for p in (canonical_point_id(i) for i in ids) if p is not None]
+
     def _exclusion_conditions(self, exclude: list) -> list:
         models = _models()
         if self.id_field is None:
-            points = [p for p in (canonical_point_id(i) for i in exclude) if p is not None]
-            return [models.HasIdCondition(has_id=points)] if points else []
+            return [models.HasIdCondition(has_id=list(exclude))]
         # MatchAny takes one type at a time
         strs = [i for i in exclude if isinstance(i, str)]
         ints = [int(i) for i in exclude if isinstance(i, (int, np.integer)) and not isinstance(i, bool)]

@@ -13,7 +13,7 @@ from pydantic import Field, PrivateAttr
 
 from diversify.errors import StoreError
 from diversify.online import Hit, Result
-from diversify.stores.exclusion import DEFAULT_MAX_EXCLUDE, Exclusion
+from diversify.stores.exclusion import Exclusion, plugin_exclusion
 
 from ._common import DiversifySettings, annotated_copies
 from ._search import VectorStoreSearch
@@ -73,6 +73,11 @@ class DiversifyRetriever(DiversifySettings, BaseRetriever):
     refetch, AND-ed with what ``search_kwargs`` holds under the same key (never replacing it).
     See :func:`callable_exclude_filter`."""
 
+    refill: str = "auto"
+    """How refetches skip what was seen: ``"exclude"`` (``exclude_filter``, at most 256 ids per
+    call, then a larger k), ``"grow"`` (a larger k), ``"auto"`` (exclude when ``exclude_filter``
+    is set, except on Qdrant's local mode, where an id filter costs more than a larger k)."""
+
     _exclusion: Optional[Exclusion] = PrivateAttr(default=None)
 
     def _diversifier_kwargs(self) -> dict:
@@ -90,8 +95,8 @@ class DiversifyRetriever(DiversifySettings, BaseRetriever):
         rejected the exclusion: then refetches ask for a larger k)."""
         ex = self._exclusion
         if ex is None:
-            ex = Exclusion("exclude" if self.exclude_filter is not None else "grow", DEFAULT_MAX_EXCLUDE,
-                           name=type(self.vectorstore).__name__, fallback_on_error=True)
+            ex = plugin_exclusion(self.refill, self.exclude_filter is not None, self.vectorstore,
+                                  name=type(self.vectorstore).__name__, needs="Set exclude_filter=")
             self._exclusion = ex
         return ex
 

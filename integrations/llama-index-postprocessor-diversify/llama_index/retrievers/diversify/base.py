@@ -13,7 +13,7 @@ from llama_index.postprocessor.diversify.base import annotated_copies, node_id_o
 
 from diversify.errors import ConfigError, StoreError
 from diversify.online import Diversifier, Hit, LazyDiversifier, Result, check_cluster_source
-from diversify.stores.exclusion import DEFAULT_MAX_EXCLUDE, Exclusion
+from diversify.stores.exclusion import plugin_exclusion
 
 __all__ = ["DiversifyRetriever", "DiversifiedNodes", "and_filters"]
 
@@ -88,6 +88,7 @@ class DiversifyRetriever(BaseRetriever):
         retriever_kwargs: Optional[dict] = None,
         metadata_key: str = "diversify",
         fold_threshold: Optional[float] = None,
+        refill: str = "auto",
         callback_manager: Optional[CallbackManager] = None,
     ) -> None:
         check_cluster_source(cluster_map, cluster_field, subject="node")
@@ -115,8 +116,10 @@ class DiversifyRetriever(BaseRetriever):
                               "nested MetadataFilters, which this index's vector store does not take; got "
                               f"filters={filters!r}, retriever_kwargs['filters']={(retriever_kwargs or {})['filters']!r}. "
                               "Pass one of them.")
-        self._refill = Exclusion("exclude" if exclude_key is not None else "grow", DEFAULT_MAX_EXCLUDE,
-                                 name=type(getattr(index, "vector_store", index)).__name__, fallback_on_error=True)
+        # "auto": exclude when exclude_key is set, except on Qdrant's local mode (a larger k is cheaper)
+        self._refill = plugin_exclusion(refill, exclude_key is not None, index,
+                                        name=type(getattr(index, "vector_store", index)).__name__,
+                                        needs="Set exclude_key='<metadata key with the id>'")
 
     @property
     def diversifier(self) -> Diversifier:

@@ -14,7 +14,7 @@ from haystack_integrations.components.rankers.diversify.ranker import annotated_
 
 from diversify.errors import ConfigError, StoreError
 from diversify.online import Diversifier, Hit, LazyDiversifier, Result, check_cluster_source, serializable_cluster_map
-from diversify.stores.exclusion import DEFAULT_MAX_EXCLUDE, Exclusion
+from diversify.stores.exclusion import Exclusion, plugin_exclusion
 
 __all__ = ["DiversifyRetriever"]
 
@@ -51,6 +51,7 @@ class DiversifyRetriever:
         exclude_seen: bool = True,
         meta_key: str = "diversify",
         fold_threshold: Optional[float] = None,
+        refill: str = "auto",
     ) -> None:
         """
         :param retriever: the retriever component to wrap (serialized with this component).
@@ -63,6 +64,9 @@ class DiversifyRetriever:
         :param max_rounds: refetch rounds after the first call; higher -> fewer short answers.
         :param exclude_seen: refetch with a ``"not in"`` filter on seen ids (False: larger top_k).
         :param meta_key: meta key of the annotation on returned copies.
+        :param refill: ``"exclude"`` (the ``"not in"`` filter), ``"grow"`` (a larger ``top_k``) or
+            ``"auto"``: exclude when ``exclude_seen``, except on Qdrant's local mode, where the
+            filter costs more than a larger ``top_k``.
         :param fold_threshold: on-the-fly folding of documents the artifact does not know, by the
             cosine of their ``embedding`` (wrap a retriever with ``return_embedding=True``); higher ->
             only closer copies are folded; None disables it.
@@ -83,10 +87,20 @@ class DiversifyRetriever:
         self.meta_key = meta_key
         self.fold_threshold = fold_threshold
         self._lazy = LazyDiversifier()
-        # remembers a document store that rejects the exclusion filter (chroma-haystack cannot
-        # filter on `id`): then refetches ask for a larger top_k
-        self._refill = Exclusion("exclude" if exclude_seen else "grow", DEFAULT_MAX_EXCLUDE,
-                                 name=type(retriever).__name__, fallback_on_error=True)
+        self.refill = refill
+        plugin_exclusion(refill, exclude_seen, None, name="", needs="Set exclude_seen=True")  # validates now
+        self._refill_strategy: Optional[Exclusion] = None
+
+    @property
+    def _refill(self) -> Exclusion:
+        """The refetch strategy, made on first use (a Qdrant store makes its client late); it
+        remembers a store that rejects the exclusion filter (chroma-haystack cannot filter on
+        ``id``): then refetches ask for a larger ``top_k``."""
+        ex = self._refill_strategy
+        if ex is None:
+            ex = plugin_exclusion(self.refill, self.exclude_seen, self.retriever, name=type(self.retriever).__name__)
+            self._refill_strategy = ex
+        return ex
 
     def warm_up(self) -> None:
         """Warm up the wrapped retriever and load the artifact."""
@@ -111,7 +125,7 @@ class DiversifyRetriever:
             cluster_map=serializable_cluster_map(self.cluster_map), cluster_field=self.cluster_field,
             id_field=self.id_field, top_k=self.top_k, max_per_cluster=self.max_per_cluster, fetch_k=self.fetch_k,
             max_rounds=self.max_rounds, exclude_seen=self.exclude_seen, meta_key=self.meta_key,
-            fold_threshold=self.fold_threshold)
+            fold_threshold=self.fold_threshold, refill=self.refill)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DiversifyRetriever:
