@@ -266,7 +266,8 @@ def test_chroma_haystack_refills_although_it_cannot_filter_on_id(corpus, caplog)
     store.write_documents([Document(id=str(i), content=t, meta={"uid": i}, embedding=v.tolist())
                            for i, t, v in zip(corpus.ids, corpus.texts, corpus.vectors)])
     cm = {str(i): c for i, c in corpus.cluster_of.items()}
-    retriever = DiversifyRetriever(ChromaEmbeddingRetriever(store), cluster_map=cm, top_k=6, fetch_k=6, max_rounds=8)
+    retriever = DiversifyRetriever(ChromaEmbeddingRetriever(store), cluster_map=cm, top_k=6, fetch_k=6, max_rounds=8,
+                                   refill="exclude")  # auto grows on Chroma: force the filter that is rejected
     with caplog.at_level("WARNING", logger="diversify"):
         outs = [retriever.run(query_embedding=corpus.query.tolist()) for _ in range(2)]
     for out in outs:

@@ -142,7 +142,6 @@ def test_qdrant_point_ids_are_matched_in_their_canonical_form():
     from qdrant_client import models
 
     from diversify.stores import QdrantStore
-    from diversify.stores.qdrant import canonical_point_id
 
     client = qc.QdrantClient(":memory:")
     client.create_collection("u", vectors_config=models.VectorParams(size=corpus.vectors.shape[1],
@@ -155,17 +154,28 @@ def test_qdrant_point_ids_are_matched_in_their_canonical_form():
     spellings = [lambda u: u.upper(), lambda u: u.replace("-", ""), lambda u: "urn:uuid:" + u,
                  lambda u: "{" + u + "}", lambda u: uuid.UUID(u)]
     for mode in ("auto", "exclude", "grow"):
-        store = QdrantStore(client, "u", refill=mode)
+        store = QdrantStore(client, "u", **({} if mode == "auto" else {"refill": mode}))
         for spell in spellings:
             excluded = [spell(t) for t in top[:6]]
             got = [h.id for h in store.search(corpus.query, 6, exclude_ids=excluded + ["not-a-point-id", -3, True])]
             assert got == top[6:12], (mode, spell(top[0]), got)
-    assert [canonical_point_id(x) for x in (7, -1, True, "doc-1", 1.5)] == [7, None, None, None, None]
     # write-back keyed by upper-case spellings reaches the canonical points
     cm = {_uuid_of(i).upper(): c for i, c in corpus.cluster_of.items()}
     assert store.write_clusters(cm, ids=list(cm)) == len(cm)
     for h in store.search(corpus.query, len(corpus.ids)):
         assert ("cluster_id" in (h.payload or {})) == (h.id.upper() in cm), h
+
+
+def test_canonical_point_id_spells_ids_as_qdrant_does():
+    import uuid
+
+    from diversify.stores.qdrant import canonical_point_id
+
+    u = uuid.uuid4()
+    forms = [str(u), str(u).upper(), u.hex, f"urn:uuid:{u}", "{" + str(u) + "}", u]
+    assert {canonical_point_id(x) for x in forms} == {str(u)}
+    assert [canonical_point_id(x) for x in (7, np.int64(7), -1, True, "doc-1", 1.5, None)] == \
+        [7, 7, None, None, None, None, None]
 
 
 @pytest.mark.integration

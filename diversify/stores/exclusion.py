@@ -35,7 +35,7 @@ import numpy as np
 from ..errors import ConfigError
 
 __all__ = ["REFILL_MODES", "DEFAULT_MAX_EXCLUDE", "check_refill", "Exclusion", "Failed", "backed_by_local_qdrant",
-           "plugin_exclusion"]
+           "exclusion_is_slow", "plugin_exclusion"]
 
 log = logging.getLogger("diversify")
 
@@ -65,14 +65,25 @@ def check_refill(refill: Any, max_exclude: Any) -> tuple[str, int]:
 Request = tuple[int, Optional[list]]
 
 
-_LINKS = ("_client", "client", "_document_store", "document_store", "_vector_store", "vector_store", "vectorstore")
+_LINKS = ("_client", "client", "_document_store", "document_store", "_vector_store", "vector_store", "vectorstore",
+          "_collection", "collection")
 
 
 def backed_by_local_qdrant(obj: Any, depth: int = 4) -> bool:
     """Is ``obj`` (a client, an adapter, a framework's vector / document store or retriever)
     backed by Qdrant's local mode (``":memory:"`` or a path)? Its filters are evaluated point by
-    point in Python, so an exclusion of a few hundred ids costs more than a larger k by orders of
-    magnitude (docs/online.md): refetches there grow k."""
+    point in Python, so an exclusion of a few hundred ids costs more than a larger k by an order
+    of magnitude (docs/online.md): refetches there grow k."""
+    return _backed_by(obj, depth, chroma=False)
+
+
+def exclusion_is_slow(obj: Any, depth: int = 4) -> bool:
+    """Is ``obj`` backed by a store where an id exclusion filter was measured slower than a
+    larger k (docs/online.md): Qdrant's local mode, Chroma (a ``$nin`` on a few hundred ids)?"""
+    return _backed_by(obj, depth, chroma=True)
+
+
+def _backed_by(obj: Any, depth: int, *, chroma: bool) -> bool:
     seen: set = set()
 
     def walk(o: Any, d: int) -> bool:
@@ -81,6 +92,8 @@ def backed_by_local_qdrant(obj: Any, depth: int = 4) -> bool:
         seen.add(id(o))
         t = type(o)
         if t.__module__.startswith("qdrant_client") and "local" in t.__name__.lower():
+            return True
+        if chroma and t.__module__.startswith("chromadb") and t.__name__ == "Collection":
             return True
         if t.__name__ == "QdrantDocumentStore" and getattr(o, "_client", None) is None:
             # Haystack's store makes its client on first use; its settings say where it will live
@@ -101,11 +114,11 @@ def backed_by_local_qdrant(obj: Any, depth: int = 4) -> bool:
 def plugin_exclusion(refill: Any, can_exclude: bool, store: Any, *, name: str, needs: str = "") -> Exclusion:
     """The refetch strategy of a framework plugin: ``refill`` ("auto", "exclude", "grow") given
     whether the plugin can express an exclusion at all (``can_exclude``) and the store behind it
-    (``auto`` grows k on Qdrant's local mode, else pushes down). Calls that raise with an
+    (``auto`` grows k on Qdrant's local mode and Chroma, else pushes down). Calls that raise with an
     exclusion fall back to a larger k (framework filter languages may not address the id)."""
     mode, cap = check_refill(refill, None)
     if mode == "auto":
-        mode = "exclude" if can_exclude and not backed_by_local_qdrant(store) else "grow"
+        mode = "exclude" if can_exclude and not exclusion_is_slow(store) else "grow"
     elif mode == "exclude" and not can_exclude:
         raise ConfigError(f"`refill='exclude'` needs a way to express the exclusion in the store; got none. "
                           f"{needs or 'Configure one'}, or use refill='auto' / 'grow'.")

@@ -76,7 +76,7 @@ class DiversifyRetriever(DiversifySettings, BaseRetriever):
     refill: str = "auto"
     """How refetches skip what was seen: ``"exclude"`` (``exclude_filter``, at most 256 ids per
     call, then a larger k), ``"grow"`` (a larger k), ``"auto"`` (exclude when ``exclude_filter``
-    is set, except on Qdrant's local mode, where an id filter costs more than a larger k)."""
+    is set, except on Qdrant's local mode and Chroma, where an id filter was measured slower than a larger k.."""
 
     _exclusion: Optional[Exclusion] = PrivateAttr(default=None)
 

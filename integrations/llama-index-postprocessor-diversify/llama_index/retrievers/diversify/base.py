@@ -116,7 +116,7 @@ class DiversifyRetriever(BaseRetriever):
                               "nested MetadataFilters, which this index's vector store does not take; got "
                               f"filters={filters!r}, retriever_kwargs['filters']={(retriever_kwargs or {})['filters']!r}. "
                               "Pass one of them.")
-        # "auto": exclude when exclude_key is set, except on Qdrant's local mode (a larger k is cheaper)
+        # "auto": exclude when exclude_key is set, except on Qdrant's local mode and Chroma (a larger k is cheaper)
         self._refill = plugin_exclusion(refill, exclude_key is not None, index,
                                         name=type(getattr(index, "vector_store", index)).__name__,
                                         needs="Set exclude_key='<metadata key with the id>'")

@@ -65,7 +65,7 @@ class DiversifyRetriever:
         :param exclude_seen: refetch with a ``"not in"`` filter on seen ids (False: larger top_k).
         :param meta_key: meta key of the annotation on returned copies.
         :param refill: ``"exclude"`` (the ``"not in"`` filter), ``"grow"`` (a larger ``top_k``) or
-            ``"auto"``: exclude when ``exclude_seen``, except on Qdrant's local mode, where the
+            ``"auto"``: exclude when ``exclude_seen``, except on Qdrant's local mode and Chroma, where the
             filter costs more than a larger ``top_k``.
         :param fold_threshold: on-the-fly folding of documents the artifact does not know, by the
             cosine of their ``embedding`` (wrap a retriever with ``return_embedding=True``); higher ->
