@@ -252,3 +252,36 @@ def _store_of(docs):
     store = InMemoryDocumentStore(index=f"diversify-test-{next(_index_names)}")
     store.write_documents([Document(id=d.id, content=d.content, embedding=d.embedding) for d in docs])
     return store
+
+
+@pytest.mark.integration
+def test_chroma_haystack_refills_although_it_cannot_filter_on_id(corpus, caplog):
+    """chroma-haystack rejects a filter on `id`: the first refill falls back to a larger top_k
+    (one WARNING) instead of raising, and the answer is the reference selection."""
+    pytest.importorskip("haystack_integrations.document_stores.chroma", reason="chroma-haystack is not installed")
+    from haystack_integrations.components.retrievers.chroma import ChromaEmbeddingRetriever
+    from haystack_integrations.document_stores.chroma import ChromaDocumentStore
+
+    store = ChromaDocumentStore(collection_name=f"ids{next(_index_names)}", distance_function="cosine")
+    store.write_documents([Document(id=str(i), content=t, meta={"uid": i}, embedding=v.tolist())
+                           for i, t, v in zip(corpus.ids, corpus.texts, corpus.vectors)])
+    cm = {str(i): c for i, c in corpus.cluster_of.items()}
+    retriever = DiversifyRetriever(ChromaEmbeddingRetriever(store), cluster_map=cm, top_k=6, fetch_k=6, max_rounds=8,
+                                   refill="exclude")  # auto grows on Chroma: force the filter that is rejected
+    with caplog.at_level("WARNING", logger="diversify"):
+        outs = [retriever.run(query_embedding=corpus.query.tolist()) for _ in range(2)]
+    for out in outs:
+        assert out["diversify"]["backend_calls"] >= 2 and not out["diversify"]["exhausted"], out["diversify"]
+        ids = [int(d.id) for d in out["documents"]]
+        assert ids == oracle_select(corpus.ranked_ids, corpus.cluster_of, k=6), ids
+    assert sum("rejected an exclusion filter" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_refill_switch_is_validated_and_serialized(corpus, store):
+    with pytest.raises(ConfigError, match="`refill` must be one of"):
+        DiversifyRetriever(InMemoryEmbeddingRetriever(store), cluster_map={}, refill="sometimes")
+    with pytest.raises(ConfigError, match="refill='exclude'.*exclude_seen=True"):
+        DiversifyRetriever(InMemoryEmbeddingRetriever(store), cluster_map={}, refill="exclude", exclude_seen=False)
+    r = DiversifyRetriever(InMemoryEmbeddingRetriever(store), cluster_map={}, refill="grow")
+    assert r.to_dict()["init_parameters"]["refill"] == "grow"
+    assert DiversifyRetriever.from_dict(r.to_dict()).refill == "grow"

@@ -137,28 +137,44 @@ def test_exhausted_store_returns_fewer_and_says_so(corpus):
     assert result.exhausted and result.short
 
 
-def test_async_matches_sync_and_uses_asimilarity_search_with_score(corpus, monkeypatch):
+class AsyncTableEmbeddings(TableEmbeddings):
+    """Counts the async embedding calls apart from the sync ones."""
+
+    def __init__(self, table):
+        super().__init__(table)
+        self.acalls = 0
+
+    async def aembed_query(self, text):
+        self.acalls += 1
+        return [float(x) for x in self.table[text]]
+
+
+def test_async_matches_sync_and_embeds_the_query_once(corpus):
     store = _corpus_store(corpus)
-    calls = {"sync": 0, "async": 0}
-    sync_search, async_search = store.similarity_search_with_score, store.asimilarity_search_with_score
-
-    def counting_sync(*a, **kw):
-        calls["sync"] += 1
-        return sync_search(*a, **kw)
-
-    async def counting_async(*a, **kw):
-        calls["async"] += 1
-        return await async_search(*a, **kw)
-
-    monkeypatch.setattr(store, "similarity_search_with_score", counting_sync)
-    monkeypatch.setattr(store, "asimilarity_search_with_score", counting_async)
+    emb = AsyncTableEmbeddings(store.embedding.table)
+    store.embedding = emb
     retriever = DiversifyRetriever(vectorstore=store, cluster_map=corpus.cluster_map, id_field="doc_id",
                                    k=7, fetch_k=7, max_rounds=8, exclude_filter=_exclude_doc_ids)
     adocs, aresult = asyncio.run(retriever.aretrieve_with_result(QUERY))
-    assert calls == {"sync": 0, "async": aresult.backend_calls} and aresult.backend_calls >= 2, calls
-    sdocs = retriever.invoke(QUERY)
+    assert aresult.backend_calls >= 2 and (emb.acalls, emb.calls) == (1, 0), (aresult, emb.acalls, emb.calls)
+    sdocs, sresult = retriever.retrieve_with_result(QUERY)
+    assert sresult.backend_calls >= 2 and emb.calls == 1, (sresult, emb.calls)
     assert [d.id for d in adocs] == [d.id for d in sdocs]
     assert [d.id for d in asyncio.run(retriever.ainvoke(QUERY))] == [d.id for d in sdocs]
+
+
+@pytest.mark.parametrize("exclude", [True, False], ids=["exclude-filter", "larger-k"])
+def test_the_query_is_embedded_once_per_user_query_whatever_the_refills(corpus, exclude):
+    """Refetches reuse the query vector: one embedding call per query (a hosted model bills each)."""
+    store = _corpus_store(corpus)
+    retriever = DiversifyRetriever(vectorstore=store, cluster_map=corpus.cluster_map, id_field="doc_id", k=8,
+                                   fetch_k=8, max_rounds=8, exclude_filter=_exclude_doc_ids if exclude else None)
+    before = store.embedding.calls
+    calls = []
+    for _ in range(3):
+        calls.append(retriever.retrieve_with_result(QUERY).result.backend_calls)
+    assert min(calls) >= 2, calls  # every query refilled
+    assert store.embedding.calls - before == 3, (store.embedding.calls - before, calls)
 
 
 def test_invoke_accepts_k_and_cursor_gives_the_next_page(corpus):
@@ -257,3 +273,53 @@ def test_clear_errors():
     retriever = DiversifyRetriever(vectorstore=store, cluster_map={}, id_field="missing", k=3)
     with pytest.raises(StoreError, match="missing"):
         retriever.invoke("fox")
+
+
+@pytest.mark.integration
+def test_langchain_qdrant_documents_without_id_get_a_clear_error_and_id_field_fixes_it(corpus):
+    """langchain-qdrant returns Documents with id=None and the point id in metadata['_id']."""
+    pytest.importorskip("langchain_qdrant", reason="langchain-qdrant is not installed")
+    from langchain_qdrant import QdrantVectorStore
+
+    table = dict(zip(corpus.texts, corpus.vectors))
+    table[QUERY] = corpus.query
+    table["dummy_text"] = corpus.query  # langchain-qdrant embeds it to learn the dimension
+    vs = QdrantVectorStore.from_texts(corpus.texts, TableEmbeddings(table), ids=list(corpus.ids),
+                                      metadatas=[{"doc_id": i} for i in corpus.ids], location=":memory:",
+                                      collection_name="noid")
+    retriever = DiversifyRetriever(vectorstore=vs, cluster_map=corpus.cluster_map, k=6)
+    with pytest.raises(StoreError, match=r"Document.id is None.*id_field='_id'"):
+        retriever.invoke(QUERY)
+    fixed = DiversifyRetriever(vectorstore=vs, cluster_map=corpus.cluster_map, k=6, fetch_k=6, max_rounds=8,
+                               id_field="_id")
+    docs, res = fixed.retrieve_with_result(QUERY)
+    assert [d.metadata["_id"] for d in docs] == oracle_select(corpus.ranked_ids, corpus.cluster_of, k=6)
+    assert res.backend_calls >= 2 and fixed.refill == "auto"
+
+
+def test_filters_that_cannot_be_anded_are_never_replaced(corpus):
+    """A dict filter on a store whose dict dialect is unknown: the exclusion is not pushed down
+    (it would replace or garble the user's filter); refetches grow k under the user's filter."""
+    from langchain_diversify._search import NotComposable, and_filters
+
+    store = _corpus_store(corpus)
+    with pytest.raises(NotComposable, match="cannot be AND-ed"):
+        and_filters({"tenant": "a"}, {"doc_id": {"$nin": [1]}}, store=store)
+    assert and_filters(None, "x", store=store) == "x" and and_filters("x", None, store=store) == "x"
+    both = and_filters(lambda d: d.metadata["doc_id"] % 2 == 0, lambda d: d.metadata["doc_id"] > 1010, store=store)
+    assert [both(Document(page_content="", metadata={"doc_id": i})) for i in (1012, 1013, 1008)] == [True, False, False]
+    even = {"filter": lambda doc: doc.metadata["doc_id"] % 2 == 0}
+    retriever = DiversifyRetriever(vectorstore=store, cluster_map=corpus.cluster_map, id_field="doc_id", k=6, fetch_k=6,
+                                   max_rounds=8, search_kwargs=even,
+                                   exclude_filter=lambda ids: {"filter": {"doc_id": {"$nin": list(ids)}}})
+    docs, res = retriever.retrieve_with_result(QUERY)
+    ids = [d.metadata["doc_id"] for d in docs]
+    allowed = [i for i in corpus.ranked_ids if i % 2 == 0]
+    assert ids == oracle_select(allowed, corpus.cluster_of, k=6) and res.backend_calls >= 2, ids
+    assert retriever.refill == "auto" and not retriever._refill().pushes_down  # gave up pushing down
+
+
+def test_refill_exclude_needs_an_exclude_filter(corpus):
+    retriever = DiversifyRetriever(vectorstore=_corpus_store(corpus), cluster_map=corpus.cluster_map, refill="exclude")
+    with pytest.raises(ConfigError, match="refill='exclude'.*exclude_filter"):
+        retriever.invoke(QUERY)

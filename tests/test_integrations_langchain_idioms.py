@@ -96,7 +96,7 @@ def test_bm25_retriever_is_wrapped_and_refilled_through_its_k():
     assert bm25.k == 6, "the caller's retriever was changed"
     assert _ids(retriever.invoke(QUERY)) == _ids(docs)
     assert _ids(asyncio.run(retriever.ainvoke(QUERY))) == _ids(docs)
-    assert "k" in retriever.refill
+    assert "k" in retriever.refill_how
 
 
 def test_bm25_exhausted_means_the_corpus_ran_out():
@@ -176,7 +176,7 @@ def test_a_retriever_that_cannot_give_more_is_called_once_and_says_exhausted():
     docs = [by_id[i] for i in wanted]
     fixed = _Fixed(docs=docs)
     retriever = DiversifyRetriever(retriever=fixed, cluster_map=cluster_map(), k=5)
-    assert retriever.refill is None
+    assert retriever.refill_how is None
     out, result = retriever.retrieve_with_result(QUERY)
     assert fixed.calls == 1 and result.backend_calls == 1 and result.rounds == 0
     assert _ids(out) == ["doc-0", "doc-1-edit", "doc-5"]

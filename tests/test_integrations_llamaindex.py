@@ -27,7 +27,7 @@ from contract import PluginContract, make_corpus, oracle_select  # noqa: E402
 from llama_index.core import VectorStoreIndex  # noqa: E402
 from llama_index.core.embeddings import MockEmbedding  # noqa: E402
 from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode  # noqa: E402
-from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters  # noqa: E402
+from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilter, MetadataFilters  # noqa: E402
 from llama_index.postprocessor.diversify import DiversifyPostprocessor  # noqa: E402
 from llama_index.retrievers.diversify import DiversifyRetriever  # noqa: E402
 
@@ -196,3 +196,28 @@ def test_fold_threshold_folds_nodes_the_artifact_does_not_know():
     assert [n.node_id for n in out] == ["a", "b"]
     assert out[0].node.metadata["diversify"]["omitted_ids"] == ["a-new"]
     assert [n.node_id for n in DiversifyPostprocessor(cluster_map={}).postprocess_nodes(nodes)] == list(emb)
+
+
+def test_filters_and_retriever_kwargs_filters_are_both_kept(corpus, index):
+    """Both user filters apply (AND) on the first call and on every refill; before, `filters`
+    replaced `retriever_kwargs['filters']`."""
+    even = MetadataFilters(filters=[MetadataFilter(key="parity", value=0, operator=FilterOperator.EQ)])
+    low = MetadataFilters(filters=[MetadataFilter(key="uid", value=1040, operator=FilterOperator.LT)])
+    idx = _index_with_parity(corpus)
+    retriever = DiversifyRetriever(idx, cluster_map=corpus.cluster_map, id_field="uid", exclude_key="uid", similarity_top_k=5,
+                                   fetch_k=5, max_rounds=8, filters=even, retriever_kwargs={"filters": low})
+    nodes, res = retriever.retrieve_with_result(QUERY)
+    allowed = [i for i in corpus.ranked_ids if i % 2 == 0 and i < 1040]
+    assert [n.node.metadata["uid"] for n in nodes] == oracle_select(allowed, corpus.cluster_of, k=5)
+    assert res.backend_calls >= 2
+    either = MetadataFilters(filters=even.filters + low.filters, condition=FilterCondition.OR)
+    with pytest.raises(ConfigError, match="nested MetadataFilters"):
+        DiversifyRetriever(idx, cluster_map=corpus.cluster_map, filters=either, retriever_kwargs={"filters": either})
+
+
+def _index_with_parity(corpus):
+    table = {t: v for t, v in zip(corpus.texts, corpus.vectors)}
+    table[QUERY] = corpus.query
+    nodes = [TextNode(id_=f"n{i}", text=t, metadata={"uid": i, "parity": i % 2}, excluded_embed_metadata_keys=["uid", "parity"])
+             for i, t in zip(corpus.ids, corpus.texts)]
+    return VectorStoreIndex(nodes, embed_model=TableEmbedding(embed_dim=corpus.vectors.shape[1], table=table))

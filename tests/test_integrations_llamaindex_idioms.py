@@ -29,7 +29,12 @@ from llama_index.core.embeddings import MockEmbedding  # noqa: E402
 from llama_index.core.llms import MockLLM  # noqa: E402
 from llama_index.core.retrievers import QueryFusionRetriever  # noqa: E402
 from llama_index.core.schema import NodeWithScore, TextNode  # noqa: E402
-from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters  # noqa: E402
+from llama_index.core.vector_stores.types import (  # noqa: E402
+    FilterCondition,
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+)
 from llama_index.postprocessor.diversify import DiversifyPostprocessor  # noqa: E402
 from llama_index.retrievers.diversify import DiversifyRetriever  # noqa: E402
 
@@ -100,6 +105,43 @@ def test_a_vector_index_retriever_is_wrapped_and_refilled_keeping_its_filters(co
     assert _uids(retriever.retrieve(QUERY)) == _uids(nodes)
 
 
+def test_a_wrapped_vector_index_retriever_gets_the_exclusion_anded_to_its_own_filters(corpus, index):
+    """exclude_key on a wrapped VectorIndexRetriever: refetches push the NIN exclusion down AND-ed
+    with the retriever's own filters (never instead of them), on a copy."""
+    odd = [i for i in corpus.ids if i % 2]
+    filters = MetadataFilters(filters=[MetadataFilter(key="uid", value=odd, operator=FilterOperator.IN)])
+    wrapped = index.as_retriever(similarity_top_k=6, filters=filters)
+    ranked_odd = [i for i in corpus.ranked_ids if i % 2]
+    retriever = DiversifyRetriever(wrapped, cluster_map=corpus.cluster_map, id_field="uid", exclude_key="uid",
+                                   fetch_k=6, max_rounds=8, refill="exclude")
+    assert "exclusion" in retriever.refill_how
+    nodes, result = retriever.retrieve_with_result(QUERY)
+    assert _uids(nodes) == oracle_select(ranked_odd, corpus.cluster_of, k=6)
+    assert result.backend_calls >= 2 and not result.short, result
+    assert retriever._refill.pushes_down, retriever._refill  # the store took the AND-ed filters
+    assert wrapped._filters is filters and len(filters.filters) == 1, "the caller's filters were changed"
+    anodes, _ = asyncio.run(retriever.aretrieve_with_result(QUERY))
+    assert _uids(anodes) == _uids(nodes)
+
+
+def test_a_wrapped_retrievers_or_filter_is_kept_by_growing_k_where_nesting_is_refused(corpus, index, caplog):
+    """An OR filter on SimpleVectorStore cannot take the exclusion (no nesting): refetches grow k
+    under the retriever's own OR filter, which still holds on every call."""
+    low = [i for i in corpus.ids if i % 3 == 0]
+    either = MetadataFilters(filters=[MetadataFilter(key="uid", value=low, operator=FilterOperator.IN),
+                                      MetadataFilter(key="uid", value=-1, operator=FilterOperator.EQ)],
+                             condition=FilterCondition.OR)
+    wrapped = index.as_retriever(similarity_top_k=6, filters=either)
+    retriever = DiversifyRetriever(wrapped, cluster_map=corpus.cluster_map, id_field="uid", exclude_key="uid",
+                                   fetch_k=6, max_rounds=8)
+    with caplog.at_level("WARNING", logger="diversify"):
+        nodes, result = retriever.retrieve_with_result(QUERY)
+    allowed = [i for i in corpus.ranked_ids if i % 3 == 0]
+    assert _uids(nodes) == oracle_select(allowed, corpus.cluster_of, k=6)
+    assert result.backend_calls >= 2 and not retriever._refill.pushes_down
+    assert "nested MetadataFilters" in caplog.text
+
+
 def test_a_query_fusion_retriever_is_refilled_through_the_retrievers_it_fuses(corpus, index):
     first, second = index.as_retriever(similarity_top_k=6), index.as_retriever(similarity_top_k=3)
     fusion = QueryFusionRetriever([first, second], llm=MockLLM(), num_queries=1, use_async=False,
@@ -116,7 +158,7 @@ def test_a_retriever_that_cannot_give_more_is_called_once_and_says_exhausted(cor
     summary = SummaryIndex(_nodes(corpus)).as_retriever()  # returns every node, has no size
     listed = _uids(summary.retrieve(QUERY))
     retriever = DiversifyRetriever(summary, cluster_map=corpus.cluster_map, id_field="uid", similarity_top_k=6)
-    assert retriever.refill is None
+    assert retriever.refill_how is None
     nodes, result = retriever.retrieve_with_result(QUERY)
     assert _uids(nodes) == oracle_select(listed, corpus.cluster_of, k=6)
     assert result.backend_calls == 1 and result.rounds == 0 and not result.exhausted
@@ -223,9 +265,15 @@ def test_valid_retriever_kwargs_are_accepted(corpus, index):
 
 def test_index_only_options_are_refused_for_a_wrapped_retriever(index):
     wrapped = index.as_retriever()
-    for kwargs in ({"exclude_key": "uid"}, {"filters": MetadataFilters(filters=[])}, {"retriever_kwargs": {}}):
+    for kwargs in ({"filters": MetadataFilters(filters=[])}, {"retriever_kwargs": {}}):
         with pytest.raises(ConfigError, match=next(iter(kwargs))):
             DiversifyRetriever(wrapped, cluster_map={}, **kwargs)
+    # exclude_key needs a retriever whose own filters can carry the exclusion (a VectorIndexRetriever)
+    fusion = QueryFusionRetriever([wrapped], llm=MockLLM(), num_queries=1, use_async=False)
+    with pytest.raises(ConfigError, match="exclude_key"):
+        DiversifyRetriever(fusion, cluster_map={}, exclude_key="uid")
+    with pytest.raises(ConfigError, match="refill='exclude'"):
+        DiversifyRetriever(fusion, cluster_map={}, refill="exclude")
     with pytest.raises(ConfigError, match="BaseRetriever"):
         DiversifyRetriever(object(), cluster_map={})
 

@@ -106,6 +106,94 @@ class TestQdrantStoreEuclid(StoreContract):
         return store
 
 
+def _uuid_of(i) -> str:
+    import uuid
+
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"doc/{i}"))
+
+
+@pytest.mark.integration
+class TestQdrantStorePayloadIds(StoreContract):
+    """Point ids are UUIDs; the ids the artifact knows live in the payload (``id_field``)."""
+
+    def make_store(self, corpus):
+        qc = _need("qdrant_client", "qdrant")
+        from qdrant_client import models
+
+        from diversify.stores import QdrantStore
+
+        client = qc.QdrantClient(":memory:")
+        name = f"c{next(_names)}"
+        client.create_collection(name, vectors_config=models.VectorParams(
+            size=corpus.vectors.shape[1], distance=models.Distance.COSINE))
+        client.upsert(name, points=[models.PointStruct(id=_uuid_of(i), vector=v.tolist(), payload={**p, "doc_id": i})
+                                    for i, v, p in zip(corpus.ids, corpus.vectors, corpus.payloads)])
+        return QdrantStore(client, name, id_field="doc_id")
+
+
+@pytest.mark.integration
+def test_qdrant_point_ids_are_matched_in_their_canonical_form():
+    """Qdrant answers every UUID in its canonical form; the adapter sends exclusions and
+    write-backs in that form whatever spelling the caller (or the artifact) used."""
+    import uuid
+
+    corpus = make_corpus(seed=5)
+    qc = _need("qdrant_client", "qdrant")
+    from qdrant_client import models
+
+    from diversify.stores import QdrantStore
+
+    client = qc.QdrantClient(":memory:")
+    client.create_collection("u", vectors_config=models.VectorParams(size=corpus.vectors.shape[1],
+                                                                     distance=models.Distance.COSINE))
+    client.upsert("u", points=[models.PointStruct(id=_uuid_of(i), vector=v.tolist())
+                               for i, v in zip(corpus.ids, corpus.vectors)])
+    store = QdrantStore(client, "u")
+    top = [h.id for h in store.search(corpus.query, 12)]
+    assert all(t == str(uuid.UUID(t)) for t in top)  # canonical, as Qdrant returns them
+    spellings = [lambda u: u.upper(), lambda u: u.replace("-", ""), lambda u: "urn:uuid:" + u,
+                 lambda u: "{" + u + "}", lambda u: uuid.UUID(u)]
+    for mode in ("auto", "exclude", "grow"):
+        store = QdrantStore(client, "u", **({} if mode == "auto" else {"refill": mode}))
+        for spell in spellings:
+            excluded = [spell(t) for t in top[:6]]
+            got = [h.id for h in store.search(corpus.query, 6, exclude_ids=excluded + ["not-a-point-id", -3, True])]
+            assert got == top[6:12], (mode, spell(top[0]), got)
+    # write-back keyed by upper-case spellings reaches the canonical points
+    cm = {_uuid_of(i).upper(): c for i, c in corpus.cluster_of.items()}
+    assert store.write_clusters(cm, ids=list(cm)) == len(cm)
+    for h in store.search(corpus.query, len(corpus.ids)):
+        assert ("cluster_id" in (h.payload or {})) == (h.id.upper() in cm), h
+
+
+def test_canonical_point_id_spells_ids_as_qdrant_does():
+    import uuid
+
+    from diversify.stores.qdrant import canonical_point_id
+
+    u = uuid.uuid4()
+    forms = [str(u), str(u).upper(), u.hex, f"urn:uuid:{u}", "{" + str(u) + "}", u]
+    assert {canonical_point_id(x) for x in forms} == {str(u)}
+    assert [canonical_point_id(x) for x in (7, np.int64(7), -1, True, "doc-1", 1.5, None)] == \
+        [7, 7, None, None, None, None, None]
+
+
+@pytest.mark.integration
+def test_qdrant_auto_refill_is_grow_in_local_mode_and_the_switch_is_validated():
+    corpus = make_corpus(seed=5)
+    store, client, name = _qdrant_store(corpus)
+    assert store.local and store.refill == "grow" and store.supports_exclude is False
+    from diversify.stores import QdrantStore
+
+    assert QdrantStore(client, name, refill="exclude").supports_exclude is True
+    for bad in ("fast", None, 3):
+        with pytest.raises(ConfigError, match="`refill` must be one of"):
+            QdrantStore(client, name, refill=bad)
+    for bad in (-1, 2.5, True, "10"):
+        with pytest.raises(ConfigError, match="`max_exclude` must be an int >= 0"):
+            QdrantStore(client, name, max_exclude=bad)
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_qdrant_native_grouping_is_the_oracle(n):
@@ -176,6 +264,93 @@ class TestFaissStoreL2IdMap(StoreContract):
         store = FaissStore(index)  # labels are the ids; no payloads until write_clusters
         assert store.scores_are == "distance"
         return store
+
+
+def _faiss_index(corpus, spec: str):
+    faiss = _need("faiss", "faiss")
+    x = np.ascontiguousarray(corpus.vectors)
+    index = faiss.index_factory(x.shape[1], spec, faiss.METRIC_INNER_PRODUCT)
+    index.train(x)
+    return faiss, index, x
+
+
+@pytest.mark.integration
+class TestFaissStoreIVF(StoreContract):
+    """IVF crashed at the first refill (selectors need SearchParametersIVF); with nprobe=1 of 4
+    lists it is approximate, and short answers are widened until the index has no more."""
+
+    exact = False
+
+    def make_store(self, corpus):
+        from diversify.stores import FaissStore
+
+        faiss, index, x = _faiss_index(corpus, "IVF4,Flat")
+        index.add(x)
+        faiss.extract_index_ivf(index).nprobe = 1
+        return FaissStore(index, ids=corpus.ids, payloads=corpus.payloads)
+
+
+@pytest.mark.integration
+class TestFaissStoreHNSW(StoreContract):
+    exact = False
+
+    def make_store(self, corpus):
+        from diversify.stores import FaissStore
+
+        _, index, x = _faiss_index(corpus, "HNSW8")
+        index.hnsw.efSearch = 4  # small on purpose: short answers must be widened, not reported exhausted
+        index.add(x)
+        return FaissStore(index, ids=corpus.ids, payloads=corpus.payloads)
+
+
+@pytest.mark.integration
+class TestFaissStoreIDMapIVF(StoreContract):
+    """An IndexIDMap around IVF: the selector sees external ids, the IVF parameters reach the IVF."""
+
+    exact = False
+
+    def make_store(self, corpus):
+        from diversify.stores import FaissStore
+
+        faiss, index, x = _faiss_index(corpus, "IVF4,Flat")
+        index.nprobe = 2
+        idmap = faiss.IndexIDMap(index)
+        idmap.add_with_ids(x, np.asarray(corpus.ids, dtype=np.int64))
+        return FaissStore(idmap, payloads=dict(zip(corpus.ids, corpus.payloads)))
+
+
+@pytest.mark.integration
+def test_faiss_index_without_selectors_falls_back_to_a_larger_k(caplog):
+    """IndexLSH rejects search parameters: exclusion is given up (one WARNING) for a larger k, and
+    the answers stay right; a user filter there is refused with the reason."""
+    faiss = _need("faiss", "faiss")
+    from diversify.errors import StoreError
+    from diversify.stores import FaissStore
+
+    corpus = make_corpus(seed=5)
+    index = faiss.IndexLSH(corpus.vectors.shape[1], 64)
+    index.add(np.ascontiguousarray(corpus.vectors))
+    store = FaissStore(index, ids=corpus.ids, refill="exclude")
+    assert store.supports_exclude
+    top = [h.id for h in store.search(corpus.query, 12)]
+    with caplog.at_level("WARNING", logger="diversify"):
+        got = [h.id for h in store.search(corpus.query, 6, exclude_ids=top[:6])]
+        again = [h.id for h in store.search(corpus.query, 6, exclude_ids=top[:6])]
+    assert got == again == top[6:12]
+    assert store.refill == "grow" and not store.supports_exclude
+    assert sum("rejected an exclusion filter" in r.getMessage() for r in caplog.records) == 1
+    filtered = FaissStore(index, ids=corpus.ids, payloads=corpus.payloads, where=lambda p: True)
+    with pytest.raises(StoreError, match="IndexLSH"):
+        filtered.search(corpus.query, 3)
+
+
+def test_where_filters_need_a_callable_and_faiss_payloads():
+    from diversify.stores import FaissStore
+
+    with pytest.raises(ConfigError, match="`where` must be a callable"):
+        NumpyStore(np.eye(3), [1, 2, 3], where={"tenant": "a"})
+    with pytest.raises(ConfigError, match="`where` filters on payloads"):
+        FaissStore(object(), where=lambda p: True)
 
 
 # ---------------------------------------------------------------------- lancedb

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError, InputTypeError
 from ..online import Hit
+from .exclusion import DEFAULT_MAX_EXCLUDE, Exclusion, check_refill
 
 __all__ = ["Store", "representative_flags", "query_vector", "check_k"]
 
@@ -77,23 +78,92 @@ def representative_flags(cluster_map, ids: Sequence[Any]):
 class Store:
     """Base of the store adapters.
 
-    Subclasses set ``scores_are`` and implement :meth:`search` and :meth:`write_clusters`.
-    ``supports_exclude`` tells :meth:`diversify.Diversifier.wrap` that ``search`` takes
-    ``exclude_ids`` and filters them in the store.
+    Subclasses set ``scores_are`` and implement :meth:`_search` (one store call: top-``k`` under
+    the user's filter, AND the pushed-down exclusion when one is given) and
+    :meth:`write_clusters`; they call :meth:`_setup_refill` in their constructor. :meth:`search`
+    turns a request into store calls through the adapter's :class:`~.exclusion.Exclusion`
+    strategy (push the exclusion down, bounded by ``max_exclude``, or ask for a larger k).
+
+    ``supports_exclude`` tells :meth:`diversify.Diversifier.wrap` whether refetches should pass
+    the seen ids (``refill`` resolved to ``"exclude"``) or ask for a larger k (``"grow"``).
     """
 
-    supports_exclude: ClassVar[bool] = True
     #: which optional extra installs the vendor SDK (for the error hint)
     extra: ClassVar[str] = ""
+    #: what ``refill="auto"`` resolves to (measured per store; docs/online.md); adapters whose
+    #: choice depends on the client or index override :meth:`_auto_refill`
+    auto_refill: ClassVar[str] = "exclude"
+    #: a pushed-down answer shorter than asked proves the store has no more (exact, pre-filtering)
+    exact_exclusion: ClassVar[bool] = False
+    #: a call whose exclusion the store rejects is retried growing k (and exclusion given up)
+    exclusion_fallback: ClassVar[bool] = False
+
+    _refill_setting: str = "auto"
+    _max_exclude: int = DEFAULT_MAX_EXCLUDE
+    _exclusion: Optional[Exclusion] = None
+
+    def _setup_refill(self, refill: str, max_exclude: Optional[int]) -> None:
+        self._refill_setting, self._max_exclude = check_refill(refill, max_exclude)
+        self._exclusion = None  # resolved on first use (``auto`` may look at the client or index)
+
+    def _auto_refill(self) -> str:
+        return self.auto_refill
+
+    def _exact_exclusion(self) -> bool:
+        return self.exact_exclusion
+
+    def _strategy(self) -> Exclusion:
+        ex = self._exclusion
+        if ex is None:
+            mode = self._refill_setting
+            if mode == "auto":
+                mode = self._auto_refill()
+            ex = Exclusion(mode, self._max_exclude, name=type(self).__name__, exact=self._exact_exclusion(),
+                           fallback_on_error=self.exclusion_fallback)
+            self._exclusion = ex
+        return ex
+
+    @property
+    def refill(self) -> str:
+        """The refetch strategy in force: ``"exclude"`` (push seen ids down, at most
+        ``max_exclude`` per call) or ``"grow"`` (ask for a larger k)."""
+        return "exclude" if self._strategy().pushes_down else "grow"
+
+    @property
+    def max_exclude(self) -> int:
+        """At most this many ids are pushed down per call; the rest is answered by a larger k."""
+        return self._max_exclude
+
+    @property
+    def supports_exclude(self) -> bool:
+        """Should :meth:`diversify.Diversifier.wrap` pass seen ids to :meth:`search`?"""
+        return self._strategy().pushes_down
 
     @property
     def scores_are(self) -> str:
         """``"similarity"`` (higher is better) or ``"distance"`` (lower is better)."""
         return "similarity"
 
-    def search(self, query: Any, k: int, exclude_ids: Optional[Iterable[Any]] = None) -> list[Hit]:
-        """Top-``k`` hits for ``query``, best first, none of ``exclude_ids``."""
+    def _query(self, query: Any) -> Any:
+        """The query as the store takes it (validated); once per :meth:`search`."""
+        return query_vector(query)
+
+    def _search(self, q: Any, k: int, exclude: Optional[list]) -> list[Hit]:
+        """One store call: top-``k`` under the user's filter, none of ``exclude`` (if given)."""
         raise NotImplementedError
+
+    def search(self, query: Any, k: int, exclude_ids: Optional[Iterable[Any]] = None) -> list[Hit]:
+        """Top-``k`` hits for ``query``, best first, none of ``exclude_ids``, all matching the
+        adapter's filter; fewer than ``k`` only when the store has no more matching documents."""
+        k = check_k(k)
+        q = self._query(query)
+        excl = self._exclude_ids(exclude_ids) if exclude_ids else None
+        return self._strategy().search(lambda n, ex: self._search(q, n, ex), k, excl)
+
+    def _exclude_ids(self, ids: Iterable[Any]) -> list:
+        """``exclude_ids`` as the hits spell ids (Qdrant: canonical UUIDs), for the store and for
+        the ids dropped here."""
+        return list(ids)
 
     def write_clusters(self, cluster_map, *, ids: Optional[Sequence[Any]] = None,
                        cluster_field: str = "cluster_id",
@@ -111,6 +181,12 @@ class Store:
 def check_field(name: str, value) -> None:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"`{name}` must be a non-empty string; got {name}={value!r}.")
+
+
+def check_where(where) -> None:
+    if where is not None and not callable(where):
+        raise ConfigError(f"`where` must be a callable where(payload) -> bool or None; got {type(where).__name__} "
+                          f"{where!r}. E.g. where=lambda p: p.get('tenant') == 'acme'.")
 
 
 def is_finite_number(x) -> bool:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, Optional
 
 import numpy as np
 
 from ..errors import ConfigError, InputTypeError, StoreError, require
 from ..online import Hit
-from ._base import Store, check_k, query_vector, representative_flags
+from ._base import Store, representative_flags
 
 __all__ = ["LanceDBStore"]
 
@@ -40,7 +40,13 @@ class LanceDBStore(Store):
         Passed to the search; LanceDB reports ``_distance`` (lower is better) for all of them,
         so ``scores_are = "distance"``.
     where : str, optional
-        A SQL filter every search must satisfy; the exclusion is ``AND``-ed to it.
+        The user's SQL filter (a tenant, an access rule): every call, refetches included,
+        applies it (as a prefilter); a pushed-down exclusion is ``AND``-ed to it.
+    refill : {"auto", "exclude", "grow"}
+        How refetches skip seen ids (see :mod:`diversify.stores.exclusion`); ``auto`` = the
+        measured choice (docs/online.md).
+    max_exclude : int, optional
+        Ids pushed down per call (default 256); the rest is answered by a larger k.
     """
 
     scores_are = "distance"
@@ -48,7 +54,8 @@ class LanceDBStore(Store):
 
     def __init__(self, table, *, id_column: str = "id", vector_column: str = "vector",
                  distance_type: Optional[str] = None, where: Optional[str] = None,
-                 with_vectors: bool = False):
+                 with_vectors: bool = False, refill: str = "auto", max_exclude: Optional[int] = None):
+        self._setup_refill(refill, max_exclude)
         for name, value in (("id_column", id_column), ("vector_column", vector_column)):
             if not isinstance(value, str) or not _IDENT.match(value):
                 raise ConfigError(f"`{name}` must be a plain column identifier ([A-Za-z_][A-Za-z0-9_]*); "
@@ -70,15 +77,13 @@ class LanceDBStore(Store):
             parts.append(f"{self.id_column} NOT IN ({', '.join(_sql_literal(i) for i in exclude_ids)})")
         return " AND ".join(parts) or None
 
-    def search(self, query, k: int, exclude_ids: Optional[Iterable[Any]] = None) -> list[Hit]:
+    def _search(self, q, k: int, exclude: Optional[list]) -> list[Hit]:
         require("lancedb", extra="lancedb", purpose="LanceDBStore")
-        k = check_k(k)
-        q = query_vector(query)
         try:
             s = self.table.search(q, vector_column_name=self.vector_column)
             if self.distance_type:
                 s = s.distance_type(self.distance_type)
-            where = self._where(list(exclude_ids) if exclude_ids else None)
+            where = self._where(exclude)
             if where:
                 s = s.where(where, prefilter=True)
             rows = s.limit(k).to_list()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Optional
 
@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import ConfigError, DuplicateIdError, InputError
 from ..online import Hit
-from ._base import Store, check_field, check_k, query_vector, representative_flags
+from ._base import Store, check_field, check_where, query_vector, representative_flags
 
 __all__ = ["NumpyStore"]
 
@@ -30,12 +30,25 @@ class NumpyStore(Store):
         Copied shallowly; :meth:`write_clusters` writes into the copies, never the caller's.
     metric : {"cosine", "dot", "l2"}
         ``cosine`` / ``dot`` scores are similarities; ``l2`` scores are (squared-free) distances.
+    where : callable, optional
+        ``where(payload) -> bool``: the user's filter (a tenant, an access rule); every search,
+        refetches included, returns only rows whose payload it accepts.
+    refill : {"auto", "exclude", "grow"}
+        How refetches skip seen ids (see :mod:`diversify.stores.exclusion`); ``auto`` = exclude
+        (a boolean mask: free).
+    max_exclude : int, optional
+        Ids pushed down per call (default 256); the rest is answered by a larger k.
 
     Ties are broken by insertion order, so results are deterministic.
     """
 
+    exact_exclusion = True
+
     def __init__(self, vectors, ids: Sequence[Any], *, payloads: Optional[Sequence[Mapping]] = None,
-                 metric: str = "cosine"):
+                 metric: str = "cosine", where: Optional[Callable[[Mapping], Any]] = None, refill: str = "auto",
+                 max_exclude: Optional[int] = None):
+        check_where(where)
+        self._setup_refill(refill, max_exclude)
         if metric not in _METRICS:
             raise ConfigError(f"`metric` must be one of {_METRICS}; got metric={metric!r}.")
         x = np.array(vectors, dtype=np.float32, copy=True)
@@ -67,6 +80,8 @@ class NumpyStore(Store):
         self._pos = pos
         self._payloads = [dict(p) if p is not None else {} for p in payloads] if payloads is not None \
             else [{} for _ in ids]
+        self.where = where
+        self._allowed: Optional[np.ndarray] = None  # rows `where` accepts; recomputed after write_clusters
 
     @property
     def dim(self) -> int:
@@ -83,9 +98,20 @@ class NumpyStore(Store):
     def scores_are(self) -> str:
         return "distance" if self.metric == "l2" else "similarity"
 
-    def search(self, query, k: int, exclude_ids: Optional[Iterable[Any]] = None) -> list[Hit]:
-        k = check_k(k)
-        q = query_vector(query, self.dim)
+    def _query(self, query):
+        return query_vector(query, self.dim)
+
+    def _allowed_rows(self) -> Optional[np.ndarray]:
+        if self.where is None:
+            return None
+        allowed = self._allowed
+        if allowed is None:
+            allowed = np.fromiter((bool(self.where(MappingProxyType(p))) for p in self._payloads), dtype=bool,
+                                  count=len(self._payloads))
+            self._allowed = allowed
+        return allowed
+
+    def _search(self, q, k: int, exclude: Optional[list]) -> list[Hit]:
         if self.metric == "cosine":
             nq = float(np.linalg.norm(q))
             if nq == 0:
@@ -99,12 +125,14 @@ class NumpyStore(Store):
             scores = np.sqrt(np.maximum(self._sq - 2.0 * (self._x @ q) + float(q @ q), 0.0))
             key = scores
         key = key.astype(np.float64)
-        if exclude_ids:
-            rows = [self._pos[i] for i in exclude_ids if i in self._pos]
-            key[rows] = np.inf
-            avail = len(self._ids) - len(set(rows))
-        else:
-            avail = len(self._ids)
+        blocked = np.zeros(len(self._ids), dtype=bool)
+        allowed = self._allowed_rows()
+        if allowed is not None:
+            blocked |= ~allowed
+        if exclude:
+            blocked[[self._pos[i] for i in exclude if i in self._pos]] = True
+        key[blocked] = np.inf
+        avail = len(self._ids) - int(blocked.sum())
         take = min(k, avail)
         if take <= 0:
             return []
@@ -131,4 +159,5 @@ class NumpyStore(Store):
                 p[representative_field] = bool(flags[j])
             self._payloads[self._pos[i]] = p
             written += 1
+        self._allowed = None  # `where` may read the fields just written
         return written

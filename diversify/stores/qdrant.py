@@ -1,23 +1,45 @@
-"""Qdrant adapter: ``query_points`` with a ``must_not`` ``HasIdCondition`` on seen ids."""
+"""Qdrant adapter: ``query_points`` under the user's filter; refetches exclude seen ids or ask a larger k."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
+import numpy as np
+
 from ..errors import StoreError, require
 from ..online import Hit
-from ._base import Store, check_field, check_k, query_vector, representative_flags
+from ._base import Store, check_field, representative_flags
+from .exclusion import backed_by_local_qdrant
 
-__all__ = ["QdrantStore"]
+__all__ = ["QdrantStore", "canonical_point_id"]
 
 
 def _models():
     return require("qdrant_client.models", extra="qdrant", purpose="QdrantStore")
 
 
+def canonical_point_id(x: Any) -> Optional[Any]:
+    """``x`` as Qdrant spells a point id: an unsigned int, or a UUID in its canonical form
+    (lower case, hyphenated: what Qdrant returns for any UUID spelling it accepts, hex, upper
+    case, ``urn:uuid:``, braces). None when ``x`` cannot be a point id (then no point has it)."""
+    if isinstance(x, (bool, np.bool_)):
+        return None
+    if isinstance(x, (int, np.integer)):
+        return int(x) if x >= 0 else None
+    if isinstance(x, uuid.UUID):
+        return str(x)
+    if isinstance(x, str):
+        try:
+            return str(uuid.UUID(x))
+        except ValueError:
+            return None
+    return None
+
+
 class QdrantStore(Store):
-    """Search a Qdrant collection; refetches exclude seen ids server-side.
+    """Search a Qdrant collection; refetches skip seen ids (server-side filter, or a larger k).
 
     Parameters
     ----------
@@ -29,25 +51,51 @@ class QdrantStore(Store):
     using : str, optional
         Named vector to search.
     query_filter : qdrant_client.models.Filter, optional
-        A filter every search must satisfy; the exclusion is added next to it.
+        The user's filter (a tenant, an access rule): every call, refetches included, applies it;
+        a pushed-down exclusion is AND-ed to it (``must=[query_filter], must_not=[...]``).
+    id_field : str, optional
+        Payload field holding the document id the artifact knows (for ids Qdrant cannot take as
+        point ids, e.g. ``"doc-17"``, or langchain-qdrant's ``metadata.doc_id``). Hits report it
+        (the point id when a point lacks it); exclusion and ``write_clusters`` go through it.
+        Default: the point id, in Qdrant's canonical form (see :func:`canonical_point_id`).
     with_vectors : bool
         Return stored vectors (needed only for on-the-fly folding).
     scores_are : {"similarity", "distance"}, optional
         Default: read from the collection's distance on first use (Euclid / Manhattan ->
         distance, Cosine / Dot -> similarity).
+    refill : {"auto", "exclude", "grow"}
+        How refetches skip seen ids (see :mod:`diversify.stores.exclusion`). ``auto``: ``grow``
+        for the local mode (``QdrantClient(":memory:")`` / ``path=``), whose ``HasIdCondition``
+        is evaluated point by point (measured: docs/online.md); ``exclude`` for a server.
+    max_exclude : int, optional
+        Ids pushed down per call (default 256); the rest is answered by a larger k.
     """
 
     extra = "qdrant"
+    exact_exclusion = True
 
     def __init__(self, client, collection: str, *, using: Optional[str] = None, query_filter=None,
-                 with_vectors: bool = False, scores_are: Optional[str] = None):
+                 id_field: Optional[str] = None, with_vectors: bool = False, scores_are: Optional[str] = None,
+                 refill: str = "auto", max_exclude: Optional[int] = None):
         check_field("collection", collection)
+        if id_field is not None:
+            check_field("id_field", id_field)
+        self._setup_refill(refill, max_exclude)
         self.client = client
         self.collection = collection
         self.using = using
         self.query_filter = query_filter
+        self.id_field = id_field
         self.with_vectors = with_vectors
         self._scores_are = scores_are
+
+    @property
+    def local(self) -> bool:
+        """Is the client Qdrant's local mode (in memory or a path), not a server?"""
+        return backed_by_local_qdrant(self.client, depth=1)
+
+    def _auto_refill(self) -> str:
+        return "grow" if self.local else "exclude"
 
     @property
     def scores_are(self) -> str:
@@ -59,22 +107,43 @@ class QdrantStore(Store):
             self._scores_are = "distance" if name in ("euclid", "manhattan") else "similarity"
         return self._scores_are
 
-    def _filter(self, exclude_ids):
-        models = _models()
-        if not exclude_ids:
-            return self.query_filter
-        cond = models.HasIdCondition(has_id=list(exclude_ids))
-        if self.query_filter is None:
-            return models.Filter(must_not=[cond])
-        return models.Filter(must=[self.query_filter], must_not=[cond])
+    def _exclude_ids(self, ids) -> list:
+        if self.id_field is not None:
+            return list(ids)
+        # point ids as Qdrant returns them; anything else is no point's id
+        return [p for p in (canonical_point_id(i) for i in ids) if p is not None]
 
-    def search(self, query, k: int, exclude_ids: Optional[Iterable[Any]] = None) -> list[Hit]:
+    def _exclusion_conditions(self, exclude: list) -> list:
+        models = _models()
+        if self.id_field is None:
+            return [models.HasIdCondition(has_id=list(exclude))]
+        # MatchAny takes one type at a time
+        strs = [i for i in exclude if isinstance(i, str)]
+        ints = [int(i) for i in exclude if isinstance(i, (int, np.integer)) and not isinstance(i, bool)]
+        return [models.FieldCondition(key=self.id_field, match=models.MatchAny(any=vals))
+                for vals in (strs, ints) if vals]
+
+    def _filter(self, exclude: Optional[list]):
+        if not exclude:
+            return self.query_filter
+        conds = self._exclusion_conditions(exclude)
+        if not conds:
+            return self.query_filter
+        models = _models()
+        return models.Filter(must=None if self.query_filter is None else [self.query_filter], must_not=conds)
+
+    def _hit_id(self, p) -> Any:
+        if self.id_field is not None and p.payload:
+            value = p.payload.get(self.id_field)
+            if value is not None:
+                return value
+        return p.id
+
+    def _search(self, q, k: int, exclude: Optional[list]) -> list[Hit]:
         _models()  # the pip hint when qdrant-client is missing, before anything else
-        k = check_k(k)
-        q = query_vector(query)
         try:
             resp = self.client.query_points(self.collection, query=q.tolist(), using=self.using,
-                                            query_filter=self._filter(exclude_ids), limit=k,
+                                            query_filter=self._filter(exclude), limit=k,
                                             with_payload=True, with_vectors=self.with_vectors)
         except Exception as exc:  # vendor errors vary by transport (local, REST, gRPC)
             raise StoreError(f"Qdrant query_points on collection {self.collection!r} failed: "
@@ -84,46 +153,78 @@ class QdrantStore(Store):
             vec = p.vector
             if isinstance(vec, dict):
                 vec = vec.get(self.using) if self.using else None
-            out.append(Hit(p.id, p.score, p.payload, vec if isinstance(vec, list) else None, p))
+            out.append(Hit(self._hit_id(p), p.score, p.payload, vec if isinstance(vec, list) else None, p))
         return out
 
-    def _all_ids(self) -> list:
-        ids: list = []
+    def _scroll(self) -> Iterable:
         offset = None
+        payload: Any = [self.id_field] if self.id_field is not None else False
         while True:
-            points, offset = self.client.scroll(self.collection, limit=1024, offset=offset,
-                                                with_payload=False, with_vectors=False)
-            ids.extend(p.id for p in points)
+            # few large pages: the local mode sorts every id on each page
+            points, offset = self.client.scroll(self.collection, limit=65536, offset=offset,
+                                                with_payload=payload, with_vectors=False)
+            yield from points
             if offset is None:
-                return ids
+                return
+
+    def _targets(self, ids: Optional[Sequence[Any]]) -> tuple[list, list]:
+        """(document ids, point id of each) for ``write_clusters``."""
+        if self.id_field is None:
+            if ids is None:
+                points = [p.id for p in self._scroll()]
+                return points, points
+            docs = list(ids)
+            points = [canonical_point_id(i) for i in docs]
+            keep = [j for j, p in enumerate(points) if p is not None]
+            return [docs[j] for j in keep], [points[j] for j in keep]
+        by_doc: dict = {}
+        for p in self._scroll():
+            value = (p.payload or {}).get(self.id_field)
+            if value is not None:
+                by_doc.setdefault(value, []).append(p.id)
+        wanted = list(by_doc) if ids is None else [i for i in dict.fromkeys(ids) if i in by_doc]
+        docs, points = [], []
+        for i in wanted:
+            for pid in by_doc[i]:
+                docs.append(i)
+                points.append(pid)
+        return docs, points
 
     def write_clusters(self, cluster_map, *, ids: Optional[Sequence[Any]] = None,
                        cluster_field: str = "cluster_id",
                        representative_field: Optional[str] = "is_representative",
-                       batch_size: int = 256) -> int:
+                       batch_size: int = 4096) -> int:
         """Set ``cluster_field`` (and ``representative_field``) in each point's payload.
 
-        One ``batch_update_points`` per ``batch_size`` points (a ``SetPayloadOperation`` per
-        distinct value pair), so the store keeps its other payload keys.
+        ``ids`` are document ids (point ids, or ``id_field`` values); default: every point.
+        Points sharing a value pair are written by one ``SetPayloadOperation``, ``batch_size``
+        points per ``batch_update_points`` request, so the store keeps its other payload keys.
+        Returns how many points were written.
         """
         models = _models()
         check_field("cluster_field", cluster_field)
-        ids = self._all_ids() if ids is None else list(ids)
-        cids, flags = representative_flags(cluster_map, ids)
-        written = 0
-        for start in range(0, len(ids), batch_size):
-            by_value: dict = {}
-            for j in range(start, min(start + batch_size, len(ids))):
-                c = int(cids[j])
-                if c < 0:
-                    continue
-                payload = {cluster_field: c}
-                if representative_field and flags is not None:
-                    payload[representative_field] = bool(flags[j])
-                by_value.setdefault(tuple(sorted(payload.items())), []).append(ids[j])
-                written += 1
-            if by_value:
-                ops = [models.SetPayloadOperation(set_payload=models.SetPayload(payload=dict(key), points=pts))
-                       for key, pts in by_value.items()]
+        docs, points = self._targets(ids)
+        cids, flags = representative_flags(cluster_map, docs)
+        with_flag = bool(representative_field) and flags is not None
+        flag_list = flags.tolist() if with_flag else [None] * len(docs)
+        by_value: dict = {}
+        for c, flag, point in zip(cids.tolist(), flag_list, points):
+            if c >= 0:
+                by_value.setdefault((c, flag), []).append(point)
+        written = sum(len(pts) for pts in by_value.values())
+        # built without validation (model_construct): the values are ints, bools and point ids
+        # we just read or checked, and validating ~one operation per cluster was half the time
+        ops, in_batch = [], 0
+        for (c, flag), pts in by_value.items():
+            payload: dict = {cluster_field: c}
+            if flag is not None:
+                payload[representative_field] = flag
+            ops.append(models.SetPayloadOperation.model_construct(
+                set_payload=models.SetPayload.model_construct(payload=payload, points=pts)))
+            in_batch += len(pts)
+            if in_batch >= batch_size:
                 self.client.batch_update_points(self.collection, ops, wait=True)
+                ops, in_batch = [], 0
+        if ops:
+            self.client.batch_update_points(self.collection, ops, wait=True)
         return written

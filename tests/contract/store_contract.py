@@ -43,7 +43,38 @@ class StoreContract:
 
     def test_declares_score_direction(self, store):
         assert store.scores_are in ("similarity", "distance"), store.scores_are
-        assert store.supports_exclude is True
+
+    def test_declares_its_refill_strategy(self, store):
+        # what `auto` resolved to; the Diversifier passes seen ids only to a store that pushes them down
+        assert store.refill in ("exclude", "grow"), store.refill
+        assert store.supports_exclude is (store.refill == "exclude")
+        for mode in ("exclude", "grow"):
+            store._setup_refill(mode, None)
+            assert store.refill == mode and store.supports_exclude is (mode == "exclude")
+
+    @pytest.mark.parametrize("refill", ["exclude", "grow"])
+    def test_refill_strategies_give_the_same_answer(self, store, corpus, refill):
+        store._setup_refill(refill, None)
+        k = 6
+        res = Diversifier(corpus.cluster_map, k=k, fetch_k=k, max_rounds=6).wrap(store)(corpus.query)
+        assert len(res.ids) == k and not res.exhausted and res.backend_calls >= 2, res
+        clusters = [corpus.cluster_of.get(i, ("own", i)) for i in res.ids]
+        assert len(set(clusters)) == k, clusters
+        if self.exact:
+            assert res.ids == oracle_select(corpus.ranked_ids, corpus.cluster_of, k=k)
+
+    @pytest.mark.parametrize("max_exclude", [0, 1, 4])
+    def test_exclusion_beyond_max_exclude_is_answered_by_a_larger_k(self, store, corpus, max_exclude):
+        store._setup_refill("exclude", max_exclude)
+        excluded = corpus.ranked_ids[:12]
+        hits = store.search(corpus.query, 8, exclude_ids=excluded)
+        ids = [h.id for h in hits]
+        assert len(ids) == 8 and not set(ids) & set(excluded), ids
+        if self.exact:
+            assert ids == [i for i in corpus.ranked_ids if i not in excluded][:8]
+        # exhaustion is exact too: everything but the excluded, never fewer
+        rest = store.search(corpus.query, len(corpus.ids), exclude_ids=excluded)
+        assert sorted(h.id for h in rest) == sorted(set(corpus.ids) - set(excluded))
 
     def test_search_returns_ranked_hits(self, store, corpus):
         k = 12

@@ -64,10 +64,15 @@ class DiversifySettings(BaseModel):
             value = doc.id
             where = "Document.id"
         if value is None:
+            hint = ""
+            if self.id_field is None and isinstance(doc.metadata, Mapping) and "_id" in doc.metadata:
+                # langchain-qdrant returns Documents without an id and the point id in metadata["_id"]
+                hint = (" This store puts its own id in metadata['_id'] (langchain-qdrant does): set "
+                        "id_field='_id' if the artifact knows those ids, or id_field='<your id key>'.")
             raise error(
                 f"document {position} has no id: {where} is None. Diversification needs an id per document "
                 "(to look up its cluster and to not repeat it). Add documents with ids "
-                "(`vectorstore.add_documents(docs, ids=...)`) or set id_field='<metadata key with the id>'.")
+                "(`vectorstore.add_documents(docs, ids=...)`) or set id_field='<metadata key with the id>'." + hint)
         return value
 
 

@@ -16,13 +16,15 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from diversify.errors import ConfigError, StoreError
 from diversify.online import Hit, Result
 from diversify.online.plugins import check_settings, fetched_once
+from diversify.stores.exclusion import REFILL_MODES, Exclusion, plugin_exclusion
 
 from ._common import MODEL_CONFIG, DiversifySettings, annotated_copies
+from ._search import VectorStoreSearch
 from ._sizing import own_size, resized, sizing
 
 __all__ = ["DiversifyRetriever", "DiversifiedDocuments", "callable_exclude_filter"]
@@ -101,7 +103,13 @@ class DiversifyRetriever(DiversifySettings, BaseRetriever):
     vector stores only (set a retriever's own options on the retriever)."""
     exclude_filter: Optional[Callable[[Sequence[Any]], dict]] = None
     """``exclude_filter(seen_ids) -> search kwargs`` that make the store skip those ids on a
-    refetch (merged over ``search_kwargs``). See :func:`callable_exclude_filter`. Vector stores only."""
+    refetch, AND-ed with what ``search_kwargs`` holds under the same key (never replacing it).
+    See :func:`callable_exclude_filter`. Vector stores only."""
+    refill: str = "auto"
+    """How refetches from a vector store skip what was seen: ``"exclude"`` (``exclude_filter``, at
+    most 256 ids per call, then a larger k), ``"grow"`` (a larger k), ``"auto"`` (exclude when
+    ``exclude_filter`` is set, except on Qdrant's local mode and Chroma, where an id filter was
+    measured slower than a larger k). A wrapped retriever that is not a vector store's grows k."""
     check_search_kwargs: bool = True
     """Refuse ``search_kwargs`` keys that the store's search methods do not name; False for a key
     the store reads from ``**kwargs`` only."""
@@ -114,14 +122,16 @@ class DiversifyRetriever(DiversifySettings, BaseRetriever):
                        max_rounds=data.get("max_rounds", 3))
         super().__init__(**data)
 
+    _exclusion: Optional[Exclusion] = PrivateAttr(default=None)
+
     def _diversifier_kwargs(self) -> dict:
         return {"k": self.k, "fetch_k": self.fetch_k, "max_rounds": self.max_rounds}
 
     @property
-    def refill(self) -> Optional[str]:
+    def refill_how(self) -> Optional[str]:
         """How a short answer is refilled, in words (None: the wrapped retriever is called once)."""
         if self.vectorstore is not None:
-            return "store-side exclusion (exclude_filter)" if self.exclude_filter is not None else "a larger k"
+            return "store-side exclusion (exclude_filter)" if self._refill().pushes_down else "a larger k"
         how = sizing(self.retriever)
         return None if how is None else f"a larger k through {how}"
 
@@ -129,18 +139,18 @@ class DiversifyRetriever(DiversifySettings, BaseRetriever):
         return [Hit(self._doc_id(doc, j, StoreError), float(score), doc.metadata, None, doc)
                 for j, (doc, score) in enumerate(pairs)]
 
-    def _kwargs(self, exclude_ids: Optional[Sequence[Any]]) -> dict:
-        kwargs = dict(self.search_kwargs)
-        if exclude_ids and self.exclude_filter is not None:
-            kwargs.update(self.exclude_filter(list(exclude_ids)))
-        return kwargs
+    def _searcher(self) -> VectorStoreSearch:
+        return VectorStoreSearch(self.vectorstore, self.search_kwargs, self.exclude_filter)
 
-    def _search(self, query: str, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
-        return self._hits(self.vectorstore.similarity_search_with_score(query, k=k, **self._kwargs(exclude_ids)))
-
-    async def _asearch(self, query: str, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
-        pairs = await self.vectorstore.asimilarity_search_with_score(query, k=k, **self._kwargs(exclude_ids))
-        return self._hits(pairs)
+    def _refill(self) -> Exclusion:
+        """The refetch strategy, shared by this retriever's queries (it remembers a store that
+        rejected the exclusion: then refetches ask for a larger k)."""
+        ex = self._exclusion
+        if ex is None:
+            ex = plugin_exclusion(self.refill, self.exclude_filter is not None, self.vectorstore,
+                                  name=type(self.vectorstore).__name__, needs="Set exclude_filter=")
+            self._exclusion = ex
+        return ex
 
     def _retriever_hits(self, docs: Sequence[Document]) -> list[Hit]:
         return [Hit(self._doc_id(doc, j, StoreError), None, doc.metadata, None, doc) for j, doc in enumerate(docs)]
@@ -154,8 +164,14 @@ class DiversifyRetriever(DiversifySettings, BaseRetriever):
 
     def _result(self, query: str, k: Optional[int], cursor: Optional[str], callbacks: Callbacks) -> Result:
         if self.vectorstore is not None:
-            search = self.diversifier.wrap(self._search, supports_exclude=self.exclude_filter is not None)
-            return search(query, k=k, cursor=cursor)
+            vs, refill = self._searcher(), self._refill()
+
+            def search(q: Any, kk: int, exclude_ids: Optional[list] = None) -> list[Hit]:
+                return refill.search(lambda n, pushed: self._hits(vs.search(q, n, pushed)), kk, exclude_ids)
+
+            # the query is embedded once (vs.query), refetches reuse the vector
+            return self.diversifier.wrap(search, supports_exclude=refill.pushes_down)(vs.query(query), k=k,
+                                                                                      cursor=cursor)
         config = _config(callbacks)
         if sizing(self.retriever) is None:
             return self._fixed(self.retriever.invoke(query, config), k, cursor)
@@ -167,8 +183,16 @@ class DiversifyRetriever(DiversifySettings, BaseRetriever):
 
     async def _aresult(self, query: str, k: Optional[int], cursor: Optional[str], callbacks: Callbacks) -> Result:
         if self.vectorstore is not None:
-            search = self.diversifier.awrap(self._asearch, supports_exclude=self.exclude_filter is not None)
-            return await search(query, k=k, cursor=cursor)
+            vs, refill = self._searcher(), self._refill()
+
+            async def asearch(q: Any, kk: int, exclude_ids: Optional[list] = None) -> list[Hit]:
+                async def call(n: int, pushed: Optional[list]) -> list[Hit]:
+                    return self._hits(await vs.asearch(q, n, pushed))
+
+                return await refill.asearch(call, kk, exclude_ids)
+
+            return await self.diversifier.awrap(asearch, supports_exclude=refill.pushes_down)(
+                await vs.aquery(query), k=k, cursor=cursor)
         config = _config(callbacks)
         if sizing(self.retriever) is None:
             return self._fixed(await self.retriever.ainvoke(query, config), k, cursor)
@@ -306,6 +330,10 @@ def _resolve_source(data: dict) -> None:
         raise ConfigError(f"`exclude_filter` needs a vector store; the wrapped {type(retriever).__name__} takes no "
                           "exclusion filter (it is refilled by asking for a larger k, or called once). Wrap the "
                           "vector store, or its as_retriever(), to refill with exclusion.")
+    if data.get("refill", "auto") not in REFILL_MODES or data.get("refill") == "exclude":
+        raise ConfigError(f"`refill` for the wrapped {type(retriever).__name__} (not a vector store's retriever) "
+                          f"can be 'auto' or 'grow' (it is refilled by asking for a larger k); got "
+                          f"refill={data.get('refill')!r}. Wrap the vector store to refill with exclusion.")
     if "k" not in data:
         own = own_size(retriever)
         if own is not None:

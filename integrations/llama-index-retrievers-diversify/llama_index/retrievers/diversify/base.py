@@ -19,8 +19,59 @@ from llama_index.postprocessor.diversify.base import annotated_copies, node_id_o
 from diversify.errors import ConfigError, StoreError
 from diversify.online import Diversifier, Hit, LazyDiversifier, Result
 from diversify.online.plugins import check_arguments, check_settings, fetched_once
+from diversify.stores.exclusion import plugin_exclusion
 
-__all__ = ["DiversifyRetriever", "DiversifiedNodes", "resized", "own_size"]
+__all__ = ["DiversifyRetriever", "DiversifiedNodes", "resized", "own_size", "and_filters"]
+
+# vector stores known to evaluate nested MetadataFilters (others may reject or ignore them)
+_NESTED_MODULES = ("llama_index.vector_stores.qdrant", "llama_index.vector_stores.chroma")
+_NESTED = object()  # and_filters' answer when only nesting could say it and the store cannot take it
+
+
+def _vector_store_of(source: Any) -> Any:
+    """The vector store behind an index (``vector_store``) or a VectorIndexRetriever (``_vector_store``)."""
+    store = getattr(source, "vector_store", None)
+    return store if store is not None else getattr(source, "_vector_store", None)
+
+
+def _takes_nested(source: Any) -> bool:
+    mod = type(_vector_store_of(source)).__module__
+    return any(mod == m or mod.startswith(m + ".") for m in _NESTED_MODULES)
+
+
+def _flat_and(f: MetadataFilters) -> bool:
+    return f.condition in (None, FilterCondition.AND) or len(f.filters) == 1
+
+
+def and_filters(a: Optional[MetadataFilters], b: Optional[MetadataFilters], *, nested_ok: bool) -> Any:
+    """``a`` AND ``b``: one flat AND list when both are ANDs (every vector store takes that), else
+    nested ``MetadataFilters`` when the store takes them, else the marker ``_NESTED``."""
+    if a is None or b is None:
+        return b if a is None else a
+    if _flat_and(a) and _flat_and(b):
+        return MetadataFilters(filters=list(a.filters) + list(b.filters), condition=FilterCondition.AND)
+    if nested_ok:
+        return MetadataFilters(filters=[a, b], condition=FilterCondition.AND)
+    return _NESTED
+
+
+def _with_exclusion(filters: Optional[MetadataFilters], key: str, exclude_ids: Sequence[Any], *,
+                    nested_ok: bool) -> Optional[MetadataFilters]:
+    """``filters`` AND (``key`` NIN ``exclude_ids``), never instead of them; a ConfigError when
+    only nesting could say it and the store cannot take it (the refill then grows k)."""
+    exclude = MetadataFilters(filters=[MetadataFilter(key=key, value=list(exclude_ids), operator=FilterOperator.NIN)])
+    combined = and_filters(filters, exclude, nested_ok=nested_ok)
+    if combined is _NESTED:
+        raise ConfigError("the exclusion can only be AND-ed to these filters as nested MetadataFilters, "
+                          "which this vector store does not take")
+    return combined
+
+
+def _filterable(retriever: Any) -> bool:
+    """Can an exclusion be AND-ed to the wrapped retriever's own filters (a VectorIndexRetriever)?"""
+    from llama_index.core.retrievers import VectorIndexRetriever
+
+    return isinstance(retriever, VectorIndexRetriever) and hasattr(retriever, "_filters")
 
 
 class DiversifiedNodes(NamedTuple):
@@ -84,9 +135,19 @@ class DiversifyRetriever(BaseRetriever):
     * any ``BaseRetriever`` with a ``similarity_top_k`` (``VectorIndexRetriever``, BM25, a
       ``QueryFusionRetriever`` over such retrievers): a shallow copy is asked for ``fetch_k``, then
       for more. Its own ``similarity_top_k`` is the default; its filters and settings are kept.
+      A wrapped ``VectorIndexRetriever`` with ``exclude_key`` gets the exclusion AND-ed to its
+      own filters on the copy (other retrievers cannot say it: they grow k).
     * a retriever without one (``SummaryIndexRetriever``, ``RouterRetriever``, a custom one):
       called once, and what it returned is diversified; ``result.exhausted`` is True when
       fewer than ``similarity_top_k`` distinct clusters were in it (``backend_calls == 1``).
+
+    The user's filters (``filters`` and ``retriever_kwargs["filters"]`` for an index, AND-ed
+    together; the wrapped retriever's own) apply to every call, refetches included: the exclusion
+    is AND-ed to them, as one flat AND list when they are ANDs, as nested ``MetadataFilters`` for
+    an OR on the stores known to take nesting (Qdrant, Chroma); where neither can be said, or the
+    store rejects the exclusion, refetches ask for a larger k under the user's filters alone.
+    ``refill`` ("auto", "exclude", "grow") chooses between the two; "auto" excludes when
+    ``exclude_key`` is set, except on Qdrant's local mode and Chroma (a larger k is cheaper).
 
     ``k`` and ``index=`` are deprecated aliases of ``similarity_top_k`` and ``retriever``. Unknown
     arguments and bad values raise :class:`~diversify.errors.ConfigError` here, not at query time.
@@ -113,6 +174,7 @@ class DiversifyRetriever(BaseRetriever):
         retriever_kwargs: Optional[dict] = None,
         metadata_key: str = "diversify",
         fold_threshold: Optional[float] = None,
+        refill: str = "auto",
         callback_manager: Optional[CallbackManager] = None,
         **deprecated: Any,
     ) -> None:
@@ -138,12 +200,15 @@ class DiversifyRetriever(BaseRetriever):
             raise ConfigError(f"`retriever` must be a LlamaIndex BaseRetriever or an index with as_retriever() "
                               f"(e.g. a VectorStoreIndex); got {type(retriever).__name__}.")
         if not is_index:
-            given = [name for name, value in (("exclude_key", exclude_key), ("filters", filters),
-                                              ("retriever_kwargs", retriever_kwargs)) if value is not None]
+            given = [name for name, value in (("filters", filters), ("retriever_kwargs", retriever_kwargs))
+                     if value is not None]
+            if exclude_key is not None and not (_filterable(retriever) and resized(retriever, 1) is not None):
+                given.insert(0, "exclude_key")
             if given:
-                raise ConfigError(f"`{given[0]}` applies to an index (a retriever is made from it per call); the "
-                                  f"wrapped {type(retriever).__name__} is already a retriever. Set its filters and "
-                                  "options on it, or wrap the index to refill with exclusion.")
+                raise ConfigError(f"`{given[0]}` applies to an index (a retriever is made from it per call) or, "
+                                  f"for exclude_key, a wrapped VectorIndexRetriever; the wrapped "
+                                  f"{type(retriever).__name__} is already a retriever. Set its filters and options "
+                                  "on it, or wrap the index to refill with exclusion.")
             if similarity_top_k is None:
                 similarity_top_k = own_size(retriever)
         if similarity_top_k is None:
@@ -176,14 +241,23 @@ class DiversifyRetriever(BaseRetriever):
         self._k, self._max_per_cluster, self._fetch_k, self._max_rounds = (similarity_top_k, max_per_cluster,
                                                                             fetch_k, max_rounds)
         self._exclude_key = exclude_key
-        self._filters = filters
         self._retriever_kwargs = dict(retriever_kwargs or {})
         self._metadata_key = metadata_key
         self._fold_threshold = fold_threshold
         self._lazy = LazyDiversifier("node")
-        # Exclusion needs one flat AND list (nested MetadataFilters are not supported everywhere).
-        self._supports_exclude = exclude_key is not None and (
-            filters is None or filters.condition in (None, FilterCondition.AND))
+        self._nested_ok = _takes_nested(retriever)
+        self._user_filters = and_filters(filters, self._retriever_kwargs.pop("filters", None),
+                                         nested_ok=self._nested_ok)
+        if self._user_filters is _NESTED:
+            raise ConfigError("`filters` and `retriever_kwargs['filters']` are both set and can only be AND-ed as "
+                              "nested MetadataFilters, which this index's vector store does not take; got "
+                              f"filters={filters!r}, retriever_kwargs['filters']={(retriever_kwargs or {})['filters']!r}. "
+                              "Pass one of them.")
+        # "auto": exclude when exclude_key is set, except on Qdrant's local mode and Chroma (a larger k is cheaper)
+        store = _vector_store_of(retriever)
+        self._refill = plugin_exclusion(refill, exclude_key is not None, retriever,
+                                        name=type(store if store is not None else retriever).__name__,
+                                        needs="Set exclude_key='<metadata key with the id>'")
 
     @property
     def similarity_top_k(self) -> int:
@@ -191,11 +265,15 @@ class DiversifyRetriever(BaseRetriever):
         return self._k
 
     @property
-    def refill(self) -> Optional[str]:
+    def refill_how(self) -> Optional[str]:
         """How a short answer is refilled, in words (None: the wrapped retriever is called once)."""
         if self._wrapped is None:
-            return "store-side exclusion (NIN filter)" if self._supports_exclude else "a larger similarity_top_k"
-        return "a larger similarity_top_k on a copy" if self._resizable else None
+            return "store-side exclusion (NIN filter)" if self._refill.pushes_down else "a larger similarity_top_k"
+        if not self._resizable:
+            return None
+        if self._refill.pushes_down:
+            return "store-side exclusion (NIN filter AND its filters) on a copy"
+        return "a larger similarity_top_k on a copy"
 
     @property
     def diversifier(self) -> Diversifier:
@@ -204,13 +282,17 @@ class DiversifyRetriever(BaseRetriever):
                               max_per_cluster=self._max_per_cluster, fetch_k=self._fetch_k,
                               max_rounds=self._max_rounds, fold_threshold=self._fold_threshold)
 
+    def _filters_for(self, filters: Optional[MetadataFilters],
+                     exclude_ids: Optional[Sequence[Any]]) -> Optional[MetadataFilters]:
+        """``filters`` (the user's), AND the exclusion of ``exclude_ids`` when given (never instead of them)."""
+        if not exclude_ids or self._exclude_key is None:
+            return filters
+        return _with_exclusion(filters, self._exclude_key, exclude_ids, nested_ok=self._nested_ok)
+
     def _retriever(self, k: int, exclude_ids: Optional[Sequence[Any]]) -> Any:
-        filters = self._filters
-        if exclude_ids and self._supports_exclude and self._exclude_key is not None:
-            exclude = MetadataFilter(key=self._exclude_key, value=list(exclude_ids), operator=FilterOperator.NIN)
-            base = list(filters.filters) if filters is not None else []
-            filters = MetadataFilters(filters=base + [exclude], condition=FilterCondition.AND)
+        assert self._index is not None
         kwargs = dict(self._retriever_kwargs)
+        filters = self._filters_for(self._user_filters, exclude_ids)
         if filters is not None:
             kwargs["filters"] = filters
         return self._index.as_retriever(similarity_top_k=k, **kwargs)
@@ -221,23 +303,41 @@ class DiversifyRetriever(BaseRetriever):
                 for j, n in enumerate(nodes)]
 
     def _search(self, query_bundle: QueryBundle, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
-        return self._hits(self._retriever(k, exclude_ids).retrieve(query_bundle))
+        # the bundle carries the query embedding after the first call: refetches reuse it
+        return self._refill.search(lambda n, pushed: self._hits(self._retriever(n, pushed).retrieve(query_bundle)),
+                                   k, exclude_ids)
 
     async def _asearch(self, query_bundle: QueryBundle, k: int,
                        exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
-        return self._hits(await self._retriever(k, exclude_ids).aretrieve(query_bundle))
+        async def call(n: int, pushed: Optional[list]) -> list[Hit]:
+            return self._hits(await self._retriever(n, pushed).aretrieve(query_bundle))
+
+        return await self._refill.asearch(call, k, exclude_ids)
 
     @staticmethod
     def _bundle(query: Any) -> QueryBundle:
         return query if isinstance(query, QueryBundle) else QueryBundle(query_str=query)
 
-    def _sized_search(self, query_bundle: QueryBundle, k: int) -> list[Hit]:
+    def _sized(self, n: int, pushed: Optional[list]) -> Any:
+        """A copy of the wrapped retriever asking for ``n``, its own filters AND the exclusion of ``pushed``."""
         assert self._wrapped is not None
-        return self._hits(resized(self._wrapped, k).retrieve(query_bundle))  # type: ignore[union-attr]
+        out = resized(self._wrapped, n)
+        assert out is not None
+        if pushed:
+            out._filters = self._filters_for(out._filters, pushed)  # type: ignore[attr-defined]
+        return out
 
-    async def _asized_search(self, query_bundle: QueryBundle, k: int) -> list[Hit]:
-        assert self._wrapped is not None
-        return self._hits(await resized(self._wrapped, k).aretrieve(query_bundle))  # type: ignore[union-attr]
+    def _sized_search(self, query_bundle: QueryBundle, k: int,
+                      exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
+        return self._refill.search(lambda n, pushed: self._hits(self._sized(n, pushed).retrieve(query_bundle)),
+                                   k, exclude_ids)
+
+    async def _asized_search(self, query_bundle: QueryBundle, k: int,
+                             exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
+        async def call(n: int, pushed: Optional[list]) -> list[Hit]:
+            return self._hits(await self._sized(n, pushed).aretrieve(query_bundle))
+
+        return await self._refill.asearch(call, k, exclude_ids)
 
     def _fixed(self, nodes: list[NodeWithScore], k: Optional[int], cursor: Optional[str]) -> Result:
         hits = self._hits(list(nodes))
@@ -252,12 +352,13 @@ class DiversifyRetriever(BaseRetriever):
         ``similarity_top_k`` for this call)."""
         bundle = self._bundle(query)
         if self._wrapped is None:
-            search = self.diversifier.wrap(self._search, supports_exclude=self._supports_exclude)
+            search = self.diversifier.wrap(self._search, supports_exclude=self._refill.pushes_down)
             result = search(bundle, k=k, cursor=cursor)
         elif not self._resizable:
             result = self._fixed(self._wrapped.retrieve(bundle), k, cursor)
         else:
-            result = self.diversifier.wrap(self._sized_search, supports_exclude=False)(bundle, k=k, cursor=cursor)
+            search = self.diversifier.wrap(self._sized_search, supports_exclude=self._refill.pushes_down)
+            result = search(bundle, k=k, cursor=cursor)
         return DiversifiedNodes(annotated_copies(result, self._metadata_key), result)
 
     async def aretrieve_with_result(self, query, *, k: Optional[int] = None,
@@ -265,12 +366,12 @@ class DiversifyRetriever(BaseRetriever):
         """Async twin of :meth:`retrieve_with_result`."""
         bundle = self._bundle(query)
         if self._wrapped is None:
-            search = self.diversifier.awrap(self._asearch, supports_exclude=self._supports_exclude)
+            search = self.diversifier.awrap(self._asearch, supports_exclude=self._refill.pushes_down)
             result = await search(bundle, k=k, cursor=cursor)
         elif not self._resizable:
             result = self._fixed(await self._wrapped.aretrieve(bundle), k, cursor)
         else:
-            search = self.diversifier.awrap(self._asized_search, supports_exclude=False)
+            search = self.diversifier.awrap(self._asized_search, supports_exclude=self._refill.pushes_down)
             result = await search(bundle, k=k, cursor=cursor)
         return DiversifiedNodes(annotated_copies(result, self._metadata_key), result)
 

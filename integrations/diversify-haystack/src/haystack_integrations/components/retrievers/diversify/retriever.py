@@ -8,12 +8,14 @@ from typing import Any, Optional
 
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.core.serialization import component_to_dict
+from haystack.document_stores.types.filter_policy import FilterPolicy, apply_filter_policy
 from haystack.utils.deserialization import deserialize_component_inplace
 from haystack_integrations.components.rankers.diversify.ranker import annotated_copies
 
 from diversify.errors import ConfigError, InputError, StoreError
 from diversify.online import Diversifier, Hit, LazyDiversifier, Result, serializable_cluster_map
 from diversify.online.plugins import check_settings, cluster_map_setting
+from diversify.stores.exclusion import Exclusion, plugin_exclusion
 
 __all__ = ["DiversifyRetriever"]
 
@@ -36,8 +38,11 @@ class DiversifyRetriever:
     retrievers of most document stores). It asks for ``fetch_k`` candidates; when fewer than
     ``top_k`` distinct clusters come back it asks again, within ``max_rounds``: with
     ``exclude_seen`` the store is asked to leave out what was seen (a ``"not in"`` filter on
-    ``id``, or on ``meta.<id_field>``, AND-ed with the caller's filters), otherwise for a larger
-    ``top_k``. The second output, ``diversify``, reports ``backend_calls``, ``rounds``,
+    ``id``, or on ``meta.<id_field>``), otherwise for a larger ``top_k``. The exclusion is AND-ed
+    with every filter the wrapped retriever applies by itself (the run's ``filters`` combined with
+    its init filters under its ``filter_policy``), so refetches never widen the caller's filter; a
+    store that rejects the exclusion (chroma-haystack on ``id``) is answered by a larger
+    ``top_k`` from then on. The second output, ``diversify``, reports ``backend_calls``, ``rounds``,
     ``exhausted``, ``omitted``, ``considered`` and a ``cursor`` for the next page.
 
     The wrapped retriever's other run inputs (``scale_score``, ``return_embedding``,
@@ -60,6 +65,7 @@ class DiversifyRetriever:
         exclude_seen: bool = True,
         meta_key: str = "diversify",
         fold_threshold: Optional[float] = None,
+        refill: str = "auto",
     ) -> None:
         """
         :param retriever: the retriever component to wrap (serialized with this component).
@@ -72,6 +78,9 @@ class DiversifyRetriever:
         :param max_rounds: refetch rounds after the first call; higher -> fewer short answers.
         :param exclude_seen: refetch with a ``"not in"`` filter on seen ids (False: larger top_k).
         :param meta_key: meta key of the annotation on returned copies.
+        :param refill: ``"exclude"`` (the ``"not in"`` filter), ``"grow"`` (a larger ``top_k``) or
+            ``"auto"``: exclude when ``exclude_seen``, except on Qdrant's local mode and Chroma, where the
+            filter costs more than a larger ``top_k``.
         :param fold_threshold: on-the-fly folding of documents the artifact does not know, by the
             cosine of their ``embedding`` (wrap a retriever with ``return_embedding=True``); higher ->
             only closer copies are folded; None disables it.
@@ -111,6 +120,20 @@ class DiversifyRetriever:
         self.meta_key = meta_key
         self.fold_threshold = fold_threshold
         self._lazy = LazyDiversifier()
+        self.refill = refill
+        plugin_exclusion(refill, exclude_seen, None, name="", needs="Set exclude_seen=True")  # validates now
+        self._refill_strategy: Optional[Exclusion] = None
+
+    @property
+    def _refill(self) -> Exclusion:
+        """The refetch strategy, made on first use (a Qdrant store makes its client late); it
+        remembers a store that rejects the exclusion filter (chroma-haystack cannot filter on
+        ``id``): then refetches ask for a larger ``top_k``."""
+        ex = self._refill_strategy
+        if ex is None:
+            ex = plugin_exclusion(self.refill, self.exclude_seen, self.retriever, name=type(self.retriever).__name__)
+            self._refill_strategy = ex
+        return ex
 
     def warm_up(self) -> None:
         """Warm up the wrapped retriever and load the artifact."""
@@ -136,7 +159,7 @@ class DiversifyRetriever:
             cluster_map=serializable_cluster_map(self.cluster_map), cluster_field=self.cluster_field,
             id_field=self.id_field, top_k=self.top_k, max_per_cluster=self.max_per_cluster, fetch_k=self.fetch_k,
             max_rounds=self.max_rounds, exclude_seen=self.exclude_seen, meta_key=self.meta_key,
-            fold_threshold=self.fold_threshold)
+            fold_threshold=self.fold_threshold, refill=self.refill)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DiversifyRetriever:
@@ -153,13 +176,28 @@ class DiversifyRetriever:
                              "None). Set id_field to a meta key every document carries, or leave it None.")
         return value
 
+    def _user_filters(self, runtime: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+        """The filters the wrapped retriever applies on its own: ``runtime`` combined with its
+        init filters under its ``filter_policy``, as Haystack does (REPLACE, the default: the
+        runtime filters if given, else the init ones)."""
+        r = self.retriever
+        init = getattr(r, "filters", None) or getattr(r, "_filters", None) or None
+        policy = getattr(r, "filter_policy", None) or getattr(r, "_filter_policy", None)
+        if isinstance(policy, str):
+            policy = FilterPolicy.from_str(policy)
+        if not isinstance(policy, FilterPolicy):
+            return runtime or init
+        return apply_filter_policy(policy, init, runtime or None)
+
     def _kwargs(self, inputs: dict, k: int, exclude_ids: Optional[Sequence[Any]]) -> dict:
         kwargs = {name: value for name, value in inputs.items() if value is not None}
         kwargs["top_k"] = k
         if exclude_ids:
+            # the exclusion is AND-ed with every filter the retriever would apply by itself: under
+            # REPLACE our runtime filters replace its init filters, so those must be in them too
             field = "id" if self.id_field is None else f"meta.{self.id_field}"
             exclude = {"field": field, "operator": "not in", "value": list(exclude_ids)}
-            user = kwargs.get("filters")
+            user = self._user_filters(inputs.get("filters"))
             kwargs["filters"] = exclude if not user else {"operator": "AND", "conditions": [user, exclude]}
         return kwargs
 
@@ -201,10 +239,13 @@ class DiversifyRetriever:
         """
         inputs = self._inputs(query, query_embedding, filters, kwargs)
 
-        def search(_query: Any, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
-            return self._hits(self.retriever.run(**self._kwargs(inputs, k, exclude_ids)))
+        def call(n: int, pushed: Optional[list]) -> list[Hit]:
+            return self._hits(self.retriever.run(**self._kwargs(inputs, n, pushed)))
 
-        diversified = self.diversifier.wrap(search, supports_exclude=self.exclude_seen)
+        def search(_query: Any, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
+            return self._refill.search(call, k, exclude_ids)
+
+        diversified = self.diversifier.wrap(search, supports_exclude=self._refill.pushes_down)
         return self._report(diversified(None, k=top_k, cursor=cursor))
 
     @component.output_types(documents=list[Document], diversify=dict)
@@ -215,11 +256,14 @@ class DiversifyRetriever:
         inputs = self._inputs(query, query_embedding, filters, kwargs)
         inner_async = getattr(self.retriever, "run_async", None)
 
-        async def search(_query: Any, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
-            kwargs = self._kwargs(inputs, k, exclude_ids)
+        async def call(n: int, pushed: Optional[list]) -> list[Hit]:
+            kwargs = self._kwargs(inputs, n, pushed)
             if inner_async is not None:
                 return self._hits(await inner_async(**kwargs))
             return self._hits(await asyncio.to_thread(self.retriever.run, **kwargs))
 
-        diversified = self.diversifier.awrap(search, supports_exclude=self.exclude_seen)
+        async def search(_query: Any, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
+            return await self._refill.asearch(call, k, exclude_ids)
+
+        diversified = self.diversifier.awrap(search, supports_exclude=self._refill.pushes_down)
         return self._report(await diversified(None, k=top_k, cursor=cursor))
