@@ -190,8 +190,9 @@ def cmd_export(a) -> int:
 def cmd_demo(a) -> int:
     from ..demo import run_demo
 
-    if a.n < 0:
-        raise DiversifyError(f"`--n` must be a number of documents >= 1; got {a.n}. The default 20000 runs in seconds.")
+    if a.n < 0 or a.n > 10_000_000:
+        raise DiversifyError(f"`--n` must be a number of documents from 1 to 10,000,000 (the demo holds them in "
+                             f"memory); got {a.n}. The default 20000 runs in seconds.")
     if a.seed < 0:
         raise DiversifyError(f"`--seed` must be an integer >= 0; got {a.seed}.")
     return run_demo(n_docs=a.n, seed=a.seed, threshold=a.threshold)

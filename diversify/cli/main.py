@@ -121,11 +121,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if isinstance(sys.stdout, io.TextIOWrapper):  # an id that the terminal's encoding lacks prints escaped
         sys.stdout.reconfigure(errors="backslashreplace")
     try:
-        a = parser.parse_args(argv)
+        a, extra = parser.parse_known_args(argv)
     except BrokenPipeError:  # --help into a closed pipe
         return _stdout_closed()
     if not getattr(a, "func", None):
         error_line("diversify", "give a COMMAND: build, add, stats, export, eval, tune or demo (see `diversify --help`)")
+        return 2
+    if extra:  # named by the command they were given to, as argparse does for its other errors
+        error_line(f"diversify {a.command}", f"unrecognized arguments: {' '.join(extra)} "
+                                             f"(see `diversify {a.command} --help`)")
         return 2
     return _run(f"diversify {a.command}", a)
 

@@ -175,6 +175,8 @@ def config_from_args(a: argparse.Namespace) -> BuildConfig:
 
 # --------------------------------------------------------------------------- input options
 
+MAX_CHUNK = 2**31 - 1
+
 
 def add_input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("input", nargs="?", help="JSONL / CSV / Parquet file or a directory of text files; '-' reads JSONL "
@@ -213,6 +215,10 @@ class Inputs(typing.NamedTuple):
 def streams(a) -> Inputs:
     """(texts, ids, keys, vectors, sources, info) for build/add from the CLI input arguments."""
     from ..corpus.readers import STDIN, read_records, read_vectors
+
+    if not 1 <= a.chunk_size <= MAX_CHUNK:
+        raise DiversifyError(f"`chunk_size` (--chunk-size) must be between 1 and {MAX_CHUNK:,} documents; got "
+                             f"{a.chunk_size}. The default 16384 suits most corpora.")
 
     if a.ids_file and (a.input is not None or not a.vectors):
         raise DiversifyError("`--ids` names the ids of --vectors when there is no INPUT; "

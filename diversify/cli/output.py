@@ -9,6 +9,7 @@ goes through :func:`printable` first.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TextIO
 
@@ -54,12 +55,27 @@ def printable(value: object, *, backslash: bool = True) -> str:
 def say(text: object = "", *, file: TextIO | None = None) -> None:
     """Print ``text`` (lines joined by ``\\n``) to stdout with each line escaped (backslashes kept)."""
     stream = sys.stdout if file is None else file
+    out = "\n".join(printable(line, backslash=False) for line in str(text).split("\n")) + "\n"
     try:
-        stream.write("\n".join(printable(line, backslash=False) for line in str(text).split("\n")) + "\n")
+        _write_all(stream, out)
     except BrokenPipeError:
         raise
     except OSError as exc:  # e.g. stdout redirected to a full disk: say so, not which write() failed
         raise OSError(exc.errno, exc.strerror, STDOUT) from exc
+
+
+def _write_all(stream: TextIO, text: str) -> None:
+    """Write ``text`` whole or raise: a buffered text stream drops the rest of a write that a closed
+    pipe cut short, without an error, so a file descriptor is written with ``os.write`` until done."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (a test's capture, a StringIO)
+        stream.write(text)
+        return
+    stream.flush()  # what print() wrote before stays in order
+    data = memoryview(text.encode(stream.encoding or "utf-8", getattr(stream, "errors", None) or "strict"))
+    while data:
+        data = data[os.write(fd, data):]
 
 
 def warn_line(prog: str, message: object) -> None:

@@ -32,7 +32,7 @@ _STDIN_FORMATS = ("jsonl", "csv")
 
 def detect_format(path: str, *, param: str = "input") -> str:
     """The format implied by ``path``'s name (or ``"dir"`` for a directory)."""
-    if path == STDIN:
+    if path == STDIN and param == "input":
         raise InputError(f"`{param}` '-' (stdin) has no name to tell its format from. Pass --format jsonl or "
                          "--format csv.")
     p = Path(path)
