@@ -178,15 +178,19 @@ def best_threshold(curve: list[dict]) -> dict:
 
 
 def cosine_pairs(vectors_a, vectors_b) -> np.ndarray:
-    """Cosine similarity of each (a, b) row pair (rows need not be normalized)."""
-    a = np.asarray(vectors_a, dtype=np.float64)
-    b = np.asarray(vectors_b, dtype=np.float64)
-    if a.shape != b.shape or a.ndim != 2:
-        raise InputError(f"`vectors_a` and `vectors_b` must be aligned 2-D arrays; got {a.shape} and {b.shape}.")
-    na, nb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
-    if (na == 0).any() or (nb == 0).any():
-        raise InputError("vectors must be non-zero to have a cosine; a labeled pair has a zero vector.")
-    return np.einsum("ij,ij->i", a, b) / (na * nb)
+    """Cosine similarity of each (a, b) row pair (rows need not be normalized).
+
+    Both arrays are checked as :func:`~diversify.sketches.simhash.normalize_vectors` checks a
+    build's vectors: real numbers, finite, no zero rows.
+    """
+    from .sketches.simhash import normalize_vectors
+
+    shape_a, shape_b = np.shape(vectors_a), np.shape(vectors_b)
+    if shape_a != shape_b or len(shape_a) != 2:
+        raise InputError(f"`vectors_a` and `vectors_b` must be aligned 2-D arrays; got {shape_a} and {shape_b}.")
+    a = normalize_vectors(vectors_a, name="vectors_a")
+    b = normalize_vectors(vectors_b, name="vectors_b")
+    return np.einsum("ij,ij->i", a, b)
 
 
 def jaccard_pairs(texts_a: Sequence[str], texts_b: Sequence[str], text_config: Optional[TextConfig] = None,

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 import warnings
 
 import numpy as np
 
-from ..clusters import cluster_report, outcome_warnings
 from ..errors import DiversifyError, DiversifyWarning
 from ..files import check_output_path, file_lock
-from .options import config_from_args, key_fields, parse_metadata, streams
+from .failures import writing
+from .options import config_from_args, ids_note, key_fields, parse_metadata, streams
+from .output import printable, say, warn_line
 
 
 def _inputs(a) -> tuple:
@@ -30,17 +30,26 @@ def cmd_build(a) -> int:
     if a.engine == "dask":
         res = _build_dask(a, cfg)
     else:
-        texts, ids, keys, vectors, sources = streams(a)
+        texts, ids, keys, vectors, sources, info = streams(a)
         with warnings.catch_warnings():  # the summary below prints them
             warnings.simplefilter("ignore", DiversifyWarning)
             res = diversify.build(texts, ids=ids, vectors=vectors, config=cfg, keys=keys, sources=sources,
                                   metadata=parse_metadata(a.metadata), progress=not a.no_progress,
                                   chunk_size=a.chunk_size)
-    res.save(a.output)
+    with writing(a.output):
+        res.save(a.output)
     dt = time.perf_counter() - t0
-    print(res.summary())
-    print(f"wrote {a.output} ({os.path.getsize(a.output):,} bytes) in {dt:.2f}s ({res.n_docs / max(dt, 1e-9):,.0f} docs/s)")
+    say(res.summary())
+    say(f"wrote {a.output} ({os.path.getsize(a.output):,} bytes) in {dt:.2f}s ({res.n_docs / max(dt, 1e-9):,.0f} docs/s)")
+    if a.engine != "dask":
+        _note_ids(a, info)
     return 0
+
+
+def _note_ids(a, info: dict) -> None:
+    note = ids_note(a, info)
+    if note:
+        warn_line(f"diversify {a.command}", note)
 
 
 def _build_dask(a, cfg):
@@ -50,13 +59,17 @@ def _build_dask(a, cfg):
 
     if a.input is None or a.vectors:
         raise DiversifyError("`--engine dask` needs an INPUT path or glob of JSONL/Parquet files and no --vectors.")
+    if os.path.exists(a.input) and not os.path.isdir(a.input):
+        from ..corpus.readers import check_input_file
+
+        check_input_file(a.input, "input")  # a named pipe or a device would block or never end
     client = None
     if a.scheduler:
         distributed = require("distributed", extra="dask", purpose="--engine dask")
         client = distributed.Client(a.scheduler)
     try:
         return diversify.build(a.input, engine="dask", client=client, config=cfg, metadata=parse_metadata(a.metadata),
-                               progress=not a.no_progress, text_field=a.text_field, id_field=a.id_field,
+                               progress=not a.no_progress, text_field=a.text_field or "text", id_field=a.id_field or "id",
                                key_field=key_fields(a), format=a.format)
     finally:
         if client is not None:
@@ -68,15 +81,17 @@ def cmd_add(a) -> int:
 
     out = a.output or a.artifact
     check_output_path(out, param="-o" if a.output else "artifact", what="the artifact", inputs=_inputs(a))
-    texts, ids, keys, vectors, sources = streams(a)
+    texts, ids, keys, vectors, sources, info = streams(a)
     # the lock is held from the read of the artifact to the write: concurrent adds serialize, none is lost
     with file_lock(out, timeout=a.lock_timeout, what="the artifact", param="-o" if a.output else "artifact",
-                   timeout_param="--lock-timeout", on_wait=lambda note: print(f"diversify add: {note}", file=sys.stderr)):
+                   timeout_param="--lock-timeout", on_wait=lambda note: warn_line("diversify add", note)):
         res = diversify.add(a.artifact, texts, ids=ids, vectors=vectors, keys=keys, sources=sources,
                             progress=not a.no_progress, chunk_size=a.chunk_size)
-        res.save(out)
-    print(res.summary())
-    print(f"wrote {out}")
+        with writing(out):
+            res.save(out)
+    say(res.summary())
+    say(f"wrote {out}")
+    _note_ids(a, info)
     return 0
 
 
@@ -92,7 +107,10 @@ def _histogram(sizes: np.ndarray) -> list[tuple[str, int, int]]:
 
 def cmd_stats(a) -> int:
     from ..artifact import load
+    from ..clusters import cluster_report
 
+    if a.top < 0:
+        raise DiversifyError(f"`--top` must be a number of clusters >= 0; got {a.top}. Use 0 to list none.")
     cm = load(a.artifact)
     cids, sizes = cm.cluster_sizes()
     order = np.lexsort((cids, -sizes))[: a.top]
@@ -118,51 +136,55 @@ def cmd_stats(a) -> int:
         "lsh": cm.build_info.get("lsh", {}),
         "metadata": cm.metadata,
     }
-    if a.json:
-        print(json.dumps(info, indent=2, default=str))
+    if a.json:  # json.dumps escapes every control character (and all non-ASCII)
+        say(json.dumps(info, indent=2, default=str))
         return 0
-    print(f"artifact         {a.artifact}")
-    print(f"documents        {info['documents']:,}")
-    print(f"clusters         {info['clusters']:,}")
-    print(f"would be removed {info['would_be_removed']:,} ({info['would_be_removed'] / max(1, cm.n_docs):.1%}) at max one per cluster")
-    print("cluster sizes    size: clusters (documents)")
+    say(f"artifact         {printable(a.artifact)}")
+    say(f"documents        {info['documents']:,}")
+    say(f"clusters         {info['clusters']:,}")
+    say(f"would be removed {info['would_be_removed']:,} ({info['would_be_removed'] / max(1, cm.n_docs):.1%}) at max one per cluster")
+    say("cluster sizes    size: clusters (documents)")
     for row in info["histogram"]:
         if row["clusters"]:
-            print(f"  {row['size']:>9}: {row['clusters']:,} ({row['documents']:,})")
-    print("largest clusters (stages: 1 exact, 2 minhash, 4 simhash)")
+            say(f"  {row['size']:>9}: {row['clusters']:,} ({row['documents']:,})")
+    say("largest clusters (stages: 1 exact, 2 minhash, 4 simhash)")
     for row in info["largest"]:
         if row["size"] < 2:
             break
-        print(f"  #{row['cluster_id']:<8} size {row['size']:<6} stages {row['stages']}  e.g. {', '.join(map(str, row['sample_ids']))}")
+        say(f"  #{row['cluster_id']:<8} size {row['size']:<6} stages {row['stages']}  "
+            f"e.g. {', '.join(printable(i) for i in row['sample_ids'])}")
     _print_fold(info["fold"], cm.config.get("clustering", "components"))
     for name, p in info["lsh"].items():
-        print(f"{name:<16} bands={p.get('bands')} rows={p.get('rows')} recall@threshold={p.get('recall_at_threshold', 0):.3f}")
+        say(f"{printable(name):<16} bands={p.get('bands')} rows={p.get('rows')} "
+            f"recall@threshold={p.get('recall_at_threshold', 0):.3f}")
     mh = cm.config.get("minhash") or {}
-    print(f"params           threshold={mh.get('threshold')} num_perm={mh.get('num_perm')} method={mh.get('method')} "
-          f"shingle={cm.config.get('text', {}).get('shingle')}/{cm.config.get('text', {}).get('k')} seed={cm.seed}")
-    print(f"fingerprint      {cm.fingerprint}")
-    print(f"built            {cm.created_at} by diversify {cm.library_version}")
+    say(f"params           threshold={mh.get('threshold')} num_perm={mh.get('num_perm')} method={mh.get('method')} "
+        f"shingle={cm.config.get('text', {}).get('shingle')}/{cm.config.get('text', {}).get('k')} seed={cm.seed}")
+    say(f"fingerprint      {cm.fingerprint}")
+    say(f"built            {cm.created_at} by diversify {cm.library_version}")
     if cm.metadata:
-        print(f"metadata         {cm.metadata}")
+        say("metadata         " + ", ".join(f"{printable(k)}={printable(v)}" for k, v in cm.metadata.items()))
     return 0
 
 
 def _print_fold(rep: dict, clustering: str) -> None:
-    print(f"clustering       {clustering}" + ("  (every folded document verified similar to its representative)"
+    from ..clusters import outcome_warnings
+
+    say(f"clustering       {clustering}" + ("  (every folded document verified similar to its representative)"
                                               if clustering == "guaranteed" else "  (transitive components: may chain)"))
     sim = rep.get("member_similarity")
     if not rep["similarity_known"]:
-        print("similarity       unknown (built with --no-incremental: no signatures kept)")
+        say("similarity       unknown (built with --no-incremental: no signatures kept)")
     elif sim:
         how = "as the fold check verified it" if rep.get("similarity_source") == "verified" else "MinHash estimate"
-        print(f"similarity       folded documents to their representative ({how}): min {sim['min']:.3f}, "
-              f"median {sim['median']:.3f}; {rep.get('members_below_threshold', 0):,} below the threshold "
+        say(f"similarity       folded documents to their representative ({how}): min {sim['min']:.3f}, "
+            f"median {sim['median']:.3f}; {rep.get('members_below_threshold', 0):,} below the threshold "
               f"{rep['threshold']}")
     for row in rep["largest"]:
         if row["suspicious"]:
-            print(f"suspicious       #{row['cluster_id']} (size {row['size']:,}): {'; '.join(row['suspicious'])}")
+            say(f"suspicious       #{row['cluster_id']} (size {row['size']:,}): {'; '.join(row['suspicious'])}")
     for note in outcome_warnings(rep):
-        print(f"warning          {note}")
+        say(f"warning          {note}")
 
 
 def cmd_export(a) -> int:
@@ -171,14 +193,18 @@ def cmd_export(a) -> int:
 
     check_output_path(a.output, param="--output", what="the export", inputs=(("artifact", a.artifact),))
     cm = load(a.artifact)
-    n = write_export(cm, a.output, a.format)
-    print(f"wrote {n:,} records to {a.output}")
+    with writing(a.output):
+        n = write_export(cm, a.output, a.format)
+    say(f"wrote {n:,} records to {a.output}")
     return 0
 
 
 def cmd_demo(a) -> int:
     from ..demo import run_demo
 
-    if a.n < 0:
-        raise DiversifyError(f"`--n` must be a number of documents >= 1; got {a.n}. The default 20000 runs in seconds.")
+    if a.n < 0 or a.n > 10_000_000:
+        raise DiversifyError(f"`--n` must be a number of documents from 1 to 10,000,000 (the demo holds them in "
+                             f"memory); got {a.n}. The default 20000 runs in seconds.")
+    if a.seed < 0:
+        raise DiversifyError(f"`--seed` must be an integer >= 0; got {a.seed}.")
     return run_demo(n_docs=a.n, seed=a.seed, threshold=a.threshold)

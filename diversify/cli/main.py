@@ -3,21 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import io
+import os
+import signal
 import sys
+import threading
+import warnings
 from collections.abc import Sequence
-from typing import Optional
+from typing import NoReturn, Optional
 
-from ..errors import DiversifyError
 from ..files import DEFAULT_LOCK_TIMEOUT
 from .commands import cmd_add, cmd_build, cmd_demo, cmd_export, cmd_stats
+from .failures import Terminated, failure, writing
 from .options import add_config_args, add_input_args, model_default
+from .output import STDOUT, error_line, warn_line
 from .quality import cmd_eval, cmd_tune
 
 __all__ = ["main", "make_parser"]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (``diversify CMD: error: ...``, exit 2) instead of the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        error_line(self.prog, f"{message} (see `{self.prog} --help`)")
+        raise SystemExit(2)
+
+
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="diversify", description="Keep near-duplicate documents out of retrieval results.")
+    parser = _Parser(prog="diversify", description="Keep near-duplicate documents out of retrieval results.")
     from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"diversify {__version__}")
@@ -47,7 +61,12 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_stats)
 
-    p = sub.add_parser("export", help="write id, cluster_id, is_representative per document", description="Export one record per document (CSV, JSONL or Parquet) for a vector store's metadata.")
+    p = sub.add_parser("export", help="write id, cluster_id, is_representative per document",
+                       description="Export one record per document (CSV, JSONL or Parquet) for a vector store's "
+                                   "metadata.",
+                       epilog="CSV cells that a spreadsheet would run as a formula (a string id starting with =, +, "
+                              "-, @, a tab or a carriage return) are written with a leading single quote ('=1+2); "
+                              "int ids stay plain numbers (-5). JSONL and Parquet hold the ids unchanged.")
     p.add_argument("artifact")
     p.add_argument("-o", "--output", required=True, help="output .csv, .jsonl or .parquet")
     p.add_argument("--format", choices=["csv", "jsonl", "parquet"], default=None)
@@ -62,7 +81,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--id-b", default="id_b")
     p.add_argument("--label", default="label", help="label column (0/1, true/false, or a score with --positive-min)")
     p.add_argument("--positive-min", type=float, default=None, help="a score >= this is a positive pair (e.g. 4 for STS-B)")
-    p.add_argument("--id-field", default="id")
+    p.add_argument("--id-field", default=None, help="id field of --corpus/--labels records (default id; given, "
+                                                     "every record must have it)")
     p.add_argument("--text-field", default="text")
     p.add_argument("--columns", default=None, help="comma-separated column names for a CSV/TSV without a header row")
     p.add_argument("--delimiter", default=None, help="CSV/TSV delimiter (default from the extension; 'tab' for a tab)")
@@ -77,7 +97,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--text-b", default="text_b")
     p.add_argument("--id-a", default="id_a")
     p.add_argument("--id-b", default="id_b")
-    p.add_argument("--id-field", default="id")
+    p.add_argument("--id-field", default=None, help="id field of --corpus/--labels records (default id; given, "
+                                                     "every record must have it)")
     p.add_argument("--text-field", default="text")
     p.add_argument("--label", default="label")
     p.add_argument("--positive-min", type=float, default=None, help="a score >= this is a positive pair")
@@ -99,16 +120,86 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run one command; every failure is one stderr line and an exit status (see :mod:`.failures`)."""
     parser = make_parser()
-    a = parser.parse_args(argv)
-    if not getattr(a, "func", None):
-        parser.print_help()
-        return 2
+    if isinstance(sys.stdout, io.TextIOWrapper):  # an id that the terminal's encoding lacks prints escaped
+        sys.stdout.reconfigure(errors="backslashreplace")
     try:
-        return a.func(a)
-    except DiversifyError as exc:
-        print(f"diversify {a.command}: error: {exc}", file=sys.stderr)
+        a, extra = parser.parse_known_args(argv)
+    except BrokenPipeError:  # --help into a closed pipe
+        return _stdout_closed()
+    if not getattr(a, "func", None):
+        error_line("diversify", "give a COMMAND: build, add, stats, export, eval, tune or demo (see `diversify --help`)")
         return 2
-    except KeyboardInterrupt:  # pragma: no cover
-        print("interrupted; nothing was written", file=sys.stderr)
+    if extra:  # named by the command they were given to, as argparse does for its other errors
+        error_line(f"diversify {a.command}", f"unrecognized arguments: {' '.join(extra)} "
+                                             f"(see `diversify {a.command} --help`)")
+        return 2
+    return _run(f"diversify {a.command}", a)
+
+
+def _run(prog: str, a: argparse.Namespace) -> int:
+    restore = _on_sigterm()
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = lambda message, *args, **kwargs: warn_line(prog, message)
+            status = a.func(a)
+            with writing(STDOUT):
+                sys.stdout.flush()
+        return status
+    except KeyboardInterrupt:
+        error_line(prog, "interrupted (Ctrl-C); an output being written was discarded, the old file is unchanged")
         return 130
+    except Terminated:
+        error_line(prog, "terminated (SIGTERM); an output being written was discarded, the old file is unchanged")
+        return 128 + signal.SIGTERM
+    except BrokenPipeError as exc:
+        return _stdout_closed() if _stdout_is_closed() else _fail(prog, exc)
+    except Exception as exc:  # one line for every failure; a traceback only when asked for
+        return _fail(prog, exc)
+    finally:
+        restore()
+
+
+def _fail(prog: str, exc: BaseException) -> int:
+    if os.environ.get("DIVERSIFY_TRACEBACK"):
+        raise exc
+    status, message = failure(exc)
+    error_line(prog, message)
+    return status
+
+
+def _on_sigterm():
+    """Turn SIGTERM into an exception while a command runs (so temp files are removed); returns the undo."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum, frame):
+        raise Terminated
+
+    old = signal.signal(signal.SIGTERM, handler)
+    return lambda: signal.signal(signal.SIGTERM, old)
+
+
+def _stdout_is_closed() -> bool:
+    """True when stdout is a pipe or socket whose reader has gone (poll reports an error on it)."""
+    try:
+        import select
+
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return False
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away: stop without a message, like a tool killed by SIGPIPE."""
+    try:  # what is still buffered would fail again at interpreter exit ("Exception ignored ...")
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        pass
+    return 128 + signal.SIGPIPE if hasattr(signal, "SIGPIPE") else 1

@@ -20,7 +20,7 @@ from ..config import BuildConfig, MinHashConfig, SimHashConfig, TextConfig, Text
 from ..errors import DiversifyError
 
 __all__ = ["CONFIG_OPTIONS", "ConfigOption", "add_config_args", "config_from_args", "model_default", "add_input_args",
-           "streams", "parse_metadata"]
+           "streams", "Inputs", "ids_note", "parse_metadata"]
 
 _MODELS: dict[str, Any] = {"": BuildConfig, "text": TextConfig, "minhash": MinHashConfig, "simhash": SimHashConfig,
                            "text_simhash": TextSimHashConfig}
@@ -175,12 +175,17 @@ def config_from_args(a: argparse.Namespace) -> BuildConfig:
 
 # --------------------------------------------------------------------------- input options
 
+MAX_CHUNK = 2**31 - 1
+
 
 def add_input_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("input", nargs="?", help="JSONL / CSV / Parquet file or a directory of text files")
+    p.add_argument("input", nargs="?", help="JSONL / CSV / Parquet file or a directory of text files; '-' reads JSONL "
+                                           "or CSV from stdin (with --format). Named pipes and devices are refused")
     p.add_argument("--format", choices=["jsonl", "csv", "parquet", "dir"], default=None, help="input format (default: from the name)")
-    p.add_argument("--id-field", default="id", help="record field holding the id (default id)")
-    p.add_argument("--text-field", default="text", help="record field holding the text (default text)")
+    p.add_argument("--id-field", default=None,
+                   help="record field holding the id; given, every record must have it (default: id if the first "
+                        "record has it, then every record must; else the record numbers, with a note)")
+    p.add_argument("--text-field", default=None, help="record field holding the text (default text)")
     p.add_argument("--key-field", action="append", default=None, metavar="FIELD",
                    help="numeric field for --representative key (largest wins); repeat for several keys in priority "
                         "order, e.g. --key-field authority --key-field updated_at (ties: the longest text)")
@@ -196,19 +201,40 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
                         "by the MinHash estimate instead of exact Jaccard")
 
 
-def streams(a):
-    """(texts, ids, keys, vectors, sources) for build/add from the CLI input arguments."""
-    from ..corpus.readers import read_records, read_vectors
+class Inputs(typing.NamedTuple):
+    """What build/add read from the input arguments; ``info`` says where the ids came from."""
 
+    texts: Any
+    ids: Any
+    keys: Optional[list]
+    vectors: Any
+    sources: Optional[list]
+    info: dict
+
+
+def streams(a) -> Inputs:
+    """(texts, ids, keys, vectors, sources, info) for build/add from the CLI input arguments."""
+    from ..corpus.readers import STDIN, read_records, read_vectors
+
+    if not 1 <= a.chunk_size <= MAX_CHUNK:
+        raise DiversifyError(f"`chunk_size` (--chunk-size) must be between 1 and {MAX_CHUNK:,} documents; got "
+                             f"{a.chunk_size}. The default 16384 suits most corpora.")
+
+    if a.ids_file and (a.input is not None or not a.vectors):
+        raise DiversifyError("`--ids` names the ids of --vectors when there is no INPUT; "
+                             + ("with an INPUT the ids come from its records (--id-field). Drop --ids."
+                                if a.input is not None else "give --vectors FILE.npy too."))
     vectors = None
     vec_ids = None
     if a.vectors:
         vectors, vec_ids = read_vectors(a.vectors, a.ids_file)
+    info: dict = {}
     if a.input is None:
         if vectors is None:
             raise DiversifyError("give an INPUT file/directory, or --vectors FILE.npy (with --ids FILE). See --help.")
-        return None, vec_ids, None, vectors, None
-    if not os.path.exists(a.input):
+        info["ids"] = "field" if vec_ids is not None else "numbers"
+        return Inputs(None, vec_ids, None, vectors, None, info)
+    if a.input != STDIN and not os.path.exists(a.input):
         raise DiversifyError(f"`input` path {a.input!r} does not exist. Check the path (a file or a directory).")
     nk = len(a.key_field or [])
     source = getattr(a, "source_field", None)
@@ -216,7 +242,7 @@ def streams(a):
     keys: Optional[list] = [] if nk else None
     sources: Optional[list] = [] if source else None
     records = read_records(a.input, fmt=a.format, id_field=a.id_field, text_field=a.text_field,
-                           key_field=fields or None, encoding_errors=a.encoding_errors)
+                           key_field=fields or None, encoding_errors=a.encoding_errors, info=info)
 
     def tap(recs):
         for i, r in enumerate(recs):
@@ -237,9 +263,20 @@ def streams(a):
     if not getattr(a, "stream", False):
         # texts in memory: verify="auto" can re-read borderline documents for an exact check
         recs = list(tap(records))
-        return [r[1] for r in recs], [r[0] for r in recs], keys, vectors, sources
+        return Inputs([r[1] for r in recs], [r[0] for r in recs], keys, vectors, sources, info)
     r1, r2 = itertools.tee(tap(records))
-    return (r[1] for r in r1), (r[0] for r in r2), keys, vectors, sources
+    return Inputs((r[1] for r in r1), (r[0] for r in r2), keys, vectors, sources, info)
+
+
+def ids_note(a, info: dict) -> Optional[str]:
+    """The note printed when a corpus's ids are record numbers (no --id-field and no ``id`` field)."""
+    if info.get("ids") != "numbers":
+        return None
+    if a.input is None:
+        return "no --ids file: the ids are the vectors' row numbers 0..n-1. Pass --ids FILE if they have ids."
+    return (f"the records have no 'id' field (fields: {info.get('fields', [])}): the ids are record numbers (0-based; "
+            "JSONL: line numbers). If a field holds the ids the vector store uses, pass --id-field NAME, or "
+            "the artifact will not match the store's ids.")
 
 
 def key_fields(a: argparse.Namespace):

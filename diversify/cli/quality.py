@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Optional
 
@@ -10,10 +11,14 @@ import numpy as np
 
 from ..errors import DiversifyError, InputError
 from ..files import atomic_replace, check_output_path
+from .failures import writing
 from .options import config_from_args
+from .output import say, warn_line
 
 
 def _labels_to_bool(values, positive_min):
+    if positive_min is not None and not math.isfinite(positive_min):
+        raise DiversifyError(f"`--positive-min` must be a finite number (e.g. 4 for STS-B scores); got {positive_min}.")
     out = []
     for v in values:
         if isinstance(v, bool):
@@ -45,6 +50,9 @@ def _cluster_map_for(a):
     texts = None
     if a.corpus:
         texts = {r[0]: r[1] for r in read_records(a.corpus, id_field=a.id_field, text_field=a.text_field)}
+        if not texts:
+            raise DiversifyError(f"`--corpus` {a.corpus!r} holds no records. Pass the corpus the pairs or labels "
+                                 "were drawn from.")
     if a.artifact:
         return diversify.load(a.artifact), texts
     if texts is None:
@@ -76,23 +84,23 @@ def cmd_eval(a) -> int:
     from ..corpus.readers import column, read_table
     from ..evaluate import clustering_metrics, pair_metrics
 
-    cm, texts = _cluster_map_for(a)
-    lookup = cm.lookup
     if bool(a.pairs) == bool(a.labels):
         raise DiversifyError("`eval` needs exactly one of --pairs FILE (id_a, id_b, label) or --labels FILE (id, label).")
+    cm, texts = _cluster_map_for(a)
+    lookup = cm.lookup
     report: dict = {}
     if a.pairs:
         rows = read_table(a.pairs, _columns(a), delimiter=_delimiter(a))
-        ida, idb = column(rows, a.id_a, a.pairs), column(rows, a.id_b, a.pairs)
-        gold = _labels_to_bool(column(rows, a.label, a.pairs), a.positive_min)
+        ida, idb = column(rows, a.id_a, a.pairs, "--id-a"), column(rows, a.id_b, a.pairs, "--id-b")
+        gold = _labels_to_bool(column(rows, a.label, a.pairs, "--label"), a.positive_min)
         ca, cb = lookup(_coerce_ids(ida)), lookup(_coerce_ids(idb))
         known = (ca >= 0) & (cb >= 0)
         m = pair_metrics((ca == cb)[known], gold[known])
         report = {"mode": "pairs", "pairs": len(rows), "unknown_pairs": int((~known).sum()), **m.as_dict()}
     else:
-        rows = read_table(a.labels, _columns(a), delimiter=_delimiter(a))
-        ids = _coerce_ids(column(rows, a.id_field, a.labels))
-        gold = column(rows, a.label, a.labels)
+        rows = read_table(a.labels, _columns(a), delimiter=_delimiter(a), param="--labels")
+        ids = _coerce_ids(column(rows, a.id_field or "id", a.labels, "--id-field"))
+        gold = column(rows, a.label, a.labels, "--label")
         pred = lookup(ids)
         known = pred >= 0
         gold_arr = np.array([str(g) for g in gold], dtype=object)[known]
@@ -101,20 +109,20 @@ def cmd_eval(a) -> int:
     if texts is not None:
         report.update(fold_fidelity(cm, texts))
     if a.json:
-        print(json.dumps(report, indent=2))
+        say(json.dumps(report, indent=2))
         return 0
     for k in ("mode", "pairs", "documents", "unknown_pairs", "unknown_ids"):
         if k in report:
-            print(f"{k:<12} {report[k]}")
-    print(f"precision    {report['precision']:.4f}")
-    print(f"recall       {report['recall']:.4f}")
-    print(f"f1           {report['f1']:.4f}")
+            say(f"{k:<12} {report[k]}")
+    say(f"precision    {report['precision']:.4f}")
+    say(f"recall       {report['recall']:.4f}")
+    say(f"f1           {report['f1']:.4f}")
     if "ari" in report:
-        print(f"ari          {report['ari']:.4f}")
-    print(f"confusion    tp={report['tp']:,} fp={report['fp']:,} fn={report['fn']:,} tn={report['tn']:,}")
+        say(f"ari          {report['ari']:.4f}")
+    say(f"confusion    tp={report['tp']:,} fp={report['fp']:,} fn={report['fn']:,} tn={report['tn']:,}")
     if "fold_fidelity" in report:
-        print(f"fold fidelity {report['fold_fidelity']:.4f} of {report['folded_checked']:,} folded documents are exact "
-              f">= {report['threshold']} similar to their representative (min {report['fold_min_similarity']:.3f})")
+        say(f"fold fidelity {report['fold_fidelity']:.4f} of {report['folded_checked']:,} folded documents are exact "
+            f">= {report['threshold']} similar to their representative (min {report['fold_min_similarity']:.3f})")
     return 0
 
 
@@ -133,6 +141,7 @@ def _tune_scores(a, rows) -> tuple[np.ndarray, str, Optional[list]]:
     """(similarity per labeled pair, what it is, corpus texts or None) for `tune`."""
     from ..corpus.readers import column, read_records, read_vectors
     from ..evaluate import cosine_pairs, jaccard_pairs
+    from ..sketches.simhash import normalize_vectors
 
     cfg = config_from_args(a)
     texts = None
@@ -141,8 +150,8 @@ def _tune_scores(a, rows) -> tuple[np.ndarray, str, Optional[list]]:
         pos = {str(r[0]): i for i, r in enumerate(recs)}
         texts = [r[1] for r in recs]
         try:
-            ia = [pos[str(x)] for x in column(rows, a.id_a, a.pairs)]
-            ib = [pos[str(x)] for x in column(rows, a.id_b, a.pairs)]
+            ia = [pos[str(x)] for x in column(rows, a.id_a, a.pairs, "--id-a")]
+            ib = [pos[str(x)] for x in column(rows, a.id_b, a.pairs, "--id-b")]
         except KeyError as exc:
             raise DiversifyError(f"pair id {exc.args[0]!r} is not in --corpus {a.corpus}.") from None
     if a.vectors:
@@ -150,6 +159,7 @@ def _tune_scores(a, rows) -> tuple[np.ndarray, str, Optional[list]]:
             raise DiversifyError("`--vectors` needs --corpus: the vectors' rows align with its records (ids).")
         vecs, _ = read_vectors(a.vectors)
         assert texts is not None
+        vecs = normalize_vectors(vecs, name="--vectors")  # real, finite, nonzero, 2-D (as a build checks them)
         if len(vecs) != len(texts):
             raise DiversifyError(f"`--vectors` must have one row per --corpus record ({len(texts)}); "
                                  f"got {len(vecs)} rows.")
@@ -157,8 +167,8 @@ def _tune_scores(a, rows) -> tuple[np.ndarray, str, Optional[list]]:
     if texts is not None:
         ta, tb = [texts[i] for i in ia], [texts[i] for i in ib]
     else:
-        ta = [str(x or "") for x in column(rows, a.text_a, a.pairs)]
-        tb = [str(x or "") for x in column(rows, a.text_b, a.pairs)]
+        ta = [str(x) for x in column(rows, a.text_a, a.pairs, "--text-a")]
+        tb = [str(x) for x in column(rows, a.text_b, a.pairs, "--text-b")]
     what = f"exact Jaccard of {cfg.text.shingle} {cfg.text.k}-shingles"
     return jaccard_pairs(ta, tb, cfg.text), what, texts
 
@@ -175,7 +185,6 @@ def _folded_share_at(a, texts: list, threshold: float) -> float:
 
 
 def cmd_tune(a) -> int:
-    import sys
     import warnings
 
     from ..corpus.readers import column, read_table
@@ -186,8 +195,9 @@ def cmd_tune(a) -> int:
     if a.plot:  # before the sweep, not after
         check_output_path(a.plot, param="--plot", what="the plot",
                           inputs=(("--pairs", a.pairs), ("--corpus", a.corpus), ("--vectors", a.vectors)))
+        _check_plot_path(a.plot)
     rows = read_table(a.pairs, _columns(a), delimiter=_delimiter(a))
-    gold = _labels_to_bool(column(rows, a.label, a.pairs), a.positive_min)
+    gold = _labels_to_bool(column(rows, a.label, a.pairs, "--label"), a.positive_min)
     notes = check_labels(gold)
     scores, what, texts = _tune_scores(a, rows)
     cfg = config_from_args(a)
@@ -214,35 +224,35 @@ def cmd_tune(a) -> int:
         _plot_pr(curve, best, a.plot)
         out["plot"] = a.plot
     if a.json:
-        print(json.dumps(out, indent=2))
+        say(json.dumps(out, indent=2))
         return 0
     _print_tune(out, curve, best, lsh, a, cfg)
     for note in notes:
-        print(f"warning: {note}", file=sys.stderr)
+        warn_line("diversify tune", note)
     return 0
 
 
 def _print_tune(out, curve, best, lsh, a, cfg) -> None:
-    print(f"{out['pairs']:,} labeled pairs ({out['positives']:,} positive); similarity: {out['similarity']}")
-    print("threshold  precision  recall     f1")
+    say(f"{out['pairs']:,} labeled pairs ({out['positives']:,} positive); similarity: {out['similarity']}")
+    say("threshold  precision  recall     f1")
     for r in curve:
         if abs(r["threshold"] * 20 - round(r["threshold"] * 20)) < 1e-9 or r["threshold"] == best["threshold"]:
             mark = "  <- best F1" if r["threshold"] == best["threshold"] else ""
-            print(f"{r['threshold']:>9.2f}  {r['precision']:>9.4f}  {r['recall']:>6.4f}  {r['f1']:.4f}{mark}")
-    print(f"best threshold {best['threshold']:.2f}: precision {best['precision']:.4f}, recall {best['recall']:.4f}, "
-          f"F1 {best['f1']:.4f}")
+            say(f"{r['threshold']:>9.2f}  {r['precision']:>9.4f}  {r['recall']:>6.4f}  {r['f1']:.4f}{mark}")
+    say(f"best threshold {best['threshold']:.2f}: precision {best['precision']:.4f}, recall {best['recall']:.4f}, "
+        f"F1 {best['f1']:.4f}")
     if "corpus_folded_share" in out:
-        print(f"a build of --corpus at {best['threshold']:.2f} folds {out['corpus_folded_share']:.1%} of its documents")
+        say(f"a build of --corpus at {best['threshold']:.2f} folds {out['corpus_folded_share']:.1%} of its documents")
     if a.vectors:
-        print(f"build with: diversify build INPUT -o OUT --vectors {a.vectors} --simhash-threshold "
-              f"{best['threshold']:.2f}")
+        say(f"build with: diversify build INPUT -o OUT --vectors {a.vectors} --simhash-threshold "
+            f"{best['threshold']:.2f}")
         return
-    print(f"implies LSH bands={lsh.bands} rows={lsh.rows} for num_perm={cfg.minhash.num_perm} "
-          f"(candidate probability at the threshold {lsh.recall_at_threshold:.3f})")
-    print(f"build with: diversify build INPUT -o OUT --shingle {cfg.text.shingle} -k {cfg.text.k} "
-          f"--threshold {best['threshold']:.2f}")
+    say(f"implies LSH bands={lsh.bands} rows={lsh.rows} for num_perm={cfg.minhash.num_perm} "
+        f"(candidate probability at the threshold {lsh.recall_at_threshold:.3f})")
+    say(f"build with: diversify build INPUT -o OUT --shingle {cfg.text.shingle} -k {cfg.text.k} "
+        f"--threshold {best['threshold']:.2f}")
     if a.plot:
-        print(f"wrote {a.plot}")
+        say(f"wrote {a.plot}")
 
 
 def _delimiter(a):
@@ -250,11 +260,22 @@ def _delimiter(a):
     return "\t" if d in ("\\t", "tab", "TAB") else d
 
 
-def _plot_pr(curve, best, path):
+def _check_plot_path(path: str) -> None:
+    """Refuse a --plot path that cannot be written before the sweep runs (the PNG is written last)."""
     from ..errors import require
 
+    if not path.lower().endswith(".png"):
+        raise DiversifyError(f"`--plot` writes a PNG image; its path must end in .png; got {path!r}.")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise DiversifyError(f"cannot write the plot to `--plot` {path!r}: the directory {directory!r} does not "
+                             "exist. Create it first (e.g. mkdir -p) or choose another path.")
     require("matplotlib", extra="plot", purpose="Writing the PR plot")
+
+
+def _plot_pr(curve, best, path):
     import matplotlib
+
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -276,7 +297,7 @@ def _plot_pr(curve, best, path):
         if fmt not in supported:
             raise InputError(f"`--plot` {path!r}: the extension .{fmt} is not an image format matplotlib writes; use "
                              f"one of {', '.join('.' + k for k in sorted(supported))} (e.g. .png).")
-        with atomic_replace(path, what="the plot", param="--plot") as f:
+        with writing(path), atomic_replace(path, what="the plot", param="--plot") as f:
             fig.savefig(f, format=fmt)
     finally:
         plt.close(fig)

@@ -1,26 +1,40 @@
-"""Reading corpora for the CLI (JSONL, CSV, Parquet, a directory of text files, .npy vectors)
-and writing per-document exports. Everything streams record by record; writes are atomic."""
+"""Reading corpora for the CLI (JSONL, CSV, Parquet, a directory of text files, .npy vectors,
+labeled pairs). Everything streams record by record.
+
+Inputs are regular files (or a directory for ``--format dir``); named pipes, devices and sockets
+are refused before anything is read (a FIFO would block forever, ``/dev/zero`` never ends).
+The corpus INPUT of ``build``/``add`` may be ``-``: JSONL or CSV read from stdin.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import os
+import stat
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Optional
+from typing import IO, Optional
 
 import numpy as np
 
 from ..errors import InputError, require
 
-__all__ = ["detect_format", "read_records", "read_vectors", "read_table", "column", "jsonl_records"]
+__all__ = ["detect_format", "open_input", "read_records", "read_vectors", "read_table", "column", "jsonl_records"]
 
 FORMATS = ("jsonl", "csv", "parquet", "dir")
+STDIN = "-"
+_STDIN_FORMATS = ("jsonl", "csv")
 
 
-def detect_format(path: str) -> str:
+def detect_format(path: str, *, param: str = "input") -> str:
+    """The format implied by ``path``'s name (or ``"dir"`` for a directory)."""
+    if path == STDIN and param == "input":
+        raise InputError(f"`{param}` '-' (stdin) has no name to tell its format from. Pass --format jsonl or "
+                         "--format csv.")
     p = Path(path)
     if p.is_dir():
         return "dir"
@@ -29,9 +43,60 @@ def detect_format(path: str) -> str:
         if suffix in exts:
             return fmt
     raise InputError(
-        f"`input` format could not be told from its name {path!r} (expected .jsonl, .csv, .parquet or a directory). "
-        "Pass --format jsonl|csv|parquet|dir."
+        f"`{param}` format could not be told from its name {path!r} (expected .jsonl, .csv, .parquet"
+        f"{' or a directory' if param == 'input' else ''}). Pass --format "
+        f"{'jsonl|csv|parquet|dir' if param == 'input' else 'jsonl|csv|parquet'}."
     )
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_input(path: str, param: str, *, stdin: bool = False) -> IO[bytes]:
+    """Open an input file for reading (binary): a regular file, or ``-`` for stdin when ``stdin``.
+
+    The file is opened with ``O_NONBLOCK`` and checked with ``fstat`` before anything is read, so
+    a named pipe is refused instead of blocking, and a device or directory is refused instead of
+    read (``/dev/zero`` would never end). Errors name ``param`` (the flag or argument).
+    """
+    if path == STDIN:
+        if stdin:
+            return sys.stdin.buffer
+        raise InputError(f"`{param}` cannot be '-' (stdin): only the INPUT of build/add is read from stdin. "
+                         "Pass a file path.")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError as exc:
+        what = "does not exist" if isinstance(exc, FileNotFoundError) else f"cannot be opened ({exc.strerror})"
+        raise InputError(f"`{param}` path {path!r} {what}. Check the path.") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            hint = (" To stream from a pipe, feed it on stdin and pass '-' as INPUT (e.g. `zcat c.jsonl.gz | "
+                    "diversify build - --format jsonl -o c.dvf`)." if stdin else "")
+            if stat.S_ISDIR(mode):
+                hint = " A file is expected here" + (" (a directory is read with --format dir)." if stdin else ".")
+            raise InputError(f"`{param}` {path!r} is {_kind(mode)}, not a regular file; inputs are read from "
+                             f"regular files.{hint}")
+        if hasattr(os, "O_NONBLOCK"):
+            import fcntl
+
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def check_input_file(path: str, param: str) -> None:
+    """Refuse ``path`` unless it is a regular file (for readers that take a path, such as ``np.load``)."""
+    open_input(path, param).close()
 
 
 def _missing_field(field: str, which: str, where: str, have) -> InputError:
@@ -41,25 +106,89 @@ def _missing_field(field: str, which: str, where: str, have) -> InputError:
     )
 
 
-def read_records(path: str, *, fmt: Optional[str] = None, id_field: str = "id", text_field: str = "text",
-                 key_field: Optional[str | Sequence[str]] = None, encoding_errors: str = "strict") -> Iterator[tuple]:
-    """Yield (id, text, key) per record. ``id`` may be absent (then the record number is used).
+class _Ids:
+    """Where the ids come from: ``--id-field`` (given: required in every record) or, when it was not
+    given, the field ``id`` if the first record has it (then every record needs it), else the
+    record numbers. ``info["ids"]`` records the outcome for the caller: "field" or "numbers"."""
 
-    ``key_field`` names one field (key = its value) or several (key = a tuple of their values).
+    def __init__(self, id_field: Optional[str], info: Optional[dict]):
+        self.given = id_field is not None
+        self.field = id_field if id_field is not None else "id"
+        self.present: Optional[bool] = None
+        self.info = info if info is not None else {}
+
+    def decide(self, present: bool, where: str, have) -> None:
+        """Called once, with whether the first record (a CSV header, a Parquet schema) has the field."""
+        if not present and self.given:
+            raise InputError(f"`--id-field` {self.field!r} is missing in {where}; fields present: "
+                             f"{sorted(have)[:12]}. Pass --id-field NAME with the field that holds the ids.")
+        self.present = present
+        self.info.update(ids="field" if present else "numbers", fields=sorted(have)[:12])
+
+    def of(self, value, present: bool, recno: int, where: str, have):
+        """The id of record ``recno`` (``value`` read from the field when ``present``)."""
+        if self.present is None:
+            self.decide(present, f"{where} (record {recno})", have)
+        flag = f"`--id-field` {self.field!r}" if self.given else f"`--id-field` (default {self.field!r})"
+        if not self.present:
+            if present:
+                raise InputError(
+                    f"{where} (record {recno}) has the field {self.field!r} but the first record does not: ids come "
+                    f"from that field in every record, or from record numbers in none. Add {self.field!r} to every "
+                    "record, or pass --id-field NAME.")
+            return None
+        if not present:
+            raise InputError(f"{flag} is missing in {where} (record {recno}); fields present: {sorted(have)[:12]}. "
+                             "Every record needs its id; fill it in, or pass --id-field NAME.")
+        if value is None or value == "":
+            raise InputError(f"{flag}: {where} (record {recno}) has no value there (got {value!r}); every record "
+                             "needs its id. Fill it in, or pass --id-field NAME.")
+        return value
+
+
+def read_records(path: str, *, fmt: Optional[str] = None, id_field: Optional[str] = None,
+                 text_field: Optional[str] = None, key_field: Optional[str | Sequence[str]] = None,
+                 encoding_errors: str = "strict", info: Optional[dict] = None) -> Iterator[tuple]:
+    """Yield (id, text, key) per record.
+
+    ``id_field`` given: every record must hold it (else :class:`InputError` naming the record and
+    its fields). Not given (None): the field ``id`` when the first record has it (then every record
+    must), else the record number (0-based line number for JSONL, row number for CSV/Parquet).
+    ``info`` (a dict) receives ``ids`` = ``"field"`` or ``"numbers"`` and the first record's
+    ``fields``. ``text_field`` defaults to ``text``; a directory has neither (its files are the
+    documents, their relative paths the ids). ``key_field`` names one field (key = its value) or
+    several (key = a tuple of their values). ``path`` ``-`` reads JSONL or CSV from stdin.
     """
-    if not os.path.exists(path):
+    if path != STDIN and not os.path.exists(path):
         raise InputError(f"`input` path {path!r} does not exist. Check the path.")
     fmt = fmt or detect_format(path)
-    if fmt == "jsonl":
-        yield from _read_jsonl(path, id_field, text_field, key_field)
-    elif fmt == "csv":
-        yield from _read_csv(path, id_field, text_field, key_field)
-    elif fmt == "parquet":
-        yield from _read_parquet(path, id_field, text_field, key_field)
-    elif fmt == "dir":
-        yield from _read_dir(path, encoding_errors)
-    else:
+    if fmt not in FORMATS:
         raise InputError(f"`--format` must be one of {FORMATS}; got {fmt!r}.")
+    if path == STDIN and fmt not in _STDIN_FORMATS:
+        raise InputError(f"`input` '-' (stdin) must be JSONL or CSV (--format jsonl|csv); got --format {fmt}. "
+                         f"{'Parquet needs a seekable file' if fmt == 'parquet' else 'A directory needs a path'}.")
+    ids = _Ids(id_field, info)
+    if fmt == "dir":
+        for flag, value in (("--id-field", id_field), ("--text-field", text_field), ("--key-field", key_field)):
+            if value is not None:
+                raise InputError(f"`{flag}` does not apply to a directory input {path!r}: each file is one "
+                                 "document and its id is its path inside the directory. Drop "
+                                 f"{flag}, or pass a JSONL/CSV/Parquet file.")
+        if not os.path.isdir(path):
+            raise InputError(f"`--format dir` needs a directory; {path!r} is not one. Pass a directory, or the "
+                             "file's own format.")
+        ids.info.update(ids="paths")
+        yield from _read_dir(path, encoding_errors)
+        return
+    text_field = "text" if text_field is None else text_field
+    f = open_input(path, "input", stdin=True)
+    with contextlib.nullcontext(f) if f is sys.stdin.buffer else f:  # stdin stays open
+        if fmt == "jsonl":
+            yield from _read_jsonl(f, path, ids, text_field, key_field)
+        elif fmt == "csv":
+            yield from _read_csv(f, path, ids, text_field, key_field, encoding_errors)
+        else:
+            yield from _read_parquet(f, path, ids, text_field, key_field)
 
 
 def _key_of(get, key_field):
@@ -71,47 +200,82 @@ def _key_of(get, key_field):
     return tuple(get(f) for f in key_field)
 
 
-def _read_jsonl(path, id_field, text_field, key_field):
-    for lineno, rec in _jsonl_dicts(path):
+def _read_jsonl(f, path, ids, text_field, key_field):
+    for recno, (lineno, rec) in enumerate(jsonl_records(f, path)):
+        where = f"{path}:{lineno}"
         if text_field not in rec:
-            raise _missing_field(text_field, "text", f"{path}:{lineno}", rec.keys())
+            raise _missing_field(text_field, "text", where, rec.keys())
         text = rec[text_field]
         if not isinstance(text, str):
-            raise InputError(f"{path}:{lineno}: field {text_field!r} must be a string; got {type(text).__name__}.")
-        yield rec.get(id_field, lineno - 1), text, _key_of(rec.get, key_field)
+            raise InputError(f"{where}: field {text_field!r} must be a string; got {type(text).__name__}.")
+        id_ = ids.of(rec.get(ids.field), ids.field in rec, recno, where, rec.keys())
+        yield (lineno - 1 if id_ is None else id_), text, _key_of(rec.get, key_field)
 
 
-def _read_csv(path, id_field, text_field, key_field):
+def _read_csv(f, path, ids, text_field, key_field, encoding_errors):
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
     delim = "\t" if path.lower().endswith(".tsv") else ","
-    with open(path, newline="", encoding="utf-8", errors="strict") as f:
-        try:
-            reader = csv.DictReader(f, delimiter=delim)
-            if reader.fieldnames is None or text_field not in reader.fieldnames:
-                raise _missing_field(text_field, "text", path, reader.fieldnames or [])
-            has_id = id_field in reader.fieldnames
-            for rowno, row in enumerate(reader):
-                key = _key_of(row.get, key_field)
-                yield (row[id_field] if has_id else rowno), row[text_field] or "", key
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{path}: not valid UTF-8 ({exc}). Re-encode the file as UTF-8.") from None
+    # utf-8-sig: a byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name
+    text = io.TextIOWrapper(f, encoding="utf-8-sig", errors=encoding_errors, newline="")
+    try:
+        reader = csv.DictReader(text, delimiter=delim)
+        names = reader.fieldnames or []
+        if text_field not in names:
+            raise _missing_field(text_field, "text", path, names)
+        ids.decide(ids.field in names, f"the header of {path}", names)
+        for rowno, row in enumerate(reader):
+            if None in row:
+                raise InputError(f"{path}:{reader.line_num} (record {rowno}) has {len(names) + len(row[None])} "
+                                 f"fields, more than the {len(names)} columns of the header. Quote fields that hold "
+                                 f"{delim!r}, or fix the row.")
+            id_ = ids.of(row.get(ids.field), ids.present, rowno, f"{path}:{reader.line_num}", names)
+            yield (rowno if id_ is None else id_), row[text_field] or "", _key_of(row.get, key_field)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not valid UTF-8 ({exc}). Re-encode the file as UTF-8, or pass "
+                         "--encoding-errors replace.") from None
+    except csv.Error as exc:
+        raise InputError(f"{path}:{reader.line_num}: not a valid CSV row ({exc}).") from None
+    finally:
+        if f is sys.stdin.buffer:
+            text.detach()  # closing the wrapper would close stdin
 
 
-def _read_parquet(path, id_field, text_field, key_field):
+def _arrow_error(path: str, exc: Exception) -> InputError:
+    return InputError(f"`input` {path!r} is not a readable Parquet file ({type(exc).__name__}: {exc}). Re-export "
+                      "it, or check that the copy is complete.")
+
+
+def _read_parquet(f, path, ids, text_field, key_field):
+    pa = require("pyarrow", extra="parquet", purpose="Reading Parquet")
     pq = require("pyarrow.parquet", extra="parquet", purpose="Reading Parquet")
-    pf = pq.ParquetFile(path)
-    names = pf.schema_arrow.names
+    try:
+        pf = pq.ParquetFile(f)
+        names = pf.schema_arrow.names
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise _arrow_error(path, exc) from None
     if text_field not in names:
         raise _missing_field(text_field, "text", path, names)
+    ids.decide(ids.field in names, f"the columns of {path}", names)
     key_fields = [key_field] if isinstance(key_field, str) else list(key_field or [])
-    cols = [c for c in (id_field, text_field, *key_fields) if c and c in names]
+    cols = [c for c in (ids.field, text_field, *key_fields) if c and c in names]
     row = 0
-    for batch in pf.iter_batches(columns=cols, batch_size=65536):
-        d = batch.to_pydict()
+    batches = pf.iter_batches(columns=cols, batch_size=65536)
+    while True:
+        try:
+            d = next(batches).to_pydict()
+        except StopIteration:
+            break
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise _arrow_error(path, exc) from None
         texts = d[text_field]
-        ids = d.get(id_field) or list(range(row, row + len(texts)))
+        col = d.get(ids.field) if ids.present else None
         for i, t in enumerate(texts):
-            yield ids[i], t if t is not None else "", _key_of(lambda f: d.get(f, [None] * len(texts))[i], key_field)
+            if t is not None and not isinstance(t, str):
+                raise InputError(f"{path} (record {row + i}): column {text_field!r} must hold strings; got "
+                                 f"{type(t).__name__}. Cast the column to string.")
+            id_ = ids.of(col[i] if col is not None else None, ids.present, row + i, path, names)
+            yield (row + i if id_ is None else id_), t if t is not None else "", \
+                _key_of(lambda f: d.get(f, [None] * len(texts))[i], key_field)
         row += len(texts)
 
 
@@ -119,7 +283,10 @@ def _read_dir(path, encoding_errors):
     root = Path(path)
     files = sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
     for p in files:
-        data = p.read_bytes()
+        try:
+            data = p.read_bytes()
+        except OSError as exc:
+            raise InputError(f"{p}: cannot be read ({exc.strerror}). Check the file.") from None
         try:
             text = data.decode("utf-8", errors=encoding_errors)
         except UnicodeDecodeError as exc:
@@ -130,22 +297,36 @@ def _read_dir(path, encoding_errors):
         yield p.relative_to(root).as_posix(), text, None
 
 
-def read_vectors(path: str, ids_path: Optional[str] = None):
-    """Load ``.npy`` vectors (never pickled objects) and optional ids (one per line)."""
-    if not os.path.exists(path):
-        raise InputError(f"`--vectors` file {path!r} does not exist.")
+def read_vectors(path: str, ids_path: Optional[str] = None, *, param: str = "--vectors"):
+    """Load ``.npy`` vectors (never pickled objects; memory-mapped) and optional ids (one per line).
+
+    The array's values are checked where they are used (:func:`diversify.sketches.simhash.normalize_vectors`:
+    real numbers, 2-D, finite, nonzero).
+    """
+    check_input_file(path, param)
     try:
         vecs = np.load(path, allow_pickle=False, mmap_mode="r")
-    except ValueError as exc:
-        raise InputError(f"`--vectors` {path!r} is not a numeric .npy array ({exc}). Save it with np.save(path, array).") from None
+    except (ValueError, EOFError, OSError, SyntaxError, TypeError, UnicodeError) as exc:
+        raise InputError(f"`{param}` {path!r} is not a numeric .npy array ({exc}). Save it with "
+                         "np.save(path, array).") from None
+    if not isinstance(vecs, np.ndarray):  # an .npz archive
+        raise InputError(f"`{param}` {path!r} is an .npz archive, not one .npy array. Save the vectors with "
+                         "np.save(path, array).")
     ids = None
     if ids_path:
-        with open(ids_path, encoding="utf-8") as f:
-            ids = [line.rstrip("\n") for line in f if line.strip()]
+        with open_input(ids_path, "--ids") as f:
+            data = f.read()
+        try:
+            lines = data.decode("utf-8").split("\n")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"`--ids` {ids_path!r}: not valid UTF-8 at byte {exc.start}. Re-encode the file as "
+                             "UTF-8 (one id per line).") from None
+        ids = [line.rstrip("\r") for line in lines if line.strip()]
     return vecs, ids
 
 
-def read_table(path: str, columns: Optional[Sequence[str]] = None, delimiter: Optional[str] = None) -> list[dict]:
+def read_table(path: str, columns: Optional[Sequence[str]] = None, delimiter: Optional[str] = None,
+               *, param: str = "--pairs") -> list[dict]:
     """All records of a small JSONL / CSV / TSV file as dicts (for labels and labeled pairs).
 
     TSV is read without quote processing (as MRPC and STS-B need); a UTF-8 BOM is ignored.
@@ -153,26 +334,35 @@ def read_table(path: str, columns: Optional[Sequence[str]] = None, delimiter: Op
     the one implied by the extension (``,`` for .csv, a tab for .tsv).
     """
     if not os.path.exists(path):
-        raise InputError(f"file {path!r} does not exist. Check the path.")
-    fmt = detect_format(path)
-    if fmt == "jsonl":
-        return [rec for _, rec in _jsonl_dicts(path)]
-    if fmt != "csv":
-        raise InputError(f"labels/pairs must be JSONL, CSV or TSV; got {path!r}.")
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-    tsv = path.lower().endswith(".tsv")
+        raise InputError(f"`{param}` file {path!r} does not exist. Check the path.")
+    fmt = detect_format(path, param=param)
+    if fmt not in ("jsonl", "csv"):
+        raise InputError(f"`{param}` must be JSONL, CSV or TSV; got {path!r}.")
     if delimiter is not None and len(delimiter) != 1:
         raise InputError(f"`--delimiter` must be one character (e.g. ',' or '\\t'); got {delimiter!r}.")
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        reader = csv.DictReader(f, fieldnames=list(columns) if columns else None,
+    with open_input(path, param) as f:
+        if fmt == "jsonl":
+            return [rec for _, rec in jsonl_records(f, path)]
+        csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+        tsv = path.lower().endswith(".tsv")
+        text = io.TextIOWrapper(f, encoding="utf-8-sig", newline="")
+        reader = csv.DictReader(text, fieldnames=list(columns) if columns else None,
                                 delimiter=delimiter or ("\t" if tsv else ","),
                                 quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL)
-        return list(reader)
-
-
-def _jsonl_dicts(path):
-    with open(path, "rb") as f:
-        yield from jsonl_records(f, path)
+        rows = []
+        try:
+            for row in reader:
+                if None in row:
+                    n = len(reader.fieldnames or [])
+                    raise InputError(f"{path}:{reader.line_num} has more fields than the {n} columns "
+                                     f"{'of --columns' if columns else 'of the header'}; columns: "
+                                     f"{list(reader.fieldnames or [])[:12]}. Name every column, or fix the row.")
+                rows.append(row)
+        except UnicodeDecodeError as exc:
+            raise InputError(f"`{param}` {path!r}: not valid UTF-8 ({exc}). Re-encode the file as UTF-8.") from None
+        except csv.Error as exc:
+            raise InputError(f"{path}:{reader.line_num}: not a valid CSV row ({exc}).") from None
+        return rows
 
 
 def jsonl_records(lines: Iterable[bytes], where: str) -> Iterator[tuple[int, dict]]:
@@ -185,14 +375,28 @@ def jsonl_records(lines: Iterable[bytes], where: str) -> Iterator[tuple[int, dic
             continue
         try:
             rec = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, or an int of > 4300 digits
             raise InputError(f"{where}:{lineno}: not valid JSON ({exc}). Each line must be one JSON object.") from None
+        except RecursionError:
+            raise InputError(f"{where}:{lineno}: the JSON value is nested too deeply to read. Each line must be one "
+                             "JSON object of a record's fields.") from None
         if not isinstance(rec, dict):
             raise InputError(f"{where}:{lineno}: each line must be a JSON object; got {type(rec).__name__}.")
         yield lineno, rec
 
 
-def column(rows: list[dict], name: str, path: str) -> list:
-    if rows and name not in rows[0]:
-        raise InputError(f"column {name!r} is missing in {path}; columns: {sorted(rows[0])[:12]}. Name it with the matching --*-field/--label option.")
-    return [r.get(name) for r in rows]
+def column(rows: list[dict], name: str, path: str, flag: str = "the matching --*-field/--label option") -> list:
+    """The values of column ``name`` in every row; refused when a row lacks it (``flag`` names the option)."""
+    if not rows:
+        raise InputError(f"{path} holds no records{' after its header row' if path.lower().endswith(('.csv', '.tsv')) else ''}. "
+                         "Give a file with one labeled record per line or row.")
+    out = []
+    for i, r in enumerate(rows):
+        v = r.get(name)
+        if v is None:
+            have = sorted(k for k in r if isinstance(k, str))[:12]
+            what = "is missing" if name not in r else "has no value"
+            raise InputError(f"column {name!r} {what} in {path} (record {i}); columns: {have}. Name it with "
+                             f"{flag}, or fill it in.")
+        out.append(v)
+    return out

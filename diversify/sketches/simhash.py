@@ -39,7 +39,18 @@ def hyperplanes(seed: int, dim: int, bits: int, families: int = 1) -> np.ndarray
 
 
 def normalize_vectors(vectors, *, name: str = "vectors") -> np.ndarray:
-    """Validate and L2-normalize a 2-D array; float64 copy. NaN/inf/zero rows are errors."""
+    """Validate and L2-normalize a 2-D array; float64 copy. NaN/inf/zero rows are errors.
+
+    Only real numbers are vectors: a complex array (whose cast to float would drop the imaginary
+    part), strings, dates and structured records are refused, not converted.
+    """
+    kind = getattr(getattr(vectors, "dtype", None), "kind", None)
+    if kind is not None and kind not in "biufO":
+        what = {"c": "complex numbers", "U": "strings", "S": "bytes", "M": "dates", "m": "time deltas",
+                "V": "structured records"}.get(kind, f"dtype {vectors.dtype}")
+        fix = ("Embeddings are real: pass the real vectors (np.real(v) only if the imaginary part is known to be "
+               "zero)." if kind == "c" else "Pass a float array (n, dim).")
+        raise InputError(f"`{name}` must hold real numbers; got {what} (dtype {vectors.dtype}). {fix}")
     try:
         arr = np.asarray(vectors, dtype=np.float64)
     except (TypeError, ValueError) as exc:
