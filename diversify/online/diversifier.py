@@ -13,14 +13,14 @@ from typing import Any, Optional
 
 from ..errors import ConfigError, InputError
 from .checks import Options, check_options, check_params
-from .cursor import decode_cursor, next_cursor
+from .cursor import decode_cursor
 from .hits import IdSource, hits_from_items
-from .refill import Request, refill
+from .refill import Request, page_end, refill
 from .selection import select
 from .source import ClusterSource
-from .stats import Counters
+from .stats import Counters, Tally
 from .types import AsyncDiversifiedSearch, ClusterLookup, DiversifiedSearch, DocId, Hit, Result
-from .wrappers import async_wrapper, resolve_search, sync_wrapper
+from .wrappers import async_wrapper, resolve_search, supports_exclude_clusters, sync_wrapper
 
 __all__ = ["Diversifier"]
 
@@ -210,10 +210,15 @@ class Diversifier:
         return k, n
 
     def _start(self, k: Optional[int], max_per_cluster: Optional[int], groups: bool, cursor: Optional[str],
-               supports_exclude: bool) -> Generator[Request, Any, Result]:
+               supports_exclude: bool, exclude_clusters: bool = False) -> Generator[Request, Any, Result]:
         kk, nn = self._params(k, max_per_cluster)
         return refill(self.options, self._source, k=kk, n=nn, groups=groups, cursor=cursor,
-                      supports_exclude=supports_exclude)
+                      supports_exclude=supports_exclude, exclude_clusters=exclude_clusters)
+
+    def _cluster_exclusion(self, fn: Any, exclude: bool) -> Optional[str]:
+        """The payload field to exclude clusters by, when ``fn`` supports it and cluster ids come from it."""
+        field = self.options.cluster_field
+        return field if exclude and field is not None and supports_exclude_clusters(fn) else None
 
     def wrap(self, search: Any, *, supports_exclude: Optional[bool] = None) -> DiversifiedSearch:
         """Wrap a search callable (or a :mod:`diversify.stores` adapter) into a diversified one.
@@ -237,7 +242,7 @@ class Diversifier:
             the next page without repeating this page's clusters.
         """
         fn, exclude = resolve_search(search, supports_exclude)
-        return sync_wrapper(fn, exclude, self._start)
+        return sync_wrapper(fn, exclude, self._start, self._cluster_exclusion(fn, exclude))
 
     def awrap(self, search: Any, *, supports_exclude: Optional[bool] = None) -> AsyncDiversifiedSearch:
         """Async twin of :meth:`wrap`: ``await diversified(query, ...) -> Result``.
@@ -247,7 +252,7 @@ class Diversifier:
         then runs in the event loop's thread, so keep it to fast, local stores.
         """
         fn, exclude = resolve_search(search, supports_exclude)
-        return async_wrapper(fn, exclude, self._start)
+        return async_wrapper(fn, exclude, self._start, self._cluster_exclusion(fn, exclude))
 
     def select_items(self, items: Sequence[Any], *, ids: Optional[IdSource] = None,
                      scores: Optional[Sequence[Any]] = None, payloads: Optional[Sequence[Any]] = None,
@@ -298,16 +303,19 @@ class Diversifier:
             raise InputError(f"`cluster_ids` must have one entry per item ({len(hits)}); got {len(cluster_ids)}.")
         snap = self._source.current
         kk, nn = self._params(min(opts.k, max(len(hits), 1)) if k is None else k, max_per_cluster)
-        cids = list(cluster_ids) if cluster_ids is not None else self._source.cluster_ids(hits, snap)
         cur = decode_cursor(cursor)
-        if cur.ids:
-            keep = [j for j, h in enumerate(hits) if h.id not in cur.ids]
+        shown_ids, excluded, carried = self._source.shown_before(snap, cur)
+        tally = Tally()
+        cids = list(cluster_ids) if cluster_ids is not None else self._source.cluster_ids(hits, snap, tally)
+        if shown_ids:
+            keep = [j for j, h in enumerate(hits) if h.id not in shown_ids]
             hits = [hits[j] for j in keep]
             cids = [cids[j] for j in keep]
         res = select(hits, cids, k=kk, max_per_cluster=nn, unknown=opts.unknown,
                      fold_threshold=opts.fold_threshold, fold_text_threshold=opts.fold_text_threshold,
-                     groups=groups, exclude_clusters=self._source.excluded_clusters(snap, cur))
-        out = Result(res.hits, res.groups, kk, res.omitted, res.dropped, res.considered, res.short, res.short,
-                     0, 0, next_cursor(cur, res.hits, snap.fingerprint), snap.generation)
-        self._counters.record(out, len(items), snap.degraded)
+                     groups=groups, exclude_clusters=excluded)
+        exhausted, token = page_end(opts, cur, carried, hits, cids, res, excluded, True, None, len(hits))
+        out = Result(res.hits, res.groups, kk, res.omitted, res.dropped, res.considered, exhausted, res.short,
+                     0, 0, token, snap.generation)
+        self._source.record(out, len(items), snap, tally)
         return out

@@ -27,7 +27,8 @@ import numpy as np
 
 from ..errors import InputTypeError
 from .cursor import EMPTY, CursorState
-from .stats import Counters, describe
+from .idmatch import diagnose, id_info, lookup_ids
+from .stats import Counters, Tally, describe
 from .types import ClusterLookup, DocId, Hit
 
 __all__ = ["ClusterSource", "Snapshot", "MappingLookup", "load_cluster_map", "is_load_failure"]
@@ -91,10 +92,13 @@ class Snapshot:
     generation: int
     fingerprint: str
     degraded: bool = False  # serving undiversified ("passthrough") after a failed load
+    id_kind: Optional[str] = None    # "str" / "int" for a ClusterMap; None: ids are opaque hashables
+    uuid_form: Optional[str] = None  # how the artifact writes UUID ids, when its ids are UUIDs
 
     @classmethod
     def of(cls, cluster_map: Optional[ClusterLookup], generation: int, degraded: bool = False) -> Snapshot:
-        return cls(cluster_map, generation, str(getattr(cluster_map, "fingerprint", "") or ""), degraded)
+        kind, form = id_info(cluster_map)
+        return cls(cluster_map, generation, str(getattr(cluster_map, "fingerprint", "") or ""), degraded, kind, form)
 
     @property
     def serving(self) -> str:
@@ -170,8 +174,27 @@ class ClusterSource:
 
     # ------------------------------------------------------------------ lookups
 
-    def cluster_ids(self, hits: Sequence[Hit], snap: Snapshot) -> list:
-        """Cluster id of each hit: the payload field if set and present, else the artifact, else None."""
+    def _lookup(self, ids: Sequence[Any], snap: Snapshot) -> Optional[np.ndarray]:
+        """Artifact cluster ids of ``ids`` (int64, -1 unknown); None after a failure absorbed by a
+        fail-open policy (counted and logged)."""
+        cm = snap.cluster_map
+        if self.on_error == "raise":
+            return lookup_ids(cm, ids, snap.id_kind, snap.uuid_form)
+        try:
+            looked = lookup_ids(cm, ids, snap.id_kind, snap.uuid_form)
+            if looked.shape != (len(ids),):
+                raise ValueError(f"lookup returned shape {looked.shape} for {len(ids)} ids")
+            return looked
+        except Exception as exc:  # fail open: a broken artifact must not fail the query
+            self.note_lookup_error(exc, snap)
+            return None
+
+    def cluster_ids(self, hits: Sequence[Hit], snap: Snapshot, tally: Optional[Tally] = None) -> list:
+        """Cluster id of each hit: the payload field if set and present, else the artifact, else None.
+
+        ``tally`` (if given) counts the hits whose cluster was looked for and those found nowhere
+        (hits of a lookup that failed are not counted: ``lookup_errors`` has them).
+        """
         out: list = [None] * len(hits)
         missing: Sequence[int] = range(len(hits))
         field = self.cluster_field
@@ -186,41 +209,61 @@ class ClusterSource:
                     out[j] = v
         cm = snap.cluster_map
         if cm is None or not len(missing):
+            if tally is not None and (field is not None or cm is not None):
+                self._tally(tally, hits, missing, len(hits))
             return out
-        if self.on_error == "raise":
-            looked = cm.lookup([hits[j].id for j in missing])
-        else:
-            try:
-                looked = np.asarray(cm.lookup([hits[j].id for j in missing]))
-                if looked.shape != (len(missing),):
-                    raise ValueError(f"lookup returned shape {looked.shape} for {len(missing)} ids")
-            except Exception as exc:  # fail open: a broken artifact must not fail the query
-                self.note_lookup_error(exc, snap)
-                return out
+        looked = self._lookup([hits[j].id for j in missing], snap)
+        if looked is None:
+            if tally is not None:
+                tally.looked += len(hits) - len(missing)
+            return out
+        unknown = []
         for j, c in zip(missing, looked.tolist()):
             if c != -1:
                 out[j] = c
+            else:
+                unknown.append(j)
+        if tally is not None:
+            self._tally(tally, hits, unknown, len(hits))
         return out
 
-    def excluded_clusters(self, snap: Snapshot, cur: CursorState) -> frozenset:
-        """Clusters shown on earlier pages.
+    @staticmethod
+    def _tally(tally: Tally, hits: Sequence[Hit], unknown: Sequence[int], looked: int) -> None:
+        tally.looked += looked
+        if len(unknown):
+            tally.unknown += len(unknown)
+            if tally.sample is None:
+                tally.sample = hits[unknown[0]].id
 
-        Re-derived from the cursor's ids with the artifact answering now (a cursor may outlive a
-        reload, and two artifacts can number clusters differently); cluster ids the cursor
-        recorded are used as such only when they came from payloads or there is no artifact.
+    def warn_unknown(self, snap: Snapshot, looked: int, unknown: int, sample: Any) -> None:
+        """The once-per-generation WARNING that most hits are unknown, with the likely cause."""
+        cause = diagnose(sample, snap.id_kind, snap.uuid_form, self.cluster_field, snap.cluster_map is not None)
+        log.warning("diversify: %d of the %d hits looked up in artifact generation %d are unknown to it, so "
+                    "nothing is folded for them. Likely cause: %s. See docs/online.md, 'Ids that match'.",
+                    unknown, looked, snap.generation, cause)
+
+    def shown_before(self, snap: Snapshot, cur: CursorState) -> tuple[frozenset, frozenset, frozenset]:
+        """``(ids, clusters, carried)`` for what earlier pages showed: the cursor's anchor ids, the
+        clusters to leave out, and the cluster ids the next cursor carries on as values.
+
+        Clusters are re-derived from the anchors with the artifact answering now (a cursor may
+        outlive a reload, and two artifacts can number clusters differently), plus the payload
+        cluster ids the cursor carries. A version-1 cursor's cluster ids are used only when they
+        came from payloads or there is no artifact.
         """
         if cur is EMPTY:
-            return frozenset()
+            return cur.ids, cur.clusters, cur.clusters
         cm = snap.cluster_map
-        if cm is None:
-            return cur.clusters
-        try:
-            derived = {c for c in np.asarray(cm.lookup(list(cur.order))).tolist() if c != -1}
-        except Exception as exc:
-            if self.on_error == "raise":
-                raise
-            self.note_lookup_error(exc, snap)
-            return cur.clusters
-        if self.cluster_field is not None:
-            derived |= cur.clusters
-        return frozenset(derived)
+        carried = cur.clusters if (not cur.legacy or cm is None or self.cluster_field is not None) else frozenset()
+        if cm is None or not cur.anchors:
+            return cur.ids, carried, carried
+        looked = self._lookup(cur.anchors, snap)
+        if looked is None:
+            return cur.ids, cur.clusters, carried
+        return cur.ids, frozenset(c for c in looked.tolist() if c != -1) | carried, carried
+
+    def record(self, res: Any, fetched: int, snap: Snapshot, tally: Optional[Tally]) -> None:
+        """Count one answered query; warn (once per generation) when most hits were unknown."""
+        warn = self.counters.record(res, fetched, snap.degraded, tally, snap.generation)
+        if warn is not None and tally is not None:
+            self.warn_unknown(snap, warn[0], warn[1], tally.sample)
