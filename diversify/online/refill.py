@@ -37,8 +37,8 @@ from ..errors import StoreError
 from .checks import Options
 from .cursor import CursorState, decode_cursor, encode_cursor
 from .hits import as_hit, with_text
-from .selection import select
-from .source import ClusterSource, Snapshot
+from .selection import select_checked
+from .source import MEMBER_CACHE_CLUSTERS, ClusterSource, Snapshot
 from .stats import Tally
 from .types import DocId, Hit, Kept, Result
 
@@ -78,8 +78,9 @@ class _Pool:
         self.fetched += got
         new = []
         seen, order, shown, pos = self.seen, self.order, self.shown, self.pos
+        want_text = self.want_text
         for j, r in enumerate(raw):
-            h = as_hit(r)
+            h = r if type(r) is Hit else as_hit(r)
             hid = h.id
             try:
                 if hid in seen:
@@ -91,14 +92,14 @@ class _Pool:
             order.append(hid)
             if shown and hid in shown:
                 continue
-            if self.want_text and h.text is None:
+            if want_text and h.text is None:
                 h = with_text(h)
             new.append(h)
             if pos is not None:
                 pos.append(j)
         if new:
             self.hits.extend(new)
-            self.cids.extend(self.source.cluster_ids(new, self.snap, self.tally))
+            self.cids.extend(self.source.cluster_ids(new, self.snap, self.tally, -1))
         return got
 
 
@@ -122,26 +123,30 @@ class _MemberExclusion:
     def enabled(self) -> bool:
         return self.members_of is not None
 
-    def add(self, clusters: Iterable[Hashable]) -> None:
+    def add(self, clusters: Iterable[tuple[Hashable, int]]) -> None:
+        """Exclude the unseen members of each ``(cluster, members fetched)``, the clusters with the
+        most unseen members first (sizes read from the artifact without listing any member)."""
         if self.members_of is None:
             return
-        budget = self.budget - len(self.ids)
-        for c in clusters:
-            if budget <= 0:
-                return
+        todo = []
+        for c, fetched in clusters:
             if c in self._done or isinstance(c, bool) or not isinstance(c, (int, np.integer)):
                 continue
             self._done.add(c)
-            try:
-                if self.size_of is not None and len(self.size_of(c)) > budget + len(self.seen):
-                    continue  # more unseen members than the budget: the next round's larger k handles it
-                members = self.members_of(c)
-            except (LookupError, ValueError, TypeError):  # a payload cluster id the map lacks
+            size = self._size(c)
+            if size is None or size > fetched:  # unknown size, or members left to exclude
+                todo.append((-(size or 0) + fetched, c))
+        todo.sort(key=lambda t: t[0])
+        budget = self.budget - len(self.ids)
+        for _, c in todo:
+            if budget <= 0:
+                return
+            members = self._members(c, budget)
+            if members is None:
                 continue
-            except Exception as exc:
-                if self.source.on_error == "raise":
-                    raise
-                self.source.note_lookup_error(exc, self.snap)
+            if len(members) <= budget:  # all of them fit: no per-member work in Python
+                self.ids.extend(members)
+                budget -= len(members)
                 continue
             for m in members:
                 if m not in self.seen:
@@ -150,13 +155,49 @@ class _MemberExclusion:
                     if budget <= 0:
                         return
 
+    def _size(self, c: Any) -> Optional[int]:
+        if self.size_of is None:
+            return None
+        try:
+            return len(self.size_of(c))
+        except Exception:  # a payload cluster id the map lacks, or a damaged artifact: _members decides
+            return None
 
-def _full_clusters(hits: Iterable[Kept], n: int) -> list:
+    def _members(self, c: Any, budget: int) -> Optional[tuple]:
+        """The member ids of cluster ``c`` (from the snapshot's cache when it was listed before), or
+        None when it is too big for ``budget`` or unknown to the map."""
+        cache = self.snap.members
+        members = cache.get(c)
+        if members is not None:
+            return members if len(members) <= budget + len(self.seen) else None
+        try:
+            if self.size_of is not None and len(self.size_of(c)) > budget + len(self.seen):
+                return None  # more unseen members than the budget: the next round's larger k handles it
+            members = tuple(self.members_of(c))  # type: ignore[misc]
+        except (LookupError, ValueError, TypeError):  # a payload cluster id the map lacks
+            return None
+        except Exception as exc:
+            if self.source.on_error == "raise":
+                raise
+            self.source.note_lookup_error(exc, self.snap)
+            return None
+        if self.size_of is not None and len(members) >= 32:  # bounded (size checked) and worth keeping
+            if len(cache) >= MEMBER_CACHE_CLUSTERS:
+                cache.clear()
+            cache[c] = members
+        return members
+
+
+def _full_clusters(hits: Iterable[Kept], n: int) -> list[tuple[Hashable, int]]:
+    """``(cluster, members fetched)`` of the clusters that are full (``n`` kept)."""
     counts: dict = {}
+    fetched: dict = {}
     for kp in hits:
-        if kp.cluster_id is not None:
-            counts[kp.cluster_id] = counts.get(kp.cluster_id, 0) + 1
-    return [c for c, m in counts.items() if m >= n]
+        c = kp[1]
+        if c is not None:
+            counts[c] = counts.get(c, 0) + 1
+            fetched[c] = fetched.get(c, 0) + 1 + len(kp[3])
+    return [(c, fetched[c]) for c, m in counts.items() if m >= n]
 
 
 def _first_remaining(hits: list, cids: list, res: Result, excluded: frozenset, drop_unknown: bool,
@@ -246,8 +287,9 @@ def refill(opts: Options, source: ClusterSource, *, k: int, n: int, groups: bool
     members = _MemberExclusion(snap.cluster_map if supports_exclude and not by_cluster and opts.max_exclude_members
                                else None, opts.max_exclude_members, pool.seen, source, snap)
     if excluded and members.enabled:
-        members.add(sorted(c for c in excluded if isinstance(c, int)))
+        members.add((c, 0) for c in sorted(c for c in excluded if isinstance(c, int)))
     anchors = list(cur.anchors)
+    drop = opts.unknown == "drop"
     base, new = cur.offset, opts.fetch_k
     ask = base + new
     calls = rounds = 0
@@ -259,9 +301,8 @@ def refill(opts: Options, source: ClusterSource, *, k: int, n: int, groups: bool
         calls += 1
         got = pool.add(raw)
         store_done = got < ask
-        res = select(pool.hits, pool.cids, k=k, max_per_cluster=n, unknown=opts.unknown,
-                     fold_threshold=opts.fold_threshold, fold_text_threshold=opts.fold_text_threshold,
-                     groups=groups, exclude_clusters=excluded)
+        res = select_checked(pool.hits, pool.cids, k, n, drop, excluded or None, opts.fold_threshold,
+                             opts.fold_text_threshold, groups=groups)
         if not res.short or store_done or rounds >= opts.max_rounds:
             break
         if not supports_exclude and new >= opts.max_fetch_k:
@@ -272,7 +313,7 @@ def refill(opts: Options, source: ClusterSource, *, k: int, n: int, groups: bool
             ask = new  # everything seen is excluded: only new hits come back
             full = _full_clusters(res.hits, n)
             if store_clusters is not None:
-                store_clusters.extend(c for c in full if c not in excluded and c not in store_clusters)
+                store_clusters.extend(c for c, _ in full if c not in excluded and c not in store_clusters)
             elif members.enabled:
                 members.add(full)
         else:

@@ -26,7 +26,7 @@ from .checks import check_params, check_text_threshold
 from .folding import Features, Folder
 from .types import Group, Kept, Result
 
-__all__ = ["select", "UNKNOWN"]
+__all__ = ["select", "select_checked", "UNKNOWN"]
 
 _new_kept = tuple.__new__  # builds Kept without the keyword-argument layer (per kept hit)
 _get_score = attrgetter("score")
@@ -45,37 +45,38 @@ def _id_key(value: Any) -> tuple:
 
 
 def _tie_order(hits: Sequence[Any]) -> Optional[list]:
-    """Rank order with runs of equal adjacent scores sorted by id; None when there is no tie."""
+    """Rank order with runs of equal adjacent scores sorted by id; None when that is the input order."""
     try:
-        if len(set(map(_get_score, hits))) == len(hits):  # the common case, checked at C speed
-            return None
+        scores = list(map(_get_score, hits))
     except AttributeError:
-        pass
+        scores = [getattr(h, "score", None) for h in hits]
+    try:
+        if len(set(scores)) == len(scores):  # the common case, checked at C speed
+            return None
     except TypeError:  # unhashable scores: compare them one by one below
         pass
-    scores = [getattr(h, "score", None) for h in hits]
-    prev = None
-    ties = False
-    for s in scores:
-        if s is not None and s == prev:
-            ties = True
-            break
-        prev = s
-    if not ties:
-        return None
-    order = []
-    n = len(hits)
+    order: Optional[list] = None
+    n = len(scores)
     i = 0
-    while i < n:
-        j = i + 1
+    while i < n - 1:
         s = scores[i]
-        if s is not None:
-            while j < n and scores[j] == s:
-                j += 1
-        if j - i > 1:
-            order.extend(sorted(range(i, j), key=lambda x: _id_key(getattr(hits[x], "id", x))))
+        if s is None or scores[i + 1] != s:
+            i += 1
+            continue
+        j = i + 2
+        while j < n and scores[j] == s:
+            j += 1
+        ids = [getattr(hits[x], "id", x) for x in range(i, j)]
+        types = set(map(type, ids))
+        if types == {str} or types == {int}:  # one plain type: its own order is the id order
+            run = sorted(range(j - i), key=ids.__getitem__)
         else:
-            order.append(i)
+            keys = [_id_key(v) for v in ids]
+            run = sorted(range(j - i), key=keys.__getitem__)
+        if run != list(range(j - i)):
+            if order is None:
+                order = list(range(n))
+            order[i:j] = [i + x for x in run]
         i = j
     return order
 
@@ -160,15 +161,25 @@ def select(hits: Sequence[Any], cluster_ids: Optional[Iterable[Optional[Hashable
     fold_text_threshold = check_text_threshold(fold_text_threshold)
     hits = _as_hit_sequence(hits)
     cids = _as_cluster_list(cluster_ids, len(hits))
-    order = _tie_order(hits)
     excluded = frozenset(exclude_clusters) if exclude_clusters else None
+    return select_checked(hits, cids, k, n, unknown == "drop", excluded, fold_threshold, fold_text_threshold,
+                          vectors, texts, groups)
+
+
+def select_checked(hits: Sequence[Any], cids: list, k: int, n: int, drop_unknown: bool,
+                   excluded: Optional[frozenset], fold_threshold: Optional[float] = None,
+                   fold_text_threshold: Optional[float] = None, vectors: Any = None,
+                   texts: Optional[Sequence[Optional[str]]] = None, groups: bool = False) -> Result:
+    """:func:`select` on arguments already validated (what the refill loop calls every round):
+    ``cids`` a list aligned with ``hits``, ``excluded`` a frozenset or None."""
+    order = _tie_order(hits)
     folder = None
     if fold_threshold is not None or fold_text_threshold is not None:
         folder = _make_folder(hits, fold_threshold, fold_text_threshold, vectors, texts)
     try:
         if folder is None and not groups:
-            return _select_flat(hits, cids, order, k, n, unknown == "drop", excluded)
-        return _select_general(hits, cids, order, k, n, unknown == "drop", excluded, folder, groups)
+            return _select_flat(hits, cids, order, k, n, drop_unknown, excluded)
+        return _select_general(hits, cids, order, k, n, drop_unknown, excluded, folder, groups)
     except TypeError as exc:
         bad = next((c for c in cids if not _hashable(c)), None)
         if bad is None:

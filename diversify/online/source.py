@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import numpy as np
@@ -31,7 +31,11 @@ from .idmatch import diagnose, id_info, lookup_ids
 from .stats import Counters, Tally, describe
 from .types import ClusterLookup, DocId, Hit
 
-__all__ = ["ClusterSource", "Snapshot", "MappingLookup", "load_cluster_map", "is_load_failure"]
+__all__ = ["ClusterSource", "Snapshot", "MappingLookup", "load_cluster_map", "is_load_failure",
+           "MEMBER_CACHE_CLUSTERS"]
+
+#: Clusters whose member lists one loaded artifact keeps for store-side exclusion.
+MEMBER_CACHE_CLUSTERS = 64
 
 log = logging.getLogger("diversify")
 
@@ -94,6 +98,10 @@ class Snapshot:
     degraded: bool = False  # serving undiversified ("passthrough") after a failed load
     id_kind: Optional[str] = None    # "str" / "int" for a ClusterMap; None: ids are opaque hashables
     uuid_form: Optional[str] = None  # how the artifact writes UUID ids, when its ids are UUIDs
+    #: member ids of recently excluded clusters of 32 members or more (at most MEMBER_CACHE_CLUSTERS,
+    #: each no longer than the exclusion budget allows): a hot cluster is listed once per artifact,
+    #: not once per query
+    members: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, cluster_map: Optional[ClusterLookup], generation: int, degraded: bool = False) -> Snapshot:
@@ -189,42 +197,59 @@ class ClusterSource:
             self.note_lookup_error(exc, snap)
             return None
 
-    def cluster_ids(self, hits: Sequence[Hit], snap: Snapshot, tally: Optional[Tally] = None) -> list:
-        """Cluster id of each hit: the payload field if set and present, else the artifact, else None.
+    def cluster_ids(self, hits: Sequence[Hit], snap: Snapshot, tally: Optional[Tally] = None,
+                    unknown: Any = None) -> list:
+        """Cluster id of each hit: the payload field if set and present, else the artifact, else
+        ``unknown`` (None; the refill loop passes -1, which :func:`select` reads the same way).
 
         ``tally`` (if given) counts the hits whose cluster was looked for and those found nowhere
         (hits of a lookup that failed are not counted: ``lookup_errors`` has them).
         """
-        out: list = [None] * len(hits)
-        missing: Sequence[int] = range(len(hits))
         field = self.cluster_field
-        if field is not None:
-            missing = []
-            for j, h in enumerate(hits):
-                p = h.payload
-                v = p.get(field) if p is not None else None
-                if v is None or v == -1:
-                    missing.append(j)
-                else:
-                    out[j] = v
         cm = snap.cluster_map
-        if cm is None or not len(missing):
-            if tally is not None and (field is not None or cm is not None):
-                self._tally(tally, hits, missing, len(hits))
-            return out
-        looked = self._lookup([hits[j].id for j in missing], snap)
-        if looked is None:
+        if field is None:  # the per-query common case: one lookup, no per-hit Python work
+            if cm is None:
+                return [unknown] * len(hits)
+            looked = self._lookup([h.id for h in hits], snap)
+            if looked is None:
+                return [unknown] * len(hits)
+            out = looked.tolist()
+            missing = out.count(-1)
             if tally is not None:
-                tally.looked += len(hits) - len(missing)
+                tally.looked += len(out)
+                if missing:
+                    tally.unknown += missing
+                    if tally.sample is None:
+                        tally.sample = hits[out.index(-1)].id
+            if missing and unknown != -1:
+                out = [unknown if c == -1 else c for c in out]
             return out
-        unknown = []
-        for j, c in zip(missing, looked.tolist()):
+        out = [unknown] * len(hits)
+        need: list[int] = []
+        for j, h in enumerate(hits):
+            p = h.payload
+            v = p.get(field) if p is not None else None
+            if v is None or v == -1:
+                need.append(j)
+            else:
+                out[j] = v
+        if cm is None or not need:
+            if tally is not None:
+                self._tally(tally, hits, need, len(hits))
+            return out
+        found = self._lookup([hits[j].id for j in need], snap)
+        if found is None:
+            if tally is not None:
+                tally.looked += len(hits) - len(need)
+            return out
+        still = []
+        for j, c in zip(need, found.tolist()):
             if c != -1:
                 out[j] = c
             else:
-                unknown.append(j)
+                still.append(j)
         if tally is not None:
-            self._tally(tally, hits, unknown, len(hits))
+            self._tally(tally, hits, still, len(hits))
         return out
 
     @staticmethod
