@@ -88,6 +88,9 @@ class _Pool:
             except TypeError:
                 raise StoreError(f"the search returned a hit whose id is unhashable ({type(hid).__name__} "
                                  f"{hid!r:.60}). Return str or int ids.") from None
+            if hid is None:
+                raise StoreError(f"the search returned a hit without an id ({type(r).__name__} at position {j}). "
+                                 "Return Hit objects, (id, score) tuples or mappings with an 'id'.")
             seen.add(hid)
             order.append(hid)
             if shown and hid in shown:
@@ -295,7 +298,8 @@ def refill(opts: Options, source: ClusterSource, *, k: int, n: int, groups: bool
     calls = rounds = 0
     while True:
         if supports_exclude:
-            raw = yield (ask, anchors + pool.order + members.ids, store_clusters)
+            raw = yield (ask, anchors + pool.order + members.ids,
+                         None if store_clusters is None else list(store_clusters))
         else:
             raw = yield (ask, None, None)
         calls += 1
