@@ -195,3 +195,69 @@ def test_cursor_size_follows_clusters_shown_not_hits_fetched():
     assert len(decode_cursor(cursor).anchors) == 150
     assert len(cursor) <= cursor_bound(shown, cluster_of) < 7_100  # ~47 characters per shown cluster
     assert sum(r for _, r in search.calls) > 30 * 5 * 10  # what was fetched is far more than what is carried
+
+
+# ---------------------------------------------------------------------- the cursor is client input
+
+
+def _token(obj) -> str:
+    import base64
+
+    import msgpack
+
+    return base64.urlsafe_b64encode(msgpack.packb(obj, use_bin_type=True)).decode().rstrip("=")
+
+
+OK = {"v": 2, "o": 3, "a": [b"doc-1", 7], "p": [b"x", 4]}
+FORGED = [
+    ("offset over the limit", {**OK, "o": 100_001}),
+    ("negative offset", {**OK, "o": -1}),
+    ("float offset", {**OK, "o": 1.5}),
+    ("bool offset", {**OK, "o": True}),
+    ("bool anchor", {**OK, "a": [True]}),
+    ("float anchor", {**OK, "a": [1.5]}),
+    ("nil anchor", {**OK, "a": [None]}),
+    ("nested anchor", {**OK, "a": [[b"x"]]}),
+    ("str instead of bytes", {**OK, "a": ["doc-1"]}),
+    ("bytes that are not UTF-8", {**OK, "a": [b"\xff\xfe"]}),
+    ("anchors not a list", {**OK, "a": b"doc-1"}),
+    ("payload clusters not a list", {**OK, "p": 4}),
+    ("a key missing", {"v": 2, "o": 0, "a": []}),
+    ("an extra key", {**OK, "x": 1}),
+    ("an unknown version", {**OK, "v": 3}),
+    ("version 1 with a float id", {"v": 1, "i": [1.5], "c": [], "f": ""}),
+    ("not a map", [2, 0, [], []]),
+]
+
+
+@pytest.mark.parametrize("label,obj", FORGED, ids=[f[0] for f in FORGED])
+def test_forged_cursors_are_input_errors(label, obj):
+    from diversify.errors import InputError
+
+    w = Diversifier({"a": 1}).wrap(lambda q, k: [])
+    assert w("q", cursor=_token(OK)).exhausted  # the well-formed token next to it is accepted
+    with pytest.raises(InputError, match="cursor"):
+        w("q", cursor=_token(obj))
+
+
+def test_a_well_formed_forged_cursor_only_changes_its_own_results():
+    state = decode_cursor(_token(OK))
+    assert state.anchors == ("doc-1", 7) and state.clusters == frozenset({"x", 4}) and state.offset == 3
+
+
+def test_oversized_cursor_is_refused_before_decoding():
+    from diversify.errors import InputError
+    from diversify.online.cursor import MAX_CURSOR_CHARS
+
+    assert MAX_CURSOR_CHARS == 65_536  # was 4,000,000: ~0.8 s of decoding and a 2.9-million-id filter
+    with pytest.raises(InputError, match="too long"):
+        decode_cursor("A" * 65_537)
+
+
+def test_a_version_1_cursor_still_gives_the_next_page():
+    """Compatibility guard (holds before and after): tokens handed out before the upgrade work."""
+    ids = [f"d{j}" for j in range(8)]
+    cm = make_cluster_map(ids, [j // 2 for j in range(8)])
+    w = Diversifier(cm, k=2).wrap(Ranked(ids, exclusion=False))
+    old = _token({"v": 1, "i": ["d0", "d1", "d2", "d3"], "c": [0, 2], "f": "contract"})  # what page 1 used to give
+    assert w("q", cursor=old).ids == ["d4", "d6"]
