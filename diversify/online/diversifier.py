@@ -62,7 +62,11 @@ class Diversifier:
         On a refetch from a store with exclusion filters, also exclude up to this many not yet
         seen members of clusters that are already full (per the artifact's ``members``), and of
         clusters shown on earlier pages; higher -> more productive refetches, longer filters.
-        0 excludes only the ids seen. Members excluded this way never show up in ``folded``.
+        Only clusters whose unseen members fit are listed (their sizes are read without listing
+        them), the biggest first; a bigger cluster is left to the next round's larger k, or
+        excluded by its id when the store supports it (``supports_exclude_clusters`` and
+        ``cluster_field``). 0 excludes only the ids seen. Members excluded this way never show
+        up in ``folded``.
     on_error : {"raise", "last_good", "passthrough"}
         What to do when the artifact cannot be loaded (at construction or in :meth:`reload`) or
         its lookup fails while answering a query. ``"raise"`` (default): raise the error
@@ -185,6 +189,11 @@ class Diversifier:
     def stats(self) -> dict[str, Any]:
         """A snapshot of the counters (queries, backend_calls, refetch_rounds, short, ...).
 
+        Id matching: ``looked_up`` (hits whose cluster was looked for in the artifact or the
+        payload field) and ``unknown`` (those found in neither). When most of at least 100 hits
+        looked up in one artifact generation are unknown, one WARNING on logger ``"diversify"``
+        names the likely cause (docs/online.md, "Ids that match").
+
         Fail-open counters: ``load_errors`` (failed loads at startup or reload),
         ``lookup_errors`` (query-time lookup failures absorbed; those hits count as unknown),
         ``degraded_queries`` (queries answered in passthrough after a failed load), ``serving``
@@ -238,8 +247,11 @@ class Diversifier:
         -------
         DiversifiedSearch
             ``diversified(query, *, k=None, max_per_cluster=None, groups=False, cursor=None)
-            -> Result``. ``Result.exhausted`` says the store ran out; ``Result.cursor`` gives
-            the next page without repeating this page's clusters.
+            -> Result``. ``Result.exhausted`` says the store has nothing more (a next page would
+            be empty); ``Result.cursor`` gives the next page without repeating this page's
+            clusters. A store that also takes ``exclude_clusters=`` / ``cluster_field=``
+            keywords and says so (``supports_exclude_clusters = True``) is asked to exclude
+            full clusters by their payload value when ``cluster_field`` is set.
         """
         fn, exclude = resolve_search(search, supports_exclude)
         return sync_wrapper(fn, exclude, self._start, self._cluster_exclusion(fn, exclude))
@@ -293,7 +305,8 @@ class Diversifier:
         Returns
         -------
         Result
-            ``backend_calls == 0``; ``exhausted`` is True when fewer than k survive.
+            ``backend_calls == 0``; ``exhausted`` is True when this page used every item (a next
+            page over the same items would be empty).
         """
         opts = self.options
         hits = hits_from_items(items, ids=ids, scores=scores, payloads=payloads, vectors=vectors, texts=texts,

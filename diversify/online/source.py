@@ -26,6 +26,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import InputTypeError
+from ..ids import id_kind_of
 from .cursor import EMPTY, CursorState
 from .idmatch import diagnose, id_info, lookup_ids
 from .stats import Counters, Tally, describe
@@ -52,6 +53,7 @@ class MappingLookup:
                                  f"unknown); got {type(bad).__name__} {bad!r}. For other labels store them in "
                                  "the payload and use cluster_field=.")
         self.fingerprint = ""
+        self.key_kind = id_kind_of(next(iter(self._m), None))  # for the unknown-ids warning only
 
     def lookup(self, ids: Sequence[DocId]) -> np.ndarray:
         get = self._m.get
@@ -262,7 +264,8 @@ class ClusterSource:
 
     def warn_unknown(self, snap: Snapshot, looked: int, unknown: int, sample: Any) -> None:
         """The once-per-generation WARNING that most hits are unknown, with the likely cause."""
-        cause = diagnose(sample, snap.id_kind, snap.uuid_form, self.cluster_field, snap.cluster_map is not None)
+        kind = snap.id_kind or getattr(snap.cluster_map, "key_kind", None)
+        cause = diagnose(sample, kind, snap.uuid_form, self.cluster_field, snap.cluster_map is not None)
         log.warning("diversify: %d of the %d hits looked up in artifact generation %d are unknown to it, so "
                     "nothing is folded for them. Likely cause: %s. See docs/online.md, 'Ids that match'.",
                     unknown, looked, snap.generation, cause)

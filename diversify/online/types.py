@@ -174,11 +174,14 @@ class Result(Sequence[Kept]):
     omitted : int
         Hits left out because their cluster was full (sum of ``Kept.omitted``).
     dropped : int
-        Unknown hits left out by ``unknown="drop"`` or hits of clusters the cursor excluded.
+        Unknown hits left out by ``unknown="drop"`` or hits of clusters the cursor excluded
+        (a search without exclusion filters returns earlier pages' hits again: they count here).
     considered : int
         Distinct hits looked at.
     exhausted : bool
-        True when fewer than ``k`` came back because the store had nothing more to give.
+        True when the store has nothing more for this query: its last answer was shorter than
+        asked and every hit was used (shown, folded or dropped), so a next page would be empty.
+        False when the store may have more (its last answer was full) or this page left some.
     short : bool
         True when fewer than ``k`` came back for any reason (store exhausted or round budget).
     backend_calls : int
@@ -186,7 +189,8 @@ class Result(Sequence[Kept]):
     rounds : int
         Refetch rounds after the first call.
     cursor : str or None
-        Opaque, stateless token for the next page (pass it back as ``cursor=``).
+        Opaque, stateless token for the next page (pass it back as ``cursor=``); it grows by one
+        id per cluster shown, not with what was fetched (see docs/online.md, "Pages").
     generation : int
         Which loaded artifact answered (increments on every ``reload``).
     """
