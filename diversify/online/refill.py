@@ -40,7 +40,7 @@ from .hits import as_hit, with_text
 from .selection import select_checked
 from .source import MEMBER_CACHE_CLUSTERS, ClusterSource, Snapshot
 from .stats import Tally
-from .types import DocId, Hit, Kept, Result
+from .types import Deferred, DocId, Hit, Kept, Result
 
 __all__ = ["refill", "Request", "page_end", "next_cursor"]
 
@@ -76,6 +76,8 @@ class _Pool:
             raise StoreError(f"the search callable must return a sequence of hits; got "
                              f"{type(raw).__name__}. Return a list.") from None
         self.fetched += got
+        if not self.shown and not self.want_text and self._add_fresh(raw):
+            return got
         new = []
         seen, order, shown, pos = self.seen, self.order, self.shown, self.pos
         want_text = self.want_text
@@ -104,6 +106,27 @@ class _Pool:
             self.hits.extend(new)
             self.cids.extend(self.source.cluster_ids(new, self.snap, self.tally, -1))
         return got
+
+    def _add_fresh(self, raw: Any) -> bool:
+        """The common case without a Python loop per hit: every item a :class:`Hit`, ids distinct,
+        none seen before (the first call; a refetch that excluded what was seen). False (nothing
+        added) otherwise."""
+        if not isinstance(raw, (list, tuple)) or set(map(type, raw)) != {Hit}:
+            return False
+        ids = [h.id for h in raw]
+        try:
+            fresh = set(ids)
+        except TypeError:  # an unhashable id: the loop reports it
+            return False
+        if len(fresh) != len(ids) or None in fresh or not self.seen.isdisjoint(fresh):
+            return False
+        self.seen |= fresh
+        self.order.extend(ids)
+        if self.pos is not None:
+            self.pos.extend(range(len(ids)))
+        self.hits.extend(raw)
+        self.cids.extend(self.source.cluster_ids(raw, self.snap, self.tally, -1))
+        return True
 
 
 class _MemberExclusion:
@@ -255,9 +278,9 @@ def next_cursor(cur: CursorState, carried: frozenset, res: Result, offset: int, 
 
 
 def page_end(opts: Options, cur: CursorState, carried: frozenset, hits: list, cids: list, res: Result,
-             excluded: frozenset, store_done: bool, positions: Optional[list], last_got: int) -> tuple[bool, str]:
+             excluded: frozenset, store_done: bool, positions: Optional[list], last_got: int) -> tuple[bool, Deferred]:
     """``(exhausted, cursor)`` of a page: exhausted when the store gave everything it had and
-    every hit was used (a next page would be empty)."""
+    every hit was used (a next page would be empty); the cursor is encoded when first read."""
     folding = opts.fold_threshold is not None or opts.fold_text_threshold is not None
     first = _first_remaining(hits, cids, res, excluded, opts.unknown == "drop", folding)
     if positions is not None:  # a store without exclusion: the position in its ranking
@@ -268,8 +291,8 @@ def page_end(opts: Options, cur: CursorState, carried: frozenset, hits: list, ci
     if folding and res.omitted:
         unknown_ids = {id(h) for h, c in zip(hits, cids) if c is None or c == -1}
         unknown_folds = [f.id for kp in res.hits for f in kp[3] if id(f) in unknown_ids]
-    return (store_done and first is None,
-            next_cursor(cur, carried, res, offset, opts.cluster_field, unknown_folds))
+    field = opts.cluster_field
+    return store_done and first is None, Deferred(lambda: next_cursor(cur, carried, res, offset, field, unknown_folds))
 
 
 def refill(opts: Options, source: ClusterSource, *, k: int, n: int, groups: bool, cursor: Optional[str],

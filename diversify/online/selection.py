@@ -57,15 +57,16 @@ def _tie_order(hits: Sequence[Any]) -> Optional[list]:
         pass
     order: Optional[list] = None
     n = len(scores)
-    i = 0
-    while i < n - 1:
-        s = scores[i]
-        if s is None or scores[i + 1] != s:
-            i += 1
+    starts = [i for i, (a, b) in enumerate(zip(scores, scores[1:])) if a == b and a is not None]
+    end = 0
+    for i in starts:
+        if i < end:  # inside a run already sorted
             continue
+        s = scores[i]
         j = i + 2
         while j < n and scores[j] == s:
             j += 1
+        end = j
         ids = [getattr(hits[x], "id", x) for x in range(i, j)]
         types = set(map(type, ids))
         if types == {str} or types == {int}:  # one plain type: its own order is the id order
@@ -77,7 +78,6 @@ def _tie_order(hits: Sequence[Any]) -> Optional[list]:
             if order is None:
                 order = list(range(n))
             order[i:j] = [i + x for x in run]
-        i = j
     return order
 
 

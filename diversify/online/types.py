@@ -149,6 +149,38 @@ class Group:
         return len(self.folded)
 
 
+def _value(x: Any) -> Any:
+    return x
+
+
+class Deferred:
+    """A field computed the first time it is read (the next-page cursor: most queries never
+    read it). Compares, hashes and pickles as its value; computing it twice (two threads at
+    once) gives the same value."""
+
+    __slots__ = ("_fn", "_value")
+
+    def __init__(self, fn: Any) -> None:
+        self._fn = fn
+        self._value: Any = None
+
+    def get(self) -> Any:
+        fn = self._fn
+        if fn is not None:
+            self._value = fn()
+            self._fn = None
+        return self._value
+
+    def __eq__(self, other: object) -> bool:
+        return self.get() == (other.get() if isinstance(other, Deferred) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.get())
+
+    def __reduce__(self) -> tuple:
+        return (_value, (self.get(),))
+
+
 _RESULT_FIELDS = ("hits", "groups", "k", "omitted", "dropped", "considered", "exhausted", "short",
                   "backend_calls", "rounds", "cursor", "generation")
 
@@ -190,7 +222,8 @@ class Result(Sequence[Kept]):
         Refetch rounds after the first call.
     cursor : str or None
         Opaque, stateless token for the next page (pass it back as ``cursor=``); it grows by one
-        id per cluster shown, not with what was fetched (see docs/online.md, "Pages").
+        id per cluster shown, not with what was fetched (see docs/online.md, "Pages"). Encoded
+        the first time it is read.
     generation : int
         Which loaded artifact answered (increments on every ``reload``).
     """
@@ -200,8 +233,8 @@ class Result(Sequence[Kept]):
 
     def __init__(self, hits: tuple[Kept, ...], groups: Optional[tuple[Group, ...]] = None, k: int = 0,
                  omitted: int = 0, dropped: int = 0, considered: int = 0, exhausted: bool = False,
-                 short: bool = False, backend_calls: int = 0, rounds: int = 0, cursor: Optional[str] = None,
-                 generation: int = 0) -> None:
+                 short: bool = False, backend_calls: int = 0, rounds: int = 0,
+                 cursor: Union[str, None, Deferred] = None, generation: int = 0) -> None:
         _set_fields(self, (tuple(hits), groups, k, omitted, dropped, considered, exhausted, short,
                            backend_calls, rounds, cursor, generation))
 
@@ -255,7 +288,8 @@ class Result(Sequence[Kept]):
 
     @property
     def cursor(self) -> Optional[str]:
-        return self._f[10]
+        v = self._f[10]
+        return v.get() if type(v) is Deferred else v
 
     @property
     def generation(self) -> int:
@@ -306,7 +340,9 @@ class Result(Sequence[Kept]):
 
     def _asdict(self) -> dict[str, Any]:
         """Every field by name (as ``namedtuple._asdict``)."""
-        return dict(zip(_RESULT_FIELDS, self._f))
+        out = dict(zip(_RESULT_FIELDS, self._f))
+        out["cursor"] = self.cursor
+        return out
 
 
 # The slot's own setter: immutability (``__setattr__`` raises) without paying for
