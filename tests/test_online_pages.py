@@ -193,6 +193,10 @@ def test_cursor_size_follows_clusters_shown_not_hits_fetched():
         shown += res.ids
         cursor = res.cursor
     assert len(decode_cursor(cursor).anchors) == 150
+    import pickle
+
+    again = pickle.loads(pickle.dumps(res))  # the cursor is encoded on first read; results still pickle
+    assert again == res and again.cursor == res.cursor == cursor and hash(again) == hash(res)
     assert len(cursor) <= cursor_bound(shown, cluster_of) < 7_100  # ~47 characters per shown cluster
     assert sum(r for _, r in search.calls) > 30 * 5 * 10  # what was fetched is far more than what is carried
 
