@@ -37,7 +37,7 @@ from ..errors import StoreError
 from .checks import Options
 from .cursor import CursorState, decode_cursor, encode_cursor
 from .hits import as_hit, with_text
-from .selection import select_checked
+from .selection import extend_tie_order, select_checked
 from .source import MEMBER_CACHE_CLUSTERS, ClusterSource, Snapshot
 from .stats import Tally
 from .types import Deferred, DocId, Hit, Kept, Result
@@ -319,6 +319,7 @@ def refill(opts: Options, source: ClusterSource, *, k: int, n: int, groups: bool
     base, new = cur.offset, opts.fetch_k
     ask = base + new
     calls = rounds = 0
+    order: Optional[list] = None
     while True:
         if supports_exclude:
             raw = yield (ask, anchors + pool.order + members.ids,
@@ -326,10 +327,12 @@ def refill(opts: Options, source: ClusterSource, *, k: int, n: int, groups: bool
         else:
             raw = yield (ask, None, None)
         calls += 1
+        known = len(pool.hits)
         got = pool.add(raw)
         store_done = got < ask
+        order = extend_tie_order(pool.hits, order, known)
         res = select_checked(pool.hits, pool.cids, k, n, drop, excluded or None, opts.fold_threshold,
-                             opts.fold_text_threshold, groups=groups)
+                             opts.fold_text_threshold, groups=groups, order=order)
         if not res.short or store_done or rounds >= opts.max_rounds:
             break
         if not supports_exclude and new >= opts.max_fetch_k:

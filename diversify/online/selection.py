@@ -26,7 +26,7 @@ from .checks import check_params, check_text_threshold
 from .folding import Features, Folder
 from .types import Group, Kept, Result
 
-__all__ = ["select", "select_checked", "UNKNOWN"]
+__all__ = ["select", "select_checked", "extend_tie_order", "UNKNOWN"]
 
 _new_kept = tuple.__new__  # builds Kept without the keyword-argument layer (per kept hit)
 _get_score = attrgetter("score")
@@ -79,6 +79,20 @@ def _tie_order(hits: Sequence[Any]) -> Optional[list]:
                 order = list(range(n))
             order[i:j] = [i + x for x in run]
     return order
+
+
+def extend_tie_order(hits: Sequence[Any], previous: Optional[list], known: int) -> Optional[list]:
+    """The tie order of ``hits`` given ``previous``, the tie order of its first ``known`` hits
+    (a refetch appends hits): only the new part is scanned unless a run of ties crosses over."""
+    if known == 0 or known >= len(hits):
+        return _tie_order(hits) if known == 0 else previous
+    last, nxt = getattr(hits[known - 1], "score", None), getattr(hits[known], "score", None)
+    if last is not None and last == nxt:
+        return _tie_order(hits)
+    tail = _tie_order(hits[known:])
+    if tail is None:
+        return None if previous is None else previous + list(range(known, len(hits)))
+    return (previous if previous is not None else list(range(known))) + [known + x for x in tail]
 
 
 def _as_cluster_list(cluster_ids: Any, n: int) -> list:
@@ -169,10 +183,13 @@ def select(hits: Sequence[Any], cluster_ids: Optional[Iterable[Optional[Hashable
 def select_checked(hits: Sequence[Any], cids: list, k: int, n: int, drop_unknown: bool,
                    excluded: Optional[frozenset], fold_threshold: Optional[float] = None,
                    fold_text_threshold: Optional[float] = None, vectors: Any = None,
-                   texts: Optional[Sequence[Optional[str]]] = None, groups: bool = False) -> Result:
+                   texts: Optional[Sequence[Optional[str]]] = None, groups: bool = False,
+                   order: Any = False) -> Result:
     """:func:`select` on arguments already validated (what the refill loop calls every round):
-    ``cids`` a list aligned with ``hits``, ``excluded`` a frozenset or None."""
-    order = _tie_order(hits)
+    ``cids`` a list aligned with ``hits``, ``excluded`` a frozenset or None, ``order`` the tie
+    order when the caller has it (:func:`extend_tie_order`)."""
+    if order is False:
+        order = _tie_order(hits)
     folder = None
     if fold_threshold is not None or fold_text_threshold is not None:
         folder = _make_folder(hits, fold_threshold, fold_text_threshold, vectors, texts)
