@@ -155,7 +155,7 @@ def _giant(g: dict | None) -> list[str]:
     med, p99 = GIANT_TARGET
     L = ["### The wrapper's own work with a big cluster in the results (µs per query, replayed store)", ""]
     L += table(["cluster size", "docs", "its members in top-50, mean (min–max)", "queries refetched",
-                "store calls", "exclude_ids mean / max", "CPU p50 / p99", "per-query median CPU p50 / p99",
+                "store calls", "exclude_ids on refetch, mean / max", "CPU p50 / p99", "per-query median CPU p50 / p99",
                 "wall p50 / p99", "NumpyStore search(50) p50 / p99"], "rrrrrrrrrr", rows)
     return L + ["", f"`Diversifier(cm, k=10).wrap(replay store)`, defaults (fetch_k 25, max_rounds 3, "
                 "max_exclude_members 1000), 200 queries; the replay store's own time is taken out. Target (issue 12): "
