@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -52,6 +53,10 @@ __all__ = [
     "utf8_id_keys",
     "check_distinct_keys",
     "query_keys",
+    "UUID_FORMS",
+    "uuid_form",
+    "format_uuid",
+    "parse_uuid",
 ]
 
 ID_KEY_SCHEME = "diversify.idkey.v1"
@@ -416,3 +421,51 @@ def _query_keys_slow(ids: Sequence[Any], kind: str) -> tuple[np.ndarray, np.ndar
             keys[i] = v & _U64_MASK
         valid[i] = True
     return keys, (None if valid.all() else valid)
+
+
+# --------------------------------------------------------------------------- UUID forms (online matching)
+
+#: How a UUID can be written as a str id: ``canonical`` is ``str(uuid.UUID)`` (lower case,
+#: hyphenated, what Qdrant returns); ``upper`` the same in upper case; ``hex`` / ``HEX`` the 32
+#: digits without hyphens; ``urn`` ``urn:uuid:`` + canonical; ``braces`` / ``BRACES`` ``{...}``.
+UUID_FORMS = ("canonical", "upper", "hex", "HEX", "urn", "braces", "BRACES")
+
+
+def format_uuid(u: uuid.UUID, form: str) -> str:
+    """``u`` written in one of :data:`UUID_FORMS`."""
+    s = str(u)
+    if form == "canonical":
+        return s
+    if form == "upper":
+        return s.upper()
+    if form == "hex":
+        return u.hex
+    if form == "HEX":
+        return u.hex.upper()
+    if form == "urn":
+        return u.urn
+    if form == "braces":
+        return "{" + s + "}"
+    if form == "BRACES":
+        return "{" + s.upper() + "}"
+    raise ValueError(f"unknown UUID form {form!r}; expected one of {UUID_FORMS}")
+
+
+def parse_uuid(x: Any) -> uuid.UUID | None:
+    """``x`` as a UUID when it is one (a ``uuid.UUID``, or a str in any form ``uuid.UUID`` reads), else None."""
+    if isinstance(x, uuid.UUID):
+        return x
+    if not isinstance(x, str) or not 32 <= len(x) <= 45:
+        return None
+    try:
+        return uuid.UUID(x)
+    except ValueError:
+        return None
+
+
+def uuid_form(s: Any) -> str | None:
+    """Which of :data:`UUID_FORMS` the str id ``s`` is written in; None when it is not a UUID in one of them."""
+    u = parse_uuid(s) if isinstance(s, str) else None
+    if u is None:
+        return None
+    return next((form for form in UUID_FORMS if format_uuid(u, form) == s), None)

@@ -469,10 +469,10 @@ def test_fuzz_cursor_never_crashes(token):
 def test_cursor_round_trip_of_mixed_and_exotic_values():
     from diversify.online.cursor import decode_cursor, encode_cursor
 
-    token = encode_cursor(["a", 3, np.int64(4), 2.5, True, ("t",)], [1, "x", np.int32(2), 1.0], "fp")
+    token = encode_cursor(["a", 3, np.int64(4), 2.5, True, ("t",), "\ud800", 2**64], [1, "x", np.int32(2), 1.0], 7)
     state = decode_cursor(token)
-    assert state.ids == frozenset({"a", 3, 4}) and state.clusters == frozenset({1, "x", 2})
-    assert state.order == ("a", 3, 4) and state.fingerprint == "fp"
+    assert state.ids == frozenset({"a", 3, 4, "\ud800"}) and state.clusters == frozenset({1, "x", 2})
+    assert state.anchors == ("a", 3, 4, "\ud800") and state.offset == 7
 
 
 def test_awrap_accepts_a_sync_adapter(corpus):

@@ -24,11 +24,13 @@ from ._online_common import CORPUS, DIM, N_HITS, N_QUERIES, QUERY_NOISE, redunda
 
 SUITE = Suite(
     name="online",
-    summary="per-query cost of select / lookup / Diversifier.wrap (p50/p99 µs, CPU time), redundancy@10, "
-            "backend calls, lookup memory per document at 100k/1M; vs LangChain EmbeddingsRedundantFilter and MMR",
+    summary="per-query cost of select / lookup / Diversifier.wrap (p50/p99 µs, CPU time), the wrapper's own CPU "
+            "with a 1,000- / 250,000-member cluster in the results, redundancy@10, backend calls, lookup memory per "
+            "document at 100k/1M; vs LangChain EmbeddingsRedundantFilter and MMR",
     results=("online.json",), render="benchmarks.report.online:online_section",
     peers=("langchain-community", "langchain-core"),
-    quick={"n_docs": 2000, "repeats": 1, "passes": 5, "peer_passes": 1, "no_memory": True}, takes="~2 min")
+    quick={"n_docs": 2000, "repeats": 1, "passes": 5, "peer_passes": 1, "no_memory": True, "giant_sizes": [1000],
+           "giant_passes": 3}, takes="~4 min")
 
 def add_arguments(p) -> None:
     p.add_argument("--repeats", type=int, default=3, help="latency rounds (default 3; best-of and all reported)")
@@ -39,6 +41,10 @@ def add_arguments(p) -> None:
     p.add_argument("--no-memory", action="store_true", help="skip the 100k / 1M memory probes")
     p.add_argument("--memory-sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     p.add_argument("--n-docs", type=int, default=CORPUS["n_docs"], help="documents of the generated corpus")
+    p.add_argument("--giant-sizes", type=int, nargs="*", default=[1_000, 250_000],
+                   help="sizes of the big cluster in the results of the giant-cluster scenario (none: skip it)")
+    p.add_argument("--giant-passes", type=int, default=20,
+                   help="passes over the 200 queries per round in the giant-cluster scenario (default 20)")
 
 
 def _artifact(workdir: str, corpus):
@@ -142,6 +148,10 @@ def run(args, ctx) -> list:
         results["latency"] = latency(s, args.repeats, args.passes, args.peer_passes)
         log("quality + backend calls")
         results.update(quality_and_calls(s))
+        if args.giant_sizes:
+            from ._online_giant import giant
+
+            results["giant_cluster"] = giant(wd, args.giant_passes, tuple(args.giant_sizes), rounds=args.repeats)
         if not args.no_memory:
             log("memory")
             results["memory"] = memory(s, wd, tuple(args.memory_sizes))
@@ -154,4 +164,8 @@ def run(args, ctx) -> list:
     if figure:
         log(f"wrote {shown(figure)}")
     print(f"online: select p99 {results['latency']['best_of_rounds']['select']['p99_us']} µs", file=sys.stderr)
+    for size, g in results.get("giant_cluster", {}).items():
+        b = g["best_of_rounds"]
+        print(f"online: wrap with a {int(size):,}-member cluster in the results, CPU p50 {b['cpu_p50_us']} µs, "
+              f"p99 {b['cpu_p99_us']} µs", file=sys.stderr)
     return [path]

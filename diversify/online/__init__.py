@@ -30,7 +30,8 @@ Modules: :mod:`~diversify.online.types` (value types, protocols), :mod:`~diversi
 (``Diversifier``), :mod:`~diversify.online.source` (artifact, hot reload, fail-open),
 :mod:`~diversify.online.refill` (the refetch loop), :mod:`~diversify.online.wrappers` (sync and
 async), :mod:`~diversify.online.cursor` (pages), :mod:`~diversify.online.hits` (normalizing
-search results), :mod:`~diversify.online.stats`, :mod:`~diversify.online.plugins`.
+search results), :mod:`~diversify.online.idmatch` (matching store ids to the artifact's),
+:mod:`~diversify.online.stats`, :mod:`~diversify.online.plugins`.
 
 Example
 -------
@@ -49,7 +50,7 @@ This package imports neither numba nor any vendor SDK.
 from __future__ import annotations
 
 from .checks import ON_ERROR
-from .cursor import MAX_CURSOR_CHARS
+from .cursor import MAX_CURSOR_CHARS, MAX_CURSOR_OFFSET
 from .diversifier import Diversifier
 from .hits import as_hit
 from .plugins import LazyDiversifier, annotation, check_cluster_source, diversifier_from, serializable_cluster_map
@@ -86,6 +87,7 @@ __all__ = [
     "UNKNOWN",
     "ON_ERROR",
     "MAX_CURSOR_CHARS",
+    "MAX_CURSOR_OFFSET",
     "LazyDiversifier",
     "diversifier_from",
     "check_cluster_source",

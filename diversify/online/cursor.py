@@ -1,16 +1,31 @@
 """Stateless pagination cursor: an opaque, URL-safe token the caller hands back.
 
-It carries what page 1..p showed (ids of kept and folded hits, and their cluster ids) plus the
-fingerprint of the artifact that answered, so the server keeps no per-user state. The token
-comes from the client, so decoding treats it as hostile: size-bounded, type-checked, and any
-failure is an :class:`~diversify.errors.InputError`, never a crash.
+What it carries (format version 2), so that the server keeps no per-user state:
+
+* ``a`` (anchors): for every cluster shown on earlier pages, the id of one hit that showed it,
+  and every shown (or folded on the fly) hit that has no cluster. The next page looks the
+  anchors up in the artifact answering *then*, so a cursor stays right across a reload that
+  renumbers clusters; anchors themselves are never shown again.
+* ``p``: cluster ids that came from the payload field (``cluster_field``), carried as values.
+* ``o`` (offset): how far down the store's ranking earlier pages used every hit (a hint for
+  the first request of the next page, so a search without exclusion filters is asked for
+  ``o + fetch_k`` at once instead of doubling its way down). Only a hint: every fetched hit
+  is still checked against the anchors and their clusters.
+
+Nothing else: not the ids that were folded or fetched, so the token grows by one id per
+cluster shown (its UTF-8 length + 2 bytes, or 1-9 bytes for an int id) and by the cluster
+value for payload clusters, never with what was fetched. See :data:`MAX_CURSOR_CHARS`.
+
+The token comes from the client, so decoding treats it as hostile: size-bounded, exact
+structure, type-checked, and any failure is an :class:`~diversify.errors.InputError`, never a
+crash. Tokens of format version 1 (which listed every id shown or folded) are still read.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Hashable, Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -19,76 +34,100 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["CursorState", "EMPTY", "encode_cursor", "decode_cursor", "next_cursor", "MAX_CURSOR_CHARS"]
+__all__ = ["CursorState", "EMPTY", "encode_cursor", "decode_cursor", "MAX_CURSOR_CHARS", "MAX_CURSOR_OFFSET"]
 
-_VERSION = 1
-#: Largest token accepted (characters); a cursor grows by roughly 10 bytes per shown hit.
-MAX_CURSOR_CHARS = 4_000_000
+_VERSION = 2
+#: Largest token accepted (characters). About 48 KB of state: some 4,000 clusters shown with
+#: 10-character string ids, 20,000 with small int ids (hundreds of pages); decoding and
+#: looking up a token of this size costs a few milliseconds.
+MAX_CURSOR_CHARS = 65_536
+#: Largest offset a token may carry: a search without exclusion filters is never asked for
+#: more than ``MAX_CURSOR_OFFSET + max_fetch_k`` results because of a cursor.
+MAX_CURSOR_OFFSET = 100_000
+
+_INT64_MIN, _UINT64_MAX = -(2**63), 2**64 - 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CursorState:
     """What a cursor says the earlier pages showed."""
 
-    ids: frozenset            # ids already shown or folded on earlier pages
-    clusters: frozenset       # cluster ids already shown on earlier pages
-    fingerprint: str          # fingerprint of the artifact that assigned ``clusters``
-    order: tuple              # ids in the order they were seen (for store-side exclusion)
+    anchors: tuple       # one shown id per cluster shown, and every shown hit without a cluster
+    ids: frozenset       # the same ids, as a set
+    clusters: frozenset  # cluster ids carried as values (payload clusters; every cluster for v1 tokens)
+    offset: int          # hits of the store's ranking that earlier pages used up (a hint)
+    legacy: bool = False  # a version-1 token: ``clusters`` were numbered by the artifact that answered then
 
 
 #: The state of page 1 (no cursor).
-EMPTY = CursorState(frozenset(), frozenset(), "", ())
+EMPTY = CursorState((), frozenset(), frozenset(), 0)
 
 
-def _ok_key(v: Any) -> bool:
-    return (isinstance(v, int) and not isinstance(v, bool)) or isinstance(v, str)
+def _wire(v: Any) -> Any:
+    """An id or cluster value as it travels: int, or str as UTF-8 bytes (lone surrogates kept); None if neither."""
+    t = type(v)
+    if t is str or isinstance(v, str):
+        return v.encode("utf-8", "surrogatepass")
+    if (t is int or isinstance(v, (int, np.integer))) and not isinstance(v, (bool, np.bool_)):
+        v = int(v)
+        return v if _INT64_MIN <= v <= _UINT64_MAX else None
+    return None
 
 
-def _plain(v: Any) -> Any:
-    # numpy integers (from a store's label array) travel as plain ints
-    return int(v) if isinstance(v, np.integer) else v
+def _pack_values(values: Iterable[Any]) -> list:
+    out = []
+    for v in values:
+        w = _wire(v)
+        if w is not None:
+            out.append(w)
+    return out
 
 
-_PLAIN_TYPES = frozenset((int, str))
+def encode_cursor(anchors: Sequence[Any], clusters: Iterable[Any], offset: int) -> str:
+    """The token for ``anchors`` (see the module docstring), payload ``clusters`` and ``offset``.
 
-
-def encode_cursor(ids: Iterable[Hashable], clusters: Iterable[Hashable], fingerprint: str) -> str:
-    """The token for ``ids`` shown so far and their ``clusters``, answered by ``fingerprint``.
-
-    Ids and cluster ids that are neither int nor str (e.g. tuples) are left out.
+    Values that are neither int (int64 / uint64 range) nor str (e.g. tuples) are left out:
+    a hit with such an id may show again on a later page. Deterministic: the same arguments
+    give the same token (``clusters`` are sorted).
     """
-    id_list: list[Any] = list(ids)
-    cluster_list: list[Any] = list(clusters)
-    types = set(map(type, id_list))
-    ctypes = set(map(type, cluster_list))
-    if not (types <= _PLAIN_TYPES and len(ctypes) <= 1 and ctypes <= _PLAIN_TYPES):
-        id_list = [i for i in map(_plain, id_list) if _ok_key(i)]
-        cluster_list = [c for c in map(_plain, cluster_list) if _ok_key(c)]
-        cluster_list.sort(key=lambda c: (isinstance(c, str), c))
+    if all(type(a) is str for a in anchors):  # the common case, without a call per id
+        a: list = [s.encode("utf-8", "surrogatepass") for s in anchors]
     else:
-        cluster_list.sort()
-    raw = msgpack.packb({"v": _VERSION, "i": id_list, "c": cluster_list, "f": fingerprint or ""},
-                        use_bin_type=True)
+        a = _pack_values(anchors)
+    p = sorted(_pack_values(clusters), key=lambda w: (type(w) is bytes, w))
+    raw = msgpack.packb({"v": _VERSION, "o": max(0, min(int(offset), MAX_CURSOR_OFFSET)), "a": a, "p": p})
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
-def next_cursor(previous: CursorState, kept: Iterable[Any], fingerprint: str) -> str:
-    """The token for the page after this one: what earlier pages and this page's ``kept`` hits
-    (each a :class:`~diversify.online.Kept`, with what was folded into it) showed."""
-    shown = list(previous.order)
-    clusters = set(previous.clusters)
-    for kp in kept:
-        shown.append(kp.hit.id)
-        shown.extend(f.id for f in kp.folded)
-        if kp.cluster_id is not None:
-            clusters.add(kp.cluster_id)
-    return encode_cursor(shown, clusters, fingerprint)
+def _bad(token: str, why: str) -> InputError:
+    return InputError(f"`cursor` is not a valid diversify cursor ({why}); got {token[:40]!r}... "
+                      "Pass result.cursor unchanged, or None for page 1.")
+
+
+def _values(token: str, items: Any, what: str) -> list:
+    """Decoded ``int`` / UTF-8 bytes values of a version-2 list (anything else is refused)."""
+    if not isinstance(items, list):
+        raise _bad(token, f"`{what}` is not a list")
+    out: list[Any] = []
+    for x in items:
+        if type(x) is int:
+            out.append(x)
+        elif type(x) is bytes:
+            try:
+                out.append(x.decode("utf-8", "surrogatepass"))
+            except UnicodeDecodeError:
+                raise _bad(token, f"`{what}` holds bytes that are not UTF-8") from None
+        else:
+            raise _bad(token, f"`{what}` holds a {type(x).__name__}")
+    return out
 
 
 def decode_cursor(token: Optional[str]) -> CursorState:
     """Decode a token from :func:`encode_cursor`; ``None`` or ``""`` is page 1 (:data:`EMPTY`).
 
-    Raises :class:`~diversify.errors.InputError` for anything else that is not a valid token.
+    Raises :class:`~diversify.errors.InputError` for anything else that is not a valid token
+    (also for one longer than :data:`MAX_CURSOR_CHARS` or with an offset over
+    :data:`MAX_CURSOR_OFFSET`).
     """
     if token is None or token == "":
         return EMPTY
@@ -96,18 +135,35 @@ def decode_cursor(token: Optional[str]) -> CursorState:
         raise InputError(f"`cursor` must be the string token of a previous result (result.cursor); "
                          f"got {type(token).__name__}. Pass result.cursor unchanged, or None for page 1.")
     if len(token) > MAX_CURSOR_CHARS:
-        raise InputError(f"`cursor` is too long ({len(token)} characters, limit {MAX_CURSOR_CHARS}). "
-                         "Start again from page 1 (cursor=None).")
+        raise InputError(f"`cursor` is too long ({len(token)} characters, limit {MAX_CURSOR_CHARS}): "
+                         "pagination this deep is not supported. Start again from page 1 (cursor=None).")
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        obj = msgpack.unpackb(raw, raw=False, strict_map_key=True,
-                              max_bin_len=0, max_ext_len=0, max_array_len=len(raw), max_map_len=8)
+        obj = msgpack.unpackb(raw, raw=False, strict_map_key=True, max_bin_len=len(raw), max_str_len=len(raw),
+                              max_ext_len=0, max_array_len=len(raw), max_map_len=8)
     except (ValueError, binascii.Error, msgpack.UnpackException, TypeError) as exc:
-        raise InputError(f"`cursor` is not a valid diversify cursor ({type(exc).__name__}); got "
-                         f"{token[:40]!r}... Pass result.cursor unchanged, or None for page 1.") from None
-    if (not isinstance(obj, dict) or obj.get("v") != _VERSION or not isinstance(obj.get("i"), list)
-            or not isinstance(obj.get("c"), list) or not isinstance(obj.get("f"), str)
-            or not all(_ok_key(x) for x in obj["i"]) or not all(_ok_key(x) for x in obj["c"])):
-        raise InputError(f"`cursor` is not a valid diversify cursor (wrong structure or version); got "
-                         f"{token[:40]!r}... Pass result.cursor unchanged, or None for page 1.")
-    return CursorState(frozenset(obj["i"]), frozenset(obj["c"]), obj["f"], tuple(obj["i"]))
+        raise _bad(token, type(exc).__name__) from None
+    if not isinstance(obj, dict) or type(obj.get("v")) is not int:
+        raise _bad(token, "wrong structure")
+    if obj["v"] == 1:
+        return _decode_v1(token, obj)
+    if obj["v"] != _VERSION or set(obj) != {"v", "o", "a", "p"}:
+        raise _bad(token, "wrong structure or version")
+    offset = obj["o"]
+    if type(offset) is not int or not 0 <= offset <= MAX_CURSOR_OFFSET:
+        raise _bad(token, f"offset must be an int in [0, {MAX_CURSOR_OFFSET}]")
+    anchors = tuple(_values(token, obj["a"], "a"))
+    return CursorState(anchors, frozenset(anchors), frozenset(_values(token, obj["p"], "p")), offset)
+
+
+def _ok_v1(v: Any) -> bool:
+    return (type(v) is int) or isinstance(v, str)
+
+
+def _decode_v1(token: str, obj: dict) -> CursorState:
+    """A version-1 token (every id shown or folded, every cluster shown, a fingerprint)."""
+    ids, clusters = obj.get("i"), obj.get("c")
+    if (set(obj) != {"v", "i", "c", "f"} or not isinstance(ids, list) or not isinstance(clusters, list)
+            or not isinstance(obj["f"], str) or not all(map(_ok_v1, ids)) or not all(map(_ok_v1, clusters))):
+        raise _bad(token, "wrong structure or version")
+    return CursorState(tuple(ids), frozenset(ids), frozenset(clusters), 0, legacy=True)

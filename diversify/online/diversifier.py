@@ -13,14 +13,14 @@ from typing import Any, Optional
 
 from ..errors import ConfigError, InputError
 from .checks import Options, check_options, check_params
-from .cursor import decode_cursor, next_cursor
+from .cursor import decode_cursor
 from .hits import IdSource, hits_from_items
-from .refill import Request, refill
+from .refill import Request, page_end, refill
 from .selection import select
 from .source import ClusterSource
-from .stats import Counters
+from .stats import Counters, Tally
 from .types import AsyncDiversifiedSearch, ClusterLookup, DiversifiedSearch, DocId, Hit, Result
-from .wrappers import async_wrapper, resolve_search, sync_wrapper
+from .wrappers import async_wrapper, resolve_search, supports_exclude_clusters, sync_wrapper
 
 __all__ = ["Diversifier"]
 
@@ -66,7 +66,11 @@ class Diversifier:
         On a refetch from a store with exclusion filters, also exclude up to this many not yet
         seen members of clusters that are already full (per the artifact's ``members``), and of
         clusters shown on earlier pages; higher -> more productive refetches, longer filters.
-        0 excludes only the ids seen. Members excluded this way never show up in ``folded``.
+        Only clusters whose unseen members fit are listed (their sizes are read without listing
+        them), the biggest first; a bigger cluster is left to the next round's larger k, or
+        excluded by its id when the store supports it (``supports_exclude_clusters`` and
+        ``cluster_field``). 0 excludes only the ids seen. Members excluded this way never show
+        up in ``folded``.
     on_error : {"raise", "last_good", "passthrough"}
         What to do when the artifact cannot be loaded (at construction or in :meth:`reload`) or
         its lookup fails while answering a query. ``"raise"`` (default): raise the error
@@ -189,6 +193,11 @@ class Diversifier:
     def stats(self) -> dict[str, Any]:
         """A snapshot of the counters (queries, backend_calls, refetch_rounds, short, ...).
 
+        Id matching: ``looked_up`` (hits whose cluster was looked for in the artifact or the
+        payload field) and ``unknown`` (those found in neither). When most of at least 100 hits
+        looked up in one artifact generation are unknown, one WARNING on logger ``"diversify"``
+        names the likely cause (docs/online.md, "Ids that match").
+
         Fail-open counters: ``load_errors`` (failed loads at startup or reload),
         ``lookup_errors`` (query-time lookup failures absorbed; those hits count as unknown),
         ``degraded_queries`` (queries answered in passthrough after a failed load), ``serving``
@@ -214,10 +223,15 @@ class Diversifier:
         return k, n
 
     def _start(self, k: Optional[int], max_per_cluster: Optional[int], groups: bool, cursor: Optional[str],
-               supports_exclude: bool) -> Generator[Request, Any, Result]:
+               supports_exclude: bool, exclude_clusters: bool = False) -> Generator[Request, Any, Result]:
         kk, nn = self._params(k, max_per_cluster)
         return refill(self.options, self._source, k=kk, n=nn, groups=groups, cursor=cursor,
-                      supports_exclude=supports_exclude)
+                      supports_exclude=supports_exclude, exclude_clusters=exclude_clusters)
+
+    def _cluster_exclusion(self, fn: Any, exclude: bool) -> Optional[str]:
+        """The payload field to exclude clusters by, when ``fn`` supports it and cluster ids come from it."""
+        field = self.options.cluster_field
+        return field if exclude and field is not None and supports_exclude_clusters(fn) else None
 
     def wrap(self, search: Any, *, supports_exclude: Optional[bool] = None) -> DiversifiedSearch:
         """Wrap a search callable (or a :mod:`diversify.stores` adapter) into a diversified one.
@@ -237,11 +251,14 @@ class Diversifier:
         -------
         DiversifiedSearch
             ``diversified(query, *, k=None, max_per_cluster=None, groups=False, cursor=None)
-            -> Result``. ``Result.exhausted`` says the store ran out; ``Result.cursor`` gives
-            the next page without repeating this page's clusters.
+            -> Result``. ``Result.exhausted`` says the store has nothing more (a next page would
+            be empty); ``Result.cursor`` gives the next page without repeating this page's
+            clusters. A store that also takes ``exclude_clusters=`` / ``cluster_field=``
+            keywords and says so (``supports_exclude_clusters = True``) is asked to exclude
+            full clusters by their payload value when ``cluster_field`` is set.
         """
         fn, exclude = resolve_search(search, supports_exclude)
-        return sync_wrapper(fn, exclude, self._start)
+        return sync_wrapper(fn, exclude, self._start, self._cluster_exclusion(fn, exclude))
 
     def awrap(self, search: Any, *, supports_exclude: Optional[bool] = None) -> AsyncDiversifiedSearch:
         """Async twin of :meth:`wrap`: ``await diversified(query, ...) -> Result``.
@@ -251,7 +268,7 @@ class Diversifier:
         then runs in the event loop's thread, so keep it to fast, local stores.
         """
         fn, exclude = resolve_search(search, supports_exclude)
-        return async_wrapper(fn, exclude, self._start)
+        return async_wrapper(fn, exclude, self._start, self._cluster_exclusion(fn, exclude))
 
     def select_items(self, items: Sequence[Any], *, ids: Optional[IdSource] = None,
                      scores: Optional[Sequence[Any]] = None, payloads: Optional[Sequence[Any]] = None,
@@ -292,7 +309,8 @@ class Diversifier:
         Returns
         -------
         Result
-            ``backend_calls == 0``; ``exhausted`` is True when fewer than k survive.
+            ``backend_calls == 0``; ``exhausted`` is True when this page used every item (a next
+            page over the same items would be empty).
         """
         opts = self.options
         hits = hits_from_items(items, ids=ids, scores=scores, payloads=payloads, vectors=vectors, texts=texts,
@@ -302,16 +320,19 @@ class Diversifier:
             raise InputError(f"`cluster_ids` must have one entry per item ({len(hits)}); got {len(cluster_ids)}.")
         snap = self._source.current
         kk, nn = self._params(min(opts.k, max(len(hits), 1)) if k is None else k, max_per_cluster)
-        cids = list(cluster_ids) if cluster_ids is not None else self._source.cluster_ids(hits, snap)
         cur = decode_cursor(cursor)
-        if cur.ids:
-            keep = [j for j, h in enumerate(hits) if h.id not in cur.ids]
+        shown_ids, excluded, carried = self._source.shown_before(snap, cur)
+        tally = Tally()
+        cids = list(cluster_ids) if cluster_ids is not None else self._source.cluster_ids(hits, snap, tally)
+        if shown_ids:
+            keep = [j for j, h in enumerate(hits) if h.id not in shown_ids]
             hits = [hits[j] for j in keep]
             cids = [cids[j] for j in keep]
         res = select(hits, cids, k=kk, max_per_cluster=nn, unknown=opts.unknown,
                      fold_threshold=opts.fold_threshold, fold_text_threshold=opts.fold_text_threshold,
-                     groups=groups, exclude_clusters=self._source.excluded_clusters(snap, cur))
-        out = Result(res.hits, res.groups, kk, res.omitted, res.dropped, res.considered, res.short, res.short,
-                     0, 0, next_cursor(cur, res.hits, snap.fingerprint), snap.generation)
-        self._counters.record(out, len(items), snap.degraded)
+                     groups=groups, exclude_clusters=excluded)
+        exhausted, token = page_end(opts, cur, carried, hits, cids, res, excluded, True, None, len(hits))
+        out = Result(res.hits, res.groups, kk, res.omitted, res.dropped, res.considered, exhausted, res.short,
+                     0, 0, token, snap.generation)
+        self._source.record(out, len(items), snap, tally)
         return out

@@ -26,7 +26,7 @@ from .checks import check_params, check_text_threshold
 from .folding import Features, Folder
 from .types import Group, Kept, Result
 
-__all__ = ["select", "UNKNOWN"]
+__all__ = ["select", "select_checked", "extend_tie_order", "UNKNOWN"]
 
 _new_kept = tuple.__new__  # builds Kept without the keyword-argument layer (per kept hit)
 _get_score = attrgetter("score")
@@ -45,39 +45,54 @@ def _id_key(value: Any) -> tuple:
 
 
 def _tie_order(hits: Sequence[Any]) -> Optional[list]:
-    """Rank order with runs of equal adjacent scores sorted by id; None when there is no tie."""
+    """Rank order with runs of equal adjacent scores sorted by id; None when that is the input order."""
     try:
-        if len(set(map(_get_score, hits))) == len(hits):  # the common case, checked at C speed
-            return None
+        scores = list(map(_get_score, hits))
     except AttributeError:
-        pass
+        scores = [getattr(h, "score", None) for h in hits]
+    try:
+        if len(set(scores)) == len(scores):  # the common case, checked at C speed
+            return None
     except TypeError:  # unhashable scores: compare them one by one below
         pass
-    scores = [getattr(h, "score", None) for h in hits]
-    prev = None
-    ties = False
-    for s in scores:
-        if s is not None and s == prev:
-            ties = True
-            break
-        prev = s
-    if not ties:
-        return None
-    order = []
-    n = len(hits)
-    i = 0
-    while i < n:
-        j = i + 1
+    order: Optional[list] = None
+    n = len(scores)
+    starts = [i for i, (a, b) in enumerate(zip(scores, scores[1:])) if a == b and a is not None]
+    end = 0
+    for i in starts:
+        if i < end:  # inside a run already sorted
+            continue
         s = scores[i]
-        if s is not None:
-            while j < n and scores[j] == s:
-                j += 1
-        if j - i > 1:
-            order.extend(sorted(range(i, j), key=lambda x: _id_key(getattr(hits[x], "id", x))))
+        j = i + 2
+        while j < n and scores[j] == s:
+            j += 1
+        end = j
+        ids = [getattr(hits[x], "id", x) for x in range(i, j)]
+        types = set(map(type, ids))
+        if types == {str} or types == {int}:  # one plain type: its own order is the id order
+            run = sorted(range(j - i), key=ids.__getitem__)
         else:
-            order.append(i)
-        i = j
+            keys = [_id_key(v) for v in ids]
+            run = sorted(range(j - i), key=keys.__getitem__)
+        if run != list(range(j - i)):
+            if order is None:
+                order = list(range(n))
+            order[i:j] = [i + x for x in run]
     return order
+
+
+def extend_tie_order(hits: Sequence[Any], previous: Optional[list], known: int) -> Optional[list]:
+    """The tie order of ``hits`` given ``previous``, the tie order of its first ``known`` hits
+    (a refetch appends hits): only the new part is scanned unless a run of ties crosses over."""
+    if known == 0 or known >= len(hits):
+        return _tie_order(hits) if known == 0 else previous
+    last, nxt = getattr(hits[known - 1], "score", None), getattr(hits[known], "score", None)
+    if last is not None and last == nxt:
+        return _tie_order(hits)
+    tail = _tie_order(hits[known:])
+    if tail is None:
+        return None if previous is None else previous + list(range(known, len(hits)))
+    return (previous if previous is not None else list(range(known))) + [known + x for x in tail]
 
 
 def _as_cluster_list(cluster_ids: Any, n: int) -> list:
@@ -160,15 +175,28 @@ def select(hits: Sequence[Any], cluster_ids: Optional[Iterable[Optional[Hashable
     fold_text_threshold = check_text_threshold(fold_text_threshold)
     hits = _as_hit_sequence(hits)
     cids = _as_cluster_list(cluster_ids, len(hits))
-    order = _tie_order(hits)
     excluded = frozenset(exclude_clusters) if exclude_clusters else None
+    return select_checked(hits, cids, k, n, unknown == "drop", excluded, fold_threshold, fold_text_threshold,
+                          vectors, texts, groups)
+
+
+def select_checked(hits: Sequence[Any], cids: list, k: int, n: int, drop_unknown: bool,
+                   excluded: Optional[frozenset], fold_threshold: Optional[float] = None,
+                   fold_text_threshold: Optional[float] = None, vectors: Any = None,
+                   texts: Optional[Sequence[Optional[str]]] = None, groups: bool = False,
+                   order: Any = False) -> Result:
+    """:func:`select` on arguments already validated (what the refill loop calls every round):
+    ``cids`` a list aligned with ``hits``, ``excluded`` a frozenset or None, ``order`` the tie
+    order when the caller has it (:func:`extend_tie_order`)."""
+    if order is False:
+        order = _tie_order(hits)
     folder = None
     if fold_threshold is not None or fold_text_threshold is not None:
         folder = _make_folder(hits, fold_threshold, fold_text_threshold, vectors, texts)
     try:
         if folder is None and not groups:
-            return _select_flat(hits, cids, order, k, n, unknown == "drop", excluded)
-        return _select_general(hits, cids, order, k, n, unknown == "drop", excluded, folder, groups)
+            return _select_flat(hits, cids, order, k, n, drop_unknown, excluded)
+        return _select_general(hits, cids, order, k, n, drop_unknown, excluded, folder, groups)
     except TypeError as exc:
         bad = next((c for c in cids if not _hashable(c)), None)
         if bad is None:

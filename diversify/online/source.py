@@ -20,17 +20,23 @@ import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import numpy as np
 
 from ..errors import InputTypeError
+from ..ids import id_kind_of
 from .cursor import EMPTY, CursorState
-from .stats import Counters, describe
+from .idmatch import diagnose, id_info, lookup_ids
+from .stats import Counters, Tally, describe
 from .types import ClusterLookup, DocId, Hit
 
-__all__ = ["ClusterSource", "Snapshot", "MappingLookup", "load_cluster_map", "is_load_failure"]
+__all__ = ["ClusterSource", "Snapshot", "MappingLookup", "load_cluster_map", "is_load_failure",
+           "MEMBER_CACHE_CLUSTERS"]
+
+#: Clusters whose member lists one loaded artifact keeps for store-side exclusion.
+MEMBER_CACHE_CLUSTERS = 64
 
 log = logging.getLogger("diversify")
 
@@ -47,6 +53,7 @@ class MappingLookup:
                                  f"unknown); got {type(bad).__name__} {bad!r}. For other labels store them in "
                                  "the payload and use cluster_field=.")
         self.fingerprint = ""
+        self.key_kind = id_kind_of(next(iter(self._m), None))  # for the unknown-ids warning only
 
     def lookup(self, ids: Sequence[DocId]) -> np.ndarray:
         get = self._m.get
@@ -91,10 +98,17 @@ class Snapshot:
     generation: int
     fingerprint: str
     degraded: bool = False  # serving undiversified ("passthrough") after a failed load
+    id_kind: Optional[str] = None    # "str" / "int" for a ClusterMap; None: ids are opaque hashables
+    uuid_form: Optional[str] = None  # how the artifact writes UUID ids, when its ids are UUIDs
+    #: member ids of recently excluded clusters of 32 members or more (at most MEMBER_CACHE_CLUSTERS,
+    #: each no longer than the exclusion budget allows): a hot cluster is listed once per artifact,
+    #: not once per query
+    members: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, cluster_map: Optional[ClusterLookup], generation: int, degraded: bool = False) -> Snapshot:
-        return cls(cluster_map, generation, str(getattr(cluster_map, "fingerprint", "") or ""), degraded)
+        kind, form = id_info(cluster_map)
+        return cls(cluster_map, generation, str(getattr(cluster_map, "fingerprint", "") or ""), degraded, kind, form)
 
     @property
     def serving(self) -> str:
@@ -170,57 +184,114 @@ class ClusterSource:
 
     # ------------------------------------------------------------------ lookups
 
-    def cluster_ids(self, hits: Sequence[Hit], snap: Snapshot) -> list:
-        """Cluster id of each hit: the payload field if set and present, else the artifact, else None."""
-        out: list = [None] * len(hits)
-        missing: Sequence[int] = range(len(hits))
-        field = self.cluster_field
-        if field is not None:
-            missing = []
-            for j, h in enumerate(hits):
-                p = h.payload
-                v = p.get(field) if p is not None else None
-                if v is None or v == -1:
-                    missing.append(j)
-                else:
-                    out[j] = v
+    def _lookup(self, ids: Sequence[Any], snap: Snapshot) -> Optional[np.ndarray]:
+        """Artifact cluster ids of ``ids`` (int64, -1 unknown); None after a failure absorbed by a
+        fail-open policy (counted and logged)."""
         cm = snap.cluster_map
-        if cm is None or not len(missing):
-            return out
         if self.on_error == "raise":
-            looked = cm.lookup([hits[j].id for j in missing])
-        else:
-            try:
-                looked = np.asarray(cm.lookup([hits[j].id for j in missing]))
-                if looked.shape != (len(missing),):
-                    raise ValueError(f"lookup returned shape {looked.shape} for {len(missing)} ids")
-            except Exception as exc:  # fail open: a broken artifact must not fail the query
-                self.note_lookup_error(exc, snap)
-                return out
-        for j, c in zip(missing, looked.tolist()):
+            return lookup_ids(cm, ids, snap.id_kind, snap.uuid_form)
+        try:
+            looked = lookup_ids(cm, ids, snap.id_kind, snap.uuid_form)
+            if looked.shape != (len(ids),):
+                raise ValueError(f"lookup returned shape {looked.shape} for {len(ids)} ids")
+            return looked
+        except Exception as exc:  # fail open: a broken artifact must not fail the query
+            self.note_lookup_error(exc, snap)
+            return None
+
+    def cluster_ids(self, hits: Sequence[Hit], snap: Snapshot, tally: Optional[Tally] = None,
+                    unknown: Any = None) -> list:
+        """Cluster id of each hit: the payload field if set and present, else the artifact, else
+        ``unknown`` (None; the refill loop passes -1, which :func:`select` reads the same way).
+
+        ``tally`` (if given) counts the hits whose cluster was looked for and those found nowhere
+        (hits of a lookup that failed are not counted: ``lookup_errors`` has them).
+        """
+        field = self.cluster_field
+        cm = snap.cluster_map
+        if field is None:  # the per-query common case: one lookup, no per-hit Python work
+            if cm is None:
+                return [unknown] * len(hits)
+            looked = self._lookup([h.id for h in hits], snap)
+            if looked is None:
+                return [unknown] * len(hits)
+            out = looked.tolist()
+            missing = out.count(-1)
+            if tally is not None:
+                tally.looked += len(out)
+                if missing:
+                    tally.unknown += missing
+                    if tally.sample is None:
+                        tally.sample = hits[out.index(-1)].id
+            if missing and unknown != -1:
+                out = [unknown if c == -1 else c for c in out]
+            return out
+        out = [unknown] * len(hits)
+        need: list[int] = []
+        for j, h in enumerate(hits):
+            p = h.payload
+            v = p.get(field) if p is not None else None
+            if v is None or v == -1:
+                need.append(j)
+            else:
+                out[j] = v
+        if cm is None or not need:
+            if tally is not None:
+                self._tally(tally, hits, need, len(hits))
+            return out
+        found = self._lookup([hits[j].id for j in need], snap)
+        if found is None:
+            if tally is not None:
+                tally.looked += len(hits) - len(need)
+            return out
+        still = []
+        for j, c in zip(need, found.tolist()):
             if c != -1:
                 out[j] = c
+            else:
+                still.append(j)
+        if tally is not None:
+            self._tally(tally, hits, still, len(hits))
         return out
 
-    def excluded_clusters(self, snap: Snapshot, cur: CursorState) -> frozenset:
-        """Clusters shown on earlier pages.
+    @staticmethod
+    def _tally(tally: Tally, hits: Sequence[Hit], unknown: Sequence[int], looked: int) -> None:
+        tally.looked += looked
+        if len(unknown):
+            tally.unknown += len(unknown)
+            if tally.sample is None:
+                tally.sample = hits[unknown[0]].id
 
-        Re-derived from the cursor's ids with the artifact answering now (a cursor may outlive a
-        reload, and two artifacts can number clusters differently); cluster ids the cursor
-        recorded are used as such only when they came from payloads or there is no artifact.
+    def warn_unknown(self, snap: Snapshot, looked: int, unknown: int, sample: Any) -> None:
+        """The once-per-generation WARNING that most hits are unknown, with the likely cause."""
+        kind = snap.id_kind or getattr(snap.cluster_map, "key_kind", None)
+        cause = diagnose(sample, kind, snap.uuid_form, self.cluster_field, snap.cluster_map is not None)
+        log.warning("diversify: %d of the %d hits looked up in artifact generation %d are unknown to it, so "
+                    "nothing is folded for them. Likely cause: %s. See docs/online.md, 'Ids that match'.",
+                    unknown, looked, snap.generation, cause)
+
+    def shown_before(self, snap: Snapshot, cur: CursorState) -> tuple[frozenset, frozenset, frozenset]:
+        """``(ids, clusters, carried)`` for what earlier pages showed: the cursor's anchor ids, the
+        clusters to leave out, and the cluster ids the next cursor carries on as values.
+
+        Clusters are re-derived from the anchors with the artifact answering now (a cursor may
+        outlive a reload, and two artifacts can number clusters differently), plus the payload
+        cluster ids the cursor carries. A version-1 cursor's cluster ids are used only when they
+        came from payloads or there is no artifact.
         """
         if cur is EMPTY:
-            return frozenset()
+            return cur.ids, cur.clusters, cur.clusters
         cm = snap.cluster_map
-        if cm is None:
-            return cur.clusters
-        try:
-            derived = {c for c in np.asarray(cm.lookup(list(cur.order))).tolist() if c != -1}
-        except Exception as exc:
-            if self.on_error == "raise":
-                raise
-            self.note_lookup_error(exc, snap)
-            return cur.clusters
-        if self.cluster_field is not None:
-            derived |= cur.clusters
-        return frozenset(derived)
+        carried = cur.clusters if (not cur.legacy or cm is None or self.cluster_field is not None) else frozenset()
+        if cm is None or not cur.anchors:
+            return cur.ids, carried, carried
+        looked = self._lookup(cur.anchors, snap)
+        if looked is None:
+            return cur.ids, cur.clusters, carried
+        return cur.ids, frozenset(c for c in looked.tolist() if c != -1) | carried, carried
+
+    def record(self, res: Any, fetched: int, snap: Snapshot, tally: Optional[Tally]) -> None:
+        """Count one answered query; warn (once per generation) when most hits were unknown."""
+        warn = self.counters.record(res, fetched, snap.degraded, tally, snap.generation)
+        if warn is not None and tally is not None:
+            self.warn_unknown(snap, warn[0], warn[1], tally.sample)

@@ -149,6 +149,38 @@ class Group:
         return len(self.folded)
 
 
+def _value(x: Any) -> Any:
+    return x
+
+
+class Deferred:
+    """A field computed the first time it is read (the next-page cursor: most queries never
+    read it). Compares, hashes and pickles as its value; computing it twice (two threads at
+    once) gives the same value."""
+
+    __slots__ = ("_fn", "_value")
+
+    def __init__(self, fn: Any) -> None:
+        self._fn = fn
+        self._value: Any = None
+
+    def get(self) -> Any:
+        fn = self._fn
+        if fn is not None:
+            self._value = fn()
+            self._fn = None
+        return self._value
+
+    def __eq__(self, other: object) -> bool:
+        return self.get() == (other.get() if isinstance(other, Deferred) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.get())
+
+    def __reduce__(self) -> tuple:
+        return (_value, (self.get(),))
+
+
 _RESULT_FIELDS = ("hits", "groups", "k", "omitted", "dropped", "considered", "exhausted", "short",
                   "backend_calls", "rounds", "cursor", "generation")
 
@@ -174,11 +206,14 @@ class Result(Sequence[Kept]):
     omitted : int
         Hits left out because their cluster was full (sum of ``Kept.omitted``).
     dropped : int
-        Unknown hits left out by ``unknown="drop"`` or hits of clusters the cursor excluded.
+        Unknown hits left out by ``unknown="drop"`` or hits of clusters the cursor excluded
+        (a search without exclusion filters returns earlier pages' hits again: they count here).
     considered : int
         Distinct hits looked at.
     exhausted : bool
-        True when fewer than ``k`` came back because the store had nothing more to give.
+        True when the store has nothing more for this query: its last answer was shorter than
+        asked and every hit was used (shown, folded or dropped), so a next page would be empty.
+        False when the store may have more (its last answer was full) or this page left some.
     short : bool
         True when fewer than ``k`` came back for any reason (store exhausted or round budget).
     backend_calls : int
@@ -186,7 +221,9 @@ class Result(Sequence[Kept]):
     rounds : int
         Refetch rounds after the first call.
     cursor : str or None
-        Opaque, stateless token for the next page (pass it back as ``cursor=``).
+        Opaque, stateless token for the next page (pass it back as ``cursor=``); it grows by one
+        id per cluster shown, not with what was fetched (see docs/online.md, "Pages"). Encoded
+        the first time it is read.
     generation : int
         Which loaded artifact answered (increments on every ``reload``).
     """
@@ -196,8 +233,8 @@ class Result(Sequence[Kept]):
 
     def __init__(self, hits: tuple[Kept, ...], groups: Optional[tuple[Group, ...]] = None, k: int = 0,
                  omitted: int = 0, dropped: int = 0, considered: int = 0, exhausted: bool = False,
-                 short: bool = False, backend_calls: int = 0, rounds: int = 0, cursor: Optional[str] = None,
-                 generation: int = 0) -> None:
+                 short: bool = False, backend_calls: int = 0, rounds: int = 0,
+                 cursor: Union[str, None, Deferred] = None, generation: int = 0) -> None:
         _set_fields(self, (tuple(hits), groups, k, omitted, dropped, considered, exhausted, short,
                            backend_calls, rounds, cursor, generation))
 
@@ -251,7 +288,8 @@ class Result(Sequence[Kept]):
 
     @property
     def cursor(self) -> Optional[str]:
-        return self._f[10]
+        v = self._f[10]
+        return v.get() if type(v) is Deferred else v
 
     @property
     def generation(self) -> int:
@@ -302,7 +340,9 @@ class Result(Sequence[Kept]):
 
     def _asdict(self) -> dict[str, Any]:
         """Every field by name (as ``namedtuple._asdict``)."""
-        return dict(zip(_RESULT_FIELDS, self._f))
+        out = dict(zip(_RESULT_FIELDS, self._f))
+        out["cursor"] = self.cursor
+        return out
 
 
 # The slot's own setter: immutability (``__setattr__`` raises) without paying for

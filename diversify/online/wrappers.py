@@ -15,10 +15,23 @@ from ..errors import InputTypeError, StoreError
 from .refill import Request
 from .types import AsyncDiversifiedSearch, DiversifiedSearch, Result
 
-__all__ = ["resolve_search", "supports_exclude", "sync_wrapper", "async_wrapper", "as_store_error", "Start"]
+__all__ = ["resolve_search", "supports_exclude", "supports_exclude_clusters", "sync_wrapper", "async_wrapper",
+           "as_store_error", "Start"]
 
-#: Starts one query: ``start(k, max_per_cluster, groups, cursor, supports_exclude) -> refill generator``.
-Start = Callable[[Optional[int], Optional[int], bool, Optional[str], bool], Generator[Request, Any, Result]]
+#: Starts one query: ``start(k, max_per_cluster, groups, cursor, supports_exclude, exclude_clusters)
+#: -> refill generator``.
+Start = Callable[[Optional[int], Optional[int], bool, Optional[str], bool, bool], Generator[Request, Any, Result]]
+
+
+def supports_exclude_clusters(fn: Any) -> bool:
+    """Does ``fn`` (or its adapter) declare ``supports_exclude_clusters = True``: it takes the keyword
+    arguments ``exclude_clusters=[values]`` and ``cluster_field="name"`` and leaves out every hit
+    whose payload field holds one of the values, composed (AND) with ``exclude_ids`` and with any
+    filter of its own?"""
+    flag = getattr(fn, "supports_exclude_clusters", None)
+    if flag is None:
+        flag = getattr(getattr(fn, "__self__", None), "supports_exclude_clusters", None)
+    return flag is True
 
 
 def supports_exclude(fn: Any) -> bool:
@@ -61,17 +74,30 @@ def as_store_error(exc: Exception) -> StoreError:
     return StoreError(f"the wrapped search failed with {type(exc).__name__}: {exc}")
 
 
-def sync_wrapper(fn: Callable[..., Any], exclude: bool, start: Start) -> DiversifiedSearch:
-    """``diversified(query, *, k=None, max_per_cluster=None, groups=False, cursor=None) -> Result``."""
+def _call(fn: Callable[..., Any], query: Any, req: Any, exclude: bool, cluster_field: Optional[str]) -> Any:
+    ask, exclude_ids, exclude_clusters = req
+    if not exclude:
+        return fn(query, ask)
+    if exclude_clusters is None:
+        return fn(query, ask, exclude_ids)
+    return fn(query, ask, exclude_ids, exclude_clusters=exclude_clusters, cluster_field=cluster_field)
+
+
+def sync_wrapper(fn: Callable[..., Any], exclude: bool, start: Start,
+                 cluster_field: Optional[str] = None) -> DiversifiedSearch:
+    """``diversified(query, *, k=None, max_per_cluster=None, groups=False, cursor=None) -> Result``.
+
+    ``cluster_field`` (set when ``fn`` supports cluster exclusion and the Diversifier reads that
+    payload field) turns on exclusion by cluster id."""
+    by_cluster = cluster_field is not None
 
     def diversified(query: Any, *, k: Optional[int] = None, max_per_cluster: Optional[int] = None,
                     groups: bool = False, cursor: Optional[str] = None) -> Result:
-        gen = start(k, max_per_cluster, groups, cursor, exclude)
+        gen = start(k, max_per_cluster, groups, cursor, exclude, by_cluster)
         req = next(gen)
         while True:
-            ask, exclude_ids = req
             try:
-                raw = fn(query, ask, exclude_ids) if exclude else fn(query, ask)
+                raw = _call(fn, query, req, exclude, cluster_field)
             except StoreError:
                 raise
             except Exception as exc:
@@ -86,21 +112,22 @@ def sync_wrapper(fn: Callable[..., Any], exclude: bool, start: Start) -> Diversi
     return diversified
 
 
-def async_wrapper(fn: Callable[..., Any], exclude: bool, start: Start) -> AsyncDiversifiedSearch:
+def async_wrapper(fn: Callable[..., Any], exclude: bool, start: Start,
+                  cluster_field: Optional[str] = None) -> AsyncDiversifiedSearch:
     """``await diversified(query, *, k=None, max_per_cluster=None, groups=False, cursor=None) -> Result``.
 
     ``fn`` may return an awaitable (an async search) or the hits themselves (a plain callable,
     which then runs in the event loop's thread).
     """
+    by_cluster = cluster_field is not None
 
     async def diversified(query: Any, *, k: Optional[int] = None, max_per_cluster: Optional[int] = None,
                           groups: bool = False, cursor: Optional[str] = None) -> Result:
-        gen = start(k, max_per_cluster, groups, cursor, exclude)
+        gen = start(k, max_per_cluster, groups, cursor, exclude, by_cluster)
         req = next(gen)
         while True:
-            ask, exclude_ids = req
             try:
-                raw = fn(query, ask, exclude_ids) if exclude else fn(query, ask)
+                raw = _call(fn, query, req, exclude, cluster_field)
                 if inspect.isawaitable(raw):
                     raw = await raw
             except StoreError:
