@@ -11,19 +11,26 @@ import sys
 from .paths import CACHE, PLOTS, RESULTS, ROOT, data_dir
 
 
-def _reexec_on_snapshot(argv) -> int:
+def _reexec_on_snapshot(argv, ref: str = "HEAD") -> int:
     """Run again with ``diversify`` imported from an export of git HEAD (cwd comes first on
-    sys.path), and ``benchmarks`` from this checkout. Workers inherit both."""
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                            check=True).stdout.strip()
+    sys.path), and ``benchmarks`` from this checkout. Workers inherit both. The framework plugins
+    (``integrations/``) are exported next to it; suites that import them put them first on
+    ``sys.path`` (``benchmarks.integrations.run.plugin_paths``)."""
+    got = None if ref.startswith("-") else subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=ROOT, capture_output=True, text=True)
+    if got is None or got.returncode != 0:
+        raise SystemExit(f"--ref {ref!r} is not a commit of this repository (a branch, tag or commit hash); "
+                         "use e.g. --ref HEAD or --ref main")
+    commit = got.stdout.strip()
     snap = CACHE / f"lib-{commit[:12]}"
-    if not (snap / "diversify" / "__init__.py").exists():
+    if not (snap / "diversify" / "__init__.py").exists() or not (snap / "integrations").is_dir():
         snap.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "archive", commit, "diversify"], cwd=ROOT, capture_output=True, check=True)
+        archive = subprocess.run(["git", "archive", commit, "diversify", "integrations"], cwd=ROOT,
+                                 capture_output=True, check=True)
         subprocess.run(["tar", "-x", "-C", str(snap)], input=archive.stdout, check=True)
     env = dict(os.environ, DIVERSIFY_BENCH_LIB=commit,
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    print(f"measuring diversify at git HEAD {commit[:12]} (snapshot {snap})", file=sys.stderr, flush=True)
+    print(f"measuring diversify at git {ref} {commit[:12]} (snapshot {snap})", file=sys.stderr, flush=True)
     return subprocess.run([sys.executable, "-m", "benchmarks", *argv], cwd=snap, env=env).returncode
 
 
@@ -64,8 +71,10 @@ def cmd_run(args, rest: list[str], argv: list[str]) -> int:
     names = list(NAMES) if "all" in args.suite else args.suite
     if rest and len(names) > 1:
         raise SystemExit(f"suite options {rest} need a single --suite")
+    if args.worktree and args.ref != "HEAD":
+        raise SystemExit("--worktree measures the working tree; it cannot be combined with --ref")
     if not args.worktree and not os.environ.get("DIVERSIFY_BENCH_LIB"):
-        return _reexec_on_snapshot(argv)
+        return _reexec_on_snapshot(argv, args.ref)
     results = CACHE / "quick" / "results" if args.quick else RESULTS
     ctx = Context(results=results, plots=results / "plots" if args.quick else PLOTS, quick=args.quick,
                   command="python -m benchmarks " + shlex.join(argv))
@@ -90,6 +99,9 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     r.add_argument("--worktree", action="store_true",
                    help="measure the library as it is in the working tree (default: a snapshot of git HEAD, "
                         "so edits in progress by others cannot change the numbers mid-run)")
+    r.add_argument("--ref", default="HEAD",
+                   help="measure the library (diversify/ and integrations/) as it is at this git ref: a branch, tag "
+                        "or commit (default HEAD); the benchmarks themselves always come from this checkout")
     r.add_argument("--no-report", action="store_true", help="do not regenerate RESULTS.md")
     r.add_argument("-h", "--help", action="store_true", help="this help, or a suite's options with --suite NAME")
     rep = sub.add_parser("report", help="regenerate benchmarks/RESULTS.md from benchmarks/results/*.json")

@@ -4,6 +4,10 @@
 2. The reference tokenizer agrees with the library's ``shingle_hashes`` on which shingles
    documents share (pairwise intersection sizes and set sizes), on edge-case texts.
 3. Layout: no module of the harness over 500 lines, no function over 80.
+4. The integrations suite's pass/fail rows, recomputed from the numbers in
+   ``results/integrations.json`` (when present): no filter violation, diversify at least as many
+   distinct clusters as the same framework's MMR, ``Result.backend_calls`` equal to the store
+   calls counted around the store, no row that raised.
 """
 
 from __future__ import annotations
@@ -88,7 +92,26 @@ def check_layout(root: Path | None = None) -> list[str]:
     return problems
 
 
+def check_integrations(results: Path | None = None) -> list[str]:
+    import json
+
+    from .integrations.measure import checks
+    from .paths import RESULTS
+
+    path = (results or RESULTS) / "integrations.json"
+    if not path.exists():
+        print(f"integrations: skipped (no {path.name}; python -m benchmarks run --suite integrations)")
+        return []
+    d = json.loads(path.read_text(encoding="utf-8"))
+    rows = checks(d["rows"])  # from the measured numbers, not the flags the run stored
+    failed = [c for c in rows if not c["ok"]]
+    at = str(d.get("environment", {}).get("diversify_commit", "?"))[:12]
+    print(f"integrations (diversify at {at}): {len(rows) - len(failed)} checks passed, {len(failed)} failed" +
+          "".join(f"\n  FAIL {c['check']}: {c['row']} ({c['mode']}): {c['got']}" for c in failed))
+    return [f"integrations: {c['check']}: {c['row']}" for c in failed]
+
+
 def main() -> int:
     check_join()
-    problems = check_tokenizer() + check_layout()
+    problems = check_tokenizer() + check_layout() + check_integrations()
     return 1 if problems else 0

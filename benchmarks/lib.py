@@ -64,3 +64,8 @@ def simhash_config(threshold: float, bucket_window: int | None = None, **simhash
     extra = {} if bucket_window is None else {"bucket_window": bucket_window}
     return diversify.BuildConfig(minhash=None, exact=False,
                                  simhash=diversify.SimHashConfig(threshold=threshold, **simhash_kwargs), **extra)
+
+
+def milvus_store(client, collection: str, user_filter=None):
+    """``MilvusStore(client, collection, filter=...)``; ImportError when the commit has none."""
+    return _attr("MilvusStore", "diversify.stores", "diversify.stores.milvus")(client, collection, filter=user_filter)
