@@ -353,3 +353,40 @@ def test_source_thresholds_are_refused_on_dask_with_a_clear_error(client):
     cfg = BuildConfig(source_thresholds={"a": 0.9})
     with pytest.raises(ConfigError, match="source_thresholds.*engine='dask'"):
         build_dask(["a b c d e f"], config=cfg, client=client)
+
+
+def test_a_given_id_field_missing_in_a_record_is_an_error_on_every_input_kind(client, tmp_path, capsys):
+    """As the local readers: a given id field must be in every record; not given, ``id`` where present."""
+    import dask.bag as db
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from diversify.cli import main
+
+    recs = [{"uid": f"u{i}", "text": f"doc {i} alpha beta gamma delta"} for i in range(6)]
+    del recs[4]["uid"]
+    jl = tmp_path / "a.jsonl"
+    jl.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    with pytest.raises(InputError, match=r"`id_field` 'uid' is missing in .*a\.jsonl.*:5"):
+        build_dask(str(jl), id_field="uid", client=client)
+    pq.write_table(pa.table({"text": [r["text"] for r in recs]}), tmp_path / "p.parquet")
+    with pytest.raises(InputError, match="`id_field` 'uid' is missing"):
+        build_dask(str(tmp_path / "p.parquet"), id_field="uid", client=client)
+    with pytest.raises(InputError, match=r"partition row \d has no value there \(got <NA>\)"):
+        build_dask(dd.from_pandas(pd.DataFrame(recs), npartitions=2), id_field="uid", client=client)
+    with pytest.raises(InputError, match="`id_field` 'uid' is missing in the DataFrame"):
+        build_dask(dd.from_pandas(pd.DataFrame({"text": ["a b c"]}), npartitions=1), id_field="uid", client=client)
+    with pytest.raises(InputError, match=r"`id_field` 'uid' is missing in bag record \d"):
+        build_dask(db.from_sequence(recs, npartitions=2), id_field="uid", client=client)
+    out = tmp_path / "o.dvf"
+    code = main(["build", str(jl), "--engine", "dask", "--scheduler", client.scheduler.address, "--id-field", "uid",
+                 "-o", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists(), err
+    assert "uid" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    # not given: the `id` field is optional, and records without it get their index, as before
+    plain = tmp_path / "b.jsonl"
+    plain.write_text("".join(json.dumps({"text": r["text"]}) + "\n" for r in recs), encoding="utf-8")
+    res = build_dask(str(plain), client=client)
+    assert res.n_docs == len(recs)

@@ -69,7 +69,7 @@ def _build_dask(a, cfg):
         client = distributed.Client(a.scheduler)
     try:
         return diversify.build(a.input, engine="dask", client=client, config=cfg, metadata=parse_metadata(a.metadata),
-                               progress=not a.no_progress, text_field=a.text_field or "text", id_field=a.id_field or "id",
+                               progress=not a.no_progress, text_field=a.text_field or "text", id_field=a.id_field,
                                key_field=key_fields(a), format=a.format)
     finally:
         if client is not None:

@@ -141,7 +141,7 @@ def build_dask(
     npartitions: Optional[int] = None,
     shuffle_partitions: Optional[int] = None,
     text_field: str = "text",
-    id_field: Optional[str] = "id",
+    id_field: Optional[str] = None,
     key_field: Optional[str] = None,
     format: Optional[str] = None,
     blocksize: int = 64 * 2**20,
@@ -165,8 +165,10 @@ def build_dask(
         - a sequence of str (cut into ``npartitions`` partitions and scattered to the workers).
         The global document index (the cluster labels) is the position in this order.
     ids : iterable, optional
-        Only with a sequence of texts. Ids from files/frames come from ``id_field``; a document
-        without one gets its global index.
+        Only with a sequence of texts. Ids from files/frames come from ``id_field``: when it is
+        given, every record must hold it (else :class:`InputError` naming the record); when it is
+        None (default), from the field ``id`` where present, and a document without one gets its
+        global index.
     config : BuildConfig or dict, optional
         As in :func:`diversify.build`. Not supported here: ``minhash.verify="exact"``; vectors.
     keys : array, optional
@@ -200,8 +202,8 @@ def build_dask(
         run = Run(client=client, cfg=cfg, retries=retries, shuffle_method=shuffle_method, report=Report(progress),
                   n_workers=max(1, len(client.scheduler_info().get("workers", {}))))
         run.sources = input_partitions(texts_or_paths, ids=ids, keys=keys, client=client, npartitions=npartitions,
-                                       text_field=text_field, id_field=id_field, key_field=key_field, fmt=format,
-                                       blocksize=blocksize)
+                                       text_field=text_field, id_field=id_field or "id", key_field=key_field, fmt=format,
+                                       blocksize=blocksize, id_required=id_field is not None)
         return _run(run, shuffle_partitions=shuffle_partitions, metadata=metadata, created_at=created_at)
     finally:
         if own_cluster is not None:

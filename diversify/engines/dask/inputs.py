@@ -49,33 +49,66 @@ def texts_of(values: Iterable, where: str) -> list:
     return out
 
 
-def part_from_pandas(df, text_field: str, id_field: Optional[str], key_field: Optional[str]) -> Part:
+def _missing_id(id_field: str, where: str, have) -> InputError:
+    return InputError(f"`id_field` {id_field!r} is missing in {where}; fields present: {sorted(have)[:12]}. Every "
+                      "document needs its id when id_field is given: fill it in, or pass id_field=NAME (the CLI's "
+                      "--id-field) with the field that holds the ids.")
+
+
+def _no_value(v) -> bool:
+    """None, "", NaN and pandas' missing markers (pd.NA, NaT) are no id."""
+    if v is None or type(v).__name__ in ("NAType", "NaTType"):
+        return True
+    if isinstance(v, str):
+        return v == ""
+    return isinstance(v, float) and math.isnan(v)
+
+
+def _check_ids(ids: Optional[list], id_field: Optional[str], required: bool, where: str, have) -> None:
+    if not required or id_field is None:
+        return
+    if ids is None:
+        raise _missing_id(id_field, where, have)
+    for i, v in enumerate(ids):
+        if _no_value(v):
+            raise InputError(f"`id_field` {id_field!r}: {where} row {i} has no value there (got {v!r}); every "
+                             "document needs its id when id_field is given. Fill it in.")
+
+
+def part_from_pandas(df, text_field: str, id_field: Optional[str], key_field: Optional[str],
+                     id_required: bool = False) -> Part:
     texts = texts_of(df[text_field].tolist(), "a partition")
     ids = df[id_field].tolist() if id_field and id_field in df.columns else None
+    _check_ids(ids, id_field, id_required, "a DataFrame partition", df.columns)
     keys = df[key_field].to_numpy(np.float64) if key_field and key_field in df.columns else None
     return Part(texts, ids, keys)
 
 
 def _fields_of(rec: Mapping, text_field: str, id_field: Optional[str], key_field: Optional[str],
-               where: str) -> tuple:
+               where: str, id_required: bool = False) -> tuple:
     if text_field not in rec:
         raise InputError(f"`text_field` {text_field!r} is missing in {where}; fields present: {sorted(rec)[:12]}. "
                          "Pass text_field=NAME.")
+    if id_required and id_field is not None:
+        _check_ids([rec.get(id_field)] if id_field in rec else None, id_field, True, where, rec)
     return rec[text_field], rec.get(id_field) if id_field else None, rec.get(key_field) if key_field else None
 
 
-def part_from_records(items, text_field: str, id_field: Optional[str], key_field: Optional[str]) -> Part:
+def part_from_records(items, text_field: str, id_field: Optional[str], key_field: Optional[str],
+                      id_required: bool = False) -> Part:
     items = list(items)
-    if all(isinstance(x, str) for x in items):
+    if all(isinstance(x, str) for x in items) and not (id_required and items):
         return Part(items)
     texts: list = []
     ids: list = []
     keys: list = []
     for i, rec in enumerate(items):
         if isinstance(rec, str):
+            if id_required and id_field is not None:
+                raise _missing_id(id_field, f"bag record {i} (a plain str)", [])
             text, id_, key = rec, None, None
         elif isinstance(rec, Mapping):
-            text, id_, key = _fields_of(rec, text_field, id_field, key_field, f"bag record {i}")
+            text, id_, key = _fields_of(rec, text_field, id_field, key_field, f"bag record {i}", id_required)
         else:
             raise InputTypeError(f"bag items must be str or dict records; item {i} is {type(rec).__name__}.")
         texts.append(text)
@@ -88,13 +121,13 @@ def part_from_records(items, text_field: str, id_field: Optional[str], key_field
 
 
 def part_from_jsonl(block: bytes, where: str, text_field: str, id_field: Optional[str],
-                    key_field: Optional[str]) -> Part:
+                    key_field: Optional[str], id_required: bool = False) -> Part:
     """One block of a JSONL file (whole lines), parsed by the local reader's line parser."""
     texts: list = []
     ids: list = []
     keys: list = []
     for lineno, rec in jsonl_records(block.splitlines(), where):
-        text, id_, key = _fields_of(rec, text_field, id_field, key_field, f"{where}:{lineno}")
+        text, id_, key = _fields_of(rec, text_field, id_field, key_field, f"{where}:{lineno}", id_required)
         texts.append(text)
         ids.append(id_)
         keys.append(key)
@@ -104,7 +137,7 @@ def part_from_jsonl(block: bytes, where: str, text_field: str, id_field: Optiona
 
 
 def part_from_parquet(fs, path: str, row_groups: list, text_field: str, id_field: Optional[str],
-                      key_field: Optional[str]) -> Part:
+                      key_field: Optional[str], id_required: bool = False) -> Part:
     import pyarrow.parquet as pq
 
     with fs.open(path, "rb") as f:
@@ -114,7 +147,9 @@ def part_from_parquet(fs, path: str, row_groups: list, text_field: str, id_field
         table = pf.read_row_groups(row_groups, columns=cols)
     d = table.to_pydict()
     keys = np.asarray(d[key_field], dtype=np.float64) if key_field and key_field in d else None
-    return Part(texts_of(d[text_field], path), d.get(id_field) if id_field else None, keys)
+    ids = d.get(id_field) if id_field else None
+    _check_ids(ids, id_field, id_required, f"{path} (row groups {row_groups[0]}-{row_groups[-1]})", names)
+    return Part(texts_of(d[text_field], path), ids, keys)
 
 
 # ----------------------------------------------------------------------------- client side
@@ -152,7 +187,8 @@ def _is_path_list(src) -> bool:
 
 
 def input_partitions(src, *, ids, keys, client, npartitions: Optional[int], text_field: str,
-                     id_field: Optional[str], key_field: Optional[str], fmt: Optional[str], blocksize: int) -> list:
+                     id_field: Optional[str], key_field: Optional[str], fmt: Optional[str], blocksize: int,
+                     id_required: bool = False) -> list:
     """Input partitions as a list of Delayed/Futures of :class:`Part`, in global document order."""
     import dask.bag as db
     import dask.dataframe as dd
@@ -161,7 +197,7 @@ def input_partitions(src, *, ids, keys, client, npartitions: Optional[int], text
     if not is_texts and (ids is not None or keys is not None):
         raise InputError("`ids` and `keys` go with a sequence of texts; with files, a DataFrame or a Bag name their "
                          "columns instead: id_field=..., key_field=...")
-    fields = (text_field, id_field, key_field)
+    fields = (text_field, id_field, key_field, id_required)
     if isinstance(src, dd.DataFrame):
         return _frame_parts(src, *fields)
     if isinstance(src, db.Bag):
@@ -175,7 +211,7 @@ def input_partitions(src, *, ids, keys, client, npartitions: Optional[int], text
     return _sequence_parts(src, ids, keys, client, npartitions)
 
 
-def _frame_parts(src, text_field: str, id_field: Optional[str], key_field: Optional[str]) -> list:
+def _frame_parts(src, text_field: str, id_field: Optional[str], key_field: Optional[str], id_required: bool) -> list:
     from dask import delayed
 
     if text_field not in src.columns:
@@ -183,8 +219,11 @@ def _frame_parts(src, text_field: str, id_field: Optional[str], key_field: Optio
                          f"{list(src.columns)[:12]}. Pass text_field=NAME.")
     if key_field and key_field not in src.columns:
         raise InputError(f"`key_field` {key_field!r} is not a column of the DataFrame.")
+    if id_required and id_field is not None and id_field not in src.columns:
+        raise _missing_id(id_field, "the DataFrame's columns", src.columns)
     cols = [c for c in (id_field, text_field, key_field) if c and c in src.columns]
-    return [delayed(part_from_pandas, pure=True)(p, text_field, id_field, key_field) for p in src[cols].to_delayed()]
+    return [delayed(part_from_pandas, pure=True)(p, text_field, id_field, key_field, id_required)
+            for p in src[cols].to_delayed()]
 
 
 def _file_parts(src, fields: tuple, fmt: Optional[str], blocksize: int) -> list:
