@@ -81,6 +81,10 @@ SLOW_TESTS = {
     "test_fuzz_consistent_checksums_load_or_artifact_error",
     "test_tune_plot",
     "test_help_on_every_command",
+    # the frameworks' async twins of the filter contract (each case also runs the sync call): ~10 min
+    "test_langchain_async_keeps_the_filter_on_every_refill",
+    "test_llamaindex_async_keeps_the_filter_on_every_refill",
+    "test_haystack_async_keeps_the_filter_on_every_refill",
 }
 
 

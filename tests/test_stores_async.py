@@ -22,6 +22,7 @@ import time
 
 import pytest
 from contract import StoreContract, make_corpus, oracle_select
+from contract.heartbeat import Heartbeat
 
 from diversify.errors import ConfigError, InputTypeError
 from diversify.online import Diversifier
@@ -335,38 +336,6 @@ def test_async_qdrant_scores_are_needs_an_await_or_a_setting():
 
 
 # ---------------------------------------------------------------------- the event loop stays free
-
-
-class Heartbeat:
-    """A task that ticks as often as the loop lets it; ``during(coro)`` counts the ticks that
-    happened while ``coro`` was awaited (zero when the awaited call blocked the loop)."""
-
-    def __init__(self):
-        self.ticks = 0
-        self.gaps: list[float] = []
-
-    async def beat(self, period: float = 0.0):
-        last = time.perf_counter()
-        while True:
-            await asyncio.sleep(period)
-            now = time.perf_counter()
-            self.gaps.append(now - last)
-            last = now
-            self.ticks += 1
-
-    def counting(self, search):
-        """``search`` (a store adapter's), recording the ticks during each of its calls."""
-        per_call: list[int] = []
-
-        async def counted(query, k, exclude_ids=None):
-            before = self.ticks
-            out = search(query, k, exclude_ids)
-            if asyncio.iscoroutine(out):
-                out = await out
-            per_call.append(self.ticks - before)
-            return out
-
-        return counted, per_call
 
 
 async def _ticks_during_calls(store, corpus, *, supports_exclude):
