@@ -81,6 +81,10 @@ SLOW_TESTS = {
     "test_fuzz_consistent_checksums_load_or_artifact_error",
     "test_tune_plot",
     "test_help_on_every_command",
+    # the frameworks' async twins of the filter contract (each case also runs the sync call): ~10 min
+    "test_langchain_async_keeps_the_filter_on_every_refill",
+    "test_llamaindex_async_keeps_the_filter_on_every_refill",
+    "test_haystack_async_keeps_the_filter_on_every_refill",
 }
 
 
@@ -89,3 +93,27 @@ def pytest_collection_modifyitems(config, items):
         name = item.originalname if hasattr(item, "originalname") else item.name
         if item.path.name in SLOW_MODULES or name in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+
+
+# --------------------------------------------------------------------------- a real Chroma server
+# One per test session, started on first use (tests/contract/chroma_server.py). When it cannot
+# start, the tests that need it skip with the reason, except in CI (DIVERSIFY_CI=1): there they fail.
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory):
+    import importlib.util
+    import os
+
+    if importlib.util.find_spec("chromadb") is None:
+        pytest.skip("chromadb is not installed (pip install 'diversify-retrieval[chroma]')")
+    from contract.chroma_server import ServerUnavailable, start
+
+    try:
+        server = start(tmp_path_factory.mktemp("chroma-server"))
+    except ServerUnavailable as exc:
+        if os.environ.get("DIVERSIFY_CI") == "1":
+            pytest.fail(f"the Chroma server must start in CI: {exc}")
+        pytest.skip(f"no Chroma server here: {exc}")
+    yield server
+    server.stop()

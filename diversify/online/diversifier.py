@@ -20,7 +20,7 @@ from .selection import select
 from .source import ClusterSource
 from .stats import Counters, Tally
 from .types import AsyncDiversifiedSearch, ClusterLookup, DiversifiedSearch, DocId, Hit, Result
-from .wrappers import async_wrapper, resolve_search, supports_exclude_clusters, sync_wrapper
+from .wrappers import async_wrapper, check_sync_search, resolve_search, supports_exclude_clusters, sync_wrapper
 
 __all__ = ["Diversifier"]
 
@@ -258,14 +258,17 @@ class Diversifier:
             full clusters by their payload value when ``cluster_field`` is set.
         """
         fn, exclude = resolve_search(search, supports_exclude)
+        check_sync_search(fn)
         return sync_wrapper(fn, exclude, self._start, self._cluster_exclusion(fn, exclude))
 
     def awrap(self, search: Any, *, supports_exclude: Optional[bool] = None) -> AsyncDiversifiedSearch:
         """Async twin of :meth:`wrap`: ``await diversified(query, ...) -> Result``.
 
-        ``search`` is an async callable (or an adapter whose ``.search`` is a coroutine
-        function). A plain callable (e.g. a :mod:`diversify.stores` adapter) is accepted too; it
-        then runs in the event loop's thread, so keep it to fast, local stores.
+        ``search`` is an async callable, or an async store adapter (``AsyncQdrantStore``,
+        ``AsyncChromaStore``, ``AsyncLanceDBStore``: every store call awaited). A plain callable
+        (e.g. a sync :mod:`diversify.stores` adapter) is accepted too; it then runs in the event
+        loop's thread and blocks it for each store call, so keep it to fast, local stores.
+        Cancelling the awaited query (``asyncio.timeout``) cancels the store call in flight.
         """
         fn, exclude = resolve_search(search, supports_exclude)
         return async_wrapper(fn, exclude, self._start, self._cluster_exclusion(fn, exclude))

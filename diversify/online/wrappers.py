@@ -16,7 +16,7 @@ from .refill import Request
 from .types import AsyncDiversifiedSearch, DiversifiedSearch, Result
 
 __all__ = ["resolve_search", "supports_exclude", "supports_exclude_clusters", "sync_wrapper", "async_wrapper",
-           "as_store_error", "Start"]
+           "as_store_error", "Start", "check_sync_search"]
 
 #: Starts one query: ``start(k, max_per_cluster, groups, cursor, supports_exclude, exclude_clusters)
 #: -> refill generator``.
@@ -67,6 +67,17 @@ def resolve_search(search: Any, exclude: Optional[bool] = None) -> tuple[Callabl
     if exclude is not None and not isinstance(exclude, bool):
         raise InputTypeError(f"`supports_exclude` must be True, False or None (detect); got {exclude!r}.")
     return search, supports_exclude(search) if exclude is None else exclude
+
+
+def check_sync_search(fn: Callable[..., Any]) -> None:
+    """Refuse an async search (a coroutine function, or an async store adapter's ``search``) in
+    :meth:`~diversify.Diversifier.wrap`: its answers would be coroutines, never awaited."""
+    owner = getattr(fn, "__self__", None)
+    if inspect.iscoroutinefunction(fn) or getattr(owner, "is_async", False) is True:
+        name = type(owner).__name__ if owner is not None else getattr(fn, "__name__", "search")
+        raise InputTypeError(f"`search` must be a sync callable for Diversifier.wrap; got {name}, whose search is "
+                             "a coroutine. Use `await Diversifier.awrap(search)(query)` for an async search or "
+                             "an async store adapter.")
 
 
 def as_store_error(exc: Exception) -> StoreError:

@@ -16,16 +16,21 @@ Every adapter has the same small surface (see :class:`Store`):
 Adapters import their vendor SDK lazily (on first use, never at ``import diversify.stores``)
 and raise :class:`~diversify.errors.MissingDependencyError` with the ``pip install`` command
 when it is missing. Constructors do no I/O.
+
+Async twins (:class:`AsyncStore`): ``AsyncQdrantStore`` (``qdrant_client.AsyncQdrantClient``),
+``AsyncChromaStore`` (``chromadb.AsyncHttpClient``), ``AsyncLanceDBStore``
+(``lancedb.connect_async``): ``await store.search(...)``, ``await store.write_clusters(...)``,
+for :meth:`diversify.Diversifier.awrap`. Each shares its sync twin's requests and parses.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from ._base import Store, representative_flags
+from ._base import AsyncStore, Store, representative_flags
 
-__all__ = ["Store", "NumpyStore", "QdrantStore", "ChromaStore", "FaissStore", "LanceDBStore", "MilvusStore",
-           "representative_flags"]
+__all__ = ["Store", "AsyncStore", "NumpyStore", "QdrantStore", "ChromaStore", "FaissStore", "LanceDBStore",
+           "MilvusStore", "AsyncQdrantStore", "AsyncChromaStore", "AsyncLanceDBStore", "representative_flags"]
 
 _LAZY = {
     "NumpyStore": "diversify.stores.numpy_store",
@@ -34,6 +39,9 @@ _LAZY = {
     "FaissStore": "diversify.stores.faiss",
     "LanceDBStore": "diversify.stores.lancedb",
     "MilvusStore": "diversify.stores.milvus",
+    "AsyncQdrantStore": "diversify.stores.qdrant",
+    "AsyncChromaStore": "diversify.stores.chroma",
+    "AsyncLanceDBStore": "diversify.stores.lancedb",
 }
 
 

@@ -12,7 +12,7 @@ from ..errors import ConfigError, InputError, InputTypeError
 from ..online import Hit
 from .exclusion import DEFAULT_MAX_EXCLUDE, Exclusion, check_refill
 
-__all__ = ["Store", "representative_flags", "query_vector", "check_k"]
+__all__ = ["Store", "AsyncStore", "representative_flags", "query_vector", "check_k"]
 
 
 def check_k(k) -> int:
@@ -75,18 +75,9 @@ def representative_flags(cluster_map, ids: Sequence[Any]):
     return cids, flags
 
 
-class Store:
-    """Base of the store adapters.
-
-    Subclasses set ``scores_are`` and implement :meth:`_search` (one store call: top-``k`` under
-    the user's filter, AND the pushed-down exclusion when one is given) and
-    :meth:`write_clusters`; they call :meth:`_setup_refill` in their constructor. :meth:`search`
-    turns a request into store calls through the adapter's :class:`~.exclusion.Exclusion`
-    strategy (push the exclusion down, bounded by ``max_exclude``, or ask for a larger k).
-
-    ``supports_exclude`` tells :meth:`diversify.Diversifier.wrap` whether refetches should pass
-    the seen ids (``refill`` resolved to ``"exclude"``) or ask for a larger k (``"grow"``).
-    """
+class _Refilling:
+    """What the sync and async adapters share: the refetch strategy (``refill``,
+    ``max_exclude``), the query check and the spelling of excluded ids. No I/O."""
 
     #: which optional extra installs the vendor SDK (for the error hint)
     extra: ClassVar[str] = ""
@@ -148,6 +139,28 @@ class Store:
         """The query as the store takes it (validated); once per :meth:`search`."""
         return query_vector(query)
 
+    def _exclude_ids(self, ids: Iterable[Any]) -> list:
+        """``exclude_ids`` as the hits spell ids (Qdrant: canonical UUIDs), for the store and for
+        the ids dropped here."""
+        return list(ids)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(scores_are={self.scores_are!r})"
+
+
+class Store(_Refilling):
+    """Base of the store adapters.
+
+    Subclasses set ``scores_are`` and implement :meth:`_search` (one store call: top-``k`` under
+    the user's filter, AND the pushed-down exclusion when one is given) and
+    :meth:`write_clusters`; they call :meth:`_setup_refill` in their constructor. :meth:`search`
+    turns a request into store calls through the adapter's :class:`~.exclusion.Exclusion`
+    strategy (push the exclusion down, bounded by ``max_exclude``, or ask for a larger k).
+
+    ``supports_exclude`` tells :meth:`diversify.Diversifier.wrap` whether refetches should pass
+    the seen ids (``refill`` resolved to ``"exclude"``) or ask for a larger k (``"grow"``).
+    """
+
     def _search(self, q: Any, k: int, exclude: Optional[list]) -> list[Hit]:
         """One store call: top-``k`` under the user's filter, none of ``exclude`` (if given)."""
         raise NotImplementedError
@@ -160,11 +173,6 @@ class Store:
         excl = self._exclude_ids(exclude_ids) if exclude_ids else None
         return self._strategy().search(lambda n, ex: self._search(q, n, ex), k, excl)
 
-    def _exclude_ids(self, ids: Iterable[Any]) -> list:
-        """``exclude_ids`` as the hits spell ids (Qdrant: canonical UUIDs), for the store and for
-        the ids dropped here."""
-        return list(ids)
-
     def write_clusters(self, cluster_map, *, ids: Optional[Sequence[Any]] = None,
                        cluster_field: str = "cluster_id",
                        representative_field: Optional[str] = "is_representative") -> int:
@@ -174,8 +182,37 @@ class Store:
         """
         raise NotImplementedError
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(scores_are={self.scores_are!r})"
+
+class AsyncStore(_Refilling):
+    """Base of the async store adapters (``AsyncQdrantStore``, ``AsyncChromaStore``,
+    ``AsyncLanceDBStore``): the same contract as :class:`Store`, with :meth:`search` and
+    :meth:`write_clusters` coroutines, for :meth:`diversify.Diversifier.awrap`.
+
+    Each one shares its sync twin's request building and result parsing (the filter AND-ed with
+    the exclusion, payload ids, canonical UUIDs, the write-back batches): only the awaited client
+    calls differ. A cancelled :meth:`search` (``asyncio.timeout``) leaves no work behind: every
+    store call is awaited in the caller's task, none runs in a thread.
+    """
+
+    #: :meth:`diversify.Diversifier.wrap` refuses it (its search is a coroutine): use ``awrap``
+    is_async: ClassVar[bool] = True
+
+    async def _search(self, q: Any, k: int, exclude: Optional[list]) -> list[Hit]:
+        """One awaited store call: top-``k`` under the user's filter, none of ``exclude``."""
+        raise NotImplementedError
+
+    async def search(self, query: Any, k: int, exclude_ids: Optional[Iterable[Any]] = None) -> list[Hit]:
+        """``await store.search(query, k, exclude_ids)``: as :meth:`Store.search`."""
+        k = check_k(k)
+        q = self._query(query)
+        excl = self._exclude_ids(exclude_ids) if exclude_ids else None
+        return await self._strategy().asearch(lambda n, ex: self._search(q, n, ex), k, excl)
+
+    async def write_clusters(self, cluster_map, *, ids: Optional[Sequence[Any]] = None,
+                             cluster_field: str = "cluster_id",
+                             representative_field: Optional[str] = "is_representative") -> int:
+        """``await store.write_clusters(cluster_map)``: as :meth:`Store.write_clusters`."""
+        raise NotImplementedError
 
 
 def check_field(name: str, value) -> None:

@@ -1,4 +1,5 @@
-"""Chroma adapter: a ``$nin`` where-filter on an id metadata field excludes seen ids."""
+"""Chroma adapters (sync, and async over ``chromadb.AsyncHttpClient``): a ``$nin`` where-filter on
+an id metadata field excludes seen ids. Both share every request and parse (:class:`_ChromaCommon`)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,86 @@ from typing import Any, Optional
 
 from ..errors import StoreError, require
 from ..online import Hit
-from ._base import Store, check_field, representative_flags
+from ._base import AsyncStore, Store, check_field, representative_flags
 
-__all__ = ["ChromaStore"]
+__all__ = ["ChromaStore", "AsyncChromaStore"]
 
 
-class ChromaStore(Store):
+#: records per ``update`` when the client does not say (chromadb 1.5 takes 5,461)
+_DEFAULT_BATCH = 5000
+
+
+class _ChromaCommon:
+    """The requests and parses both Chroma adapters make (no I/O here)."""
+
+    scores_are = "distance"
+    extra = "chroma"
+    #: measured (docs/online.md): a ``$nin`` of 25-470 ids made a query 4-10x slower than asking
+    #: for k + 470 hits on 15k records; with a where-filter of its own both cost about the same
+    auto_refill = "grow"
+
+    def __init__(self, collection, *, id_field: str = "doc_id", where: Optional[Mapping] = None,
+                 with_vectors: bool = False, refill: str = "auto", max_exclude: Optional[int] = None):
+        check_field("id_field", id_field)
+        self._setup_refill(refill, max_exclude)  # type: ignore[attr-defined]
+        self.collection = collection
+        self.id_field = id_field
+        self.where = dict(where) if where else None
+        self.with_vectors = with_vectors
+
+    def _where(self, exclude_ids):
+        if not exclude_ids:
+            return self.where
+        excl = {self.id_field: {"$nin": list(exclude_ids)}}
+        return excl if self.where is None else {"$and": [self.where, excl]}
+
+    def _request(self, q, k: int, exclude: Optional[list]) -> dict:
+        """The ``query`` keyword arguments of one call."""
+        require("chromadb", extra="chroma", purpose=type(self).__name__)
+        include = ["metadatas", "distances"] + (["embeddings"] if self.with_vectors else [])
+        return {"query_embeddings": [q.tolist()], "n_results": k, "where": self._where(exclude), "include": include}
+
+    def _failed(self, exc: Exception) -> StoreError:
+        return StoreError(f"Chroma query on collection {getattr(self.collection, 'name', '?')!r} failed: "
+                          f"{type(exc).__name__}: {exc}")
+
+    def _hits(self, res) -> list[Hit]:
+        ids = res["ids"][0]
+        metas = (res.get("metadatas") or [[None] * len(ids)])[0]
+        dists = (res.get("distances") or [[None] * len(ids)])[0]
+        embs = res.get("embeddings")
+        embs = embs[0] if embs is not None and len(embs) else [None] * len(ids)
+        out = []
+        for cid, meta, dist, emb in zip(ids, metas, dists, embs):
+            doc_id = meta.get(self.id_field, cid) if meta else cid
+            out.append(Hit(doc_id, None if dist is None else float(dist), meta,
+                           None if emb is None else list(emb), cid))
+        return out
+
+    def _updates(self, got, cluster_map, ids: Optional[Sequence[Any]], cluster_field: str,
+                 representative_field: Optional[str]) -> tuple[list, list]:
+        """(Chroma ids, metadata to merge) for ``write_clusters``, from ``get(include=["metadatas"])``."""
+        chroma_ids, doc_ids = [], []
+        wanted = None if ids is None else set(ids)
+        for cid, meta in zip(got["ids"], got["metadatas"]):
+            doc_id = meta.get(self.id_field, cid) if meta else cid
+            if wanted is None or doc_id in wanted:
+                chroma_ids.append(cid)
+                doc_ids.append(doc_id)
+        cids, flags = representative_flags(cluster_map, doc_ids)
+        upd_ids, upd_meta = [], []
+        for j, c in enumerate(cids.tolist()):
+            if c < 0:
+                continue
+            m = {cluster_field: c}
+            if representative_field and flags is not None:
+                m[representative_field] = bool(flags[j])
+            upd_ids.append(chroma_ids[j])
+            upd_meta.append(m)
+        return upd_ids, upd_meta
+
+
+class ChromaStore(_ChromaCommon, Store):
     """Search a Chroma collection; refetches ask for a larger k, or (``refill="exclude"``) exclude
     seen ids with ``{id_field: {"$nin": [...]}}``.
 
@@ -40,47 +115,13 @@ class ChromaStore(Store):
     Chroma always returns distances (``scores_are = "distance"``), whatever the space.
     """
 
-    scores_are = "distance"
-    extra = "chroma"
-    #: measured (docs/online.md): a ``$nin`` of 25-470 ids made a query 4-10x slower than asking
-    #: for k + 470 hits on 15k records; with a where-filter of its own both cost about the same
-    auto_refill = "grow"
-
-    def __init__(self, collection, *, id_field: str = "doc_id", where: Optional[Mapping] = None,
-                 with_vectors: bool = False, refill: str = "auto", max_exclude: Optional[int] = None):
-        check_field("id_field", id_field)
-        self._setup_refill(refill, max_exclude)
-        self.collection = collection
-        self.id_field = id_field
-        self.where = dict(where) if where else None
-        self.with_vectors = with_vectors
-
-    def _where(self, exclude_ids):
-        if not exclude_ids:
-            return self.where
-        excl = {self.id_field: {"$nin": list(exclude_ids)}}
-        return excl if self.where is None else {"$and": [self.where, excl]}
-
     def _search(self, q, k: int, exclude: Optional[list]) -> list[Hit]:
-        require("chromadb", extra="chroma", purpose="ChromaStore")
-        include = ["metadatas", "distances"] + (["embeddings"] if self.with_vectors else [])
+        request = self._request(q, k, exclude)
         try:
-            res = self.collection.query(query_embeddings=[q.tolist()], n_results=k,
-                                        where=self._where(exclude), include=include)
+            res = self.collection.query(**request)
         except Exception as exc:
-            raise StoreError(f"Chroma query on collection {getattr(self.collection, 'name', '?')!r} failed: "
-                             f"{type(exc).__name__}: {exc}") from exc
-        ids = res["ids"][0]
-        metas = (res.get("metadatas") or [[None] * len(ids)])[0]
-        dists = (res.get("distances") or [[None] * len(ids)])[0]
-        embs = res.get("embeddings")
-        embs = embs[0] if embs is not None and len(embs) else [None] * len(ids)
-        out = []
-        for cid, meta, dist, emb in zip(ids, metas, dists, embs):
-            doc_id = meta.get(self.id_field, cid) if meta else cid
-            out.append(Hit(doc_id, None if dist is None else float(dist), meta,
-                           None if emb is None else list(emb), cid))
-        return out
+            raise self._failed(exc) from exc
+        return self._hits(res)
 
     def write_clusters(self, cluster_map, *, ids: Optional[Sequence[Any]] = None,
                        cluster_field: str = "cluster_id",
@@ -93,26 +134,45 @@ class ChromaStore(Store):
         require("chromadb", extra="chroma", purpose="ChromaStore")
         check_field("cluster_field", cluster_field)
         got = self.collection.get(include=["metadatas"])
-        chroma_ids, doc_ids = [], []
-        wanted = None if ids is None else set(ids)
-        for cid, meta in zip(got["ids"], got["metadatas"]):
-            doc_id = meta.get(self.id_field, cid) if meta else cid
-            if wanted is None or doc_id in wanted:
-                chroma_ids.append(cid)
-                doc_ids.append(doc_id)
-        cids, flags = representative_flags(cluster_map, doc_ids)
-        upd_ids, upd_meta = [], []
-        for j, c in enumerate(cids.tolist()):
-            if c < 0:
-                continue
-            m = {cluster_field: c}
-            if representative_field and flags is not None:
-                m[representative_field] = bool(flags[j])
-            upd_ids.append(chroma_ids[j])
-            upd_meta.append(m)
+        upd_ids, upd_meta = self._updates(got, cluster_map, ids, cluster_field, representative_field)
         if batch_size is None:  # as many per update as the client takes (5,461 for chromadb 1.5)
             limit = getattr(getattr(self.collection, "_client", None), "get_max_batch_size", None)
-            batch_size = int(limit()) if callable(limit) else 5000
+            batch_size = int(limit()) if callable(limit) else _DEFAULT_BATCH
         for s in range(0, len(upd_ids), batch_size):
             self.collection.update(ids=upd_ids[s:s + batch_size], metadatas=upd_meta[s:s + batch_size])
+        return len(upd_ids)
+
+
+class AsyncChromaStore(_ChromaCommon, AsyncStore):
+    """Search a Chroma collection of an async client (``await chromadb.AsyncHttpClient(...)``,
+    then ``await client.get_collection(name)``): ``await store.search(query, k)``; pass it to
+    :meth:`diversify.Diversifier.awrap`.
+
+    Same parameters, where-filter composition, ids and refill as :class:`ChromaStore`, with
+    ``collection`` an ``AsyncCollection``. Every call is awaited HTTP I/O: the event loop runs
+    other work while the server searches.
+    """
+
+    async def _search(self, q, k: int, exclude: Optional[list]) -> list[Hit]:
+        request = self._request(q, k, exclude)
+        try:
+            res = await self.collection.query(**request)
+        except Exception as exc:
+            raise self._failed(exc) from exc
+        return self._hits(res)
+
+    async def write_clusters(self, cluster_map, *, ids: Optional[Sequence[Any]] = None,
+                             cluster_field: str = "cluster_id",
+                             representative_field: Optional[str] = "is_representative",
+                             batch_size: Optional[int] = None) -> int:
+        """``await store.write_clusters(cluster_map)``: as :meth:`ChromaStore.write_clusters`."""
+        require("chromadb", extra="chroma", purpose="AsyncChromaStore")
+        check_field("cluster_field", cluster_field)
+        got = await self.collection.get(include=["metadatas"])
+        upd_ids, upd_meta = self._updates(got, cluster_map, ids, cluster_field, representative_field)
+        if batch_size is None:
+            limit = getattr(getattr(self.collection, "_client", None), "get_max_batch_size", None)
+            batch_size = int(await limit()) if callable(limit) else _DEFAULT_BATCH
+        for s in range(0, len(upd_ids), batch_size):
+            await self.collection.update(ids=upd_ids[s:s + batch_size], metadatas=upd_meta[s:s + batch_size])
         return len(upd_ids)

@@ -93,7 +93,7 @@ def _backed_by(obj: Any, depth: int, *, chroma: bool) -> bool:
         t = type(o)
         if t.__module__.startswith("qdrant_client") and "local" in t.__name__.lower():
             return True
-        if chroma and t.__module__.startswith("chromadb") and t.__name__ == "Collection":
+        if chroma and t.__module__.startswith("chromadb") and t.__name__ in ("Collection", "AsyncCollection"):
             return True
         if t.__name__ == "QdrantDocumentStore" and getattr(o, "_client", None) is None:
             # Haystack's store makes its client on first use; its settings say where it will live

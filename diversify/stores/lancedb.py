@@ -1,4 +1,5 @@
-"""LanceDB adapter: a ``NOT IN (...)`` prefilter excludes seen ids."""
+"""LanceDB adapters (sync, and async over ``lancedb.connect_async``): a ``NOT IN (...)`` prefilter
+excludes seen ids. Both share every request and parse (:class:`_LanceCommon`)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import numpy as np
 
 from ..errors import ConfigError, InputTypeError, StoreError, require
 from ..online import Hit
-from ._base import Store, representative_flags
+from ._base import AsyncStore, Store, representative_flags
 
-__all__ = ["LanceDBStore"]
+__all__ = ["LanceDBStore", "AsyncLanceDBStore"]
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
@@ -27,27 +28,8 @@ def _sql_literal(v) -> str:
     raise InputTypeError(f"LanceDB ids must be int or str; got {type(v).__name__} {v!r}.")
 
 
-class LanceDBStore(Store):
-    """Search a LanceDB table; refetches exclude seen ids with ``id NOT IN (...)`` (prefilter).
-
-    Parameters
-    ----------
-    table : lancedb Table
-        E.g. ``lancedb.connect(tmpdir).create_table(...)``; not touched until the first call.
-    id_column, vector_column : str
-        Column names (plain identifiers).
-    distance_type : {"l2", "cosine", "dot"}, optional
-        Passed to the search; LanceDB reports ``_distance`` (lower is better) for all of them,
-        so ``scores_are = "distance"``.
-    where : str, optional
-        The user's SQL filter (a tenant, an access rule): every call, refetches included,
-        applies it (as a prefilter); a pushed-down exclusion is ``AND``-ed to it.
-    refill : {"auto", "exclude", "grow"}
-        How refetches skip seen ids (see :mod:`diversify.stores.exclusion`); ``auto`` = the
-        measured choice (docs/online.md).
-    max_exclude : int, optional
-        Ids pushed down per call (default 256); the rest is answered by a larger k.
-    """
+class _LanceCommon:
+    """The requests and parses both LanceDB adapters make (no I/O here)."""
 
     scores_are = "distance"
     extra = "lancedb"
@@ -55,7 +37,7 @@ class LanceDBStore(Store):
     def __init__(self, table, *, id_column: str = "id", vector_column: str = "vector",
                  distance_type: Optional[str] = None, where: Optional[str] = None,
                  with_vectors: bool = False, refill: str = "auto", max_exclude: Optional[int] = None):
-        self._setup_refill(refill, max_exclude)
+        self._setup_refill(refill, max_exclude)  # type: ignore[attr-defined]
         for name, value in (("id_column", id_column), ("vector_column", vector_column)):
             if not isinstance(value, str) or not _IDENT.match(value):
                 raise ConfigError(f"`{name}` must be a plain column identifier ([A-Za-z_][A-Za-z0-9_]*); "
@@ -77,20 +59,10 @@ class LanceDBStore(Store):
             parts.append(f"{self.id_column} NOT IN ({', '.join(_sql_literal(i) for i in exclude_ids)})")
         return " AND ".join(parts) or None
 
-    def _search(self, q, k: int, exclude: Optional[list]) -> list[Hit]:
-        require("lancedb", extra="lancedb", purpose="LanceDBStore")
-        try:
-            s = self.table.search(q, vector_column_name=self.vector_column)
-            if self.distance_type:
-                s = s.distance_type(self.distance_type)
-            where = self._where(exclude)
-            if where:
-                s = s.where(where, prefilter=True)
-            rows = s.limit(k).to_list()
-        except InputTypeError:
-            raise
-        except Exception as exc:
-            raise StoreError(f"LanceDB search failed: {type(exc).__name__}: {exc}") from exc
+    def _failed(self, exc: Exception) -> StoreError:
+        return StoreError(f"LanceDB search failed: {type(exc).__name__}: {exc}")
+
+    def _hits(self, rows) -> list[Hit]:
         out = []
         for row in rows:
             vec = row.get(self.vector_column) if self.with_vectors else None
@@ -99,34 +71,132 @@ class LanceDBStore(Store):
                            None if vec is None else list(vec), row))
         return out
 
+    @staticmethod
+    def _check_fields(cluster_field: str, representative_field: Optional[str]) -> None:
+        for name, value in (("cluster_field", cluster_field), ("representative_field", representative_field)):
+            if value is not None and not _IDENT.match(value):
+                raise ConfigError(f"`{name}` must be a plain column identifier; got {value!r}.")
+
+    def _new_columns(self, names, cluster_field: str, representative_field: Optional[str], flags) -> dict:
+        """The columns ``write_clusters`` adds (SQL defaults), given the table's column names."""
+        new_cols = {}
+        if cluster_field not in names:
+            new_cols[cluster_field] = "CAST(-1 AS BIGINT)"
+        if representative_field and flags is not None and representative_field not in names:
+            new_cols[representative_field] = "false"
+        return new_cols
+
+    def _merge_source(self, pa, ids: list, cids, flags, id_type, cluster_field: str,
+                      representative_field: Optional[str]):
+        """The arrow table ``merge_insert`` reads (known ids only), or None when none is known."""
+        known = cids >= 0
+        if not known.any():
+            return None
+        cols = {self.id_column: pa.array([i for i, ok in zip(ids, known) if ok], type=id_type),
+                cluster_field: pa.array(cids[known], type=pa.int64())}
+        if representative_field and flags is not None:
+            cols[representative_field] = pa.array(flags[known], type=pa.bool_())
+        return pa.table(cols)
+
+
+class LanceDBStore(_LanceCommon, Store):
+    """Search a LanceDB table; refetches exclude seen ids with ``id NOT IN (...)`` (prefilter).
+
+    Parameters
+    ----------
+    table : lancedb Table
+        E.g. ``lancedb.connect(tmpdir).create_table(...)``; not touched until the first call.
+    id_column, vector_column : str
+        Column names (plain identifiers).
+    distance_type : {"l2", "cosine", "dot"}, optional
+        Passed to the search; LanceDB reports ``_distance`` (lower is better) for all of them,
+        so ``scores_are = "distance"``.
+    where : str, optional
+        The user's SQL filter (a tenant, an access rule): every call, refetches included,
+        applies it (as a prefilter); a pushed-down exclusion is ``AND``-ed to it.
+    refill : {"auto", "exclude", "grow"}
+        How refetches skip seen ids (see :mod:`diversify.stores.exclusion`); ``auto`` = the
+        measured choice (docs/online.md).
+    max_exclude : int, optional
+        Ids pushed down per call (default 256); the rest is answered by a larger k.
+    """
+
+    def _search(self, q, k: int, exclude: Optional[list]) -> list[Hit]:
+        require("lancedb", extra="lancedb", purpose="LanceDBStore")
+        where = self._where(exclude)  # may raise InputTypeError (an id that is no SQL literal)
+        try:
+            s = self.table.search(q, vector_column_name=self.vector_column)
+            if self.distance_type:
+                s = s.distance_type(self.distance_type)
+            if where:
+                s = s.where(where, prefilter=True)
+            rows = s.limit(k).to_list()
+        except Exception as exc:
+            raise self._failed(exc) from exc
+        return self._hits(rows)
+
     def write_clusters(self, cluster_map, *, ids: Optional[Sequence[Any]] = None,
                        cluster_field: str = "cluster_id",
                        representative_field: Optional[str] = "is_representative") -> int:
         """Add / update ``cluster_field`` (int64, -1 = unknown) and ``representative_field``
         (bool) columns with one ``merge_insert`` on ``id_column``."""
         pa = require("pyarrow", extra="lancedb", purpose="LanceDBStore")
-        for name, value in (("cluster_field", cluster_field), ("representative_field", representative_field)):
-            if value is not None and not _IDENT.match(value):
-                raise ConfigError(f"`{name}` must be a plain column identifier; got {value!r}.")
+        self._check_fields(cluster_field, representative_field)
         if ids is None:
             ids = self.table.to_arrow().column(self.id_column).to_pylist()
         ids = list(ids)
         cids, flags = representative_flags(cluster_map, ids)
-        names = set(self.table.schema.names)
-        new_cols = {}
-        if cluster_field not in names:
-            new_cols[cluster_field] = "CAST(-1 AS BIGINT)"
-        if representative_field and flags is not None and representative_field not in names:
-            new_cols[representative_field] = "false"
+        schema = self.table.schema
+        new_cols = self._new_columns(set(schema.names), cluster_field, representative_field, flags)
         if new_cols:
             self.table.add_columns(new_cols)
-        known = cids >= 0
-        if not known.any():
+        source = self._merge_source(pa, ids, cids, flags, schema.field(self.id_column).type, cluster_field,
+                                    representative_field)
+        if source is None:
             return 0
-        id_type = self.table.schema.field(self.id_column).type
-        cols = {self.id_column: pa.array([i for i, ok in zip(ids, known) if ok], type=id_type),
-                cluster_field: pa.array(cids[known], type=pa.int64())}
-        if representative_field and flags is not None:
-            cols[representative_field] = pa.array(flags[known], type=pa.bool_())
-        self.table.merge_insert(self.id_column).when_matched_update_all().execute(pa.table(cols))
-        return int(known.sum())
+        self.table.merge_insert(self.id_column).when_matched_update_all().execute(source)
+        return source.num_rows
+
+
+class AsyncLanceDBStore(_LanceCommon, AsyncStore):
+    """Search a LanceDB ``AsyncTable`` (``await (await lancedb.connect_async(uri)).open_table(name)``):
+    ``await store.search(query, k)``; pass it to :meth:`diversify.Diversifier.awrap`.
+
+    Same parameters, SQL filter composition (prefilter), ids and refill as :class:`LanceDBStore`.
+    LanceDB runs the search on its own threads; the event loop only awaits the answer.
+    """
+
+    async def _search(self, q, k: int, exclude: Optional[list]) -> list[Hit]:
+        require("lancedb", extra="lancedb", purpose="AsyncLanceDBStore")
+        where = self._where(exclude)
+        try:
+            s = self.table.vector_search(q).column(self.vector_column)
+            if self.distance_type:
+                s = s.distance_type(self.distance_type)
+            if where:
+                s = s.where(where)  # the async query filters before the search (prefilter) by default
+            rows = await s.limit(k).to_list()
+        except Exception as exc:
+            raise self._failed(exc) from exc
+        return self._hits(rows)
+
+    async def write_clusters(self, cluster_map, *, ids: Optional[Sequence[Any]] = None,
+                             cluster_field: str = "cluster_id",
+                             representative_field: Optional[str] = "is_representative") -> int:
+        """``await store.write_clusters(cluster_map)``: as :meth:`LanceDBStore.write_clusters`."""
+        pa = require("pyarrow", extra="lancedb", purpose="AsyncLanceDBStore")
+        self._check_fields(cluster_field, representative_field)
+        if ids is None:
+            ids = (await self.table.query().select([self.id_column]).to_arrow()).column(self.id_column).to_pylist()
+        ids = list(ids)
+        cids, flags = representative_flags(cluster_map, ids)
+        schema = await self.table.schema()
+        new_cols = self._new_columns(set(schema.names), cluster_field, representative_field, flags)
+        if new_cols:
+            await self.table.add_columns(new_cols)
+        source = self._merge_source(pa, ids, cids, flags, schema.field(self.id_column).type, cluster_field,
+                                    representative_field)
+        if source is None:
+            return 0
+        await self.table.merge_insert(self.id_column).when_matched_update_all().execute(source)
+        return source.num_rows

@@ -1,4 +1,9 @@
-"""Qdrant adapter: ``query_points`` under the user's filter; refetches exclude seen ids or ask a larger k."""
+"""Qdrant adapters (sync and async): ``query_points`` under the user's filter; refetches exclude
+seen ids or ask a larger k.
+
+:class:`QdrantStore` (``QdrantClient``) and :class:`AsyncQdrantStore` (``AsyncQdrantClient``)
+share every request and every parse (:class:`_QdrantCommon`); they differ only in awaiting the
+client."""
 
 from __future__ import annotations
 
@@ -8,12 +13,12 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..errors import StoreError, require
+from ..errors import ConfigError, StoreError, require
 from ..online import Hit
-from ._base import Store, check_field, representative_flags
+from ._base import AsyncStore, Store, check_field, representative_flags
 from .exclusion import backed_by_local_qdrant
 
-__all__ = ["QdrantStore", "canonical_point_id"]
+__all__ = ["QdrantStore", "AsyncQdrantStore", "canonical_point_id"]
 
 
 def _models():
@@ -38,7 +43,166 @@ def canonical_point_id(x: Any) -> Optional[Any]:
     return None
 
 
-class QdrantStore(Store):
+class _QdrantCommon:
+    """The requests and parses both Qdrant adapters make (no I/O here)."""
+
+    extra = "qdrant"
+    exact_exclusion = True
+
+    def __init__(self, client, collection: str, *, using: Optional[str] = None, query_filter=None,
+                 id_field: Optional[str] = None, with_vectors: bool = False, scores_are: Optional[str] = None,
+                 refill: str = "auto", max_exclude: Optional[int] = None):
+        check_field("collection", collection)
+        if id_field is not None:
+            check_field("id_field", id_field)
+        self._setup_refill(refill, max_exclude)  # type: ignore[attr-defined]
+        self.client = client
+        self.collection = collection
+        self.using = using
+        self.query_filter = query_filter
+        self.id_field = id_field
+        self.with_vectors = with_vectors
+        self._scores_are = scores_are
+
+    @property
+    def local(self) -> bool:
+        """Is the client Qdrant's local mode (in memory or a path), not a server?"""
+        return backed_by_local_qdrant(self.client, depth=1)
+
+    def _auto_refill(self) -> str:
+        return "grow" if self.local else "exclude"
+
+    def _learn_scores(self, info) -> str:
+        """``scores_are`` from the collection's description (``get_collection``)."""
+        vectors = info.config.params.vectors
+        params = vectors[self.using] if isinstance(vectors, dict) else vectors
+        name = str(getattr(params.distance, "value", params.distance)).lower()
+        self._scores_are = "distance" if name in ("euclid", "manhattan") else "similarity"
+        return self._scores_are
+
+    def _exclude_ids(self, ids) -> list:
+        if self.id_field is not None:
+            return list(ids)
+        # point ids as Qdrant returns them; anything else is no point's id
+        return [p for p in (canonical_point_id(i) for i in ids) if p is not None]
+
+    def _exclusion_conditions(self, exclude: list) -> list:
+        models = _models()
+        if self.id_field is None:
+            return [models.HasIdCondition(has_id=list(exclude))]
+        # MatchAny takes one type at a time
+        strs = [i for i in exclude if isinstance(i, str)]
+        ints = [int(i) for i in exclude if isinstance(i, (int, np.integer)) and not isinstance(i, bool)]
+        return [models.FieldCondition(key=self.id_field, match=models.MatchAny(any=vals))
+                for vals in (strs, ints) if vals]
+
+    def _filter(self, exclude: Optional[list]):
+        if not exclude:
+            return self.query_filter
+        conds = self._exclusion_conditions(exclude)
+        if not conds:
+            return self.query_filter
+        models = _models()
+        return models.Filter(must=None if self.query_filter is None else [self.query_filter], must_not=conds)
+
+    def _request(self, q, k: int, exclude: Optional[list]) -> dict:
+        """The ``query_points`` keyword arguments of one call."""
+        _models()  # the pip hint when qdrant-client is missing, before anything else
+        return {"collection_name": self.collection, "query": q.tolist(), "using": self.using,
+                "query_filter": self._filter(exclude), "limit": k, "with_payload": True,
+                "with_vectors": self.with_vectors}
+
+    def _failed(self, exc: Exception) -> StoreError:
+        # vendor errors vary by transport (local, REST, gRPC)
+        return StoreError(f"Qdrant query_points on collection {self.collection!r} failed: "
+                          f"{type(exc).__name__}: {exc}")
+
+    def _hit_id(self, p) -> Any:
+        if self.id_field is not None and p.payload:
+            value = p.payload.get(self.id_field)
+            if value is not None:
+                return value
+        return p.id
+
+    def _hits(self, resp) -> list[Hit]:
+        out = []
+        for p in resp.points:
+            vec = p.vector
+            if isinstance(vec, dict):
+                vec = vec.get(self.using) if self.using else None
+            out.append(Hit(self._hit_id(p), p.score, p.payload, vec if isinstance(vec, list) else None, p))
+        return out
+
+    def _scroll_request(self, offset) -> dict:
+        # few large pages: the local mode sorts every id on each page
+        payload: Any = [self.id_field] if self.id_field is not None else False
+        return {"collection_name": self.collection, "limit": 65536, "offset": offset, "with_payload": payload,
+                "with_vectors": False}
+
+    def _needs_scroll(self, ids: Optional[Sequence[Any]]) -> bool:
+        """Does ``write_clusters`` need to read the points (else the ids are the point ids)?"""
+        return self.id_field is not None or ids is None
+
+    def _targets(self, ids: Optional[Sequence[Any]], points: Optional[list]) -> tuple[list, list]:
+        """(document ids, point id of each) for ``write_clusters``; ``points`` are the scrolled
+        points when :meth:`_needs_scroll`."""
+        if self.id_field is None:
+            if ids is None:
+                pids = [p.id for p in points or ()]
+                return pids, pids
+            docs = list(ids)
+            pids = [canonical_point_id(i) for i in docs]
+            keep = [j for j, p in enumerate(pids) if p is not None]
+            return [docs[j] for j in keep], [pids[j] for j in keep]
+        by_doc: dict = {}
+        for p in points or ():
+            value = (p.payload or {}).get(self.id_field)
+            if value is not None:
+                by_doc.setdefault(value, []).append(p.id)
+        wanted = list(by_doc) if ids is None else [i for i in dict.fromkeys(ids) if i in by_doc]
+        docs, pids = [], []
+        for i in wanted:
+            for pid in by_doc[i]:
+                docs.append(i)
+                pids.append(pid)
+        return docs, pids
+
+    def _update_batches(self, cluster_map, ids: Optional[Sequence[Any]], points: Optional[list], cluster_field: str,
+                        representative_field: Optional[str], batch_size: int) -> tuple[list[list], int]:
+        """(``batch_update_points`` operation lists, points written) for ``write_clusters``: points
+        sharing a value pair in one ``SetPayloadOperation``, ``batch_size`` points per request."""
+        models = _models()
+        check_field("cluster_field", cluster_field)
+        docs, pids = self._targets(ids, points)
+        cids, flags = representative_flags(cluster_map, docs)
+        with_flag = bool(representative_field) and flags is not None
+        flag_list = flags.tolist() if with_flag else [None] * len(docs)
+        by_value: dict = {}
+        for c, flag, point in zip(cids.tolist(), flag_list, pids):
+            if c >= 0:
+                by_value.setdefault((c, flag), []).append(point)
+        written = sum(len(pts) for pts in by_value.values())
+        # built without validation (model_construct): the values are ints, bools and point ids
+        # we just read or checked, and validating ~one operation per cluster was half the time
+        batches: list[list] = []
+        ops: list = []
+        in_batch = 0
+        for (c, flag), pts in by_value.items():
+            payload: dict = {cluster_field: c}
+            if flag is not None:
+                payload[representative_field] = flag
+            ops.append(models.SetPayloadOperation.model_construct(
+                set_payload=models.SetPayload.model_construct(payload=payload, points=pts)))
+            in_batch += len(pts)
+            if in_batch >= batch_size:
+                batches.append(ops)
+                ops, in_batch = [], 0
+        if ops:
+            batches.append(ops)
+        return batches, written
+
+
+class QdrantStore(_QdrantCommon, Store):
     """Search a Qdrant collection; refetches skip seen ids (server-side filter, or a larger k).
 
     Parameters
@@ -71,124 +235,27 @@ class QdrantStore(Store):
         Ids pushed down per call (default 256); the rest is answered by a larger k.
     """
 
-    extra = "qdrant"
-    exact_exclusion = True
-
-    def __init__(self, client, collection: str, *, using: Optional[str] = None, query_filter=None,
-                 id_field: Optional[str] = None, with_vectors: bool = False, scores_are: Optional[str] = None,
-                 refill: str = "auto", max_exclude: Optional[int] = None):
-        check_field("collection", collection)
-        if id_field is not None:
-            check_field("id_field", id_field)
-        self._setup_refill(refill, max_exclude)
-        self.client = client
-        self.collection = collection
-        self.using = using
-        self.query_filter = query_filter
-        self.id_field = id_field
-        self.with_vectors = with_vectors
-        self._scores_are = scores_are
-
-    @property
-    def local(self) -> bool:
-        """Is the client Qdrant's local mode (in memory or a path), not a server?"""
-        return backed_by_local_qdrant(self.client, depth=1)
-
-    def _auto_refill(self) -> str:
-        return "grow" if self.local else "exclude"
-
     @property
     def scores_are(self) -> str:
         if self._scores_are is None:
-            info = self.client.get_collection(self.collection)
-            vectors = info.config.params.vectors
-            params = vectors[self.using] if isinstance(vectors, dict) else vectors
-            name = str(getattr(params.distance, "value", params.distance)).lower()
-            self._scores_are = "distance" if name in ("euclid", "manhattan") else "similarity"
+            return self._learn_scores(self.client.get_collection(self.collection))
         return self._scores_are
 
-    def _exclude_ids(self, ids) -> list:
-        if self.id_field is not None:
-            return list(ids)
-        # point ids as Qdrant returns them; anything else is no point's id
-        return [p for p in (canonical_point_id(i) for i in ids) if p is not None]
-
-    def _exclusion_conditions(self, exclude: list) -> list:
-        models = _models()
-        if self.id_field is None:
-            return [models.HasIdCondition(has_id=list(exclude))]
-        # MatchAny takes one type at a time
-        strs = [i for i in exclude if isinstance(i, str)]
-        ints = [int(i) for i in exclude if isinstance(i, (int, np.integer)) and not isinstance(i, bool)]
-        return [models.FieldCondition(key=self.id_field, match=models.MatchAny(any=vals))
-                for vals in (strs, ints) if vals]
-
-    def _filter(self, exclude: Optional[list]):
-        if not exclude:
-            return self.query_filter
-        conds = self._exclusion_conditions(exclude)
-        if not conds:
-            return self.query_filter
-        models = _models()
-        return models.Filter(must=None if self.query_filter is None else [self.query_filter], must_not=conds)
-
-    def _hit_id(self, p) -> Any:
-        if self.id_field is not None and p.payload:
-            value = p.payload.get(self.id_field)
-            if value is not None:
-                return value
-        return p.id
-
     def _search(self, q, k: int, exclude: Optional[list]) -> list[Hit]:
-        _models()  # the pip hint when qdrant-client is missing, before anything else
+        request = self._request(q, k, exclude)
         try:
-            resp = self.client.query_points(self.collection, query=q.tolist(), using=self.using,
-                                            query_filter=self._filter(exclude), limit=k,
-                                            with_payload=True, with_vectors=self.with_vectors)
-        except Exception as exc:  # vendor errors vary by transport (local, REST, gRPC)
-            raise StoreError(f"Qdrant query_points on collection {self.collection!r} failed: "
-                             f"{type(exc).__name__}: {exc}") from exc
-        out = []
-        for p in resp.points:
-            vec = p.vector
-            if isinstance(vec, dict):
-                vec = vec.get(self.using) if self.using else None
-            out.append(Hit(self._hit_id(p), p.score, p.payload, vec if isinstance(vec, list) else None, p))
-        return out
+            resp = self.client.query_points(**request)
+        except Exception as exc:
+            raise self._failed(exc) from exc
+        return self._hits(resp)
 
     def _scroll(self) -> Iterable:
         offset = None
-        payload: Any = [self.id_field] if self.id_field is not None else False
         while True:
-            # few large pages: the local mode sorts every id on each page
-            points, offset = self.client.scroll(self.collection, limit=65536, offset=offset,
-                                                with_payload=payload, with_vectors=False)
+            points, offset = self.client.scroll(**self._scroll_request(offset))
             yield from points
             if offset is None:
                 return
-
-    def _targets(self, ids: Optional[Sequence[Any]]) -> tuple[list, list]:
-        """(document ids, point id of each) for ``write_clusters``."""
-        if self.id_field is None:
-            if ids is None:
-                points = [p.id for p in self._scroll()]
-                return points, points
-            docs = list(ids)
-            points = [canonical_point_id(i) for i in docs]
-            keep = [j for j, p in enumerate(points) if p is not None]
-            return [docs[j] for j in keep], [points[j] for j in keep]
-        by_doc: dict = {}
-        for p in self._scroll():
-            value = (p.payload or {}).get(self.id_field)
-            if value is not None:
-                by_doc.setdefault(value, []).append(p.id)
-        wanted = list(by_doc) if ids is None else [i for i in dict.fromkeys(ids) if i in by_doc]
-        docs, points = [], []
-        for i in wanted:
-            for pid in by_doc[i]:
-                docs.append(i)
-                points.append(pid)
-        return docs, points
 
     def write_clusters(self, cluster_map, *, ids: Optional[Sequence[Any]] = None,
                        cluster_field: str = "cluster_id",
@@ -201,30 +268,68 @@ class QdrantStore(Store):
         points per ``batch_update_points`` request, so the store keeps its other payload keys.
         Returns how many points were written.
         """
-        models = _models()
+        _models()
         check_field("cluster_field", cluster_field)
-        docs, points = self._targets(ids)
-        cids, flags = representative_flags(cluster_map, docs)
-        with_flag = bool(representative_field) and flags is not None
-        flag_list = flags.tolist() if with_flag else [None] * len(docs)
-        by_value: dict = {}
-        for c, flag, point in zip(cids.tolist(), flag_list, points):
-            if c >= 0:
-                by_value.setdefault((c, flag), []).append(point)
-        written = sum(len(pts) for pts in by_value.values())
-        # built without validation (model_construct): the values are ints, bools and point ids
-        # we just read or checked, and validating ~one operation per cluster was half the time
-        ops, in_batch = [], 0
-        for (c, flag), pts in by_value.items():
-            payload: dict = {cluster_field: c}
-            if flag is not None:
-                payload[representative_field] = flag
-            ops.append(models.SetPayloadOperation.model_construct(
-                set_payload=models.SetPayload.model_construct(payload=payload, points=pts)))
-            in_batch += len(pts)
-            if in_batch >= batch_size:
-                self.client.batch_update_points(self.collection, ops, wait=True)
-                ops, in_batch = [], 0
-        if ops:
+        points = list(self._scroll()) if self._needs_scroll(ids) else None
+        batches, written = self._update_batches(cluster_map, ids, points, cluster_field, representative_field,
+                                                batch_size)
+        for ops in batches:
             self.client.batch_update_points(self.collection, ops, wait=True)
+        return written
+
+
+class AsyncQdrantStore(_QdrantCommon, AsyncStore):
+    """Search a Qdrant collection through ``qdrant_client.AsyncQdrantClient``: ``await
+    store.search(query, k)``; pass it to :meth:`diversify.Diversifier.awrap`.
+
+    Same parameters, filter composition, ids and refill as :class:`QdrantStore`, with ``client``
+    an ``AsyncQdrantClient`` (a server, or the local mode: ``AsyncQdrantClient(":memory:")`` /
+    ``path=``). Without ``scores_are=``, ``await store.ascores_are()`` reads it from the
+    collection once. The local mode runs each search in the event loop's thread (it is an
+    in-process store: a few ms per call on 10k points); a server's calls are awaited I/O.
+    """
+
+    @property
+    def scores_are(self) -> str:
+        if self._scores_are is None:
+            raise ConfigError(f"AsyncQdrantStore has not read the distance of collection {self.collection!r} yet "
+                              "(a property cannot await the client); got scores_are=None. Call "
+                              "`await store.ascores_are()` once, or pass scores_are='similarity' / 'distance'.")
+        return self._scores_are
+
+    async def ascores_are(self) -> str:
+        """``scores_are``, read from the collection's distance when it was not given."""
+        if self._scores_are is None:
+            return self._learn_scores(await self.client.get_collection(self.collection))
+        return self._scores_are
+
+    async def _search(self, q, k: int, exclude: Optional[list]) -> list[Hit]:
+        request = self._request(q, k, exclude)
+        try:
+            resp = await self.client.query_points(**request)
+        except Exception as exc:
+            raise self._failed(exc) from exc
+        return self._hits(resp)
+
+    async def _points(self) -> list:
+        out: list = []
+        offset = None
+        while True:
+            points, offset = await self.client.scroll(**self._scroll_request(offset))
+            out.extend(points)
+            if offset is None:
+                return out
+
+    async def write_clusters(self, cluster_map, *, ids: Optional[Sequence[Any]] = None,
+                             cluster_field: str = "cluster_id",
+                             representative_field: Optional[str] = "is_representative",
+                             batch_size: int = 4096) -> int:
+        """``await store.write_clusters(cluster_map)``: as :meth:`QdrantStore.write_clusters`."""
+        _models()
+        check_field("cluster_field", cluster_field)
+        points = await self._points() if self._needs_scroll(ids) else None
+        batches, written = self._update_batches(cluster_map, ids, points, cluster_field, representative_field,
+                                                batch_size)
+        for ops in batches:
+            await self.client.batch_update_points(self.collection, ops, wait=True)
         return written

@@ -3,6 +3,7 @@ cluster, refilled when the wrapped thing can give more."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import inspect
 import warnings
@@ -21,7 +22,8 @@ from diversify.online import Diversifier, Hit, LazyDiversifier, Result
 from diversify.online.plugins import check_arguments, check_settings, fetched_once
 from diversify.stores.exclusion import plugin_exclusion
 
-__all__ = ["DiversifyRetriever", "DiversifiedNodes", "resized", "own_size", "and_filters"]
+__all__ = ["DiversifyRetriever", "DiversifiedNodes", "resized", "own_size", "and_filters", "awaits_the_store",
+           "aretrieve"]
 
 # vector stores known to evaluate nested MetadataFilters (others may reject or ignore them)
 _NESTED_MODULES = ("llama_index.vector_stores.qdrant", "llama_index.vector_stores.chroma")
@@ -65,6 +67,31 @@ def _with_exclusion(filters: Optional[MetadataFilters], key: str, exclude_ids: S
         raise ConfigError("the exclusion can only be AND-ed to these filters as nested MetadataFilters, "
                           "which this vector store does not take")
     return combined
+
+
+def awaits_the_store(retriever: Any) -> bool:
+    """Does ``retriever.aretrieve`` await its store? Not when it would run the sync search in the
+    event loop's thread (a retriever without its own ``_aretrieve``; a vector store whose
+    ``aquery`` is the base class's, which calls ``query``: Chroma, the simple store), nor when it
+    cannot run at all (a Qdrant vector store made without ``aclient``). Those are called in a
+    worker thread instead, on the same store as the sync path."""
+    from llama_index.core.retrievers import VectorIndexRetriever
+    from llama_index.core.vector_stores.types import BasePydanticVectorStore
+
+    if isinstance(retriever, VectorIndexRetriever):
+        store = retriever._vector_store
+        if getattr(type(store), "aquery", None) is BasePydanticVectorStore.aquery:
+            return False
+        return not (hasattr(store, "_aclient") and getattr(store, "_aclient", None) is None)
+    return getattr(type(retriever), "_aretrieve", None) is not BaseRetriever._aretrieve
+
+
+async def aretrieve(retriever: Any, query_bundle: QueryBundle) -> list[NodeWithScore]:
+    """``retriever.aretrieve(query_bundle)`` when it awaits its store (:func:`awaits_the_store`),
+    else its sync ``retrieve`` in a worker thread (the event loop is never blocked)."""
+    if awaits_the_store(retriever):
+        return await retriever.aretrieve(query_bundle)
+    return await asyncio.to_thread(retriever.retrieve, query_bundle)
 
 
 def _filterable(retriever: Any) -> bool:
@@ -310,7 +337,7 @@ class DiversifyRetriever(BaseRetriever):
     async def _asearch(self, query_bundle: QueryBundle, k: int,
                        exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
         async def call(n: int, pushed: Optional[list]) -> list[Hit]:
-            return self._hits(await self._retriever(n, pushed).aretrieve(query_bundle))
+            return self._hits(await aretrieve(self._retriever(n, pushed), query_bundle))
 
         return await self._refill.asearch(call, k, exclude_ids)
 
@@ -335,7 +362,7 @@ class DiversifyRetriever(BaseRetriever):
     async def _asized_search(self, query_bundle: QueryBundle, k: int,
                              exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:
         async def call(n: int, pushed: Optional[list]) -> list[Hit]:
-            return self._hits(await self._sized(n, pushed).aretrieve(query_bundle))
+            return self._hits(await aretrieve(self._sized(n, pushed), query_bundle))
 
         return await self._refill.asearch(call, k, exclude_ids)
 
@@ -369,7 +396,7 @@ class DiversifyRetriever(BaseRetriever):
             search = self.diversifier.awrap(self._asearch, supports_exclude=self._refill.pushes_down)
             result = await search(bundle, k=k, cursor=cursor)
         elif not self._resizable:
-            result = self._fixed(await self._wrapped.aretrieve(bundle), k, cursor)
+            result = self._fixed(await aretrieve(self._wrapped, bundle), k, cursor)
         else:
             search = self.diversifier.awrap(self._asized_search, supports_exclude=self._refill.pushes_down)
             result = await search(bundle, k=k, cursor=cursor)

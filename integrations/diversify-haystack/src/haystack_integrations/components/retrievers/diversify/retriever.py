@@ -15,9 +15,9 @@ from haystack_integrations.components.rankers.diversify.ranker import annotated_
 from diversify.errors import ConfigError, InputError, StoreError
 from diversify.online import Diversifier, Hit, LazyDiversifier, Result, serializable_cluster_map
 from diversify.online.plugins import check_settings, cluster_map_setting
-from diversify.stores.exclusion import Exclusion, plugin_exclusion
+from diversify.stores.exclusion import Exclusion, backed_by_local_qdrant, plugin_exclusion
 
-__all__ = ["DiversifyRetriever"]
+__all__ = ["DiversifyRetriever", "awaits_the_store"]
 
 #: The run inputs this component owns; every other input of the wrapped retriever is passed on.
 OWN_INPUTS = ("query", "query_embedding", "filters", "top_k", "cursor")
@@ -27,6 +27,22 @@ def _input_sockets(retriever: Any) -> Optional[dict]:
     """The wrapped component's input sockets by name (None when it is not a Haystack component)."""
     sockets = getattr(retriever, "__haystack_input__", None)
     return None if sockets is None else dict(getattr(sockets, "_sockets_dict", {}))
+
+
+def awaits_the_store(retriever: Any) -> bool:
+    """Does the wrapped retriever's ``run_async`` search the same store as its ``run``? Not on
+    Qdrant's local mode (qdrant-haystack's async client opens a second, empty in-memory store, or
+    cannot open the path the sync client holds) nor on a Chroma store without ``host`` and
+    ``port`` (chroma-haystack's async path needs a server). Those are run in a worker thread."""
+    if not callable(getattr(retriever, "run_async", None)):
+        return False
+    if backed_by_local_qdrant(retriever):
+        return False
+    store = getattr(retriever, "document_store", None) or getattr(retriever, "_document_store", None)
+    if type(store).__name__ == "ChromaDocumentStore" and (getattr(store, "_host", None) is None
+                                                         or getattr(store, "_port", None) is None):
+        return False
+    return True
 
 
 @component
@@ -252,14 +268,15 @@ class DiversifyRetriever:
     async def run_async(self, query: Optional[str] = None, query_embedding: Optional[list[float]] = None,
                         filters: Optional[dict[str, Any]] = None, top_k: Optional[int] = None,
                         cursor: Optional[str] = None, **kwargs: Any) -> dict[str, Any]:
-        """Async twin of :meth:`run` (uses the wrapped retriever's ``run_async`` when it has one)."""
+        """Async twin of :meth:`run`: awaits the wrapped retriever's ``run_async`` when it searches
+        the same store as ``run`` (:func:`awaits_the_store`), else runs ``run`` in a worker thread."""
         inputs = self._inputs(query, query_embedding, filters, kwargs)
-        inner_async = getattr(self.retriever, "run_async", None)
+        native = awaits_the_store(self.retriever)
 
         async def call(n: int, pushed: Optional[list]) -> list[Hit]:
             kwargs = self._kwargs(inputs, n, pushed)
-            if inner_async is not None:
-                return self._hits(await inner_async(**kwargs))
+            if native:
+                return self._hits(await self.retriever.run_async(**kwargs))
             return self._hits(await asyncio.to_thread(self.retriever.run, **kwargs))
 
         async def search(_query: Any, k: int, exclude_ids: Optional[Sequence[Any]] = None) -> list[Hit]:

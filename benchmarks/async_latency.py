@@ -1,0 +1,206 @@
+"""Per-query latency of the sync and async store adapters under 16 concurrent queries.
+
+``python -m benchmarks.async_latency [--n 10000] [--dim 64] [--queries 160] [--concurrency 16]
+[--repeats 3] [--stores qdrant,chroma] [--out file.json]``
+
+A corpus of ``--n`` unit vectors in near-duplicate groups of 1-8 (the group is the cluster), the
+queries next to a group each so that a diversified top-10 needs refills. Each store is loaded once
+(Qdrant's local mode twice, the sync and the async client cannot share one; a Chroma server,
+started here with ``chroma run`` unless ``--chroma HOST:PORT`` names one, is read by both
+clients). Then, per store: ``wrap(sync adapter)`` one query at a time; ``wrap(sync adapter)``
+from ``--concurrency`` threads; ``awrap(async adapter)`` with ``--concurrency`` queries in flight
+on one event loop. The three modes run in turn, ``--repeats`` times (so a burst of load from
+other jobs hits all of them). Reported per mode: per-query wall time from the query's start to
+its answer (median and p90 over every query of every repeat) and queries per second (the median
+repeat). Indicative only on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from diversify.online import Diversifier
+
+K = 10
+
+
+def corpus(n: int, dim: int, queries: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    rows, groups, centers = [], [], []
+    g = 0
+    while len(rows) < n:
+        center = rng.normal(size=dim)
+        centers.append(center)
+        for _ in range(int(rng.integers(1, 9))):
+            rows.append(center + 0.05 * rng.normal(size=dim))
+            groups.append(g)
+        g += 1
+    x = np.asarray(rows[:n], dtype=np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    q = np.asarray([centers[int(i)] + 0.3 * rng.normal(size=dim) for i in rng.integers(0, g, size=queries)],
+                   dtype=np.float32)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    ids = list(range(n))
+    return x, ids, {i: grp for i, grp in zip(ids, groups[:n])}, q
+
+
+def _stats(runs: list[tuple[list[float], float]]) -> dict[str, Any]:
+    lat_ms = sorted(v * 1e3 for lat, _ in runs for v in lat)
+    return {"p50_ms": round(statistics.median(lat_ms), 2), "p90_ms": round(lat_ms[int(0.9 * (len(lat_ms) - 1))], 2),
+            "qps": round(statistics.median(len(lat) / wall for lat, wall in runs), 1), "queries": len(lat_ms)}
+
+
+def _modes(sync_search, async_search, aloop, queries, concurrency: int, repeats: int) -> dict[str, Any]:
+    """Each mode in turn, ``repeats`` times; ``async_search`` runs on ``aloop``."""
+    names = ("sync, one at a time", f"sync, {concurrency} threads", f"async, {concurrency} in flight")
+    runs: dict[str, list] = {n: [] for n in names}
+    for _ in range(repeats):
+        runs[names[0]].append(run_sync(sync_search, queries, 1))
+        runs[names[1]].append(run_sync(sync_search, queries, concurrency))
+        runs[names[2]].append(aloop.run_until_complete(run_async(async_search, queries, concurrency)))
+    return {n: _stats(r) for n, r in runs.items()}
+
+
+def run_sync(search, queries, workers: int) -> tuple[list[float], float]:
+    def one(q):
+        t = time.perf_counter()
+        search(q)
+        return time.perf_counter() - t
+
+    search(queries[0])  # warm-up
+    t0 = time.perf_counter()
+    if workers == 1:
+        lat = [one(q) for q in queries]
+    else:
+        with ThreadPoolExecutor(workers) as pool:
+            lat = list(pool.map(one, queries))
+    return lat, time.perf_counter() - t0
+
+
+async def run_async(search, queries, concurrency: int) -> tuple[list[float], float]:
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(q):
+        async with sem:
+            t = time.perf_counter()
+            await search(q)
+            return time.perf_counter() - t
+
+    await search(queries[0])
+    t0 = time.perf_counter()
+    lat = await asyncio.gather(*(one(q) for q in queries))
+    return list(lat), time.perf_counter() - t0
+
+
+def bench_qdrant(x, ids, clusters, queries, concurrency, repeats) -> dict[str, Any]:
+    from qdrant_client import AsyncQdrantClient, QdrantClient, models
+
+    from diversify.stores import AsyncQdrantStore, QdrantStore
+
+    params = models.VectorParams(size=x.shape[1], distance=models.Distance.COSINE)
+    points = [models.PointStruct(id=i, vector=v.tolist()) for i, v in zip(ids, x)]
+    client = QdrantClient(":memory:")
+    client.create_collection("docs", vectors_config=params)
+    client.upload_points("docs", points, batch_size=2048)
+
+    async def load():
+        aclient = AsyncQdrantClient(":memory:")
+        await aclient.create_collection("docs", vectors_config=params)
+        for s in range(0, len(points), 2048):
+            await aclient.upsert("docs", points=points[s:s + 2048])
+        return aclient
+
+    d = Diversifier(clusters, k=K)
+    aloop = asyncio.new_event_loop()
+    try:
+        aclient = aloop.run_until_complete(load())
+        return _modes(d.wrap(QdrantStore(client, "docs")),
+                      d.awrap(AsyncQdrantStore(aclient, "docs", scores_are="similarity")), aloop, queries,
+                      concurrency, repeats)
+    finally:
+        aloop.close()
+
+
+def bench_chroma(x, ids, clusters, queries, concurrency, repeats, server) -> dict[str, Any]:
+    import chromadb
+
+    from diversify.stores import AsyncChromaStore, ChromaStore
+
+    host, port = server
+    client = chromadb.HttpClient(host=host, port=port)
+    name = f"bench{int(time.time())}"
+    col = client.create_collection(name, embedding_function=None, metadata={"hnsw:space": "cosine"})
+    step = client.get_max_batch_size()
+    for s in range(0, len(ids), step):
+        col.add(ids=[str(i) for i in ids[s:s + step]], embeddings=x[s:s + step].tolist(),
+                metadatas=[{"doc_id": i} for i in ids[s:s + step]])
+
+    async def open_async():
+        aclient = await chromadb.AsyncHttpClient(host=host, port=port)
+        return await aclient.get_collection(name, embedding_function=None)
+
+    d = Diversifier(clusters, k=K)
+    aloop = asyncio.new_event_loop()
+    try:
+        acol = aloop.run_until_complete(open_async())
+        return _modes(d.wrap(ChromaStore(col)), d.awrap(AsyncChromaStore(acol)), aloop, queries, concurrency,
+                      repeats)
+    finally:
+        aloop.close()
+        client.delete_collection(name)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=10000)
+    p.add_argument("--dim", type=int, default=64)
+    p.add_argument("--queries", type=int, default=160)
+    p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--stores", default="qdrant,chroma")
+    p.add_argument("--chroma", default=None, help="HOST:PORT of a running Chroma server (else one is started)")
+    p.add_argument("--out", default=None)
+    a = p.parse_args(argv)
+    x, ids, clusters, queries = corpus(a.n, a.dim, a.queries)
+    results: dict[str, Any] = {"n": a.n, "dim": a.dim, "queries": a.queries, "concurrency": a.concurrency, "k": K,
+                               "repeats": a.repeats}
+    stores = a.stores.split(",")
+    if "qdrant" in stores:
+        results["qdrant local (in memory)"] = bench_qdrant(x, ids, clusters, queries, a.concurrency, a.repeats)
+    if "chroma" in stores:
+        server = None
+        if a.chroma:
+            host, _, port = a.chroma.rpartition(":")
+            where = (host, int(port))
+        else:  # the test suite's launcher: `chroma run` on a free loopback port
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+            from contract.chroma_server import start
+
+            server = start(Path(tempfile.mkdtemp()) / "chroma")
+            where = (server.host, server.port)
+        try:
+            results["chroma server (HTTP, loopback)"] = bench_chroma(x, ids, clusters, queries, a.concurrency,
+                                                                     a.repeats, where)
+        finally:
+            if server is not None:
+                server.stop()
+    text = json.dumps(results, indent=2)
+    print(text)
+    if a.out:
+        Path(a.out).write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
