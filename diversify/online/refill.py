@@ -182,6 +182,9 @@ class _MemberExclusion:
                         return
 
     def _size(self, c: Any) -> Optional[int]:
+        listed = self.snap.members.get(c)
+        if listed is not None:  # a hot cluster listed before: no look-up in the artifact
+            return len(listed)
         if self.size_of is None:
             return None
         try:
