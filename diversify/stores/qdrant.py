@@ -156,9 +156,10 @@ class QdrantStore(Store):
             out.append(Hit(self._hit_id(p), p.score, p.payload, vec if isinstance(vec, list) else None, p))
         return out
 
-    def _scroll(self) -> Iterable:
+    def _scroll(self, fields: Sequence[str] = ()) -> Iterable:
         offset = None
-        payload: Any = [self.id_field] if self.id_field is not None else False
+        keys = ([self.id_field] if self.id_field is not None else []) + list(fields)
+        payload: Any = keys or False
         while True:
             # few large pages: the local mode sorts every id on each page
             points, offset = self.client.scroll(self.collection, limit=65536, offset=offset,
@@ -167,28 +168,31 @@ class QdrantStore(Store):
             if offset is None:
                 return
 
-    def _targets(self, ids: Optional[Sequence[Any]]) -> tuple[list, list]:
-        """(document ids, point id of each) for ``write_clusters``."""
+    def _targets(self, ids: Optional[Sequence[Any]], fields: Sequence[str]) -> tuple[list, list, Optional[list]]:
+        """(document ids, point id of each, each point's current ``fields`` values or None when
+        they were not read) for ``write_clusters``."""
         if self.id_field is None:
             if ids is None:
-                points = [p.id for p in self._scroll()]
-                return points, points
+                read = list(self._scroll(fields))
+                points = [p.id for p in read]
+                return points, points, [_values(p, fields) for p in read]
             docs = list(ids)
             points = [canonical_point_id(i) for i in docs]
             keep = [j for j, p in enumerate(points) if p is not None]
-            return [docs[j] for j in keep], [points[j] for j in keep]
+            return [docs[j] for j in keep], [points[j] for j in keep], None
         by_doc: dict = {}
-        for p in self._scroll():
+        for p in self._scroll(fields):
             value = (p.payload or {}).get(self.id_field)
             if value is not None:
-                by_doc.setdefault(value, []).append(p.id)
+                by_doc.setdefault(value, []).append((p.id, _values(p, fields)))
         wanted = list(by_doc) if ids is None else [i for i in dict.fromkeys(ids) if i in by_doc]
-        docs, points = [], []
+        docs, points, now = [], [], []
         for i in wanted:
-            for pid in by_doc[i]:
+            for pid, values in by_doc[i]:
                 docs.append(i)
                 points.append(pid)
-        return docs, points
+                now.append(values)
+        return docs, points, now
 
     def write_clusters(self, cluster_map, *, ids: Optional[Sequence[Any]] = None,
                        cluster_field: str = "cluster_id",
@@ -199,32 +203,47 @@ class QdrantStore(Store):
         ``ids`` are document ids (point ids, or ``id_field`` values); default: every point.
         Points sharing a value pair are written by one ``SetPayloadOperation``, ``batch_size``
         points per ``batch_update_points`` request, so the store keeps its other payload keys.
-        Returns how many points were written.
+        When the points are read (``ids`` not given, or ``id_field`` set), those that already
+        hold the artifact's values are not written again (a rerun after a rebuild writes only what
+        changed: Qdrant's local mode on disk commits every point written to SQLite, ~20 ms each).
+        Returns how many points carry the artifact's values afterwards.
         """
         models = _models()
         check_field("cluster_field", cluster_field)
-        docs, points = self._targets(ids)
+        fields = [cluster_field] + ([representative_field] if representative_field else [])
+        docs, points, now = self._targets(ids, fields)
         cids, flags = representative_flags(cluster_map, docs)
         with_flag = bool(representative_field) and flags is not None
         flag_list = flags.tolist() if with_flag else [None] * len(docs)
         by_value: dict = {}
-        for c, flag, point in zip(cids.tolist(), flag_list, points):
-            if c >= 0:
-                by_value.setdefault((c, flag), []).append(point)
-        written = sum(len(pts) for pts in by_value.values())
-        # built without validation (model_construct): the values are ints, bools and point ids
-        # we just read or checked, and validating ~one operation per cluster was half the time
+        carried = 0
+        for j, (c, flag, point) in enumerate(zip(cids.tolist(), flag_list, points)):
+            if c < 0:
+                continue
+            carried += 1
+            if now is not None and type(now[j][0]) is int and now[j][0] == c and (flag is None or now[j][1] is flag):
+                continue  # already written (types checked: a payload's True or 1.0 is no cluster id 1)
+            by_value.setdefault((c, flag), []).append(point)
+        # built without validation (model_construct, every field given): the values are ints,
+        # bools and point ids we just read or checked, and validating ~one operation per cluster
+        # was half the time
         ops, in_batch = [], 0
         for (c, flag), pts in by_value.items():
             payload: dict = {cluster_field: c}
             if flag is not None:
                 payload[representative_field] = flag
-            ops.append(models.SetPayloadOperation.model_construct(
-                set_payload=models.SetPayload.model_construct(payload=payload, points=pts)))
+            ops.append(models.SetPayloadOperation.model_construct(set_payload=models.SetPayload.model_construct(
+                payload=payload, points=pts, filter=None, shard_key=None, key=None)))
             in_batch += len(pts)
             if in_batch >= batch_size:
                 self.client.batch_update_points(self.collection, ops, wait=True)
                 ops, in_batch = [], 0
         if ops:
             self.client.batch_update_points(self.collection, ops, wait=True)
-        return written
+        return carried
+
+
+def _values(point: Any, fields: Sequence[str]) -> tuple:
+    """The point's current values of ``fields`` (None where absent)."""
+    payload = point.payload or {}
+    return tuple(payload.get(f) for f in fields) + (None,) * (2 - len(fields))
