@@ -217,6 +217,8 @@ class Diversifier:
     # ------------------------------------------------------------------ queries
 
     def _params(self, k: Optional[int], max_per_cluster: Optional[int]) -> tuple[int, int]:
+        if k is None and max_per_cluster is None:  # the defaults, checked at construction
+            return self.options.k, self.options.max_per_cluster
         k = self.options.k if k is None else k
         n = self.options.max_per_cluster if max_per_cluster is None else max_per_cluster
         k, n, _ = check_params(k, n, self.options.unknown, None)
