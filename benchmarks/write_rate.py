@@ -24,8 +24,6 @@ import time
 import types
 from pathlib import Path
 
-import numpy as np
-
 from .refill_cost import cluster_map, corpus
 
 ROOT = Path(__file__).resolve().parents[1]
