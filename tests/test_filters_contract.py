@@ -406,37 +406,15 @@ def test_langchain_keeps_the_filter_on_every_refill(corpus, store, refill, shape
 # ---------------------------------------------------------------------- LlamaIndex
 
 
-def _llama_embed(corpus):
-    from llama_index.core.embeddings import MockEmbedding
-
-    class TableEmbedding(MockEmbedding):
-        table: dict = {}
-
-        def _vec(self, text):
-            return [float(x) for x in self.table[text]]
-
-        def _get_text_embedding(self, text):
-            return self._vec(text)
-
-        def _get_query_embedding(self, query):
-            return self._vec(query)
-
-        async def _aget_query_embedding(self, query):
-            return self._vec(query)
-
-    return TableEmbedding(embed_dim=corpus.vectors.shape[1], table=_table(corpus))
-
-
 def _llama_index(corpus, vector_store):
-    from llama_index.core import StorageContext, VectorStoreIndex
+    from contract.llama import vector_index
     from llama_index.core.schema import TextNode
 
-    nodes = [TextNode(id_=f"00000000-0000-0000-0000-{i:012d}", text=t, metadata=dict(m), embedding=v.tolist())
+    # the id is kept under "chunk_id" too: LlamaIndex's stores overwrite "doc_id" with the source document's
+    nodes = [TextNode(id_=f"00000000-0000-0000-0000-{i:012d}", text=t, metadata={**m, "chunk_id": i},
+                      embedding=v.tolist())
              for i, t, m, v in zip(corpus.ids, corpus.texts, corpus.metas, corpus.vectors)]
-    kwargs: dict[str, Any] = {"embed_model": _llama_embed(corpus)}
-    if vector_store is not None:
-        kwargs["storage_context"] = StorageContext.from_defaults(vector_store=vector_store)
-    return VectorStoreIndex(nodes, **kwargs)
+    return vector_index(nodes, _table(corpus), vector_store)
 
 
 def llama_simple(corpus):
@@ -479,7 +457,7 @@ def test_llamaindex_keeps_the_filter_on_every_refill(corpus, store, refill, shap
             index.as_retriever(filters=filters).retrieve(_query_text(0))
         pytest.skip("SimpleVectorStore takes no nested filters (it says so: checked above)")
     kwargs = {"filters": filters} if passed == "filters" else {"retriever_kwargs": {"filters": filters}}
-    retriever = DiversifyRetriever(index, cluster_map=corpus.cluster_map, id_field="doc_id", exclude_key="doc_id",
+    retriever = DiversifyRetriever(index, cluster_map=corpus.cluster_map, id_field="doc_id", exclude_key="chunk_id",
                                    similarity_top_k=K, max_rounds=ROUNDS, refill=refill, **kwargs)
     runs = []
     for q in range(4):

@@ -11,21 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import pathlib
-import sys
 
 import pytest
 
 pytest.importorskip("llama_index.core", reason="llama-index-core is not installed (pip install 'diversify-retrieval[llamaindex]')")
 
-_INTEGRATIONS = pathlib.Path(__file__).resolve().parents[1] / "integrations"
-for _src in (_INTEGRATIONS / "llama-index-postprocessor-diversify", _INTEGRATIONS / "llama-index-retrievers-diversify"):
-    if str(_src) not in sys.path:
-        sys.path.insert(0, str(_src))
-
 from contract import PluginContract, make_corpus, oracle_select  # noqa: E402
-from llama_index.core import VectorStoreIndex  # noqa: E402
-from llama_index.core.embeddings import MockEmbedding  # noqa: E402
+from contract.llama import vector_index  # noqa: E402  (puts the plugins on sys.path)
 from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode  # noqa: E402
 from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilter, MetadataFilters  # noqa: E402
 from llama_index.postprocessor.diversify import DiversifyPostprocessor  # noqa: E402
@@ -36,34 +28,13 @@ from diversify.errors import ConfigError, InputError  # noqa: E402
 QUERY = "__query__"
 
 
-class TableEmbedding(MockEmbedding):
-    """llama-index-core's MockEmbedding, but each text maps to its own fixed vector."""
-
-    table: dict = {}
-
-    def _vec(self, text):
-        return [float(x) for x in self.table[text]]
-
-    def _get_text_embedding(self, text):
-        return self._vec(text)
-
-    def _get_query_embedding(self, query):
-        return self._vec(query)
-
-    async def _aget_text_embedding(self, text):
-        return self._vec(text)
-
-    async def _aget_query_embedding(self, query):
-        return self._vec(query)
-
-
 def _index(corpus):
     table = {t: v for t, v in zip(corpus.texts, corpus.vectors)}
     table[QUERY] = corpus.query
     nodes = [TextNode(id_=f"n{i}", text=t, metadata={**copy.deepcopy(p), "uid": i},
                       excluded_embed_metadata_keys=["title", "tags", "uid"])
              for i, t, p in zip(corpus.ids, corpus.texts, corpus.payloads)]
-    return VectorStoreIndex(nodes, embed_model=TableEmbedding(embed_dim=corpus.vectors.shape[1], table=table))
+    return vector_index(nodes, table)
 
 
 class TestRetrieverContract(PluginContract):
@@ -220,4 +191,4 @@ def _index_with_parity(corpus):
     table[QUERY] = corpus.query
     nodes = [TextNode(id_=f"n{i}", text=t, metadata={"uid": i, "parity": i % 2}, excluded_embed_metadata_keys=["uid", "parity"])
              for i, t in zip(corpus.ids, corpus.texts)]
-    return VectorStoreIndex(nodes, embed_model=TableEmbedding(embed_dim=corpus.vectors.shape[1], table=table))
+    return vector_index(nodes, table)

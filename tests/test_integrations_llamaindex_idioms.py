@@ -10,22 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import pathlib
-import sys
 
 import pytest
 
 pytest.importorskip("llama_index.core", reason="llama-index-core is not installed")
 
-_INTEGRATIONS = pathlib.Path(__file__).resolve().parents[1] / "integrations"
-for _src in (_INTEGRATIONS / "llama-index-postprocessor-diversify", _INTEGRATIONS / "llama-index-retrievers-diversify"):
-    if str(_src) not in sys.path:
-        sys.path.insert(0, str(_src))
-
 from contract import make_corpus, oracle_select  # noqa: E402
-from llama_index.core import SummaryIndex, VectorStoreIndex  # noqa: E402
+from contract.llama import vector_index  # noqa: E402  (puts the plugins on sys.path)
+from llama_index.core import SummaryIndex  # noqa: E402
 from llama_index.core.base.base_retriever import BaseRetriever  # noqa: E402
-from llama_index.core.embeddings import MockEmbedding  # noqa: E402
 from llama_index.core.llms import MockLLM  # noqa: E402
 from llama_index.core.retrievers import QueryFusionRetriever  # noqa: E402
 from llama_index.core.schema import NodeWithScore, TextNode  # noqa: E402
@@ -43,27 +36,6 @@ from diversify.errors import ConfigError  # noqa: E402
 QUERY = "__query__"
 
 
-class TableEmbedding(MockEmbedding):
-    """llama-index-core's MockEmbedding, but each text maps to its own fixed vector."""
-
-    table: dict = {}
-
-    def _vec(self, text):
-        return [float(x) for x in self.table[text]]
-
-    def _get_text_embedding(self, text):
-        return self._vec(text)
-
-    def _get_query_embedding(self, query):
-        return self._vec(query)
-
-    async def _aget_text_embedding(self, text):
-        return self._vec(text)
-
-    async def _aget_query_embedding(self, query):
-        return self._vec(query)
-
-
 def _nodes(corpus):
     return [TextNode(id_=f"n{i}", text=t, metadata={"uid": i}, excluded_embed_metadata_keys=["uid"])
             for i, t in zip(corpus.ids, corpus.texts)]
@@ -78,7 +50,7 @@ def corpus():
 def index(corpus):
     table = dict(zip(corpus.texts, corpus.vectors))
     table[QUERY] = corpus.query
-    return VectorStoreIndex(_nodes(corpus), embed_model=TableEmbedding(embed_dim=corpus.vectors.shape[1], table=table))
+    return vector_index(_nodes(corpus), table)
 
 
 def _uids(nodes):
@@ -291,3 +263,31 @@ def test_postprocessor_cluster_map_with_non_string_ids_round_trips(mapping):
              for j, key in enumerate(mapping)]
     assert _uids(back.postprocess_nodes(nodes)) == _uids(pp.postprocess_nodes(nodes)) == [list(mapping)[0], 3]
     assert DiversifyPostprocessor.from_json(pp.to_json()).cluster_map == mapping
+
+
+# ---------------------------------------------------------------------- exclude_key the stores overwrite
+
+_OVERWRITTEN = ("doc_id", "document_id", "ref_doc_id")
+
+
+@pytest.mark.parametrize("key", _OVERWRITTEN)
+def test_an_exclude_key_the_vector_store_overwrites_cannot_exclude(corpus, key):
+    """Why it is refused: LlamaIndex stores a node's ref_doc_id under these keys, over the node's own
+    value, so a filter on them does not see the ids the hits report (here: it excludes nothing)."""
+    nodes = [TextNode(id_=f"n{i}", text=t, metadata={key: i}, excluded_embed_metadata_keys=[key])
+             for i, t in zip(corpus.ids, corpus.texts)]
+    table = dict(zip(corpus.texts, corpus.vectors))
+    table[QUERY] = corpus.query
+    idx = vector_index(nodes, table)
+    seen = [n.node.metadata[key] for n in idx.as_retriever(similarity_top_k=5).retrieve(QUERY)]
+    again = idx.as_retriever(similarity_top_k=5, filters=MetadataFilters(filters=[
+        MetadataFilter(key=key, value=seen, operator=FilterOperator.NIN)])).retrieve(QUERY)
+    assert [n.node.metadata[key] for n in again] == seen  # the exclusion skipped none of them
+    with pytest.raises(ConfigError, match=f"exclude_key={key!r}.*ref_doc_id.*chunk_id"):
+        DiversifyRetriever(idx, cluster_map=corpus.cluster_map, id_field=key, exclude_key=key)
+
+
+def test_an_exclude_key_of_the_nodes_own_or_for_whole_documents_is_accepted(corpus, index):
+    DiversifyRetriever(index, cluster_map=corpus.cluster_map, id_field="uid", exclude_key="uid")
+    for key in _OVERWRITTEN:  # documents as the unit: the source-document id is what is excluded
+        DiversifyRetriever(index, cluster_map=corpus.cluster_map, id_source="ref_doc_id", exclude_key=key)

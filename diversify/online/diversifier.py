@@ -217,6 +217,8 @@ class Diversifier:
     # ------------------------------------------------------------------ queries
 
     def _params(self, k: Optional[int], max_per_cluster: Optional[int]) -> tuple[int, int]:
+        if k is None and max_per_cluster is None:  # the defaults, checked at construction
+            return self.options.k, self.options.max_per_cluster
         k = self.options.k if k is None else k
         n = self.options.max_per_cluster if max_per_cluster is None else max_per_cluster
         k, n, _ = check_params(k, n, self.options.unknown, None)
@@ -278,7 +280,7 @@ class Diversifier:
                      vectors: Optional[Sequence[Any]] = None, texts: Optional[Sequence[Optional[str]]] = None,
                      cluster_ids: Optional[Sequence[Any]] = None, k: Optional[int] = None,
                      max_per_cluster: Optional[int] = None, groups: bool = False,
-                     cursor: Optional[str] = None) -> Result:
+                     cursor: Optional[str] = None, backend_calls: int = 0) -> Result:
         """Diversify a fixed, already ranked list (no refetch): the entry point of the
         LangChain compressor, LlamaIndex postprocessor and Haystack ranker.
 
@@ -308,13 +310,19 @@ class Diversifier:
             Grouped output (see :func:`select`).
         cursor : str, optional
             Leave out what an earlier page (``Result.cursor``) showed.
+        backend_calls : int
+            The store or retriever calls that produced ``items`` (a plugin that called a wrapped
+            retriever once passes 1), reported in ``Result.backend_calls`` and :meth:`stats`.
 
         Returns
         -------
         Result
-            ``backend_calls == 0``; ``exhausted`` is True when this page used every item (a next
-            page over the same items would be empty).
+            ``backend_calls`` as given, ``rounds == 0``; ``exhausted`` is True when this page
+            used every item (a next page over the same items would be empty).
         """
+        if isinstance(backend_calls, bool) or not isinstance(backend_calls, int) or backend_calls < 0:
+            raise ConfigError(f"`backend_calls` must be an int >= 0 (the calls that fetched `items`); got "
+                              f"{backend_calls!r}. Pass 1 for the answer of one retriever call.")
         opts = self.options
         hits = hits_from_items(items, ids=ids, scores=scores, payloads=payloads, vectors=vectors, texts=texts,
                                want_vectors=opts.fold_threshold is not None,
@@ -336,6 +344,6 @@ class Diversifier:
                      groups=groups, exclude_clusters=excluded)
         exhausted, token = page_end(opts, cur, carried, hits, cids, res, excluded, True, None, len(hits))
         out = Result(res.hits, res.groups, kk, res.omitted, res.dropped, res.considered, exhausted, res.short,
-                     0, 0, token, snap.generation)
+                     backend_calls, 0, token, snap.generation)
         self._source.record(out, len(items), snap, tally)
         return out

@@ -40,7 +40,7 @@ from .hits import as_hit, with_text
 from .selection import extend_tie_order, select_checked
 from .source import MEMBER_CACHE_CLUSTERS, ClusterSource, Snapshot
 from .stats import Tally
-from .types import Deferred, DocId, Hit, Kept, Result
+from .types import Deferred, DocId, Hit, Kept, Result, calls_of
 
 __all__ = ["refill", "Request", "page_end", "next_cursor"]
 
@@ -182,6 +182,9 @@ class _MemberExclusion:
                         return
 
     def _size(self, c: Any) -> Optional[int]:
+        listed = self.snap.members.get(c)
+        if listed is not None:  # a hot cluster listed before: no look-up in the artifact
+            return len(listed)
         if self.size_of is None:
             return None
         try:
@@ -326,7 +329,7 @@ def refill(opts: Options, source: ClusterSource, *, k: int, n: int, groups: bool
                          None if store_clusters is None else list(store_clusters))
         else:
             raw = yield (ask, None, None)
-        calls += 1
+        calls += calls_of(raw)  # an adapter that asked its store twice says so
         known = len(pool.hits)
         got = pool.add(raw)
         store_done = got < ask

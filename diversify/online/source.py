@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,8 +38,11 @@ __all__ = ["ClusterSource", "Snapshot", "MappingLookup", "load_cluster_map", "is
 
 #: Clusters whose member lists one loaded artifact keeps for store-side exclusion.
 MEMBER_CACHE_CLUSTERS = 64
+#: Ids whose cluster id one loaded artifact keeps (about 100 bytes each); the cache starts over when full.
+LOOKUP_CACHE_IDS = 1 << 15
 
 log = logging.getLogger("diversify")
+_STR, _INT = {str}, {int}
 
 
 class MappingLookup:
@@ -104,11 +108,18 @@ class Snapshot:
     #: each no longer than the exclusion budget allows): a hot cluster is listed once per artifact,
     #: not once per query
     members: dict = field(default_factory=dict, compare=False, repr=False)
+    #: cluster id of each recently looked-up id (at most LOOKUP_CACHE_IDS); only for a loaded
+    #: :class:`~diversify.ClusterMap`, which never changes (a lookup object of the caller's may)
+    looked: Optional[dict] = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(cls, cluster_map: Optional[ClusterLookup], generation: int, degraded: bool = False) -> Snapshot:
         kind, form = id_info(cluster_map)
-        return cls(cluster_map, generation, str(getattr(cluster_map, "fingerprint", "") or ""), degraded, kind, form)
+        # no import: when the artifact module is not loaded, no ClusterMap exists
+        artifact = sys.modules.get(__name__.rsplit(".", 2)[0] + ".artifact.clustermap")
+        looked: Optional[dict] = {} if artifact is not None and isinstance(cluster_map, artifact.ClusterMap) else None
+        return cls(cluster_map, generation, str(getattr(cluster_map, "fingerprint", "") or ""), degraded, kind, form,
+                   looked=looked)
 
     @property
     def serving(self) -> str:
@@ -184,17 +195,43 @@ class ClusterSource:
 
     # ------------------------------------------------------------------ lookups
 
-    def _lookup(self, ids: Sequence[Any], snap: Snapshot) -> Optional[np.ndarray]:
-        """Artifact cluster ids of ``ids`` (int64, -1 unknown); None after a failure absorbed by a
-        fail-open policy (counted and logged)."""
+    def _lookup(self, ids: Sequence[Any], snap: Snapshot) -> Optional[list]:
+        """Artifact cluster ids of ``ids`` (ints, -1 unknown); None after a failure absorbed by a
+        fail-open policy (counted and logged).
+
+        Ids looked up before in ``snap`` are answered from its cache (an artifact does not change
+        under a snapshot), when every id is exactly a str or exactly an int: then dict equality
+        is the artifact's own (``1``, ``True`` and ``1.0`` never share an entry with ``"1"``).
+        """
+        cache = snap.looked
+        if cache is not None:
+            types = set(map(type, ids))
+            if types == _STR or types == _INT:
+                got = list(map(cache.get, ids))
+                if None not in got:
+                    return got
+                at = [j for j, c in enumerate(got) if c is None]
+                need = [ids[j] for j in at]
+                found = self._lookup_artifact(need, snap)
+                if found is None:
+                    return None
+                if len(cache) + len(need) > LOOKUP_CACHE_IDS:
+                    cache.clear()
+                cache.update(zip(need, found))
+                for j, c in zip(at, found):
+                    got[j] = c
+                return got
+        return self._lookup_artifact(ids, snap)
+
+    def _lookup_artifact(self, ids: Sequence[Any], snap: Snapshot) -> Optional[list]:
         cm = snap.cluster_map
         if self.on_error == "raise":
-            return lookup_ids(cm, ids, snap.id_kind, snap.uuid_form)
+            return lookup_ids(cm, ids, snap.id_kind, snap.uuid_form).tolist()
         try:
             looked = lookup_ids(cm, ids, snap.id_kind, snap.uuid_form)
             if looked.shape != (len(ids),):
                 raise ValueError(f"lookup returned shape {looked.shape} for {len(ids)} ids")
-            return looked
+            return looked.tolist()
         except Exception as exc:  # fail open: a broken artifact must not fail the query
             self.note_lookup_error(exc, snap)
             return None
@@ -212,10 +249,9 @@ class ClusterSource:
         if field is None:  # the per-query common case: one lookup, no per-hit Python work
             if cm is None:
                 return [unknown] * len(hits)
-            looked = self._lookup([h.id for h in hits], snap)
-            if looked is None:
+            out = self._lookup([h.id for h in hits], snap)
+            if out is None:
                 return [unknown] * len(hits)
-            out = looked.tolist()
             missing = out.count(-1)
             if tally is not None:
                 tally.looked += len(out)
@@ -245,7 +281,7 @@ class ClusterSource:
                 tally.looked += len(hits) - len(need)
             return out
         still = []
-        for j, c in zip(need, found.tolist()):
+        for j, c in zip(need, found):
             if c != -1:
                 out[j] = c
             else:
@@ -288,7 +324,7 @@ class ClusterSource:
         looked = self._lookup(cur.anchors, snap)
         if looked is None:
             return cur.ids, cur.clusters, carried
-        return cur.ids, frozenset(c for c in looked.tolist() if c != -1) | carried, carried
+        return cur.ids, frozenset(c for c in looked if c != -1) | carried, carried
 
     def record(self, res: Any, fetched: int, snap: Snapshot, tally: Optional[Tally]) -> None:
         """Count one answered query; warn (once per generation) when most hits were unknown."""

@@ -60,17 +60,18 @@ class Counters:
         Returns ``(looked_up, unknown)`` of this generation the first time most of at least
         :data:`UNKNOWN_WARN_MIN` hits looked up in it were unknown (the caller warns), else None.
         """
+        hits, _, _, omitted, dropped, _, exhausted, short, calls, rounds, _, _ = res._f  # no property calls
         with self._lock:
             s = self._counts
             s["queries"] += 1
             s["degraded_queries"] += degraded
-            s["backend_calls"] += res.backend_calls
-            s["refetch_rounds"] += res.rounds
-            s["short"] += res.short
-            s["exhausted"] += res.exhausted
-            s["returned"] += len(res.hits)
-            s["omitted"] += res.omitted
-            s["dropped"] += res.dropped
+            s["backend_calls"] += calls
+            s["refetch_rounds"] += rounds
+            s["short"] += short
+            s["exhausted"] += exhausted
+            s["returned"] += len(hits)
+            s["omitted"] += omitted
+            s["dropped"] += dropped
             s["fetched"] += fetched
             if tally is None or not tally.looked:
                 return None

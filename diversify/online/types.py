@@ -25,7 +25,27 @@ __all__ = [
     "AsyncDiversifiedSearch",
     "DocId",
     "Vector",
+    "Fetched",
+    "calls_of",
 ]
+
+class Fetched(list):
+    """Hits that took ``calls`` store calls to fetch: what a search returns when one of its calls
+    asked the store more than once (a short pushed-down answer confirmed with a larger k, a
+    post-filtering store asked again over more candidates, an approximate index widened).
+    ``Result.backend_calls`` adds ``calls``; any other sequence counts as one call."""
+
+    __slots__ = ("calls",)
+
+    def __init__(self, hits: Any = (), calls: int = 1) -> None:
+        super().__init__(hits)
+        self.calls = calls
+
+
+def calls_of(raw: Any) -> int:
+    """Store calls behind one search answer: ``raw.calls`` for :class:`Fetched`, else 1."""
+    return raw.calls if type(raw) is Fetched else 1
+
 
 #: A document id as stores know it (numpy integers from a store's label array count as ints).
 DocId = Union[str, int, np.integer]

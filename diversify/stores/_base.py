@@ -178,7 +178,9 @@ class Store(_Refilling):
                        representative_field: Optional[str] = "is_representative") -> int:
         """Write each document's cluster id (and representative flag) into its payload.
 
-        Documents the artifact does not know are left untouched. Returns how many were written.
+        Documents the artifact does not know are left untouched. Returns how many documents carry
+        the artifact's values afterwards (adapters that read the current values skip those that
+        already hold them).
         """
         raise NotImplementedError
 

@@ -65,26 +65,34 @@ class _ChromaCommon:
         return out
 
     def _updates(self, got, cluster_map, ids: Optional[Sequence[Any]], cluster_field: str,
-                 representative_field: Optional[str]) -> tuple[list, list]:
-        """(Chroma ids, metadata to merge) for ``write_clusters``, from ``get(include=["metadatas"])``."""
-        chroma_ids, doc_ids = [], []
+                 representative_field: Optional[str]) -> tuple[list, list, int]:
+        """(Chroma ids, metadata to merge, records carrying the values afterwards) for
+        ``write_clusters``, from ``get(include=["metadatas"])``. Records that already hold the
+        artifact's values (types checked: a stored True or 1.0 is no cluster id 1) are skipped."""
+        chroma_ids, doc_ids, metas = [], [], []
         wanted = None if ids is None else set(ids)
         for cid, meta in zip(got["ids"], got["metadatas"]):
             doc_id = meta.get(self.id_field, cid) if meta else cid
             if wanted is None or doc_id in wanted:
                 chroma_ids.append(cid)
                 doc_ids.append(doc_id)
+                metas.append(meta or {})
         cids, flags = representative_flags(cluster_map, doc_ids)
         upd_ids, upd_meta = [], []
+        carried = 0
         for j, c in enumerate(cids.tolist()):
             if c < 0:
                 continue
+            carried += 1
             m = {cluster_field: c}
             if representative_field and flags is not None:
                 m[representative_field] = bool(flags[j])
+            old = metas[j]
+            if all(type(old.get(key)) is type(v) and old.get(key) == v for key, v in m.items()):
+                continue
             upd_ids.append(chroma_ids[j])
             upd_meta.append(m)
-        return upd_ids, upd_meta
+        return upd_ids, upd_meta, carried
 
 
 class ChromaStore(_ChromaCommon, Store):
@@ -129,18 +137,21 @@ class ChromaStore(_ChromaCommon, Store):
                        batch_size: Optional[int] = None) -> int:
         """Merge ``cluster_field`` (and ``representative_field``) into each record's metadata.
 
-        ``ids`` are document ids (the ``id_field`` values); default: every record.
+        ``ids`` are document ids (the ``id_field`` values); default: every record. Records that
+        already hold the artifact's values are not updated again (Chroma's ``update`` runs at
+        ~2-3k records/s, so a rerun after a rebuild writes only what changed). Returns how many
+        records carry the artifact's values afterwards.
         """
         require("chromadb", extra="chroma", purpose="ChromaStore")
         check_field("cluster_field", cluster_field)
         got = self.collection.get(include=["metadatas"])
-        upd_ids, upd_meta = self._updates(got, cluster_map, ids, cluster_field, representative_field)
+        upd_ids, upd_meta, carried = self._updates(got, cluster_map, ids, cluster_field, representative_field)
         if batch_size is None:  # as many per update as the client takes (5,461 for chromadb 1.5)
             limit = getattr(getattr(self.collection, "_client", None), "get_max_batch_size", None)
             batch_size = int(limit()) if callable(limit) else _DEFAULT_BATCH
         for s in range(0, len(upd_ids), batch_size):
             self.collection.update(ids=upd_ids[s:s + batch_size], metadatas=upd_meta[s:s + batch_size])
-        return len(upd_ids)
+        return carried
 
 
 class AsyncChromaStore(_ChromaCommon, AsyncStore):
@@ -169,10 +180,10 @@ class AsyncChromaStore(_ChromaCommon, AsyncStore):
         require("chromadb", extra="chroma", purpose="AsyncChromaStore")
         check_field("cluster_field", cluster_field)
         got = await self.collection.get(include=["metadatas"])
-        upd_ids, upd_meta = self._updates(got, cluster_map, ids, cluster_field, representative_field)
+        upd_ids, upd_meta, carried = self._updates(got, cluster_map, ids, cluster_field, representative_field)
         if batch_size is None:
             limit = getattr(getattr(self.collection, "_client", None), "get_max_batch_size", None)
             batch_size = int(await limit()) if callable(limit) else _DEFAULT_BATCH
         for s in range(0, len(upd_ids), batch_size):
             await self.collection.update(ids=upd_ids[s:s + batch_size], metadatas=upd_meta[s:s + batch_size])
-        return len(upd_ids)
+        return carried

@@ -33,6 +33,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import ConfigError
+from ..online.types import Fetched, calls_of
 
 __all__ = ["REFILL_MODES", "DEFAULT_MAX_EXCLUDE", "check_refill", "Exclusion", "Failed", "backed_by_local_qdrant",
            "exclusion_is_slow", "plugin_exclusion"]
@@ -202,38 +203,45 @@ class Exclusion:
         return [h for h in raw if id_of(h) not in skip][:k]
 
     def search(self, call: Call, k: int, exclude_ids: Optional[Iterable[Any]],
-               id_of: Callable[[Any], Hashable] = _hit_id) -> list:
-        """Top-``k`` hits not in ``exclude_ids``, via ``call(n, pushed_ids_or_None)``."""
+               id_of: Callable[[Any], Hashable] = _hit_id) -> Fetched:
+        """Top-``k`` hits not in ``exclude_ids``, via ``call(n, pushed_ids_or_None)``; a
+        :class:`~diversify.online.Fetched` that counts every store call made (a rejected one too)."""
         gen = self.steps(k, exclude_ids, id_of)
         req = next(gen)
+        calls = 0
         while True:
             try:
                 raw: Any = call(*req)
+                calls += calls_of(raw)
             except Exception as exc:
                 if req[1] is None:
                     raise
+                calls += 1
                 raw = Failed(exc)
             try:
                 req = gen.send(raw)
             except StopIteration as stop:
-                return stop.value
+                return Fetched(stop.value, calls)
 
     async def asearch(self, call: Callable[[int, Optional[list]], Awaitable[Sequence[Any]]], k: int,
-                      exclude_ids: Optional[Iterable[Any]], id_of: Callable[[Any], Hashable] = _hit_id) -> list:
+                      exclude_ids: Optional[Iterable[Any]], id_of: Callable[[Any], Hashable] = _hit_id) -> Fetched:
         """Async twin of :meth:`search` (``call`` is a coroutine function)."""
         gen = self.steps(k, exclude_ids, id_of)
         req = next(gen)
+        calls = 0
         while True:
             try:
                 raw: Any = await call(*req)
+                calls += calls_of(raw)
             except Exception as exc:
                 if req[1] is None:
                     raise
+                calls += 1
                 raw = Failed(exc)
             try:
                 req = gen.send(raw)
             except StopIteration as stop:
-                return stop.value
+                return Fetched(stop.value, calls)
 
     def _give_up(self, reason: str) -> None:
         if self.disabled_by is None:

@@ -9,7 +9,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import ConfigError, DuplicateIdError, InputError, StoreError, require
-from ..online import Hit
+from ..online import Fetched, Hit
 from ._base import Store, check_field, check_where, query_vector, representative_flags
 
 __all__ = ["FaissStore"]
@@ -185,9 +185,10 @@ class FaissStore(Store):
         # an approximate index answers from what it visits: a short answer is widened (IVF
         # nprobe, HNSW efSearch x4 per step) until k come back or it visits everything, so that
         # short means "no more matching vectors", as for a flat index
-        widen = 1
+        widen, calls = 1, 0
         try:
             while True:
+                calls += 1
                 if sel is None and widen == 1:
                     dist, lab = self.index.search(q, k)
                     more = search_params(self.index, None)[2]  # IVF / HNSW: could visit more
@@ -211,7 +212,7 @@ class FaissStore(Store):
                 p = self._payloads.get(label)
                 payload = None if p is None else MappingProxyType(p)
             out.append(Hit(self._external(label), float(d), payload, None, None))
-        return out
+        return Fetched(out, calls)
 
     def _all_labels(self) -> list:
         if self._ids is not None:

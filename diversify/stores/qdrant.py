@@ -133,9 +133,10 @@ class _QdrantCommon:
             out.append(Hit(self._hit_id(p), p.score, p.payload, vec if isinstance(vec, list) else None, p))
         return out
 
-    def _scroll_request(self, offset) -> dict:
+    def _scroll_request(self, offset, fields: Sequence[str] = ()) -> dict:
         # few large pages: the local mode sorts every id on each page
-        payload: Any = [self.id_field] if self.id_field is not None else False
+        keys = ([self.id_field] if self.id_field is not None else []) + list(fields)
+        payload: Any = keys or False
         return {"collection_name": self.collection, "limit": 65536, "offset": offset, "with_payload": payload,
                 "with_vectors": False}
 
@@ -143,47 +144,57 @@ class _QdrantCommon:
         """Does ``write_clusters`` need to read the points (else the ids are the point ids)?"""
         return self.id_field is not None or ids is None
 
-    def _targets(self, ids: Optional[Sequence[Any]], points: Optional[list]) -> tuple[list, list]:
-        """(document ids, point id of each) for ``write_clusters``; ``points`` are the scrolled
-        points when :meth:`_needs_scroll`."""
+    def _targets(self, ids: Optional[Sequence[Any]], points: Optional[list],
+                 fields: Sequence[str]) -> tuple[list, list, Optional[list]]:
+        """(document ids, point id of each, each point's current ``fields`` values or None when
+        they were not read) for ``write_clusters``; ``points`` are the scrolled points (read with
+        ``fields``) when :meth:`_needs_scroll`."""
         if self.id_field is None:
             if ids is None:
-                pids = [p.id for p in points or ()]
-                return pids, pids
+                read = list(points or ())
+                pids = [p.id for p in read]
+                return pids, pids, [_values(p, fields) for p in read]
             docs = list(ids)
             pids = [canonical_point_id(i) for i in docs]
             keep = [j for j, p in enumerate(pids) if p is not None]
-            return [docs[j] for j in keep], [pids[j] for j in keep]
+            return [docs[j] for j in keep], [pids[j] for j in keep], None
         by_doc: dict = {}
         for p in points or ():
             value = (p.payload or {}).get(self.id_field)
             if value is not None:
-                by_doc.setdefault(value, []).append(p.id)
+                by_doc.setdefault(value, []).append((p.id, _values(p, fields)))
         wanted = list(by_doc) if ids is None else [i for i in dict.fromkeys(ids) if i in by_doc]
-        docs, pids = [], []
+        docs, pids, now = [], [], []
         for i in wanted:
-            for pid in by_doc[i]:
+            for pid, values in by_doc[i]:
                 docs.append(i)
                 pids.append(pid)
-        return docs, pids
+                now.append(values)
+        return docs, pids, now
 
     def _update_batches(self, cluster_map, ids: Optional[Sequence[Any]], points: Optional[list], cluster_field: str,
                         representative_field: Optional[str], batch_size: int) -> tuple[list[list], int]:
-        """(``batch_update_points`` operation lists, points written) for ``write_clusters``: points
-        sharing a value pair in one ``SetPayloadOperation``, ``batch_size`` points per request."""
+        """(``batch_update_points`` operation lists, points carrying the values afterwards) for
+        ``write_clusters``: points sharing a value pair in one ``SetPayloadOperation``,
+        ``batch_size`` points per request; points read already holding the values are skipped."""
         models = _models()
         check_field("cluster_field", cluster_field)
-        docs, pids = self._targets(ids, points)
+        docs, pids, now = self._targets(ids, points, _fields(cluster_field, representative_field))
         cids, flags = representative_flags(cluster_map, docs)
         with_flag = bool(representative_field) and flags is not None
         flag_list = flags.tolist() if with_flag else [None] * len(docs)
         by_value: dict = {}
-        for c, flag, point in zip(cids.tolist(), flag_list, pids):
-            if c >= 0:
-                by_value.setdefault((c, flag), []).append(point)
-        written = sum(len(pts) for pts in by_value.values())
-        # built without validation (model_construct): the values are ints, bools and point ids
-        # we just read or checked, and validating ~one operation per cluster was half the time
+        written = 0
+        for j, (c, flag, point) in enumerate(zip(cids.tolist(), flag_list, pids)):
+            if c < 0:
+                continue
+            written += 1
+            if now is not None and type(now[j][0]) is int and now[j][0] == c and (flag is None or now[j][1] is flag):
+                continue  # already written (types checked: a payload's True or 1.0 is no cluster id 1)
+            by_value.setdefault((c, flag), []).append(point)
+        # built without validation (model_construct, every field given): the values are ints,
+        # bools and point ids we just read or checked, and validating ~one operation per cluster
+        # was half the time
         batches: list[list] = []
         ops: list = []
         in_batch = 0
@@ -192,7 +203,8 @@ class _QdrantCommon:
             if flag is not None:
                 payload[representative_field] = flag
             ops.append(models.SetPayloadOperation.model_construct(
-                set_payload=models.SetPayload.model_construct(payload=payload, points=pts)))
+                set_payload=models.SetPayload.model_construct(payload=payload, points=pts, filter=None,
+                                                              shard_key=None, key=None)))
             in_batch += len(pts)
             if in_batch >= batch_size:
                 batches.append(ops)
@@ -249,10 +261,10 @@ class QdrantStore(_QdrantCommon, Store):
             raise self._failed(exc) from exc
         return self._hits(resp)
 
-    def _scroll(self) -> Iterable:
+    def _scroll(self, fields: Sequence[str] = ()) -> Iterable:
         offset = None
         while True:
-            points, offset = self.client.scroll(**self._scroll_request(offset))
+            points, offset = self.client.scroll(**self._scroll_request(offset, fields))
             yield from points
             if offset is None:
                 return
@@ -266,11 +278,15 @@ class QdrantStore(_QdrantCommon, Store):
         ``ids`` are document ids (point ids, or ``id_field`` values); default: every point.
         Points sharing a value pair are written by one ``SetPayloadOperation``, ``batch_size``
         points per ``batch_update_points`` request, so the store keeps its other payload keys.
-        Returns how many points were written.
+        When the points are read (``ids`` not given, or ``id_field`` set), those that already
+        hold the artifact's values are not written again (a rerun after a rebuild writes only what
+        changed: Qdrant's local mode on disk commits every point written to SQLite, ~20 ms each).
+        Returns how many points carry the artifact's values afterwards.
         """
         _models()
         check_field("cluster_field", cluster_field)
-        points = list(self._scroll()) if self._needs_scroll(ids) else None
+        fields = _fields(cluster_field, representative_field)
+        points = list(self._scroll(fields)) if self._needs_scroll(ids) else None
         batches, written = self._update_batches(cluster_map, ids, points, cluster_field, representative_field,
                                                 batch_size)
         for ops in batches:
@@ -311,11 +327,11 @@ class AsyncQdrantStore(_QdrantCommon, AsyncStore):
             raise self._failed(exc) from exc
         return self._hits(resp)
 
-    async def _points(self) -> list:
+    async def _points(self, fields: Sequence[str] = ()) -> list:
         out: list = []
         offset = None
         while True:
-            points, offset = await self.client.scroll(**self._scroll_request(offset))
+            points, offset = await self.client.scroll(**self._scroll_request(offset, fields))
             out.extend(points)
             if offset is None:
                 return out
@@ -327,9 +343,21 @@ class AsyncQdrantStore(_QdrantCommon, AsyncStore):
         """``await store.write_clusters(cluster_map)``: as :meth:`QdrantStore.write_clusters`."""
         _models()
         check_field("cluster_field", cluster_field)
-        points = await self._points() if self._needs_scroll(ids) else None
+        fields = _fields(cluster_field, representative_field)
+        points = await self._points(fields) if self._needs_scroll(ids) else None
         batches, written = self._update_batches(cluster_map, ids, points, cluster_field, representative_field,
                                                 batch_size)
         for ops in batches:
             await self.client.batch_update_points(self.collection, ops, wait=True)
         return written
+
+
+def _fields(cluster_field: str, representative_field: Optional[str]) -> list:
+    """The payload keys ``write_clusters`` writes (and reads, to skip points already holding them)."""
+    return [cluster_field] + ([representative_field] if representative_field else [])
+
+
+def _values(point: Any, fields: Sequence[str]) -> tuple:
+    """The point's current values of ``fields`` (None where absent)."""
+    payload = point.payload or {}
+    return tuple(payload.get(f) for f in fields) + (None,) * (2 - len(fields))

@@ -122,7 +122,8 @@ class StoreContract:
         ids = res.ids
         assert len(ids) == k and not res.short and not res.exhausted, res
         # the first fetch of k hits held at most 4 distinct clusters, so refill had to happen
-        assert res.backend_calls >= 2 and res.rounds == res.backend_calls - 1, \
+        # every store call counts, also a second one inside a round (an approximate index widened)
+        assert res.rounds >= 1 and res.backend_calls >= res.rounds + 1, \
             f"backend_calls={res.backend_calls}, rounds={res.rounds}"
         clusters = [corpus.cluster_of.get(i, ("own", i)) for i in ids]
         assert len(set(clusters)) == k, clusters

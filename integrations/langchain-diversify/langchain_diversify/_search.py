@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 from diversify.errors import ConfigError
+from diversify.online import Fetched
 
 __all__ = ["and_filters", "VectorStoreSearch", "NotComposable"]
 
@@ -161,25 +162,29 @@ class VectorStoreSearch:
         first = max(int(user) if isinstance(user, int) else 20, 4 * k)
         return first, _store_size(self.store)
 
-    def search(self, query: Any, k: int, exclude_ids: Optional[list]) -> list:
-        """``[(Document, score)]``: top-``k`` under the user's filter (and the exclusion)."""
+    def search(self, query: Any, k: int, exclude_ids: Optional[list]) -> Fetched:
+        """``[(Document, score)]``: top-``k`` under the user's filter (and the exclusion), with
+        the number of store calls it took (a post-filtering store may be asked again)."""
         kwargs = self.kwargs(exclude_ids)
         method, _ = self._method(query)
         arg = query.vector if isinstance(query, _Vector) else query
         fetch_k, size = self._fetch_plan(k, kwargs)
+        calls = 0
         while True:
             if fetch_k is not None:
                 kwargs["fetch_k"] = fetch_k
             pairs = list(method(arg, k=k, **kwargs))
+            calls += 1
             if fetch_k is None or len(pairs) >= k or size is None or fetch_k >= size:
-                return pairs
+                return Fetched(pairs, calls)
             fetch_k = min(fetch_k * 4, size)
 
-    async def asearch(self, query: Any, k: int, exclude_ids: Optional[list]) -> list:
+    async def asearch(self, query: Any, k: int, exclude_ids: Optional[list]) -> Fetched:
         kwargs = self.kwargs(exclude_ids)
         method, native = self._method(query, asynchronous=True)
         arg = query.vector if isinstance(query, _Vector) else query
         fetch_k, size = self._fetch_plan(k, kwargs)
+        calls = 0
         while True:
             if fetch_k is not None:
                 kwargs["fetch_k"] = fetch_k
@@ -187,8 +192,9 @@ class VectorStoreSearch:
                 pairs = list(await method(arg, k=k, **kwargs))
             else:  # no async twin: the sync call in a worker thread
                 pairs = list(await asyncio.to_thread(method, arg, k=k, **kwargs))
+            calls += 1
             if fetch_k is None or len(pairs) >= k or size is None or fetch_k >= size:
-                return pairs
+                return Fetched(pairs, calls)
             fetch_k = min(fetch_k * 4, size)
 
 

@@ -19,8 +19,8 @@ from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from pydantic import Field, PrivateAttr
 
 from diversify.errors import ConfigError, StoreError
-from diversify.online import Hit, Result
-from diversify.online.plugins import check_settings, fetched_once
+from diversify.online import Fetched, Hit, Result
+from diversify.online.plugins import check_settings
 from diversify.stores.exclusion import REFILL_MODES, Exclusion, plugin_exclusion
 
 from ._common import MODEL_CONFIG, DiversifySettings, annotated_copies
@@ -139,6 +139,10 @@ class DiversifyRetriever(DiversifySettings, BaseRetriever):
         return [Hit(self._doc_id(doc, j, StoreError), float(score), doc.metadata, None, doc)
                 for j, (doc, score) in enumerate(pairs)]
 
+    def _counted_hits(self, pairs: Fetched) -> Fetched:
+        """The hits of one :meth:`VectorStoreSearch.search`, with the store calls it made."""
+        return Fetched(self._hits(pairs), pairs.calls)
+
     def _searcher(self) -> VectorStoreSearch:
         return VectorStoreSearch(self.vectorstore, self.search_kwargs, self.exclude_filter)
 
@@ -158,16 +162,16 @@ class DiversifyRetriever(DiversifySettings, BaseRetriever):
     def _fixed(self, docs: Sequence[Document], k: Optional[int], cursor: Optional[str]) -> Result:
         docs = list(docs)
         ids = [self._doc_id(doc, j, StoreError) for j, doc in enumerate(docs)]
-        return fetched_once(self.diversifier.select_items(
+        return self.diversifier.select_items(
             docs, ids=ids, scores=[None] * len(docs), payloads=[doc.metadata for doc in docs],
-            k=self.k if k is None else k, cursor=cursor))
+            k=self.k if k is None else k, cursor=cursor, backend_calls=1)
 
     def _result(self, query: str, k: Optional[int], cursor: Optional[str], callbacks: Callbacks) -> Result:
         if self.vectorstore is not None:
             vs, refill = self._searcher(), self._refill()
 
             def search(q: Any, kk: int, exclude_ids: Optional[list] = None) -> list[Hit]:
-                return refill.search(lambda n, pushed: self._hits(vs.search(q, n, pushed)), kk, exclude_ids)
+                return refill.search(lambda n, pushed: self._counted_hits(vs.search(q, n, pushed)), kk, exclude_ids)
 
             # the query is embedded once (vs.query), refetches reuse the vector
             return self.diversifier.wrap(search, supports_exclude=refill.pushes_down)(vs.query(query), k=k,
@@ -187,7 +191,7 @@ class DiversifyRetriever(DiversifySettings, BaseRetriever):
 
             async def asearch(q: Any, kk: int, exclude_ids: Optional[list] = None) -> list[Hit]:
                 async def call(n: int, pushed: Optional[list]) -> list[Hit]:
-                    return self._hits(await vs.asearch(q, n, pushed))
+                    return self._counted_hits(await vs.asearch(q, n, pushed))
 
                 return await refill.asearch(call, kk, exclude_ids)
 

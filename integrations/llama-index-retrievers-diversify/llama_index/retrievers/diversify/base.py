@@ -19,7 +19,7 @@ from llama_index.postprocessor.diversify.base import annotated_copies, node_id_o
 
 from diversify.errors import ConfigError, StoreError
 from diversify.online import Diversifier, Hit, LazyDiversifier, Result
-from diversify.online.plugins import check_arguments, check_settings, fetched_once
+from diversify.online.plugins import check_arguments, check_settings
 from diversify.stores.exclusion import plugin_exclusion
 
 __all__ = ["DiversifyRetriever", "DiversifiedNodes", "resized", "own_size", "and_filters", "awaits_the_store",
@@ -147,6 +147,11 @@ def resized(retriever: BaseRetriever, n: int) -> Optional[BaseRetriever]:
     return out
 
 
+#: Metadata keys LlamaIndex's vector stores write themselves (``node_to_metadata_dict``: the node's
+#: ref_doc_id, for Chroma, Pinecone / Qdrant / Redis and Weaviate), over any value the node carries
+_STORE_WRITTEN_KEYS = frozenset({"doc_id", "document_id", "ref_doc_id"})
+
+
 class DiversifyRetriever(BaseRetriever):
     """Top ``similarity_top_k`` nodes of any retriever (or vector index), at most
     ``max_per_cluster`` per cluster.
@@ -222,6 +227,13 @@ class DiversifyRetriever(BaseRetriever):
             warnings.warn("DiversifyRetriever(k=...) is deprecated; use similarity_top_k=... (the same meaning).",
                           DeprecationWarning, stacklevel=2)
             similarity_top_k = deprecated.pop("k")
+        if exclude_key in _STORE_WRITTEN_KEYS and id_source != "ref_doc_id":
+            raise ConfigError(
+                f"`exclude_key` must be a metadata key the vector store keeps as each node's own value; got "
+                f"exclude_key={exclude_key!r}, which LlamaIndex overwrites with the node's source-document id "
+                f"(ref_doc_id, or 'None') when it stores a node, so an exclusion on it would skip nothing, or every "
+                f"chunk of a seen document. Keep the node's id under another key (e.g. metadata['chunk_id']) and "
+                f"pass exclude_key='chunk_id', or use id_source='ref_doc_id' to diversify whole documents.")
         is_index = not isinstance(retriever, BaseRetriever) and callable(getattr(retriever, "as_retriever", None))
         if not is_index and not isinstance(retriever, BaseRetriever):
             raise ConfigError(f"`retriever` must be a LlamaIndex BaseRetriever or an index with as_retriever() "
@@ -368,10 +380,10 @@ class DiversifyRetriever(BaseRetriever):
 
     def _fixed(self, nodes: list[NodeWithScore], k: Optional[int], cursor: Optional[str]) -> Result:
         hits = self._hits(list(nodes))
-        return fetched_once(self.diversifier.select_items(
+        return self.diversifier.select_items(
             [h.item for h in hits], ids=[h.id for h in hits], scores=[h.score for h in hits],
             payloads=[h.payload for h in hits], vectors=[h.vector for h in hits] if self._fold_threshold is not None
-            else None, k=self._k if k is None else k, cursor=cursor))
+            else None, k=self._k if k is None else k, cursor=cursor, backend_calls=1)
 
     def retrieve_with_result(self, query, *, k: Optional[int] = None,
                              cursor: Optional[str] = None) -> DiversifiedNodes:
