@@ -48,6 +48,7 @@ class Clock:
         self.t0 = time.perf_counter()
         self.cpu0 = cpu_seconds()
         self.phases: dict[str, float] = {}
+        self.phase_cpu: dict[str, float] = {}
 
     def phase(self, name: str):
         clock = self
@@ -55,9 +56,11 @@ class Clock:
         class _Phase:
             def __enter__(self):
                 self.t = time.perf_counter()
+                self.cpu = time.process_time()  # every thread of this process
 
             def __exit__(self, *exc):
                 clock.phases[name] = clock.phases.get(name, 0.0) + time.perf_counter() - self.t
+                clock.phase_cpu[name] = clock.phase_cpu.get(name, 0.0) + time.process_time() - self.cpu
                 return False
 
         return _Phase()
@@ -83,7 +86,8 @@ class Clock:
             f"process          {start}command {wall:.2f}s; whole process {total:.2f}s wall, {cpu:.2f} CPU-s "
             f"user+sys incl. children ({cpu / max(total, 1e-9):.2f} cores busy)",
             f"per 100k docs    {total * per:.2f}s wall, {cpu * per:.2f} CPU-s",
-            "phases           " + ", ".join(f"{k} {v:.2f}s" for k, v in self.phases.items()),
+            "phases           " + ", ".join(f"{k} {v:.2f}s" for k, v in self.phases.items())
+            + " (CPU-s: " + ", ".join(f"{k} {v:.2f}" for k, v in self.phase_cpu.items()) + ")",
         ]
         if timings:
             lines.append("build stages     " + ", ".join(f"{k} {v:.2f}s" for k, v in timings.items()))
