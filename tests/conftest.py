@@ -81,6 +81,7 @@ SLOW_TESTS = {
     "test_fuzz_consistent_checksums_load_or_artifact_error",
     "test_tune_plot",
     "test_help_on_every_command",
+    "test_fresh_install_compiles_each_kernel_once",  # compiles the kernels in a fresh numba cache
 }
 
 
