@@ -34,6 +34,7 @@ def test_build_reports_cpu_seconds_and_verbose_breakdown(tmp_path, capsys):
     assert wrote, out
     cpu, per = float(wrote.group(2)), float(wrote.group(3))
     assert cpu > 0 and abs(per - cpu / 60 * 100_000) <= 0.01 * per + 0.01
+    assert re.search(r"^process\s+.*; peak RSS [0-9,]+ MiB$", out, re.M), out
     for label in ("process", "per 100k docs", "phases", "build stages", "kernels"):
         assert re.search(rf"^{label}\s{{2,}}\S", out, re.M), (label, out)
     assert re.search(r"^phases\s+read [0-9.]+s, build [0-9.]+s, write [0-9.]+s \(CPU-s: read [0-9.]+, build [0-9.]+, "

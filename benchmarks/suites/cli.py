@@ -47,11 +47,24 @@ def _jsonl(prefix: str) -> str:
     from ..corpora import load_texts
 
     path = prefix + ".jsonl"
-    if not os.path.exists(path):
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
-            for i, t in enumerate(load_texts(prefix)):
-                f.write(json.dumps({"id": f"doc-{i:07d}", "text": t}) + "\n")
-        os.replace(path + ".tmp", path)
+    if os.path.exists(path):
+        return path
+    if not os.environ.get("_BENCH_JSONL_CHILD"):
+        # in a child: the texts would raise this process's peak RSS, which a forked child inherits as the
+        # floor of its own ru_maxrss (every measured build would report at least the parent's peak)
+        import subprocess
+        import sys
+
+        from ..worker import child_env
+
+        code = f"from benchmarks.suites.cli import _jsonl; _jsonl({prefix!r})"
+        subprocess.run([sys.executable, "-c", code], check=True, cwd=os.getcwd(),
+                       env=child_env(extra={"_BENCH_JSONL_CHILD": "1"}))
+        return path
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        for i, t in enumerate(load_texts(prefix)):
+            f.write(json.dumps({"id": f"doc-{i:07d}", "text": t}) + "\n")
+    os.replace(path + ".tmp", path)
     return path
 
 

@@ -13,7 +13,7 @@ import os
 import time
 from typing import Optional
 
-__all__ = ["cpu_seconds", "process_age", "Clock"]
+__all__ = ["cpu_seconds", "process_age", "peak_rss_mib", "Clock"]
 
 
 def cpu_seconds() -> float:
@@ -38,6 +38,18 @@ def process_age() -> Optional[float]:
         return max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
     except (OSError, ValueError, IndexError, AttributeError):
         return None
+
+
+def peak_rss_mib() -> Optional[float]:
+    """This process's peak resident set size in MiB (Linux: VmHWM), or None where unknown."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 class Clock:
@@ -82,9 +94,11 @@ class Clock:
         start = f"start-up {self.age_at_start:.2f}s (interpreter and imports), " if self.age_at_start is not None else ""
         total = (self.age_at_start or 0.0) + wall
         per = 100_000 / max(n_docs, 1)
+        peak = peak_rss_mib()
         lines = [
             f"process          {start}command {wall:.2f}s; whole process {total:.2f}s wall, {cpu:.2f} CPU-s "
-            f"user+sys incl. children ({cpu / max(total, 1e-9):.2f} cores busy)",
+            f"user+sys incl. children ({cpu / max(total, 1e-9):.2f} cores busy)"
+            + (f"; peak RSS {peak:,.0f} MiB" if peak is not None else ""),
             f"per 100k docs    {total * per:.2f}s wall, {cpu * per:.2f} CPU-s",
             "phases           " + ", ".join(f"{k} {v:.2f}s" for k, v in self.phases.items())
             + " (CPU-s: " + ", ".join(f"{k} {v:.2f}" for k, v in self.phase_cpu.items()) + ")",
