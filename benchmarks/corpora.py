@@ -116,3 +116,72 @@ def small_texts(n: int = 300, seed: int = 99) -> list[str]:
     return lib.generate_corpus(n, words_per_doc=80, dup_fraction=0.3, seed=seed).texts
 
 
+
+
+# Real non-ASCII text found on this machine: the translated messages of the installed programs'
+# gettext catalogs (/usr/share/locale/*/LC_MESSAGES/*.mo, vim's lang/ folders), by script.
+SCRIPTS = {
+    "accented Latin": ("fr", "de", "es", "cs", "pl", "sv"),
+    "Cyrillic": ("ru", "uk", "bg"),
+    "Greek": ("el",),
+    "CJK": ("ja", "zh_CN", "zh_TW", "ko"),
+}
+
+
+def _catalog_messages(lang: str) -> list[str]:
+    """Every translated message (each plural form on its own) of language ``lang`` in the machine's
+    .mo catalogs (sorted files)."""
+    import gettext
+    import glob
+
+    found = sorted(set(glob.glob(f"/usr/share/locale/{lang}/LC_MESSAGES/*.mo")
+                       + glob.glob(f"/usr/share/*/*/lang/{lang}/LC_MESSAGES/*.mo")
+                       + glob.glob(f"/usr/share/*/*/lang/{lang}.UTF-8/LC_MESSAGES/*.mo")))
+    out = []
+    for path in found:
+        try:
+            with open(path, "rb") as f:
+                cat = gettext.GNUTranslations(f)._catalog  # type: ignore[attr-defined]
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        for k, v in sorted(cat.items(), key=lambda kv: str(kv[0])):
+            if k and isinstance(v, str):  # a plural entry holds its forms separated by NUL
+                out.extend(form for form in v.split("\x00") if form.strip())
+    return out
+
+
+def multilingual_texts(n_docs: int, doc_bytes: int = 3500, seed: int = 0) -> tuple[list[str], dict]:
+    """``n_docs`` documents of about ``doc_bytes`` UTF-8 bytes, a quarter per script of
+    :data:`SCRIPTS`, each a seeded draw of that script's translated messages; a fifth are copies of
+    an earlier document of the same script with a tenth of their messages redrawn. Returns the
+    texts and, per script, the languages, messages and MiB found. Empty when nothing is installed."""
+    rng = np.random.default_rng(seed)
+    pools, found = {}, {}
+    for script, langs in SCRIPTS.items():
+        msgs = [m for lang in langs for m in _catalog_messages(lang)]
+        if msgs:
+            pools[script] = msgs
+            found[script] = dict(languages=list(langs), messages=len(msgs),
+                                 mib=sum(len(m.encode()) for m in msgs) / 2**20)
+    if not pools:
+        return [], found
+    names = sorted(pools)
+    texts: list[str] = []
+    parts_of: list[list[int]] = []
+    for i in range(n_docs):
+        script = names[i % len(names)]
+        pool = pools[script]
+        same = [j for j in range(max(0, i - 40), i) if names[j % len(names)] == script]
+        if same and rng.random() < 0.2:
+            parts = list(parts_of[same[int(rng.integers(len(same)))]])
+            for k in rng.choice(len(parts), size=max(1, len(parts) // 10), replace=False):
+                parts[int(k)] = int(rng.integers(len(pool)))
+        else:
+            parts, size = [], 0
+            while size < doc_bytes:
+                k = int(rng.integers(len(pool)))
+                parts.append(k)
+                size += len(pool[k].encode()) + 1
+        parts_of.append(parts)
+        texts.append(" ".join(pool[k] for k in parts))
+    return texts, found

@@ -201,7 +201,12 @@ def _encode_joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None
     joined = "\x00".join(texts)
     if joined.count("\x00") != n - 1:
         return None
-    joined = unicodedata.normalize("NFKC", joined)
+    if not unicodedata.is_normalized("NFKC", joined):
+        # NFKC of the joined string is the join of each document's NFKC (see above), and a string that
+        # fails the quick check is normalized whole on the slow path: normalizing only the documents
+        # that need it keeps the others (most, even in non-Latin corpora) on the fast check
+        joined = "\x00".join([t if unicodedata.is_normalized("NFKC", t) else unicodedata.normalize("NFKC", t)
+                               for t in texts])
     raw = np.frombuffer(bytearray(joined.encode("utf-8", "surrogatepass")), dtype=np.uint8)
     seps = np.flatnonzero(raw == 0)
     if not _fold_bytes(raw):
@@ -217,7 +222,7 @@ def _encode_joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None
     offsets[0] = 0
     offsets[1:n] = seps - np.searchsorted(zeros, seps)
     offsets[n] = raw.size - zeros.size
-    return (raw[raw != 0] if zeros.size else raw), offsets
+    return _readonly(raw[raw != 0] if zeros.size else raw), offsets
 
 
 def encode_batch(texts: Sequence[str], *, start_index: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -238,7 +243,7 @@ def encode_batch(texts: Sequence[str], *, start_index: int = 0) -> tuple[np.ndar
     parts = [_prepare(t).encode("utf-8", "surrogatepass") for t in texts]
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=n), out=offsets[1:])
-    buf = np.frombuffer(b"".join(parts), dtype=np.uint8)
+    buf = np.frombuffer(b"".join(parts), dtype=np.uint8)  # read-only, as bytes are
     return buf, offsets
 
 
@@ -347,7 +352,14 @@ def _subset(buf: np.ndarray, offsets: np.ndarray, idx: np.ndarray) -> tuple[np.n
     sub = np.zeros(idx.size + 1, dtype=np.int64)
     np.cumsum(lens, out=sub[1:])
     gather = np.repeat(offsets[idx] - sub[:-1], lens) + np.arange(int(sub[-1]), dtype=np.int64)
-    return buf[gather], sub
+    return _readonly(buf[gather]), sub
+
+
+def _readonly(buf: np.ndarray) -> np.ndarray:
+    """``buf`` marked read-only: every buffer the kernels get has the one type Numba compiles
+    them for (a writable buffer would be a second specialization, seconds on a fresh install)."""
+    buf.flags.writeable = False
+    return buf
 
 
 def _auto_split(buf: np.ndarray, offsets: np.ndarray, config: TextConfig):

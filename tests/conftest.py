@@ -85,6 +85,7 @@ SLOW_TESTS = {
     "test_langchain_async_keeps_the_filter_on_every_refill",
     "test_llamaindex_async_keeps_the_filter_on_every_refill",
     "test_haystack_async_keeps_the_filter_on_every_refill",
+    "test_fresh_install_compiles_each_kernel_once",  # compiles the kernels in a fresh numba cache
 }
 
 

@@ -64,3 +64,40 @@ def fmix64(x):
 def splitmix64(seed, i):
     """The i-th output (0-based) of the splitmix64 stream that starts at ``seed``."""
     return fmix64(np.uint64(seed) + (np.uint64(i) + np.uint64(1)) * GOLDEN)
+
+
+_ZERO = np.int64(0)  # typed int64, not a literal 0 (which would compile a second _sift_down)
+
+
+@kernel
+def sort_run(a, lo, hi):
+    """Sort ``a[lo:hi]`` in place, ascending (heapsort: n log n on every input, no allocation).
+
+    Written here rather than ``np.sort``: Numba's generic sort takes seconds to compile into every
+    kernel that uses it, which a fresh install waits for on its first build. (Only the exact checks
+    of borderline pairs sort with it: a few documents per build.)
+    """
+    n = hi - lo
+    for root in range(n // 2 - 1, -1, -1):
+        _sift_down(a, lo, root, n)
+    for end in range(n - 1, 0, -1):
+        t = a[lo]
+        a[lo] = a[lo + end]
+        a[lo + end] = t
+        _sift_down(a, lo, _ZERO, end)
+
+
+@kernel
+def _sift_down(a, lo, root, n):
+    """Move ``a[lo + root]`` down the max-heap ``a[lo:lo + n]`` to its place."""
+    v = a[lo + root]
+    child = 2 * root + 1
+    while child < n:
+        if child + 1 < n and a[lo + child + 1] > a[lo + child]:
+            child += 1
+        if a[lo + child] <= v:
+            break
+        a[lo + root] = a[lo + child]
+        root = child
+        child = 2 * root + 1
+    a[lo + root] = v

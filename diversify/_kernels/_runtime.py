@@ -41,6 +41,7 @@ import os
 import stat
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Optional
 
@@ -282,3 +283,60 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# --------------------------------------------------------------------------- compile clock
+
+
+class CompileClock:
+    """Seconds this process spent getting kernels ready, from Numba's events: ``numba:compile``
+    (a real compilation; nested ones count once, under the outermost) and ``numba:compiler_lock``
+    (held to compile and to load a compiled kernel from the on-disk cache). Numba compiles under
+    its one global lock, so the events of two threads never interleave."""
+
+    def __init__(self) -> None:
+        self.compiled = 0  # outermost compilations (a kernel and the kernels it calls count once)
+        self.compile_seconds = 0.0
+        self.jit_seconds = 0.0  # compiling plus loading from the cache
+        self._depth = {"numba:compile": 0, "numba:compiler_lock": 0}
+        self._t0 = {"numba:compile": 0.0, "numba:compiler_lock": 0.0}
+
+    def start(self, kind: str) -> None:
+        self._depth[kind] += 1
+        if self._depth[kind] == 1:
+            self._t0[kind] = time.perf_counter()
+
+    def end(self, kind: str) -> None:
+        self._depth[kind] -= 1
+        if self._depth[kind] == 0:
+            dt = time.perf_counter() - self._t0[kind]
+            if kind == "numba:compile":
+                self.compiled += 1
+                self.compile_seconds += dt
+            else:
+                self.jit_seconds += dt
+
+    def snapshot(self) -> dict:
+        """``compiled`` (count), ``compile_s`` and ``load_s`` (from the cache) so far."""
+        return dict(compiled=self.compiled, compile_s=self.compile_seconds,
+                    load_s=max(0.0, self.jit_seconds - self.compile_seconds))
+
+
+compile_clock = CompileClock()
+
+
+def _install_compile_clock() -> None:
+    from numba.core import event
+
+    class _Clock(event.Listener):
+        def on_start(self, ev):
+            compile_clock.start(ev.kind)
+
+        def on_end(self, ev):
+            compile_clock.end(ev.kind)
+
+    for kind in ("numba:compile", "numba:compiler_lock"):
+        event.register(kind, _Clock())
+
+
+_install_compile_clock()

@@ -41,7 +41,7 @@ import numba
 import numpy as np
 
 from .. import hashing
-from ._common import FNV_OFFSET, FNV_PRIME, MASK32, S32, fmix64, kernel
+from ._common import FNV_OFFSET, FNV_PRIME, MASK32, S32, fmix64, kernel, sort_run
 from .minhash import EMPTY, densify
 
 #: unit modes of a :class:`TextRule`
@@ -57,6 +57,9 @@ SINK_CSR = 1
 SINK_OPH = 2
 
 _BLOCK = 256  # documents per parallel task
+#: the first output slot of a pass that writes nowhere (a typed int64, not the literal 0: a literal
+#: argument would compile a second copy of every pass, seconds on a fresh install)
+_AT0 = np.int64(0)
 _SPACE = np.uint64(32)
 ROLL_BASE = np.uint64(hashing.SHINGLE_BASE)
 #: unit hash of the folded space between two code points (character mode)
@@ -297,7 +300,7 @@ def scan_docs(buf, offsets, rule, stats):
         window = _new_window(rule.k)
         sink = _count_sink()
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            n_shingles[i], lengths[i], exact[i] = _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, 0)
+            n_shingles[i], lengths[i], exact[i] = _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, _AT0)
 
 
 @kernel(parallel=True)
@@ -338,7 +341,7 @@ def sketch_oph(buf, offsets, rule, mh_seed, stats, sigs):
                 sig[j] = EMPTY
                 filled[j] = False
             sink = Sink(SINK_OPH, no_csr, sig, filled, mh_seed)
-            n_shingles[i], lengths[i], exact[i] = _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, 0)
+            n_shingles[i], lengths[i], exact[i] = _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, _AT0)
             if n_shingles[i] > 0:
                 densify(sig, filled, mh_seed)
 
@@ -365,7 +368,7 @@ def fill_sorted_unique(buf, offsets, rule, starts, out, counts):
             if hi == lo:
                 counts[i] = 0
                 continue
-            out[lo:hi] = np.sort(out[lo:hi])
+            sort_run(out, lo, hi)
             w = lo + 1
             for t in range(lo + 1, hi):
                 if out[t] != out[w - 1]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import warnings
 
 import numpy as np
@@ -24,23 +23,31 @@ def _inputs(a) -> tuple:
 def cmd_build(a) -> int:
     import diversify
 
+    from .clock import Clock
+
+    clock = Clock()
     check_output_path(a.output, param="-o", what="the artifact", inputs=_inputs(a))  # before the build, not after
     cfg = config_from_args(a)
-    t0 = time.perf_counter()
     if a.engine == "dask":
-        res = _build_dask(a, cfg)
+        with clock.phase("build"):
+            res = _build_dask(a, cfg)
     else:
-        texts, ids, keys, vectors, sources, info = streams(a)
-        with warnings.catch_warnings():  # the summary below prints them
-            warnings.simplefilter("ignore", DiversifyWarning)
+        with clock.phase("read" if not a.stream else "open"):
+            texts, ids, keys, vectors, sources, info = streams(a)
+        with warnings.catch_warnings(), clock.phase("build" if not a.stream else "read+build"):
+            warnings.simplefilter("ignore", DiversifyWarning)  # the summary below prints them
             res = diversify.build(texts, ids=ids, vectors=vectors, config=cfg, keys=keys, sources=sources,
                                   metadata=parse_metadata(a.metadata), progress=not a.no_progress,
                                   chunk_size=a.chunk_size)
-    with writing(a.output):
+    with writing(a.output), clock.phase("write"):
         res.save(a.output)
-    dt = time.perf_counter() - t0
+    dt = clock.wall()
     say(res.summary())
-    say(f"wrote {a.output} ({os.path.getsize(a.output):,} bytes) in {dt:.2f}s ({res.n_docs / max(dt, 1e-9):,.0f} docs/s)")
+    say(f"wrote {a.output} ({os.path.getsize(a.output):,} bytes) in {dt:.2f}s ({res.n_docs / max(dt, 1e-9):,.0f} docs/s; "
+        f"{clock.cost_line(res.n_docs)})")
+    if a.verbose:
+        for line in clock.verbose_lines(res.n_docs, res.timings):
+            say(line)
     if a.engine != "dask":
         _note_ids(a, info)
     return 0
@@ -79,18 +86,26 @@ def _build_dask(a, cfg):
 def cmd_add(a) -> int:
     import diversify
 
+    from .clock import Clock
+
+    clock = Clock()
     out = a.output or a.artifact
     check_output_path(out, param="-o" if a.output else "artifact", what="the artifact", inputs=_inputs(a))
-    texts, ids, keys, vectors, sources, info = streams(a)
+    with clock.phase("read" if not a.stream else "open"):
+        texts, ids, keys, vectors, sources, info = streams(a)
     # the lock is held from the read of the artifact to the write: concurrent adds serialize, none is lost
     with file_lock(out, timeout=a.lock_timeout, what="the artifact", param="-o" if a.output else "artifact",
                    timeout_param="--lock-timeout", on_wait=lambda note: warn_line("diversify add", note)):
-        res = diversify.add(a.artifact, texts, ids=ids, vectors=vectors, keys=keys, sources=sources,
-                            progress=not a.no_progress, chunk_size=a.chunk_size)
-        with writing(out):
+        with clock.phase("add" if not a.stream else "read+add"):
+            res = diversify.add(a.artifact, texts, ids=ids, vectors=vectors, keys=keys, sources=sources,
+                                progress=not a.no_progress, chunk_size=a.chunk_size)
+        with writing(out), clock.phase("write"):
             res.save(out)
     say(res.summary())
-    say(f"wrote {out}")
+    say(f"wrote {out} in {clock.wall():.2f}s ({clock.cost_line(res.n_docs)})")
+    if a.verbose:
+        for line in clock.verbose_lines(res.n_docs, res.timings):
+            say(line)
     _note_ids(a, info)
     return 0
 

@@ -199,6 +199,9 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stream", action="store_true",
                    help="stream the input instead of holding the texts in memory; borderline pairs are then decided "
                         "by the MinHash estimate instead of exact Jaccard")
+    p.add_argument("--verbose", action="store_true",
+                   help="also print start-up, read/build/write times, build stages, CPU seconds and the time spent "
+                        "compiling kernels (or loading them from the numba cache)")
 
 
 class Inputs(typing.NamedTuple):
@@ -214,7 +217,7 @@ class Inputs(typing.NamedTuple):
 
 def streams(a) -> Inputs:
     """(texts, ids, keys, vectors, sources, info) for build/add from the CLI input arguments."""
-    from ..corpus.readers import STDIN, read_records, read_vectors
+    from ..corpus.readers import STDIN, read_blocks, read_records, read_vectors
 
     if not 1 <= a.chunk_size <= MAX_CHUNK:
         raise DiversifyError(f"`chunk_size` (--chunk-size) must be between 1 and {MAX_CHUNK:,} documents; got "
@@ -241,6 +244,19 @@ def streams(a) -> Inputs:
     fields = list(a.key_field or []) + ([source] if source else [])
     keys: Optional[list] = [] if nk else None
     sources: Optional[list] = [] if source else None
+    if keys is None and sources is None:  # blocks of ids and texts, no Python work per document
+        blocks = read_blocks(a.input, fmt=a.format, id_field=a.id_field, text_field=a.text_field,
+                             encoding_errors=a.encoding_errors, info=info)
+        if not getattr(a, "stream", False):
+            all_ids: list = []
+            all_texts: list = []
+            for block_ids, texts, _ in blocks:
+                all_ids.extend(block_ids)
+                all_texts.extend(texts)
+            return Inputs(all_texts, all_ids, None, vectors, None, info)
+        b1, b2 = itertools.tee(blocks)
+        return Inputs(itertools.chain.from_iterable(b[1] for b in b1),
+                      itertools.chain.from_iterable(b[0] for b in b2), None, vectors, None, info)
     records = read_records(a.input, fmt=a.format, id_field=a.id_field, text_field=a.text_field,
                            key_field=fields or None, encoding_errors=a.encoding_errors, info=info)
 

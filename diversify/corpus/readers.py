@@ -1,5 +1,6 @@
 """Reading corpora for the CLI (JSONL, CSV, Parquet, a directory of text files, .npy vectors,
-labeled pairs). Everything streams record by record.
+labeled pairs). Everything streams: JSONL in blocks of lines (:func:`read_blocks`), the rest
+record by record.
 
 Inputs are regular files (or a directory for ``--format dir``); named pipes, devices and sockets
 are refused before anything is read (a FIFO would block forever, ``/dev/zero`` never ends).
@@ -11,19 +12,22 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import itertools
 import json
 import os
 import stat
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Optional
+from typing import IO, Any, Optional
 
+import msgspec
 import numpy as np
 
 from ..errors import InputError, require
 
-__all__ = ["detect_format", "open_input", "read_records", "read_vectors", "read_table", "column", "jsonl_records"]
+__all__ = ["detect_format", "open_input", "read_records", "read_blocks", "read_vectors", "read_table", "column",
+           "jsonl_records", "loads"]
 
 FORMATS = ("jsonl", "csv", "parquet", "dir")
 STDIN = "-"
@@ -159,6 +163,25 @@ def read_records(path: str, *, fmt: Optional[str] = None, id_field: Optional[str
     documents, their relative paths the ids). ``key_field`` names one field (key = its value) or
     several (key = a tuple of their values). ``path`` ``-`` reads JSONL or CSV from stdin.
     """
+    for block_ids, texts, keys in read_blocks(path, fmt=fmt, id_field=id_field, text_field=text_field,
+                                              key_field=key_field, encoding_errors=encoding_errors, info=info):
+        yield from zip(block_ids, texts, keys if keys is not None else itertools.repeat(None))
+
+
+#: documents per block of :func:`read_blocks` for the formats read record by record
+_BLOCK_RECORDS = 8192
+
+
+def read_blocks(path: str, *, fmt: Optional[str] = None, id_field: Optional[str] = None,
+                text_field: Optional[str] = None, key_field: Optional[str | Sequence[str]] = None,
+                encoding_errors: str = "strict", info: Optional[dict] = None) -> Iterator[tuple]:
+    """The records of :func:`read_records` in blocks: (ids, texts, keys or None), three lists.
+
+    Same rules, same errors, same order as :func:`read_records`. JSONL is read in large blocks of
+    lines and its well-formed blocks are taken apart without Python work per document; a block with
+    anything out of the ordinary (a blank line, a line the fast parser refuses, a record without its
+    text) is read again record by record, which raises the error of the first bad line.
+    """
     if path != STDIN and not os.path.exists(path):
         raise InputError(f"`input` path {path!r} does not exist. Check the path.")
     fmt = fmt or detect_format(path)
@@ -178,17 +201,28 @@ def read_records(path: str, *, fmt: Optional[str] = None, id_field: Optional[str
             raise InputError(f"`--format dir` needs a directory; {path!r} is not one. Pass a directory, or the "
                              "file's own format.")
         ids.info.update(ids="paths")
-        yield from _read_dir(path, encoding_errors)
+        yield from _blocks_of(_read_dir(path, encoding_errors), key_field)
         return
     text_field = "text" if text_field is None else text_field
     f = open_input(path, "input", stdin=True)
     with contextlib.nullcontext(f) if f is sys.stdin.buffer else f:  # stdin stays open
         if fmt == "jsonl":
-            yield from _read_jsonl(f, path, ids, text_field, key_field)
+            yield from _jsonl_blocks(f, path, ids, text_field, key_field)
         elif fmt == "csv":
-            yield from _read_csv(f, path, ids, text_field, key_field, encoding_errors)
+            yield from _blocks_of(_read_csv(f, path, ids, text_field, key_field, encoding_errors), key_field)
         else:
-            yield from _read_parquet(f, path, ids, text_field, key_field)
+            yield from _blocks_of(_read_parquet(f, path, ids, text_field, key_field), key_field)
+
+
+def _blocks_of(records: Iterable[tuple], key_field) -> Iterator[tuple]:
+    """(ids, texts, keys or None) blocks of (id, text, key) records."""
+    it = iter(records)
+    while True:
+        block = list(itertools.islice(it, _BLOCK_RECORDS))
+        if not block:
+            return
+        block_ids, texts, keys = (list(c) for c in zip(*block))
+        yield block_ids, texts, keys if key_field else None
 
 
 def _key_of(get, key_field):
@@ -200,16 +234,95 @@ def _key_of(get, key_field):
     return tuple(get(f) for f in key_field)
 
 
-def _read_jsonl(f, path, ids, text_field, key_field):
-    for recno, (lineno, rec) in enumerate(jsonl_records(f, path)):
-        where = f"{path}:{lineno}"
-        if text_field not in rec:
-            raise _missing_field(text_field, "text", where, rec.keys())
-        text = rec[text_field]
-        if not isinstance(text, str):
-            raise InputError(f"{where}: field {text_field!r} must be a string; got {type(text).__name__}.")
-        id_ = ids.of(rec.get(ids.field), ids.field in rec, recno, where, rec.keys())
-        yield (lineno - 1 if id_ is None else id_), text, _key_of(rec.get, key_field)
+def _jsonl_record(rec, lineno: int, recno: int, path: str, ids: _Ids, text_field: str, key_field) -> tuple:
+    """(id, text, key) of one parsed JSONL record: the reference rules and messages."""
+    where = f"{path}:{lineno}"
+    if text_field not in rec:
+        raise _missing_field(text_field, "text", where, rec.keys())
+    text = rec[text_field]
+    if not isinstance(text, str):
+        raise InputError(f"{where}: field {text_field!r} must be a string; got {type(text).__name__}.")
+    id_ = ids.of(rec.get(ids.field), ids.field in rec, recno, where, rec.keys())
+    return (lineno - 1 if id_ is None else id_), text, _key_of(rec.get, key_field)
+
+
+#: bytes of JSONL read at a time (a block ends at the last newline in it)
+_JSONL_BLOCK_BYTES = 1 << 24
+
+
+def _line_blocks(f) -> Iterator[tuple[int, list]]:
+    """(number of the first line, lines) per block of whole lines of ``f``, each line a memoryview
+    into the block (no copy); lines are split at b"\\n" only, as iterating a binary file does, and
+    the last line may lack its newline."""
+    lineno, carry = 1, b""
+    while True:
+        data = f.read(_JSONL_BLOCK_BYTES)
+        if not data:
+            break
+        if carry:
+            data = carry + data
+        ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A)
+        if ends.size == 0:
+            carry = data
+            continue
+        carry = data[int(ends[-1]) + 1:]
+        starts = np.empty_like(ends)
+        starts[0] = 0
+        starts[1:] = ends[:-1] + 1
+        view = memoryview(data)
+        lines = list(map(view.__getitem__, map(slice, starts.tolist(), ends.tolist())))
+        yield lineno, lines
+        lineno += len(lines)
+    if carry:
+        yield lineno, [memoryview(carry)]
+
+
+def _jsonl_blocks(f, path: str, ids: _Ids, text_field: str, key_field) -> Iterator[tuple]:
+    recno = 0
+    for first, lines in _line_blocks(f):
+        fast = None
+        if not key_field:
+            try:
+                recs = list(map(_fast_decode, lines))  # raises on a blank line or anything msgspec refuses
+            except (msgspec.DecodeError, RecursionError):
+                recs = None
+            if recs is not None:
+                fast = _fast_columns(recs, first, recno, path, ids, text_field)
+            del recs
+        if fast is None:  # record by record: the first bad line raises its own error
+            out = [_jsonl_record(rec, lineno, recno + i, path, ids, text_field, key_field)
+                   for i, (lineno, rec) in enumerate(jsonl_records(map(bytes, lines), path, start=first))]
+            fast = [o[0] for o in out], [o[1] for o in out], [o[2] for o in out] if key_field else None
+            del out
+        del lines
+        recno += len(fast[1])
+        if fast[1]:
+            yield fast
+
+
+def _fast_columns(recs: list, first: int, recno: int, path: str, ids: _Ids, text_field: str) -> Optional[tuple]:
+    """(ids, texts, None) of a block of parsed records (one per line, no blank line), or None when a
+    record breaks a rule (then the caller reads the block record by record for the error)."""
+    if not recs or set(map(type, recs)) != {dict}:
+        return None
+    get = dict.get
+    head: list = [[], []]
+    if ids.present is None:  # the first record decides where the ids come from
+        id0, text0, _ = _jsonl_record(recs[0], first, recno, path, ids, text_field, None)
+        head = [[id0], [text0]]
+        recs, first, recno = recs[1:], first + 1, recno + 1
+    texts = list(map(get, recs, itertools.repeat(text_field)))
+    if texts and set(map(type, texts)) != {str}:
+        return None
+    if ids.present:
+        block_ids = list(map(get, recs, itertools.repeat(ids.field)))
+        if None in block_ids or "" in block_ids:
+            return None
+    else:
+        if any(map(dict.__contains__, recs, itertools.repeat(ids.field))):
+            return None
+        block_ids = list(range(first - 1, first - 1 + len(recs)))
+    return head[0] + block_ids, head[1] + texts, None
 
 
 def _read_csv(f, path, ids, text_field, key_field, encoding_errors):
@@ -365,16 +478,34 @@ def read_table(path: str, columns: Optional[Sequence[str]] = None, delimiter: Op
         return rows
 
 
-def jsonl_records(lines: Iterable[bytes], where: str) -> Iterator[tuple[int, dict]]:
+_fast_decode = msgspec.json.Decoder().decode
+
+
+def loads(raw: bytes) -> Any:
+    """One JSON value from ``raw``, as :func:`json.loads` reads it, at msgspec's speed.
+
+    msgspec gives the values ``json.loads`` gives (ints of any size exactly, the same floats and
+    strings) and refuses a superset of what ``json.loads`` refuses (NaN, Infinity, numbers out of
+    float range, lone surrogates, a byte-order mark): those lines go to ``json.loads``, whose
+    answer, value or error, is the answer. So the values and errors are the standard library's.
+    """
+    try:
+        return _fast_decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return json.loads(raw)
+
+
+def jsonl_records(lines: Iterable[bytes], where: str, *, start: int = 1) -> Iterator[tuple[int, dict]]:
     """(line number, record) of every non-blank JSONL line; the one JSONL parser of both engines.
 
-    ``where`` names the source in errors (``"{where}:{lineno}: ..."``).
+    ``where`` names the source in errors (``"{where}:{lineno}: ..."``); ``start`` is the number of
+    the first line.
     """
-    for lineno, raw in enumerate(lines, 1):
+    for lineno, raw in enumerate(lines, start):
         if not raw.strip():
             continue
         try:
-            rec = json.loads(raw)
+            rec = loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, or an int of > 4300 digits
             raise InputError(f"{where}:{lineno}: not valid JSON ({exc}). Each line must be one JSON object.") from None
         except RecursionError:

@@ -135,7 +135,9 @@ class BuildResult:
                          f"median {sim['median']:.3f} ({self.report.get('similarity_source', 'estimated')})")
         for note in self.warnings:
             lines.append(f"warning          {note}")
-        total = sum(self.timings.values())
+        # encode, sketch, ids (and a vector SimHash) run inside sketch_total: counted once
+        inner = {"encode", "sketch", "signatures", "ids", "simhash"} if "sketch_total" in self.timings else set()
+        total = sum(v for k, v in self.timings.items() if k not in inner)
         lines.append("time             " + ", ".join(f"{k} {v:.2f}s" for k, v in self.timings.items()) + f" (total {total:.2f}s)")
         return "\n".join(lines)
 
