@@ -376,6 +376,30 @@ class IndexContract:
             idx.add([_near(5, 11)], ids=["after-0"])
             assert idx.check() == []
 
+    def test_index_check_finds_broken_invariants(self, storage_url):
+        """Index.check can fail: each invariant broken by hand through the storage is reported."""
+        import diversify
+
+        with diversify.Index(storage_url) as idx:
+            got = idx.add([_doc(1), _near(1), _doc(2)], ids=["a", "a2", "b"])
+            assert idx.check() == []
+            rows = {r.id: r for r in idx.scan()}
+            member = "a2" if got[1].joined else "a"
+            with idx.storage.write() as tx:  # move the member under an unrelated representative
+                m = rows[member]
+                tx.update_docs([Assignment(m.seq, rows["b"].cluster, False, 0.9, 2)])
+            assert any("not verified similar" in p for p in idx.check())
+            b = rows["b"]
+            b_bands = idx.band_rows_of([b])
+            with idx.storage.write() as tx:
+                tx.update_docs([Assignment(m.seq, m.cluster, False, m.similarity, m.stages)])
+                tx.delete_bands(*b_bands)
+            assert any("band rows differ" in p for p in idx.check())
+            with idx.storage.write() as tx:
+                tx.insert_bands(*b_bands)
+                tx.update_docs([Assignment(b.seq, b.cluster, False, 1.0, 0)])  # a cluster without a representative
+            assert any("0 representatives" in p for p in idx.check())
+
     def test_index_newer_schema_is_refused(self, storage_url):
         import diversify
         from diversify.config import BuildConfig, canonical_json, fingerprint
