@@ -464,6 +464,24 @@ class IndexContract:
             assert idx.stats()["documents"] == 2 and idx.check() == []
             assert idx.cluster_of(["new", "a"]) == [None, None]
 
+    def test_index_vectors_only(self, storage_url, tmp_path):
+        import diversify
+
+        rng = np.random.default_rng(7)
+        v = rng.normal(size=(30, 32))
+        near = v[:6] + 0.01 * rng.normal(size=(6, 32))
+        with diversify.Index(storage_url) as idx:
+            idx.add(vectors=v, ids=list(range(30)))
+            got = idx.add(vectors=near, ids=list(range(100, 106)))
+            assert [m.representative for m in got] == list(range(6)) and all(m.similarity > 0.99 for m in got)
+            assert idx.query(vectors=near[:1])[0].representative == 0
+            with pytest.raises(Exception, match="texts"):
+                idx.add([_doc(1)], ids=[500], vectors=v[:1])
+            idx.delete([0, 1])
+            assert idx.cluster_of([100, 101]) == [got[0].cluster, got[1].cluster]
+            assert idx.check() == []
+            _assert_export_matches(idx, idx.export(tmp_path / "v.dvf"))
+
     def test_index_diversifier_folds_a_document_added_a_moment_ago(self, storage_url):
         import diversify
 
