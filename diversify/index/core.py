@@ -128,8 +128,9 @@ class Index:
         from ..engines.finish import resolve_config
 
         self.url = mask_url(url)
-        self._storage: Storage = open_storage(url, StorageOptions(lock_timeout=lock_timeout,
-                                                                  connect_timeout=connect_timeout))
+        self._options = StorageOptions(lock_timeout=lock_timeout, connect_timeout=connect_timeout)
+        self._open_again = lambda: open_storage(url, self._options)  # a second connection (live lookups)
+        self._storage: Storage = open_storage(url, self._options)
         try:
             given = resolve_config(config) if config is not None else None
             meta = self._storage.read_meta()

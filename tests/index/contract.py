@@ -464,6 +464,37 @@ class IndexContract:
             assert idx.stats()["documents"] == 2 and idx.check() == []
             assert idx.cluster_of(["new", "a"]) == [None, None]
 
+    def test_index_live_lookup_from_threads_while_adding(self, storage_url):
+        """Diversifier threads read cluster ids live while the application adds through the same Index."""
+        import diversify
+
+        with diversify.Index(storage_url) as idx:
+            idx.add([_doc(i) for i in range(8)], ids=[f"a{i}" for i in range(8)])
+            search = diversify.Diversifier(idx, k=16, max_rounds=0).wrap(
+                lambda q, k: [(f"a{i}", 1.0 - i / 100) for i in range(8)] + [(f"n{i}", 0.5) for i in range(8)])
+            errors: list = []
+            stop = threading.Event()
+
+            def serve() -> None:
+                try:
+                    while not stop.is_set():
+                        assert len(search("q").ids) >= 8
+                except BaseException as exc:  # pragma: no cover - reported below
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=serve) for _ in range(4)]
+            for t in threads:
+                t.start()
+            try:
+                for i in range(8):
+                    idx.add([_near(i)], ids=[f"n{i}"])
+            finally:
+                stop.set()
+                for t in threads:
+                    t.join(60)
+            assert not errors, errors
+            assert search("q").ids == [f"a{i}" for i in range(8)]  # every n{i} folded under its a{i}
+
     def test_index_vectors_only(self, storage_url, tmp_path):
         import diversify
 
