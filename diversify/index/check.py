@@ -76,11 +76,17 @@ def check(index) -> list[str]:
     sim = Similarity(sk, cfg, FoldStats())
     stored_sim = np.array([r.similarity for r in rows], dtype=np.float64)
     stored_stages = np.array([r.stages for r in rows], dtype=np.int64)
-    lo = agreement_band(cfg, auto=True)[0] if cfg.minhash is not None else 0
-    for c, who in reps.items():
+    agree_lo = agreement_band(cfg, auto=True)[0] if cfg.minhash is not None else 0
+    is_rep = np.array([r.is_rep for r in rows], dtype=bool)
+    folded = np.flatnonzero(~is_rep)
+    order = folded[np.argsort(clusters[folded], kind="stable")]  # members grouped by cluster, once
+    starts = np.searchsorted(clusters[order], np.array(sorted(reps), dtype=np.int64), side="left")
+    ends = np.searchsorted(clusters[order], np.array(sorted(reps), dtype=np.int64), side="right")
+    for c, first, last in zip(sorted(reps), starts.tolist(), ends.tolist()):
+        who = reps[c]
         if len(who) != 1:
             continue
-        members = np.flatnonzero((clusters == c) & ~np.array([r.is_rep for r in rows]))
+        members = order[first:last]
         if members.size:
             ok = sim(who[0], members) != 0
             if cfg.minhash is not None and sk.minhash is not None and not ok.all():
@@ -89,7 +95,7 @@ def check(index) -> list[str]:
                 # the borderline band; the texts are not stored, so that is what can be checked
                 agree = (sk.minhash[members] == sk.minhash[who[0]]).sum(axis=1)
                 exact_ok = ((stored_stages[members] & STAGE_MINHASH) != 0) & (
-                    stored_sim[members] >= cfg.minhash.threshold) & (agree >= lo)
+                    stored_sim[members] >= cfg.minhash.threshold) & (agree >= agree_lo)
                 ok |= exact_ok
             bad = members[~ok]
             for b in bad[:5].tolist():
