@@ -364,6 +364,11 @@ class Index:
         id_list = list(ids)
         if not id_list:
             return {"deleted": 0, "missing": [], "reassigned": 0}
+        try:  # an id listed twice is deleted once
+            id_list = list(dict.fromkeys(id_list))
+        except TypeError:  # unhashable: the id rules name it
+            check_ids(id_list, param="ids")
+            raise
         check_ids(id_list, param="ids")
         with self._storage.write() as tx:
             st = tx.state()
