@@ -292,6 +292,9 @@ class IndexContract:
             cm = idx.export(tmp_path / "live.dvf")
             _assert_export_matches(idx, diversify.load(tmp_path / "live.dvf"))
             assert cm.n_docs == 38
+            # the export is a normal artifact: `add` extends it
+            ext = diversify.add(tmp_path / "live.dvf", [_near(20)], ids=["m20"]).cluster_map
+            assert ext.lookup(["m20"])[0] == ext.lookup(["b20"])[0] != ext.lookup(["b21"])[0]
 
     def test_index_near_duplicates_in_one_batch_share_a_cluster(self, storage_url):
         import diversify
