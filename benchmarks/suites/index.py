@@ -48,7 +48,9 @@ def add_arguments(p) -> None:
     p.add_argument("--writers", type=int, default=4)
     p.add_argument("--queriers", type=int, default=4)
     p.add_argument("--duration", type=float, default=60.0, help="seconds of the concurrency run")
-    p.add_argument("--quality", nargs="*", default=["licenses", "clough"], help="quality_real corpora to stream")
+    p.add_argument("--quality", nargs="*", default=["manpages", "licenses", "clough"],
+                   help="quality_real corpora to stream")
+    p.add_argument("--quality-batch", type=int, default=1000, help="documents per add when streaming a corpus")
     p.add_argument("--parts", nargs="+", default=["backend", "concurrency", "quality"],
                    choices=["backend", "concurrency", "quality"], help="which measurements to run")
 
@@ -277,8 +279,11 @@ def run(args, ctx) -> list:
             conc_url = f"sqlite:///{tmp}/conc.db" if args.url is None else args.url
             result["concurrency"] = concurrency(conc_url, prefix, min(need, 200_000), writers=args.writers,
                                                 queriers=args.queriers, duration=args.duration, log=log)
-    result["quality"] = streaming_quality(args.quality, log=log) if args.quality and "quality" in args.parts else {}
+    result["quality"] = (streaming_quality(args.quality, batch=args.quality_batch, log=log)
+                         if args.quality and "quality" in args.parts else {})
     name = "index.json" if len(args.parts) == 3 else f"index-{'-'.join(args.parts)}.json"
+    if args.parts == ["quality"]:
+        name = f"index-quality-{'-'.join(args.quality)}-b{args.quality_batch}.json"
     path = write_json(ctx.results / name, result)
     log(f"wrote {shown(path)}")
     return [path]
