@@ -9,17 +9,16 @@ Importing this package is light (no numba, no database client): backends and ker
 
 from __future__ import annotations
 
-import importlib
-
 __all__ = ["Index", "open_storage"]
-
-_LAZY = {"Index": "diversify.index.core", "open_storage": "diversify.index.storage"}
 
 
 def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'diversify.index' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    if name == "Index":
+        from .core import Index
+
+        return Index
+    if name == "open_storage":
+        from .storage import open_storage
+
+        return open_storage
+    raise AttributeError(f"module 'diversify.index' has no attribute {name!r}")

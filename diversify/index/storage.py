@@ -288,14 +288,14 @@ class Storage(abc.ABC):
 # --------------------------------------------------------------------------- URLs
 
 
-#: scheme -> (module, class, client module, extra); lazily imported
+#: scheme -> (client module, extra) of the server backends; their modules are imported on use
 _BACKENDS = {
-    "sqlite": ("diversify.index.sqlite", "SQLiteStorage", None, None),
-    "postgresql": ("diversify.index.postgres", "PostgresStorage", "psycopg", "postgres"),
-    "postgres": ("diversify.index.postgres", "PostgresStorage", "psycopg", "postgres"),
-    "redis": ("diversify.index.redis", "RedisStorage", "redis", "redis"),
-    "rediss": ("diversify.index.redis", "RedisStorage", "redis", "redis"),
-    "unix": ("diversify.index.redis", "RedisStorage", "redis", "redis"),
+    "sqlite": (None, None),
+    "postgresql": ("psycopg", "postgres"),
+    "postgres": ("psycopg", "postgres"),
+    "redis": ("redis", "redis"),
+    "rediss": ("redis", "redis"),
+    "unix": ("redis", "redis"),
 }
 
 
@@ -358,25 +358,38 @@ def open_storage(url: str, options: Optional[StorageOptions] = None) -> Storage:
     (``pip install 'diversify-retrieval[postgres]'`` / ``[redis]``), StorageError when the server
     cannot be reached (within ``options.connect_timeout``).
     """
-    import importlib
-
     scheme = scheme_of(url)
-    module, cls, client, extra = _BACKENDS[scheme]
+    client, extra = _BACKENDS[scheme]
     if client is not None:
         assert extra is not None
         require(client, extra=extra, purpose=f"a {scheme}:// index")
     opts = options if options is not None else StorageOptions()
-    try:
-        backend = getattr(importlib.import_module(module), cls)
-    except ModuleNotFoundError as exc:
-        if exc.name != module:
-            raise
-        raise MissingDependencyError(f"the {scheme}:// backend ({module}) is not part of this installation of "
-                                     "diversify; upgrade diversify-retrieval, or use sqlite:///path.db.") from exc
+    backend = _backend_class(scheme)
     storage = backend(url, opts)
     if not isinstance(storage, Storage):  # pragma: no cover - a backend bug
-        raise StorageError(f"{cls} is not a Storage")
+        raise StorageError(f"{type(storage).__name__} is not a Storage")
     return storage
+
+
+def _backend_class(scheme: str) -> type:
+    """The backend class of a scheme, imported now (static imports of our own modules only)."""
+    try:
+        if scheme == "sqlite":
+            from .sqlite import SQLiteStorage
+
+            return SQLiteStorage
+        if scheme in ("postgresql", "postgres"):
+            from .postgres import PostgresStorage  # type: ignore[import-not-found,unused-ignore]
+
+            return PostgresStorage
+        from .redis import RedisStorage  # type: ignore[import-not-found,unused-ignore]
+
+        return RedisStorage
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("diversify.index."):
+            raise
+        raise MissingDependencyError(f"the {scheme}:// backend ({exc.name}) is not part of this installation of "
+                                     "diversify; upgrade diversify-retrieval, or use sqlite:///path.db.") from exc
 
 
 @contextlib.contextmanager
