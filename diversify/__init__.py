@@ -57,6 +57,10 @@ _LAZY = {
     "MissingDependencyError": "diversify.errors",
     "WriteConflictError": "diversify.errors",
     "LockTimeoutError": "diversify.errors",
+    "StorageError": "diversify.errors",
+    "IncompatibleIndexError": "diversify.errors",
+    # the live index
+    "Index": "diversify.index",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]
