@@ -1,0 +1,258 @@
+"""Real database servers for the index tests, started by the test session itself.
+
+``python -m pytest`` behaves the same on a laptop and in CI: the session fixtures start the server
+on a free loopback port with a temporary data directory and remove both at the end of the session,
+also when a test fails or the session is interrupted (the fixture's ``finally`` plus an ``atexit``
+hook). When a server binary is absent the tests that need it are skipped with the reason, except
+under ``DIVERSIFY_CI=1`` (set by ``.ci/run``), where an absent binary fails the session: CI must not
+pass by skipping.
+
+PostgreSQL 15 (:func:`postgres_server`): ``initdb`` + ``pg_ctl`` from ``/usr/lib/postgresql/15/bin``
+(override with ``DIVERSIFY_PG_BIN``). PostgreSQL refuses to run as root; when the tests run as root
+the server runs as the ``postgres`` user (``setpriv``), in a data directory that user owns. The
+server is tuned for tests, not for durability (``fsync=off``): it starts in about a second.
+The superuser connects over the Unix socket in the temporary directory only; tests connect over TCP
+as a password role, like an application would.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import itertools
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+__all__ = ["in_ci", "require_binary", "free_port", "PostgresServer", "start_postgres", "postgres_server",
+           "PG_PASSWORD"]
+
+#: the test role's password; tests check that no error message ever shows it
+PG_PASSWORD = "pg-Secret-7f3a"
+PG_ROLE = "diversify"
+
+
+def in_ci() -> bool:
+    """True under ``DIVERSIFY_CI=1``: an absent server binary then fails instead of skipping."""
+    return os.environ.get("DIVERSIFY_CI") == "1"
+
+
+def require_binary(name: str, *, dirs: Sequence[Path] = (), fix: str = "") -> str:
+    """The path of executable ``name`` (in ``dirs``, else on PATH), or skip (outside CI) / fail (in CI)
+    with the reason and ``fix``."""
+    for d in dirs:
+        cand = Path(d) / name
+        if cand.is_file() and os.access(cand, os.X_OK):
+            return str(cand)
+    found = None if dirs else shutil.which(name)
+    if found:
+        return found
+    where = ", ".join(str(d) for d in dirs) if dirs else "PATH"
+    reason = f"{name} not found in {where}" + (f"; {fix}" if fix else "")
+    if in_ci():
+        pytest.fail(f"DIVERSIFY_CI=1 and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (the caller retries if another process takes it first)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _run_as(user: pwd.struct_passwd | None) -> list[str]:
+    if user is None:
+        return []
+    return ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups", "--"]
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+
+PG_BIN = Path(os.environ.get("DIVERSIFY_PG_BIN", "/usr/lib/postgresql/15/bin"))
+PG_FIX = ("install PostgreSQL 15 (Debian: apt-get install postgresql-15) or set DIVERSIFY_PG_BIN "
+          "to the directory holding initdb and pg_ctl")
+
+_HBA = """\
+# superuser: Unix socket in the temporary directory only; everyone else: TCP loopback with a password
+local all all trust
+host all all 127.0.0.1/32 scram-sha-256
+"""
+
+_CONF = """
+listen_addresses = '127.0.0.1'
+port = {port}
+unix_socket_directories = '{sock}'
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+max_connections = 200
+shared_buffers = 64MB
+logging_collector = off
+log_min_messages = warning
+"""
+
+
+@dataclass
+class PostgresServer:
+    """A running PostgreSQL in ``root`` (data in ``root/data``, socket in ``root``, log ``root/log``)."""
+
+    root: Path
+    port: int
+    owner: pwd.struct_passwd | None  # the user the server runs as when the tests run as root
+    password: str = PG_PASSWORD
+    role: str = PG_ROLE
+    _names: Iterator[int] = field(default_factory=itertools.count)
+
+    # ---- addresses
+    def url(self, dbname: str = "postgres", *, user: str | None = None, password: str | None = None) -> str:
+        """A ``postgresql://`` URL over TCP for the password role (or ``user``/``password``)."""
+        user = self.role if user is None else user
+        password = self.password if password is None else password
+        return f"postgresql://{quote(user, safe='')}:{quote(password, safe='')}@127.0.0.1:{self.port}/{dbname}"
+
+    def admin_conninfo(self, dbname: str = "postgres") -> str:
+        return f"host={self.root} port={self.port} user=postgres dbname={dbname}"
+
+    def admin(self, sql: str, params: tuple = ()) -> list[tuple]:
+        """Run one statement as the superuser (autocommit) and return its rows (if any)."""
+        import psycopg
+
+        with psycopg.connect(self.admin_conninfo(), autocommit=True, connect_timeout=10) as conn:
+            cur = conn.execute(sql, params)
+            return cur.fetchall() if cur.description else []
+
+    def new_database(self) -> str:
+        """Create an empty database owned by the test role; return its URL (one per test: no leaks)."""
+        name = f"t{os.getpid()}_{next(self._names)}"
+        self.admin(f'CREATE DATABASE "{name}" OWNER "{self.role}" TEMPLATE template0')
+        return self.url(name)
+
+    # ---- life cycle
+    def _pg_ctl(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        cmd = [*_run_as(self.owner), str(PG_BIN / "pg_ctl"), "-D", str(self.root / "data"), *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+    def start(self) -> None:
+        """Start (or restart) the server and wait until it accepts connections."""
+        r = self._pg_ctl("-l", str(self.root / "log"), "-w", "-t", "60", "start")
+        if r.returncode != 0:
+            raise RuntimeError(f"pg_ctl start failed (exit {r.returncode}): {r.stdout}{r.stderr}\n"
+                               f"server log:\n{self.log_tail()}")
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server; ``mode='immediate'`` is a crash (no checkpoint, clients cut off)."""
+        self._pg_ctl("-m", mode, "-w", "-t", "60", "stop")
+
+    def is_running(self) -> bool:
+        return self._pg_ctl("status").returncode == 0
+
+    def log_tail(self, n: int = 30) -> str:
+        try:
+            return "\n".join((self.root / "log").read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    def terminate_backends(self, application_name: str) -> int:
+        """``pg_terminate_backend`` every connection with that application_name; how many were cut."""
+        rows = self.admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                          (application_name,))
+        return sum(1 for (ok,) in rows if ok)
+
+
+def start_postgres() -> PostgresServer:
+    """initdb + start a PostgreSQL in a new temporary directory; the caller stops it (see fixture)."""
+    for tool in ("initdb", "pg_ctl", "postgres"):
+        require_binary(tool, dirs=[PG_BIN], fix=PG_FIX)
+    if importlib.util.find_spec("psycopg") is None:
+        reason = "the PostgreSQL client psycopg is not installed (pip install 'diversify-retrieval[postgres]')"
+        if in_ci():
+            pytest.fail(f"DIVERSIFY_CI=1 and {reason}", pytrace=False)
+        pytest.skip(reason)
+    owner = None
+    if os.geteuid() == 0:
+        try:
+            owner = pwd.getpwnam("postgres")
+        except KeyError:
+            reason = "tests run as root, PostgreSQL refuses root and there is no `postgres` user to run it as"
+            if in_ci():
+                pytest.fail(f"DIVERSIFY_CI=1 and {reason}", pytrace=False)
+            pytest.skip(reason)
+        if shutil.which("setpriv") is None:
+            pytest.fail("tests run as root and `setpriv` (util-linux) is missing: cannot start PostgreSQL "
+                        "as the postgres user", pytrace=False)
+    # not under pytest's tmp_path: its base directory is private to root and the server user must reach it
+    root = Path(tempfile.mkdtemp(prefix="diversify-pg-"))
+    try:
+        if owner is not None:
+            os.chown(root, owner.pw_uid, owner.pw_gid)
+        init = subprocess.run(
+            [*_run_as(owner), str(PG_BIN / "initdb"), "-D", str(root / "data"), "-U", "postgres", "-A", "trust",
+             "--no-sync", "--no-instructions", "-E", "UTF8", "--no-locale"],
+            capture_output=True, text=True, timeout=120)
+        if init.returncode != 0:
+            raise RuntimeError(f"initdb failed (exit {init.returncode}):\n{init.stdout}{init.stderr}")
+        (root / "data" / "pg_hba.conf").write_text(_HBA)
+        last: Exception | None = None
+        for _ in range(5):  # another process may take the free port between the probe and the bind
+            port = free_port()
+            with open(root / "data" / "postgresql.conf", "a") as f:
+                f.write(_CONF.format(port=port, sock=root))
+            server = PostgresServer(root=root, port=port, owner=owner)
+            try:
+                server.start()
+                break
+            except RuntimeError as exc:
+                last = exc
+        else:
+            raise RuntimeError(f"PostgreSQL did not start on any of 5 free ports: {last}")
+        server.admin(f"CREATE ROLE \"{PG_ROLE}\" LOGIN CREATEDB PASSWORD '{PG_PASSWORD}'")
+        return server
+    except BaseException:
+        _remove(root, owner)
+        raise
+
+
+def _remove(root: Path, owner: pwd.struct_passwd | None) -> None:
+    if (root / "data" / "postmaster.pid").exists():
+        subprocess.run([*_run_as(owner), str(PG_BIN / "pg_ctl"), "-D", str(root / "data"), "-m", "immediate",
+                        "-w", "-t", "30", "stop"], capture_output=True, timeout=60)
+        for _ in range(100):  # pg_ctl -w returns once the pid file is gone; be sure before deleting
+            if not (root / "data" / "postmaster.pid").exists():
+                break
+            time.sleep(0.05)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def stop_postgres(server: PostgresServer, creator: int | None = None) -> None:
+    """Stop and delete the server (in the process that started it only: not in a forked child)."""
+    if creator is None or creator == os.getpid():
+        _remove(server.root, server.owner)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL 15 for the session (started on first use, stopped and deleted at the end)."""
+    server = start_postgres()
+    atexit.register(stop_postgres, server, os.getpid())  # an interrupted session still cleans up
+    try:
+        yield server
+    finally:
+        atexit.unregister(stop_postgres)
+        stop_postgres(server)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """A URL to a fresh, empty database of the session's server (one per test)."""
+    return postgres_server.new_database()
