@@ -37,7 +37,9 @@ Concurrency (what the fold guarantee needs, see :mod:`diversify.index.storage`):
 * Everything a writer changes is in that one transaction, so a batch is applied whole or not at
   all: an exception, a SIGKILL of the writer (the server sees the socket close and aborts), a
   ``pg_terminate_backend`` or a server crash (recovery discards the uncommitted transaction) leave
-  the index as it was before the batch.
+  the index as it was before the batch. Durability of a *committed* batch is the server's setting:
+  with ``synchronous_commit = off`` a server crash may lose the last batches committed before it
+  (whole batches, never part of one).
 * The writer lock is only taken by writers. Readers run in a ``REPEATABLE READ READ ONLY``
   transaction (one MVCC snapshot for all the calls of a :meth:`read`, so scan pages are consistent)
   and never wait for a writer, nor a writer for them.
@@ -280,7 +282,8 @@ class PostgresStorage(Storage):
         return text
 
     def _error(self, action: str, exc: BaseException, tail: str = "") -> StorageError:
-        cause = self._scrub(f"{type(exc).__name__}: {str(exc).strip()}")
+        text = " ".join(str(exc).split()).rstrip(".")  # libpq's messages span lines
+        cause = self._scrub(f"{type(exc).__name__}: {text}")
         return StorageError(f"{action} {self.url} failed: {cause}." + (f" {tail}" if tail else ""))
 
     # ---- connection
@@ -444,6 +447,7 @@ class PostgresStorage(Storage):
         if status == "aborted":
             raise self._error("committing a batch to", exc, _ROLLED_BACK) from exc
         raise self._error("committing a batch to", exc,
-                          f"The connection broke during COMMIT and the server cannot be asked whether transaction "
-                          f"{xid} committed: the batch is either applied whole or not at all. Check with "
+                          f"The connection broke during COMMIT and the server could not tell whether transaction "
+                          f"{xid} committed (status {status or 'unreachable'}): the batch is either applied whole or "
+                          "not at all. Check with "
                           "cluster_of(ids) of the batch once the server is back, and add what is missing.") from exc

@@ -93,8 +93,9 @@ _CONF = """
 listen_addresses = '127.0.0.1'
 port = {port}
 unix_socket_directories = '{sock}'
+# fsync off: the WAL reaches the OS page cache at each COMMIT, which survives a crash of the server
+# (the tests crash the server, never the machine); synchronous_commit stays on for the same reason
 fsync = off
-synchronous_commit = off
 full_page_writes = off
 max_connections = 200
 shared_buffers = 64MB
@@ -124,11 +125,11 @@ class PostgresServer:
     def admin_conninfo(self, dbname: str = "postgres") -> str:
         return f"host={self.root} port={self.port} user=postgres dbname={dbname}"
 
-    def admin(self, sql: str, params: tuple = ()) -> list[tuple]:
+    def admin(self, sql: str, params: tuple | None = None, *, dbname: str = "postgres") -> list[tuple]:
         """Run one statement as the superuser (autocommit) and return its rows (if any)."""
         import psycopg
 
-        with psycopg.connect(self.admin_conninfo(), autocommit=True, connect_timeout=10) as conn:
+        with psycopg.connect(self.admin_conninfo(dbname), autocommit=True, connect_timeout=10) as conn:
             cur = conn.execute(sql, params)
             return cur.fetchall() if cur.description else []
 

@@ -4,13 +4,269 @@ middle of a batch, the advisory writer lock across processes."""
 
 from __future__ import annotations
 
+import os
+import socket
+import threading
+import time
+import urllib.parse
+
+import numpy as np
 import pytest
 
-from index.contract import IndexContract
-from index.servers import postgres_server  # noqa: F401  (the session fixture)
+from diversify.errors import ConfigError, StorageError
+from diversify.index.storage import DocRow, State, StorageOptions, open_storage
+from index.contract import META, IndexContract
+from index.servers import PG_PASSWORD, free_port, postgres_server, start_postgres, stop_postgres  # noqa: F401
 
 
 class TestPostgres(IndexContract):
     @pytest.fixture
     def storage_url(self, postgres_server) -> str:  # noqa: F811
         return postgres_server.new_database()
+
+
+# --------------------------------------------------------------------------- URLs and connections
+
+def _db(url: str) -> str:
+    return urllib.parse.urlsplit(url).path.lstrip("/")
+
+
+def _no_secret(message: str, *secrets: str) -> None:
+    for secret in secrets:
+        for form in {secret, urllib.parse.quote(secret, safe="")}:
+            assert form not in message, f"the password {form!r} is in the message: {message}"
+
+
+def test_unreachable_port_fails_fast_naming_the_masked_url():
+    port = free_port()  # nothing listens there
+    url = f"postgresql://diversify:{PG_PASSWORD}@127.0.0.1:{port}/db"
+    t0 = time.monotonic()
+    with pytest.raises(StorageError) as err:
+        open_storage(url)
+    assert time.monotonic() - t0 < 5
+    msg = str(err.value)
+    assert f"postgresql://diversify:***@127.0.0.1:{port}/db" in msg
+    assert "refused" in msg.lower()  # the cause
+    _no_secret(msg, PG_PASSWORD)
+
+
+def test_silent_server_fails_within_connect_timeout():
+    """A port that accepts TCP but never speaks (a hung server, a black-holing proxy)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes the handshake; nobody ever answers
+        port = silent.getsockname()[1]
+        url = f"postgresql://diversify:{PG_PASSWORD}@127.0.0.1:{port}/db"
+        t0 = time.monotonic()
+        with pytest.raises(StorageError) as err:
+            open_storage(url, StorageOptions(connect_timeout=2))
+        elapsed = time.monotonic() - t0
+    assert 1.5 <= elapsed < 6, elapsed
+    msg = str(err.value)
+    assert "***@127.0.0.1" in msg and "timeout" in msg.lower()
+    _no_secret(msg, PG_PASSWORD)
+
+
+#: passwords with every character class a URL treats specially, and non-ASCII
+PASSWORDS = ["p@ss:w/rd?#[x]", "ünï ✓ 100%", "semi;colon'quote\"back\\slash", "a%25b=c&d"]
+
+
+@pytest.mark.parametrize("password", PASSWORDS)
+def test_passwords_are_never_shown(postgres_server, password):  # noqa: F811
+    role = f"pw{PASSWORDS.index(password)}"
+    postgres_server.admin(f'DROP ROLE IF EXISTS "{role}"')
+    postgres_server.admin(f'CREATE ROLE "{role}" LOGIN PASSWORD {_literal(password)}')
+    good = postgres_server.url("postgres", user=role, password=password)
+    with open_storage(good) as s:  # the percent-encoded URL reaches libpq intact
+        assert s.read_meta() is None
+        assert password not in s.url and "***" in s.url
+    bad = postgres_server.url("postgres", user=role, password=password + "-wrong")
+    with pytest.raises(StorageError) as err:
+        open_storage(bad)
+    msg = str(err.value)
+    assert "password authentication failed" in msg and f"{role}:***@127.0.0.1" in msg
+    _no_secret(msg, password + "-wrong")
+    # the keyword form of libpq (?password=...) is masked too
+    kw = f"postgresql://{role}@127.0.0.1:{postgres_server.port}/postgres?password=" + \
+        urllib.parse.quote(password + "-wrong", safe="")
+    with pytest.raises(StorageError) as err:
+        open_storage(kw)
+    _no_secret(str(err.value), password + "-wrong")
+
+
+def test_malformed_url_is_a_config_error_without_the_password(postgres_server):  # noqa: F811
+    # an invalid percent escape in the password: libpq's parser quotes the bad token in its message
+    url = f"postgresql://diversify:se%zzcret@127.0.0.1:{postgres_server.port}/postgres"
+    with pytest.raises((ConfigError, StorageError)) as err:
+        open_storage(url)
+    msg = str(err.value)
+    _no_secret(msg, "se%zzcret", "zzcret")
+    assert "diversify:***@" in msg
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+# --------------------------------------------------------------------------- a server that goes away mid-batch
+
+def _rows(n0: int, n: int) -> list[DocRow]:
+    return [DocRow(seq=i, id=f"d{i}", cluster=i, is_rep=True, similarity=1.0, stages=0, payload=bytes([i % 256]) * 64)
+            for i in range(n0, n0 + n)]
+
+
+def _write_batch(tx, n0: int, n: int) -> None:
+    tx.insert_docs(_rows(n0, n))
+    seqs = np.arange(n0, n0 + n, dtype=np.int64)
+    tx.insert_bands(seqs * 3 + 1, seqs)
+    tx.set_state(State(next_seq=n0 + n, next_cluster=n0 + n, id_kind="str"))
+
+
+def _assert_only_first_batch(url: str, n: int) -> None:
+    with open_storage(url) as s, s.read() as view:
+        assert view.state() == State(next_seq=n, next_cluster=n, id_kind="str")
+        assert [r.seq for r in view.scan(-1, 10 * n, payload=False)] == list(range(n))
+        c = view.counts()
+        assert (c.documents, c.representatives, c.band_rows) == (n, n, n)
+        assert view.docs_by_id([f"d{n}", f"d{n + 1}"]) == []
+
+
+def test_terminated_writer_connection_rolls_the_batch_back(postgres_server):  # noqa: F811
+    url = postgres_server.new_database() + "?application_name=victim"
+    with open_storage(url) as s:
+        s.initialize(META)
+        with s.write() as tx:
+            _write_batch(tx, 0, 50)
+        with pytest.raises(StorageError) as err:
+            with s.write() as tx:
+                _write_batch(tx, 50, 50)
+                assert postgres_server.terminate_backends("victim") == 1
+                tx.docs_by_seq([1])  # the next statement finds the connection gone
+        msg = str(err.value)
+        assert "rolled back" in msg and "nothing of it was written" in msg and "***@" in msg
+        _no_secret(msg, PG_PASSWORD)
+        _assert_only_first_batch(url, 50)
+        with s.write() as tx:  # the same Storage reconnects
+            _write_batch(tx, 50, 1)
+    with open_storage(url) as s, s.read() as view:
+        assert view.counts().documents == 51
+
+
+@pytest.fixture(scope="module")
+def crash_server():
+    """A server of this module's own, for the tests that crash it (each leaves it running again)."""
+    server = start_postgres()
+    try:
+        yield server
+    finally:
+        stop_postgres(server)
+
+
+@pytest.fixture
+def own_server(crash_server):
+    if not crash_server.is_running():
+        crash_server.start()
+    return crash_server
+
+
+def test_server_crash_mid_batch_rolls_the_batch_back(own_server):
+    url = own_server.new_database()
+    with open_storage(url) as s:
+        s.initialize(META)
+        with s.write() as tx:
+            _write_batch(tx, 0, 40)
+        with pytest.raises(StorageError) as err:
+            with s.write() as tx:
+                _write_batch(tx, 40, 40)
+                own_server.stop("immediate")  # no checkpoint, every client cut off
+                tx.counts()
+        assert "rolled back" in str(err.value)
+        own_server.start()  # crash recovery replays the WAL: batch 1 committed, batch 2 never did
+        _assert_only_first_batch(url, 40)
+
+
+def _slow_commit(server, url: str, *, fail: bool) -> None:
+    """A deferred constraint trigger on docs: COMMIT sleeps 1.5 s per inserted row (then fails if ``fail``)."""
+    db = _db(url)
+    server.admin("CREATE FUNCTION public.slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                 "PERFORM pg_sleep(1.5); IF TG_ARGV[0] = 'fail' THEN RAISE EXCEPTION 'refused at commit'; END IF; "
+                 "RETURN NULL; END $$", dbname=db)
+    server.admin("CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON diversify_default.docs DEFERRABLE INITIALLY "
+                 f"DEFERRED FOR EACH ROW EXECUTE FUNCTION public.slow_commit('{'fail' if fail else 'ok'}')", dbname=db)
+
+
+def _cut_client_socket_after(storage, delay: float) -> threading.Thread:
+    """Close the client's side of the connection while its COMMIT runs on the server."""
+    fd = os.dup(storage._conn.fileno())
+
+    def cut() -> None:
+        time.sleep(delay)
+        with socket.socket(fileno=fd) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+
+    t = threading.Thread(target=cut)
+    t.start()
+    return t
+
+
+def test_connection_lost_during_commit_that_went_through_is_a_success(postgres_server):  # noqa: F811
+    url = postgres_server.new_database()
+    with open_storage(url) as s:
+        s.initialize(META)
+        _slow_commit(postgres_server, url, fail=False)
+        with s.write() as tx:
+            _write_batch(tx, 0, 1)
+            cutter = _cut_client_socket_after(s, 0.5)
+        # COMMIT raised (the socket was cut) but the server committed: write() asked it and returned
+        cutter.join(10)
+        assert s._conn is None or s._conn.broken or s._conn.closed
+    _assert_only_first_batch(url, 1)
+
+
+def test_connection_lost_during_commit_that_failed_says_rolled_back(postgres_server):  # noqa: F811
+    url = postgres_server.new_database()
+    with open_storage(url) as s:
+        s.initialize(META)
+        with s.write() as tx:
+            _write_batch(tx, 0, 5)
+        _slow_commit(postgres_server, url, fail=True)
+        with pytest.raises(StorageError, match="rolled back") as err:
+            with s.write() as tx:
+                _write_batch(tx, 5, 1)
+                cutter = _cut_client_socket_after(s, 0.5)
+        cutter.join(10)
+        assert "refused at commit" not in str(err.value)  # the client never saw the server's error: it asked
+    _assert_only_first_batch(url, 5)
+
+
+def test_commit_refused_by_the_server_says_rolled_back(postgres_server):  # noqa: F811
+    url = postgres_server.new_database()
+    with open_storage(url) as s:
+        s.initialize(META)
+        with s.write() as tx:
+            _write_batch(tx, 0, 5)
+        _slow_commit(postgres_server, url, fail=True)
+        with pytest.raises(StorageError, match="rolled back.*nothing of it was written") as err:
+            with s.write() as tx:
+                _write_batch(tx, 5, 1)
+        assert "refused at commit" in str(err.value)
+        with s.read() as view:  # the connection stays usable
+            assert view.counts().documents == 5
+
+
+def test_server_gone_during_commit_says_the_outcome_is_unknown(own_server):
+    url = own_server.new_database()
+    with open_storage(url, StorageOptions(connect_timeout=2)) as s:
+        s.initialize(META)
+        _slow_commit(own_server, url, fail=False)
+        stopper = threading.Thread(target=lambda: (time.sleep(0.5), own_server.stop("immediate")))
+        with pytest.raises(StorageError) as err:
+            with s.write() as tx:
+                _write_batch(tx, 0, 1)
+                stopper.start()
+        stopper.join(30)
+    msg = str(err.value)
+    assert "either applied whole or not at all" in msg and "cluster_of" in msg and "unreachable" in msg
+    own_server.start()
+    with open_storage(url) as s, s.read() as view:  # and indeed: all or nothing
+        assert view.counts().documents == 0  # the server died inside the trigger, before the commit record
