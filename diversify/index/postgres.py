@@ -4,7 +4,7 @@ Layout (logical schema :data:`~diversify.index.storage.SCHEMA_VERSION`), in the 
 ``diversify_<index>`` (``<index>`` from the URL's ``index=`` parameter, default ``default``):
 
 * ``meta``: one row: schema version, config canonical JSON, fingerprint, created_by, and the
-  counters of :class:`State` (next_seq, next_cluster, id_kind);
+  fields of :class:`State` (next_seq, next_cluster, id_kind, layout);
 * ``docs(seq int8 PRIMARY KEY, id bytea UNIQUE, cluster int8, is_rep bool, similarity float8,
   stages int4, payload bytea)`` with a btree on ``cluster``. The id is kept as its UTF-8 bytes: a
   ``text`` column cannot hold NUL, which a valid ``str`` id may contain;
@@ -148,10 +148,10 @@ class _PgView(Transaction):
 
     # ---- reads
     def state(self) -> State:
-        row = self.conn.execute(self._q("SELECT next_seq, next_cluster, id_kind FROM {meta}")).fetchone()
+        row = self.conn.execute(self._q("SELECT next_seq, next_cluster, id_kind, layout FROM {meta}")).fetchone()
         if row is None:
             return State()
-        return State(next_seq=int(row[0]), next_cluster=int(row[1]), id_kind=row[2])
+        return State(next_seq=int(row[0]), next_cluster=int(row[1]), id_kind=row[2], layout=row[3])
 
     def _docs(self, where: str, values: Any, array_type: str, payload: bool) -> list[DocRow]:
         cols = _COLS + (", payload" if payload else "")
@@ -203,8 +203,8 @@ class _PgView(Transaction):
 
     # ---- writes
     def set_state(self, state: State) -> None:
-        self.conn.execute(self._q("UPDATE {meta} SET next_seq = %s, next_cluster = %s, id_kind = %s"),
-                          (int(state.next_seq), int(state.next_cluster), state.id_kind))
+        self.conn.execute(self._q("UPDATE {meta} SET next_seq = %s, next_cluster = %s, id_kind = %s, layout = %s"),
+                          (int(state.next_seq), int(state.next_cluster), state.id_kind, state.layout))
 
     def insert_docs(self, rows: Sequence[DocRow]) -> None:
         if not len(rows):
@@ -351,7 +351,7 @@ class PostgresStorage(Storage):
                     "CREATE TABLE IF NOT EXISTS {meta} (one bool PRIMARY KEY DEFAULT true CHECK (one), "
                     "schema_version int4 NOT NULL, config_json text NOT NULL, fingerprint text NOT NULL, "
                     "created_by text NOT NULL, next_seq int8 NOT NULL DEFAULT 0, "
-                    "next_cluster int8 NOT NULL DEFAULT 0, id_kind text)",
+                    "next_cluster int8 NOT NULL DEFAULT 0, id_kind text, layout text NOT NULL DEFAULT '')",
                     "CREATE TABLE IF NOT EXISTS {docs} (seq int8 PRIMARY KEY, id bytea NOT NULL UNIQUE, "
                     "cluster int8 NOT NULL, is_rep bool NOT NULL, similarity float8 NOT NULL, "
                     "stages int4 NOT NULL, payload bytea NOT NULL)",

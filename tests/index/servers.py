@@ -114,6 +114,7 @@ class PostgresServer:
     password: str = PG_PASSWORD
     role: str = PG_ROLE
     _names: Iterator[int] = field(default_factory=itertools.count)
+    _shared: str | None = None
 
     # ---- addresses
     def url(self, dbname: str = "postgres", *, user: str | None = None, password: str | None = None) -> str:
@@ -138,6 +139,13 @@ class PostgresServer:
         name = f"t{os.getpid()}_{next(self._names)}"
         self.admin(f'CREATE DATABASE "{name}" OWNER "{self.role}" TEMPLATE template0')
         return self.url(name)
+
+    def new_index(self) -> str:
+        """The URL of a new, empty index (``?index=`` name) in the session's shared database: cheaper
+        than a database per test, and exercises several indexes side by side in one database."""
+        if self._shared is None:
+            self._shared = self.new_database()
+        return f"{self._shared}?index=t{os.getpid()}_{next(self._names)}"
 
     # ---- life cycle
     def _pg_ctl(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:

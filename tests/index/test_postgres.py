@@ -22,7 +22,7 @@ from index.servers import PG_PASSWORD, free_port, postgres_server, start_postgre
 class TestPostgres(IndexContract):
     @pytest.fixture
     def storage_url(self, postgres_server) -> str:  # noqa: F811
-        return postgres_server.new_database()
+        return postgres_server.new_index()
 
 
 # --------------------------------------------------------------------------- URLs and connections
