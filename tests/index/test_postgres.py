@@ -5,10 +5,15 @@ middle of a batch, the advisory writer lock across processes."""
 from __future__ import annotations
 
 import os
+import random
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.parse
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -270,3 +275,108 @@ def test_server_gone_during_commit_says_the_outcome_is_unknown(own_server):
     own_server.start()
     with open_storage(url) as s, s.read() as view:  # and indeed: all or nothing
         assert view.counts().documents == 0  # the server died inside the trigger, before the commit record
+
+
+# --------------------------------------------------------------------------- the writer lock across processes
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: a writer process: the assignment step of the index in miniature (candidates -> join the first
+#: representative found, else become one with a band row), one document per transaction
+WORKER = r'''
+import random, sys, time
+import numpy as np
+from diversify.index.storage import DocRow, State, StorageOptions, open_storage
+url, mode, w, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+s = open_storage(url, StorageOptions(lock_timeout=120))
+if mode == "assign":
+    start_at = float(sys.argv[5])
+    groups = list(range(n))
+    random.Random(w).shuffle(groups)
+    while time.time() < start_at:
+        time.sleep(0.001)
+    for g in groups:
+        key = np.array([1000 + g], dtype=np.int64)
+        with s.write() as tx:
+            st = tx.state()
+            _, seqs = tx.candidates(key)
+            time.sleep(0.003)  # widen the read-decide-write window
+            seq = st.next_seq
+            if seqs.size:
+                (rep,) = tx.docs_by_seq([int(seqs.min())], payload=False)
+                tx.insert_docs([DocRow(seq, f"w{w}-g{g}", rep.cluster, False, 0.9, 2, b"m")])
+                tx.set_state(State(seq + 1, st.next_cluster, "str"))
+            else:
+                tx.insert_docs([DocRow(seq, f"w{w}-g{g}", st.next_cluster, True, 1.0, 0, b"r")])
+                tx.insert_bands(key, np.array([seq], dtype=np.int64))
+                tx.set_state(State(seq + 1, st.next_cluster + 1, "str"))
+else:  # "batches": batches of n documents with 3 band rows each, until killed
+    print("ready", flush=True)
+    while True:
+        with s.write() as tx:
+            st = tx.state()
+            seqs = np.arange(st.next_seq, st.next_seq + n, dtype=np.int64)
+            tx.insert_docs([DocRow(int(q), f"d{q}", int(q), True, 1.0, 0, bytes(600)) for q in seqs])
+            tx.insert_bands(np.concatenate([seqs * 3, seqs * 3 + 1, seqs * 3 + 2]), np.concatenate([seqs] * 3))
+            tx.set_state(State(int(seqs[-1]) + 1, int(seqs[-1]) + 1, "str"))
+'''
+
+
+def _spawn(*args: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen([sys.executable, "-c", WORKER, *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_processes_adding_near_duplicates_at_once_end_in_one_cluster(postgres_server):  # noqa: F811
+    url = postgres_server.new_index()
+    with open_storage(url) as s:
+        s.initialize(META)
+    writers, groups = 4, 30
+    start_at = time.time() + 3  # every writer imports first, then all start on the same instant
+    procs = [_spawn(url, "assign", str(w), str(groups), str(start_at)) for w in range(writers)]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    with open_storage(url) as s, s.read() as view:
+        docs = view.scan(-1, 10 * writers * groups, payload=False)
+        st = view.state()
+    # no document lost, none twice, counters consistent
+    assert sorted(r.id for r in docs) == sorted(f"w{w}-g{g}" for w in range(writers) for g in range(groups))
+    assert [r.seq for r in docs] == list(range(writers * groups)) and st.next_seq == writers * groups
+    by_group: dict[str, list[DocRow]] = {}
+    for r in docs:
+        by_group.setdefault(r.id.split("-")[1], []).append(r)
+    # each group of simultaneous near-duplicates: ONE representative, every member in its cluster
+    for g, rows in by_group.items():
+        assert sum(r.is_rep for r in rows) == 1, (g, rows)
+        assert len({r.cluster for r in rows}) == 1, (g, rows)
+    assert len({rows[0].cluster for rows in by_group.values()}) == groups == st.next_cluster
+
+
+def test_sigkill_of_a_writer_mid_batch_leaves_whole_batches_and_frees_the_lock(postgres_server):  # noqa: F811
+    url = postgres_server.new_index()
+    batch = 300
+    with open_storage(url) as s:
+        s.initialize(META)
+    rng = random.Random(13)
+    kills_after_commits = 0
+    for _ in range(6):
+        p = _spawn(url, "batches", "0", str(batch))
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready", p.stderr.read() if p.stderr else ""
+        time.sleep(rng.uniform(0.05, 0.8))
+        p.send_signal(signal.SIGKILL)
+        p.wait(30)
+        t0 = time.monotonic()
+        with open_storage(url, StorageOptions(lock_timeout=10)) as s:
+            with s.write() as tx:  # the killed writer's lock is gone (its session ended with it)
+                tx.state()
+            assert time.monotonic() - t0 < 5
+            with s.read() as view:
+                st = view.state()
+                c = view.counts()
+                seqs = [r.seq for r in view.scan(-1, 10**6, payload=False)]
+        assert c.documents % batch == 0 and c.documents == st.next_seq == len(seqs)
+        assert seqs == list(range(c.documents)) and c.band_rows == 3 * c.documents
+        kills_after_commits += c.documents > 0
+    assert kills_after_commits >= 3  # the kills landed while batches were being committed, not only at start
