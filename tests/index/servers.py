@@ -30,11 +30,12 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 from urllib.parse import quote
 
 import pytest
 
-__all__ = ["in_ci", "require_binary", "free_port", "PostgresServer", "start_postgres", "postgres_server",
+__all__ = ["in_ci", "ServerUnavailable", "skip_or_fail", "find_binary", "require_binary", "free_port", "PostgresServer", "start_postgres", "postgres_server",
            "PG_PASSWORD"]
 
 #: the test role's password; tests check that no error message ever shows it
@@ -47,9 +48,20 @@ def in_ci() -> bool:
     return os.environ.get("DIVERSIFY_CI") == "1"
 
 
-def require_binary(name: str, *, dirs: Sequence[Path] = (), fix: str = "") -> str:
-    """The path of executable ``name`` (in ``dirs``, else on PATH), or skip (outside CI) / fail (in CI)
-    with the reason and ``fix``."""
+class ServerUnavailable(RuntimeError):
+    """A server binary, its user or its client library is absent; the message says which and the fix.
+    The fixtures turn it into a skip (a fail under DIVERSIFY_CI=1); benchmarks report it."""
+
+
+def skip_or_fail(reason: str) -> NoReturn:
+    """pytest.skip with ``reason``, or pytest.fail under DIVERSIFY_CI=1 (CI must not pass by skipping)."""
+    if in_ci():
+        pytest.fail(f"DIVERSIFY_CI=1 and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def find_binary(name: str, *, dirs: Sequence[Path] = (), fix: str = "") -> str:
+    """The path of executable ``name`` (in ``dirs``, else on PATH); ServerUnavailable if absent."""
     for d in dirs:
         cand = Path(d) / name
         if cand.is_file() and os.access(cand, os.X_OK):
@@ -58,10 +70,15 @@ def require_binary(name: str, *, dirs: Sequence[Path] = (), fix: str = "") -> st
     if found:
         return found
     where = ", ".join(str(d) for d in dirs) if dirs else "PATH"
-    reason = f"{name} not found in {where}" + (f"; {fix}" if fix else "")
-    if in_ci():
-        pytest.fail(f"DIVERSIFY_CI=1 and {reason}", pytrace=False)
-    pytest.skip(reason)
+    raise ServerUnavailable(f"{name} not found in {where}" + (f"; {fix}" if fix else ""))
+
+
+def require_binary(name: str, *, dirs: Sequence[Path] = (), fix: str = "") -> str:
+    """:func:`find_binary` inside a test: skip (outside CI) / fail (in CI) with the reason if absent."""
+    try:
+        return find_binary(name, dirs=dirs, fix=fix)
+    except ServerUnavailable as exc:
+        skip_or_fail(str(exc))
 
 
 def free_port() -> int:
@@ -180,26 +197,22 @@ class PostgresServer:
 
 
 def start_postgres() -> PostgresServer:
-    """initdb + start a PostgreSQL in a new temporary directory; the caller stops it (see fixture)."""
+    """initdb + start a PostgreSQL in a new temporary directory; the caller stops it
+    (:func:`stop_postgres`). Raises ServerUnavailable when the binaries or the client are absent."""
     for tool in ("initdb", "pg_ctl", "postgres"):
-        require_binary(tool, dirs=[PG_BIN], fix=PG_FIX)
+        find_binary(tool, dirs=[PG_BIN], fix=PG_FIX)
     if importlib.util.find_spec("psycopg") is None:
-        reason = "the PostgreSQL client psycopg is not installed (pip install 'diversify-retrieval[postgres]')"
-        if in_ci():
-            pytest.fail(f"DIVERSIFY_CI=1 and {reason}", pytrace=False)
-        pytest.skip(reason)
+        raise ServerUnavailable("the PostgreSQL client psycopg is not installed "
+                                "(pip install 'diversify-retrieval[postgres]')")
     owner = None
     if os.geteuid() == 0:
         try:
             owner = pwd.getpwnam("postgres")
         except KeyError:
-            reason = "tests run as root, PostgreSQL refuses root and there is no `postgres` user to run it as"
-            if in_ci():
-                pytest.fail(f"DIVERSIFY_CI=1 and {reason}", pytrace=False)
-            pytest.skip(reason)
-        if shutil.which("setpriv") is None:
-            pytest.fail("tests run as root and `setpriv` (util-linux) is missing: cannot start PostgreSQL "
-                        "as the postgres user", pytrace=False)
+            raise ServerUnavailable("running as root, PostgreSQL refuses root and there is no `postgres` user "
+                                    "to run it as (create one, or run as an ordinary user)") from None
+        find_binary("setpriv", fix="running as root, the server is started as the postgres user with setpriv "
+                    "(util-linux)")
     # not under pytest's tmp_path: its base directory is private to root and the server user must reach it
     root = Path(tempfile.mkdtemp(prefix="diversify-pg-"))
     try:
@@ -252,7 +265,10 @@ def stop_postgres(server: PostgresServer, creator: int | None = None) -> None:
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """One PostgreSQL 15 for the session (started on first use, stopped and deleted at the end)."""
-    server = start_postgres()
+    try:
+        server = start_postgres()
+    except ServerUnavailable as exc:
+        skip_or_fail(str(exc))
     atexit.register(stop_postgres, server, os.getpid())  # an interrupted session still cleans up
     try:
         yield server
