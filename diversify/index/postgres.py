@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import struct
 import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
@@ -89,12 +90,33 @@ __all__ = ["PostgresStorage", "libpq_url", "lock_key"]
 
 _COLS = "seq, id, cluster, is_rep, similarity, stages"
 _DOC_TYPES = ["int8", "bytea", "int8", "bool", "float8", "int4", "bytea"]
+#: set in every transaction (SET LOCAL: also right behind a transaction-pooling proxy). Every statement
+#: of ours is a key lookup: a sequential scan is never the right plan, whatever the statistics say
+#: (a fresh table has none, and a batch's thousands of band keys look like "most of the table" to the
+#: planner); JIT compilation costs more than any of these statements
+_SESSION = "SET LOCAL enable_seqscan = off; SET LOCAL jit = off;"
 _ROLLED_BACK = "The batch was rolled back; nothing of it was written. Run it again."
 
 #: one band row of a binary COPY: field count, then (length, value) for key and seq, big-endian
 _BAND_ROW = np.dtype([("n", ">i2"), ("kl", ">i4"), ("k", ">i8"), ("sl", ">i4"), ("s", ">i8")])
 _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
 _COPY_TRAILER = b"\xff\xff"
+
+
+class _Int8Array(psycopg.adapt.Dumper):
+    """A numpy int64 array as a binary ``int8[]`` parameter, encoded by numpy (not element by element)."""
+
+    format = psycopg.pq.Format.BINARY
+    oid = 1016  # int8[]
+
+    def dump(self, obj: Any) -> bytes:
+        a = np.ascontiguousarray(obj, dtype=np.int64).ravel()
+        if a.size == 0:
+            return struct.pack(">iii", 0, 0, 20)
+        body = np.empty(a.size, dtype=[("len", ">i4"), ("value", ">i8")])
+        body["len"] = 8
+        body["value"] = a
+        return struct.pack(">iiiii", 1, 0, 20, a.size, 1) + body.tobytes()
 
 
 def libpq_url(url: str) -> str:
@@ -155,7 +177,7 @@ class _PgView(Transaction):
 
     def _docs(self, where: str, values: Any, array_type: str, payload: bool) -> list[DocRow]:
         cols = _COLS + (", payload" if payload else "")
-        query = self._q(f"SELECT {cols} FROM {{docs}} WHERE {where} = ANY(%s::{array_type})")
+        query = self._q(f"SELECT {cols} FROM {{docs}} WHERE {where} = ANY(%b::{array_type})")
         rows = self.conn.execute(query, (values,), binary=True).fetchall()
         return [DocRow(int(r[0]), bytes(r[1]).decode("utf-8"), int(r[2]), bool(r[3]), float(r[4]), int(r[5]),
                        bytes(r[6]) if payload else b"") for r in rows]
@@ -168,19 +190,19 @@ class _PgView(Transaction):
     def docs_by_seq(self, seqs: Sequence[int], *, payload: bool = True) -> list[DocRow]:
         if not len(seqs):
             return []
-        return self._docs("seq", list(dict.fromkeys(int(s) for s in seqs)), "int8[]", payload)
+        return self._docs("seq", np.unique(np.asarray(seqs, dtype=np.int64)), "int8[]", payload)
 
     def docs_in_clusters(self, clusters: Sequence[int], *, payload: bool = True) -> list[DocRow]:
         if not len(clusters):
             return []
-        return self._docs("cluster", list(dict.fromkeys(int(c) for c in clusters)), "int8[]", payload)
+        return self._docs("cluster", np.unique(np.asarray(clusters, dtype=np.int64)), "int8[]", payload)
 
     def candidates(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         uniq = np.unique(np.asarray(keys, dtype=np.int64))
         if uniq.size == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        rows = self.conn.execute(self._q("SELECT key, seq FROM {bands} WHERE key = ANY(%s::int8[])"),
-                                 (uniq.tolist(),), binary=True).fetchall()
+        rows = self.conn.execute(self._q("SELECT key, seq FROM {bands} WHERE key = ANY(%b)"), (uniq,),
+                                 binary=True).fetchall()
         if not rows:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         pairs = np.array(rows, dtype=np.int64).reshape(-1, 2)
@@ -222,15 +244,16 @@ class _PgView(Transaction):
         with self.conn.cursor() as cur:
             cur.execute(self._q(
                 "UPDATE {docs} d SET cluster = u.cluster, is_rep = u.is_rep, similarity = u.similarity, "
-                "stages = u.stages FROM unnest(%s::int8[], %s::int8[], %s::bool[], %s::float8[], %s::int4[]) "
+                "stages = u.stages FROM unnest(%b, %b, %s::bool[], %s::float8[], %s::int4[]) "
                 "AS u(seq, cluster, is_rep, similarity, stages) WHERE d.seq = u.seq"),
-                ([int(c.seq) for c in changes], [int(c.cluster) for c in changes], [bool(c.is_rep) for c in changes],
+                (np.array([c.seq for c in changes], dtype=np.int64), np.array([c.cluster for c in changes], dtype=np.int64),
+                 [bool(c.is_rep) for c in changes],
                  [float(c.similarity) for c in changes], [int(c.stages) for c in changes]))
 
     def delete_docs(self, seqs: Sequence[int]) -> None:
         if not len(seqs):
             return
-        self.conn.execute(self._q("DELETE FROM {docs} WHERE seq = ANY(%s::int8[])"), ([int(s) for s in seqs],))
+        self.conn.execute(self._q("DELETE FROM {docs} WHERE seq = ANY(%b)"), (np.asarray(seqs, dtype=np.int64),))
 
     def insert_bands(self, keys: np.ndarray, seqs: np.ndarray) -> None:
         k = np.asarray(keys, dtype=np.int64).ravel()
@@ -251,8 +274,8 @@ class _PgView(Transaction):
         s = np.asarray(seqs, dtype=np.int64).ravel()
         if k.size == 0:
             return
-        self.conn.execute(self._q("DELETE FROM {bands} b USING unnest(%s::int8[], %s::int8[]) AS d(key, seq) "
-                                  "WHERE b.key = d.key AND b.seq = d.seq"), (k.tolist(), s.tolist()))
+        self.conn.execute(self._q("DELETE FROM {bands} b USING unnest(%b, %b) AS d(key, seq) "
+                                  "WHERE b.key = d.key AND b.seq = d.seq"), (k, s))
 
 
 class PostgresStorage(Storage):
@@ -306,6 +329,7 @@ class PostgresStorage(Storage):
         except psycopg.Error as exc:
             raise self._error("connecting to", exc, "Is the server running and reachable, and are the user, "
                               "password and database right?") from exc
+        conn.adapters.register_dumper(np.ndarray, _Int8Array)  # on this connection only
         self._conn = conn
         return conn
 
@@ -371,21 +395,15 @@ class PostgresStorage(Storage):
     def read(self) -> Iterator[View]:
         conn = self._connect()
         try:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        except psycopg.Error as exc:
-            raise self._error("reading", exc) from exc
-        try:
+            conn.execute(f"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; {_SESSION}")
             yield _PgView(conn, self.schema, self._names)
+            conn.execute("COMMIT")
         except psycopg.Error as exc:
             self._rollback(conn)
             raise self._error("reading", exc) from exc
         except BaseException:
             self._rollback(conn)
             raise
-        try:
-            conn.execute("COMMIT")
-        except psycopg.Error as exc:
-            raise self._error("reading", exc) from exc
 
     def _rollback(self, conn: psycopg.Connection) -> None:
         if conn.closed or conn.broken:
@@ -398,10 +416,12 @@ class PostgresStorage(Storage):
         conn = self._connect()
         timeout_ms = max(1, int(self.options.lock_timeout * 1000))
         try:
-            conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-            conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{timeout_ms}ms",))
-            (_, xid) = _one(conn.execute("SELECT pg_advisory_xact_lock(%s), pg_current_xact_id()::text",
-                                         (self.lock_key,)))
+            # one round trip; every value is an int of ours (no parameters in a multi-statement string)
+            cur = conn.execute(f"BEGIN ISOLATION LEVEL READ COMMITTED; {_SESSION} SET LOCAL lock_timeout = {timeout_ms}; "
+                               f"SELECT pg_advisory_xact_lock({int(self.lock_key)}), pg_current_xact_id()::text")
+            while cur.nextset():
+                pass  # the last result is the lock's
+            (_, xid) = _one(cur)
         except psycopg.errors.LockNotAvailable as exc:
             self._rollback(conn)
             raise StorageError(
