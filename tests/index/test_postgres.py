@@ -391,3 +391,159 @@ def test_sigkill_of_a_writer_mid_batch_leaves_whole_batches_and_frees_the_lock(p
         assert seqs == list(range(c.documents)) and c.band_rows == 3 * c.documents
         kills_after_commits += c.documents > 0
     assert kills_after_commits >= 3  # the kills landed while batches were being committed, not only at start
+
+
+# --------------------------------------------------------------------------- diversify.Index on PostgreSQL
+
+def test_index_written_by_a_newer_schema_is_refused_and_left_alone(postgres_server):  # noqa: F811
+    from diversify.errors import IncompatibleIndexError
+    from diversify.index import Index
+    from diversify.index.storage import SCHEMA_VERSION
+
+    url = postgres_server.new_index()
+    with Index(url) as idx:
+        idx.add(["the river flooded the old town last night and the bridge is closed"], ids=["a"])
+    name = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["index"][0]
+    db = _db(url.split("?")[0])
+    postgres_server.admin(f"UPDATE diversify_{name}.meta SET schema_version = {SCHEMA_VERSION + 1}", dbname=db)
+    with pytest.raises(IncompatibleIndexError, match=f"schema version {SCHEMA_VERSION + 1}") as err:
+        Index(url)
+    assert "***@" in str(err.value) and PG_PASSWORD not in str(err.value)
+    with open_storage(url) as s, s.read() as view:  # refused, not migrated or touched
+        meta = s.read_meta()
+        assert meta is not None and meta.schema_version == SCHEMA_VERSION + 1
+        assert view.counts().documents == 1
+
+
+INDEX_WORKER = r'''
+import sys, time
+import numpy as np
+from diversify.index import Index
+url, mode, w = sys.argv[1], sys.argv[2], int(sys.argv[3])
+vocab = [f"w{i}" for i in range(20000)]
+def words(seed, n=90):
+    r = np.random.default_rng(seed)
+    return [vocab[j] for j in r.integers(0, len(vocab), n)]
+def variant(g, w):  # near-duplicates of original g: one word appended (pairwise Jaccard 85/87 = 0.98,
+    return " ".join(words(g) + [f"tail{w}"])  # so LSH misses a pair with probability < 1e-4)
+idx = Index(url, lock_timeout=120)
+idx.query([variant(0, 0)])  # compile the kernels and connect before the common start
+if mode in ("writer", "reader"):
+    print("ready", flush=True)
+    sys.stdin.readline()  # "go": every process starts at once
+if mode == "writer":
+    groups = int(sys.argv[4])
+    docs = [(f"w{w}-g{g}", variant(g, w)) for g in range(groups)]
+    docs += [(f"w{w}-u{u}", " ".join(words(10**6 + 1000 * w + u))) for u in range(groups // 2)]
+    order = np.random.default_rng(w).permutation(len(docs))
+    docs = [docs[i] for i in order]
+    for lo in range(0, len(docs), 8):  # small batches: the writers' transactions interleave
+        part = docs[lo:lo + 8]
+        idx.add([t for _, t in part], ids=[i for i, _ in part])
+    print("done", flush=True)
+elif mode == "reader":
+    n = 0
+    while not sys.stdin.readline().startswith("stop"):  # one query per line the parent sends
+        res = idx.query([variant(n % 40, 99)])
+        assert len(res) == 1
+        n += 1
+    print(n, flush=True)
+else:  # "batches": batch b = 100 new documents, 20 of them near-duplicates of batch b-1; until killed
+    print("ready", flush=True)
+    b = int(idx.stats()["documents"]) // 100
+    while True:
+        texts = [" ".join(words(100 * b + i)) for i in range(80)]
+        texts += [variant(100 * (b - 1) + i, b) if b else " ".join(words(10**7 + i)) for i in range(20)]
+        idx.add(texts, ids=[f"b{b}-{i}" for i in range(100)])
+        b += 1
+'''
+
+
+def _spawn_index(*args: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen([sys.executable, "-c", INDEX_WORKER, *args], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _check_clusters(url: str) -> list[DocRow]:
+    """Every document in exactly one cluster with exactly one representative; counters consistent."""
+    with open_storage(url) as s, s.read() as view:
+        docs = view.scan(-1, 10**7, payload=False)
+        st = view.state()
+    assert len({r.id for r in docs}) == len(docs)
+    reps = {r.cluster: r for r in docs if r.is_rep}
+    assert len(reps) == sum(r.is_rep for r in docs)  # one representative per cluster
+    assert all(r.cluster in reps for r in docs)  # every member's cluster has its representative
+    assert st.next_seq >= (max((r.seq for r in docs), default=-1) + 1)
+    assert all(r.similarity >= 0.8 - 1e-9 for r in docs if not r.is_rep)  # verified folds only
+    return docs
+
+
+@pytest.mark.slow
+def test_index_writer_and_query_processes_fold_simultaneous_near_duplicates(postgres_server):  # noqa: F811
+    from diversify.index import Index
+
+    url = postgres_server.new_index()
+    with Index(url) as idx:
+        idx.add(["a seed document so that the index exists before the writers start"], ids=["seed"])
+    writers, groups = 4, 40
+    procs = [_spawn_index(url, "writer", str(w), str(groups)) for w in range(writers)]
+    readers = [_spawn_index(url, "reader", str(9 + r)) for r in range(2)]
+    for p in procs + readers:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready", p.stderr.read() if p.stderr else ""
+    for p in procs + readers:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    while any(p.poll() is None for p in procs):  # the readers query while the writers write
+        for r in readers:
+            assert r.stdin is not None
+            r.stdin.write("q\n" * 5)
+            r.stdin.flush()
+        time.sleep(0.05)
+    queries = []
+    for p in procs + readers:
+        out, err = p.communicate("stop\n", timeout=600)
+        assert p.returncode == 0, err[-3000:]
+        queries.append(out)
+    assert all(int(q) > 0 for q in queries[writers:])  # the queries ran during the writes, without error
+    docs = _check_clusters(url)
+    ids = {r.id: r for r in docs}
+    expected = {f"w{w}-g{g}" for w in range(writers) for g in range(groups)}
+    expected |= {f"w{w}-u{u}" for w in range(writers) for u in range(groups // 2)}
+    assert set(ids) == expected | {"seed"}  # none lost, none added twice
+    for g in range(groups):  # the 4 near-duplicates written at once by 4 processes: ONE cluster
+        clusters = {ids[f"w{w}-g{g}"].cluster for w in range(writers)}
+        assert len(clusters) == 1, (g, clusters)
+        assert sum(ids[f"w{w}-g{g}"].is_rep for w in range(writers)) == 1
+    uniques = [ids[f"w{w}-u{u}"] for w in range(writers) for u in range(groups // 2)]
+    assert all(r.is_rep for r in uniques) and len({r.cluster for r in uniques}) == len(uniques)
+
+
+@pytest.mark.slow
+def test_index_writer_killed_mid_batch_leaves_whole_batches(postgres_server):  # noqa: F811
+    from diversify.index import Index
+
+    url = postgres_server.new_index()
+    with Index(url) as idx:
+        idx.stats()
+    rng = random.Random(29)
+    landed = 0
+    for _ in range(5):
+        p = _spawn_index(url, "batches", "0")
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.3, 2.5))
+        p.send_signal(signal.SIGKILL)
+        p.wait(30)
+        docs = _check_clusters(url)
+        batches: dict[str, int] = {}
+        for r in docs:
+            batches[r.id.split("-")[0]] = batches.get(r.id.split("-")[0], 0) + 1
+        assert all(n == 100 for n in batches.values()), batches  # whole batches only
+        assert sorted(batches) == sorted(f"b{b}" for b in range(len(batches)))
+        landed += bool(batches)
+        with Index(url, lock_timeout=10) as idx:  # the lock is free at once, the index usable
+            assert idx.stats()["documents"] == len(docs)
+    assert landed >= 3
+    folded = [r for r in docs if not r.is_rep]
+    assert folded, "the near-duplicate tail of each batch folds under the previous batch's documents"
