@@ -471,6 +471,12 @@ class Index:
                 yield from page
                 after = page[-1].seq
 
+    def check(self) -> list[str]:
+        """The invariants that do not hold (empty: consistent); see :mod:`diversify.index.check`."""
+        from .check import check
+
+        return check(self)
+
     # ------------------------------------------------------------------ export and live serving
 
     def export(self, path, *, created_at: Optional[str] = None, metadata: Optional[dict] = None):
