@@ -196,9 +196,10 @@ class PostgresServer:
         return sum(1 for (ok,) in rows if ok)
 
 
-def start_postgres() -> PostgresServer:
+def start_postgres(settings: dict[str, str] | None = None) -> PostgresServer:
     """initdb + start a PostgreSQL in a new temporary directory; the caller stops it
-    (:func:`stop_postgres`). Raises ServerUnavailable when the binaries or the client are absent."""
+    (:func:`stop_postgres`). ``settings`` override postgresql.conf lines (a benchmark turns fsync back
+    on). Raises ServerUnavailable when the binaries or the client are absent."""
     for tool in ("initdb", "pg_ctl", "postgres"):
         find_binary(tool, dirs=[PG_BIN], fix=PG_FIX)
     if importlib.util.find_spec("psycopg") is None:
@@ -230,6 +231,7 @@ def start_postgres() -> PostgresServer:
             port = free_port()
             with open(root / "data" / "postgresql.conf", "a") as f:
                 f.write(_CONF.format(port=port, sock=root))
+                f.writelines(f"{k} = {v}\n" for k, v in (settings or {}).items())
             server = PostgresServer(root=root, port=port, owner=owner)
             try:
                 server.start()
