@@ -68,8 +68,8 @@ def measure_backend(url: str, texts: list[str], *, base: int, measure: int, batc
 
     assert len(texts) >= base + measure + queries, "not enough texts"
     idx = diversify.Index(url)
-    idx.add(texts[:10], ids=[f"warm{i}" for i in range(10)])  # compile / load the kernels
-    idx.delete([f"warm{i}" for i in range(10)])
+    idx.add(texts[:10], ids=list(range(-10, 0)))  # compile / load the kernels
+    idx.delete(list(range(-10, 0)))
     t0 = time.perf_counter()
     for lo in range(0, base, batch):
         idx.add(texts[lo: min(base, lo + batch)], ids=list(range(lo, min(base, lo + batch))))
