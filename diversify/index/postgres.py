@@ -383,10 +383,15 @@ class PostgresStorage(Storage):
                     "CREATE TABLE IF NOT EXISTS {bands} (key int8 NOT NULL, seq int8 NOT NULL, PRIMARY KEY (key, seq))",
                 ):
                     conn.execute(sql.SQL(stmt).format(**q))
+                # ON CONFLICT: after the lock, this session's catalog cache may still miss tables another
+                # creator committed while we waited (advisory locks do not refresh it), so the existence
+                # check above can say "absent" for an index that exists; the meta row decides
                 conn.execute(sql.SQL("INSERT INTO {meta} (schema_version, config_json, fingerprint, created_by) "
-                                     "VALUES (%s, %s, %s, %s)").format(**q),
+                                     "VALUES (%s, %s, %s, %s) ON CONFLICT (one) DO NOTHING").format(**q),
                              (int(meta.schema_version), meta.config_json, meta.fingerprint, meta.created_by))
-                return meta
+                stored = self._meta_row(conn)
+                assert stored is not None, "the meta row was just written or found"
+                return stored
         except psycopg.Error as exc:
             raise self._error("creating the index in", exc, "Nothing was created.") from exc
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from diversify.errors import ConfigError, StorageError
-from diversify.index.storage import DocRow, State, StorageOptions, open_storage
+from diversify.index.storage import SCHEMA_VERSION, DocRow, Meta, State, StorageOptions, open_storage
 from index.contract import META, IndexContract
 from index.servers import (  # noqa: F401  (postgres_server: the session fixture)
     PG_PASSWORD,
@@ -297,7 +297,7 @@ REPO = Path(__file__).resolve().parents[2]
 WORKER = r'''
 import random, sys, time
 import numpy as np
-from diversify.index.storage import DocRow, State, StorageOptions, open_storage
+from diversify.index.storage import SCHEMA_VERSION, DocRow, Meta, State, StorageOptions, open_storage
 url, mode, w, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 s = open_storage(url, StorageOptions(lock_timeout=120))
 if mode == "assign":
@@ -547,3 +547,32 @@ def test_index_writer_killed_mid_batch_leaves_whole_batches(postgres_server):  #
     assert landed >= 3
     folded = [r for r in docs if not r.is_rep]
     assert folded, "the near-duplicate tail of each batch folds under the previous batch's documents"
+
+
+def test_many_processes_creating_one_index_at_once_agree_on_its_meta(postgres_server):  # noqa: F811
+    """Each creator first looks (read_meta: the index is absent), then all create at the same moment,
+    as eight benchmark workers opening a new index do."""
+    url = postgres_server.new_index()
+    n = 8
+    barrier = threading.Barrier(n)
+    got: list = []
+    errors: list = []
+
+    def create(i: int) -> None:
+        try:
+            with open_storage(url) as s:
+                assert s.read_meta() is None
+                barrier.wait(30)
+                got.append(s.initialize(Meta(SCHEMA_VERSION, f'{{"seed":{i}}}', str(i) * 64, "test")))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert len(got) == n and len(set(got)) == 1  # one creator won; everyone returned its meta
+    with open_storage(url) as s:
+        assert s.read_meta() == got[0]
