@@ -49,7 +49,9 @@ Concurrency (what the fold guarantee needs, see :mod:`diversify.index.storage`):
 Connections: the URL goes to libpq as given (minus ``index=``), with ``connect_timeout`` from
 :class:`StorageOptions` (a server that does not answer fails fast) and TCP keepalives (a server that
 vanishes mid-batch is noticed). Every error names the URL with the password masked, never the
-password itself, and the cause. A connection that broke is replaced on the next call.
+password itself, and the cause. A connection that broke is replaced on the next call; when the
+first statement of a read or write finds the connection dead (the server restarted since the last
+call), it is retried once on a new connection, since nothing of the operation was sent yet.
 
 If the connection breaks during COMMIT, the client cannot know whether the server committed; the
 transaction id taken at the start of the batch is then looked up (``pg_xact_status``) on a fresh
@@ -95,6 +97,7 @@ _DOC_TYPES = ["int8", "bytea", "int8", "bool", "float8", "int4", "bytea"]
 #: (a fresh table has none, and a batch's thousands of band keys look like "most of the table" to the
 #: planner); JIT compilation costs more than any of these statements
 _SESSION = "SET LOCAL enable_seqscan = off; SET LOCAL jit = off;"
+_EXISTS = "SELECT to_regclass(%s)"
 _ROLLED_BACK = "The batch was rolled back; nothing of it was written. Run it again."
 
 #: one band row of a binary COPY: field count, then (length, value) for key and seq, big-endian
@@ -333,6 +336,18 @@ class PostgresStorage(Storage):
         self._conn = conn
         return conn
 
+    def _first(self, statement: Any, params: Any = None) -> tuple[psycopg.Connection, psycopg.Cursor]:
+        """Run the first statement of an operation; if it finds the connection dead (the server restarted
+        or cut idle sessions since the last call), retry once on a new connection: nothing was sent yet."""
+        conn = self._connect()
+        try:
+            return conn, conn.execute(statement, params)
+        except psycopg.OperationalError:
+            if not conn.broken:
+                raise
+        conn = self._connect()
+        return conn, conn.execute(statement, params)
+
     def close(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
@@ -341,7 +356,7 @@ class PostgresStorage(Storage):
 
     # ---- meta
     def _exists(self, conn: psycopg.Connection) -> bool:
-        (reg,) = _one(conn.execute("SELECT to_regclass(%s)", (f'"{self.schema}".meta',)))
+        (reg,) = _one(conn.execute(_EXISTS, (f'"{self.schema}".meta',)))
         return reg is not None
 
     def _meta_row(self, conn: psycopg.Connection) -> Optional[Meta]:
@@ -352,18 +367,18 @@ class PostgresStorage(Storage):
         return Meta(schema_version=int(row[0]), config_json=row[1], fingerprint=row[2], created_by=row[3])
 
     def read_meta(self) -> Optional[Meta]:
-        conn = self._connect()
         try:
-            if not self._exists(conn):
+            conn, cur = self._first(_EXISTS, (f'"{self.schema}".meta',))
+            if _one(cur)[0] is None:
                 return None
             return self._meta_row(conn)
         except psycopg.Error as exc:
             raise self._error("reading the meta of", exc) from exc
 
     def initialize(self, meta: Meta) -> Meta:
-        conn = self._connect()
         q = self._names
         try:
+            conn, _ = self._first("SELECT 1")
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (self.lock_key,))
                 if self._exists(conn):
@@ -400,7 +415,7 @@ class PostgresStorage(Storage):
     def read(self) -> Iterator[View]:
         conn = self._connect()
         try:
-            conn.execute(f"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; {_SESSION}")
+            conn, _ = self._first(f"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; {_SESSION}")
             yield _PgView(conn, self.schema, self._names)
             conn.execute("COMMIT")
         except psycopg.Error as exc:
@@ -422,8 +437,9 @@ class PostgresStorage(Storage):
         timeout_ms = max(1, int(self.options.lock_timeout * 1000))
         try:
             # one round trip; every value is an int of ours (no parameters in a multi-statement string)
-            cur = conn.execute(f"BEGIN ISOLATION LEVEL READ COMMITTED; {_SESSION} SET LOCAL lock_timeout = {timeout_ms}; "
-                               f"SELECT pg_advisory_xact_lock({int(self.lock_key)}), pg_current_xact_id()::text")
+            conn, cur = self._first(
+                f"BEGIN ISOLATION LEVEL READ COMMITTED; {_SESSION} SET LOCAL lock_timeout = {timeout_ms}; "
+                f"SELECT pg_advisory_xact_lock({int(self.lock_key)}), pg_current_xact_id()::text")
             while cur.nextset():
                 pass  # the last result is the lock's
             (_, xid) = _one(cur)

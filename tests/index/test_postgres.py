@@ -576,3 +576,26 @@ def test_many_processes_creating_one_index_at_once_agree_on_its_meta(postgres_se
     assert len(got) == n and len(set(got)) == 1  # one creator won; everyone returned its meta
     with open_storage(url) as s:
         assert s.read_meta() == got[0]
+
+
+def test_an_open_storage_survives_a_server_restart_between_operations(own_server):
+    """A long-lived Storage (a Diversifier's live lookups, a worker's Index) after a restart or a failover:
+    the first statement of the next operation finds its connection dead and retries once."""
+    url = own_server.new_index()
+    with open_storage(url) as s:
+        s.initialize(META)
+        with s.write() as tx:
+            _write_batch(tx, 0, 10)
+        for step in ("read", "write", "read_meta"):
+            own_server.stop("fast")  # terminates every session
+            own_server.start()
+            if step == "read":
+                with s.read() as view:
+                    assert view.counts().documents == 10
+            elif step == "write":
+                with s.write() as tx:
+                    tx.insert_docs(_rows(10, 1))
+            else:
+                assert s.read_meta() == META
+    with open_storage(url) as s, s.read() as view:
+        assert view.counts().documents == 11
