@@ -3,7 +3,7 @@
 ``python -m pytest`` behaves the same on a laptop and in CI: the session fixtures start the server
 on a free loopback port with a temporary data directory and remove both at the end of the session,
 also when a test fails or the session is interrupted (the fixture's ``finally`` plus an ``atexit``
-hook). When a server binary is absent the tests that need it are skipped with the reason, except
+hook), or killed (a detached watchdog stops the server once the session's process is gone). When a server binary is absent the tests that need it are skipped with the reason, except
 under ``DIVERSIFY_CI=1`` (set by ``.ci/run``), where an absent binary fails the session: CI must not
 pass by skipping.
 
@@ -25,6 +25,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -118,6 +119,24 @@ max_connections = 200
 shared_buffers = 64MB
 logging_collector = off
 log_min_messages = warning
+"""
+
+
+#: a detached process that stops the server and removes its directory when the process that started it
+#: is gone without cleaning up (SIGTERM / SIGKILL of the test session skip ``finally`` and ``atexit``)
+_WATCHDOG = r"""
+import os, shutil, subprocess, sys, time
+parent, root, stop = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+while os.path.exists(root):
+    try:
+        os.kill(parent, 0)
+    except ProcessLookupError:
+        subprocess.run(stop, capture_output=True, timeout=120)
+        shutil.rmtree(root, ignore_errors=True)
+        break
+    except PermissionError:
+        pass
+    time.sleep(0.5)
 """
 
 
@@ -241,6 +260,10 @@ def start_postgres(settings: dict[str, str] | None = None) -> PostgresServer:
         else:
             raise RuntimeError(f"PostgreSQL did not start on any of 5 free ports: {last}")
         server.admin(f"CREATE ROLE \"{PG_ROLE}\" LOGIN CREATEDB PASSWORD '{PG_PASSWORD}'")
+        stop = [*_run_as(owner), str(PG_BIN / "pg_ctl"), "-D", str(root / "data"), "-m", "immediate", "-w", "stop"]
+        subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(root), *stop],
+                         start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)  # ends by itself once the directory is removed
         return server
     except BaseException:
         _remove(root, owner)
