@@ -129,8 +129,10 @@ def render(d: dict) -> list[str]:
     srv = d.get("server", {})
     where = (f"a local PostgreSQL {srv.get('version', '')} started by the suite ({', '.join(f'{k}={v}' for k, v in srv.get('settings', {}).items())}), "
              "on the same two cores as the client" if srv.get("local") else f"PostgreSQL {srv.get('version', '')} at --url")
+    load = d.get("env", {}).get("loadavg")
     return ["## Live index (PostgreSQL)", "",
-            f"Index of {b.get('base', 0):,} generated ~550-word documents, adds in batches of {b.get('batch')}; {where}.",
+            f"Index of {b.get('base', 0):,} generated ~550-word documents, adds in batches of {b.get('batch')}; {where}"
+            f"{f'; load average {load[0]} at the start (other work shared the cores)' if load else ''}.",
             "",
             "| measure | value | SQLite target |", "|---|---|---|",
             f"| batch add into the full index, docs/s (per client CPU-second) | {b.get('add_docs_per_s')} "
