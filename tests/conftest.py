@@ -81,6 +81,10 @@ SLOW_TESTS = {
     "test_fuzz_consistent_checksums_load_or_artifact_error",
     "test_tune_plot",
     "test_help_on_every_command",
+    # the live-index contract (tests/index/contract.py, once per backend): real processes
+    "test_index_two_processes_add_near_duplicates_at_once",
+    "test_index_sigkill_of_writers_leaves_it_consistent",
+    "test_any_add_delete_sequence_keeps_the_invariants",
 }
 
 

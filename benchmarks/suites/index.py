@@ -34,7 +34,7 @@ SUITE = Suite(
     name="index",
     summary="live index on SQLite: batch add docs/s into a large index, query p50/p99, bytes/doc, "
             "4 writers + 4 queriers, streaming vs batch quality",
-    results=("index.json",), render="benchmarks.suites.index:render",
+    results=("index*.json",), render="benchmarks.suites.index:render",
     quick={"base": 5000, "measure": 2000, "duration": 10.0, "quality": ["clough"]},
     takes="~30 min at 200k on two busy cores")
 
@@ -48,7 +48,11 @@ def add_arguments(p) -> None:
     p.add_argument("--writers", type=int, default=4)
     p.add_argument("--queriers", type=int, default=4)
     p.add_argument("--duration", type=float, default=60.0, help="seconds of the concurrency run")
-    p.add_argument("--quality", nargs="*", default=["licenses", "clough"], help="quality_real corpora to stream")
+    p.add_argument("--quality", nargs="*", default=["manpages", "licenses", "clough"],
+                   help="quality_real corpora to stream")
+    p.add_argument("--quality-batch", type=int, default=1000, help="documents per add when streaming a corpus")
+    p.add_argument("--parts", nargs="+", default=["backend", "concurrency", "quality"],
+                   choices=["backend", "concurrency", "quality"], help="which measurements to run")
 
 
 # ----------------------------------------------------------------------------- one backend
@@ -265,16 +269,22 @@ def run(args, ctx) -> list:
     texts = _texts(need)
     result: dict = {"suite": "index", "created": now(), "env": environment(), "corpus": dict(TEXT_CORPUS)}
     with tempfile.TemporaryDirectory() as tmp:
-        url = args.url or f"sqlite:///{tmp}/bench.db"
-        log(f"measure_backend {url} base={args.base:,}")
-        result["backend"] = measure_backend(url, texts, base=args.base, measure=args.measure, batch=args.batch,
-                                            queries=args.queries, log=log)
-        log(f"  {json.dumps(result['backend'])}")
-        conc_url = f"sqlite:///{tmp}/conc.db" if args.url is None else args.url
-        result["concurrency"] = concurrency(conc_url, prefix, min(need, 200_000), writers=args.writers,
-                                            queriers=args.queriers, duration=args.duration, log=log)
-    result["quality"] = streaming_quality(args.quality, log=log) if args.quality else {}
-    path = write_json(ctx.results / "index.json", result)
+        if "backend" in args.parts:
+            url = args.url or f"sqlite:///{tmp}/bench.db"
+            log(f"measure_backend {url} base={args.base:,}")
+            result["backend"] = measure_backend(url, texts, base=args.base, measure=args.measure, batch=args.batch,
+                                                queries=args.queries, log=log)
+            log(f"  {json.dumps(result['backend'])}")
+        if "concurrency" in args.parts:
+            conc_url = f"sqlite:///{tmp}/conc.db" if args.url is None else args.url
+            result["concurrency"] = concurrency(conc_url, prefix, min(need, 200_000), writers=args.writers,
+                                                queriers=args.queriers, duration=args.duration, log=log)
+    result["quality"] = (streaming_quality(args.quality, batch=args.quality_batch, log=log)
+                         if args.quality and "quality" in args.parts else {})
+    name = "index.json" if len(args.parts) == 3 else f"index-{'-'.join(args.parts)}.json"
+    if args.parts == ["quality"]:
+        name = f"index-quality-{'-'.join(args.quality)}-b{args.quality_batch}.json"
+    path = write_json(ctx.results / name, result)
     log(f"wrote {shown(path)}")
     return [path]
 

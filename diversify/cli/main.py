@@ -15,6 +15,7 @@ from typing import NoReturn, Optional
 from ..files import DEFAULT_LOCK_TIMEOUT
 from .commands import cmd_add, cmd_build, cmd_demo, cmd_export, cmd_stats
 from .failures import Terminated, failure, writing
+from .index import add_index_parser
 from .options import add_config_args, add_input_args, model_default
 from .output import STDOUT, error_line, warn_line
 from .quality import cmd_eval, cmd_tune
@@ -116,6 +117,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--threshold", type=float, default=model_default("minhash.threshold"),
                    help=f"Jaccard threshold (default {model_default('minhash.threshold')})")
     p.set_defaults(func=cmd_demo)
+
+    add_index_parser(sub)
     return parser
 
 
@@ -129,7 +132,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except BrokenPipeError:  # --help into a closed pipe
         return _stdout_closed()
     if not getattr(a, "func", None):
-        error_line("diversify", "give a COMMAND: build, add, stats, export, eval, tune or demo (see `diversify --help`)")
+        error_line("diversify", "give a COMMAND: build, add, stats, export, eval, tune, demo or index (see `diversify --help`)")
         return 2
     if extra:  # named by the command they were given to, as argparse does for its other errors
         error_line(f"diversify {a.command}", f"unrecognized arguments: {' '.join(extra)} "

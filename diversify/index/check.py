@@ -2,7 +2,10 @@
 
 1. every cluster has exactly one representative;
 2. every member is verified similar to its representative (the fold guarantee), by the same
-   verification as the build (:class:`diversify.clusters.guarantee.Similarity`);
+   verification as the build (:class:`diversify.clusters.guarantee.Similarity`) on the stored
+   sketches; a borderline pair that ``add`` decided by exact Jaccard (both texts were in one batch)
+   passes when its stored similarity (that exact Jaccard) reaches the threshold and its estimate is
+   within the borderline band;
 3. the band rows are exactly the band keys of the representatives (none missing, none extra, none
    of a deleted document);
 4. the counters are ahead of every stored seq and cluster id; ids are unique (the backend's key);
@@ -16,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..clusters.guarantee import FoldStats, Similarity
+from ..linking.link import agreement_band
+from ..stages import STAGE_MINHASH
 from .payload import Layout, band_rows, decode
 
 __all__ = ["check"]
@@ -69,13 +74,30 @@ def check(index) -> list[str]:
         if len(reps.get(c, [])) != 1:
             problems.append(f"cluster {c} has {len(reps.get(c, []))} representatives")
     sim = Similarity(sk, cfg, FoldStats())
-    for c, who in reps.items():
+    stored_sim = np.array([r.similarity for r in rows], dtype=np.float64)
+    stored_stages = np.array([r.stages for r in rows], dtype=np.int64)
+    agree_lo = agreement_band(cfg, auto=True)[0] if cfg.minhash is not None else 0
+    is_rep = np.array([r.is_rep for r in rows], dtype=bool)
+    folded = np.flatnonzero(~is_rep)
+    order = folded[np.argsort(clusters[folded], kind="stable")]  # members grouped by cluster, once
+    starts = np.searchsorted(clusters[order], np.array(sorted(reps), dtype=np.int64), side="left")
+    ends = np.searchsorted(clusters[order], np.array(sorted(reps), dtype=np.int64), side="right")
+    for c, first, last in zip(sorted(reps), starts.tolist(), ends.tolist()):
+        who = reps[c]
         if len(who) != 1:
             continue
-        members = np.flatnonzero((clusters == c) & ~np.array([r.is_rep for r in rows]))
+        members = order[first:last]
         if members.size:
-            bits = sim(who[0], members)
-            bad = members[bits == 0]
+            ok = sim(who[0], members) != 0
+            if cfg.minhash is not None and sk.minhash is not None and not ok.all():
+                # a borderline pair decided by exact Jaccard when both texts were at hand (one batch,
+                # verify="auto"): its stored similarity is that exact Jaccard, and the estimate lies in
+                # the borderline band; the texts are not stored, so that is what can be checked
+                agree = (sk.minhash[members] == sk.minhash[who[0]]).sum(axis=1)
+                exact_ok = ((stored_stages[members] & STAGE_MINHASH) != 0) & (
+                    stored_sim[members] >= cfg.minhash.threshold) & (agree >= agree_lo)
+                ok |= exact_ok
+            bad = members[~ok]
             for b in bad[:5].tolist():
                 problems.append(f"document {rows[b].id!r} is in cluster {c} but not verified similar to its "
                                 f"representative {rows[who[0]].id!r}")

@@ -128,8 +128,9 @@ class Index:
         from ..engines.finish import resolve_config
 
         self.url = mask_url(url)
-        self._storage: Storage = open_storage(url, StorageOptions(lock_timeout=lock_timeout,
-                                                                  connect_timeout=connect_timeout))
+        self._options = StorageOptions(lock_timeout=lock_timeout, connect_timeout=connect_timeout)
+        self._open_again = lambda: open_storage(url, self._options)  # a second connection (live lookups)
+        self._storage: Storage = open_storage(url, self._options)
         try:
             given = resolve_config(config) if config is not None else None
             meta = self._storage.read_meta()
@@ -363,6 +364,11 @@ class Index:
         id_list = list(ids)
         if not id_list:
             return {"deleted": 0, "missing": [], "reassigned": 0}
+        try:  # an id listed twice is deleted once
+            id_list = list(dict.fromkeys(id_list))
+        except TypeError:  # unhashable: the id rules name it
+            check_ids(id_list, param="ids")
+            raise
         check_ids(id_list, param="ids")
         with self._storage.write() as tx:
             st = tx.state()
@@ -470,6 +476,20 @@ class Index:
                     return
                 yield from page
                 after = page[-1].seq
+
+    def band_rows_of(self, rows: Sequence[DocRow]) -> tuple[np.ndarray, np.ndarray]:
+        """``(keys, seqs)``: the band rows the given stored documents have as representatives."""
+        st = self._layout_now()
+        sk = decode([r.payload for r in rows], self.config, st, self.url)
+        owner, keys = band_rows(sk, np.arange(len(rows)), self.config)
+        return keys, np.array([rows[i].seq for i in owner.tolist()], dtype=np.int64)
+
+    def _layout_now(self) -> Layout:
+        with self._storage.read() as view:
+            layout = self._layout(view.state())
+        if layout is None:
+            raise InputError(f"the index at {self.url} has no documents yet.")
+        return layout
 
     def check(self) -> list[str]:
         """The invariants that do not hold (empty: consistent); see :mod:`diversify.index.check`."""

@@ -4,7 +4,8 @@
 index itself, so a document added a moment ago is folded on the next query. A small bounded cache
 (least recently used, ``cache_size`` ids) keeps hot ids off the storage.
 
-Staleness, exactly: an id the index did not know is never cached, so a new document is seen by
+It reads through its own connection (the Diversifier's threads and the application's use of the
+``Index`` do not share one), serialized by a lock. Staleness, exactly: an id the index did not know is never cached, so a new document is seen by
 the next query after its ``add`` committed. A cached cluster id is at most ``max_age`` seconds old:
 a cluster change made by ``delete`` (members of a deleted representative re-assigned) is seen at
 most ``max_age`` seconds later, and a deleted id keeps its old cluster for at most as long. With
@@ -35,6 +36,9 @@ class LiveLookup:
         if isinstance(max_age, bool) or not isinstance(max_age, (int, float)) or not 0 <= float(max_age) <= 3600:
             raise ConfigError(f"`max_age` must be a number of seconds in [0, 3600]; got {max_age!r}.")
         self.index = index
+        # its own connection: the Diversifier may look up from its threads while the application
+        # uses the Index (one connection serves one thread at a time)
+        self.storage = index._open_again()
         self.cache_size = cache_size
         self.max_age = float(max_age)
         self.fingerprint = index.meta.fingerprint
@@ -65,7 +69,7 @@ class LiveLookup:
                     need.setdefault(key, []).append(j)
             if need:
                 self.misses += len(need)
-                with self.index.storage.read() as view:
+                with self.storage.read() as view:
                     rows = view.docs_by_id(list(need), payload=False)
                 for r in rows:
                     for j in need[r.id]:
@@ -82,5 +86,11 @@ class LiveLookup:
 
     def members(self, cluster_id: int) -> list:
         """The ids of a cluster (read live), for ``Diversifier.expand``."""
-        with self._lock:
-            return self.index.members(int(cluster_id))
+        with self._lock, self.storage.read() as view:
+            kind = view.state().id_kind
+            rows = view.docs_in_clusters([int(cluster_id)], payload=False)
+        rows.sort(key=lambda r: (not r.is_rep, r.seq))
+        return [int(r.id) if kind == "int" else r.id for r in rows]
+
+    def close(self) -> None:
+        self.storage.close()

@@ -58,7 +58,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..errors import ConfigError, StorageError, require
+from ..errors import ConfigError, MissingDependencyError, StorageError, require
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -366,7 +366,13 @@ def open_storage(url: str, options: Optional[StorageOptions] = None) -> Storage:
         assert extra is not None
         require(client, extra=extra, purpose=f"a {scheme}:// index")
     opts = options if options is not None else StorageOptions()
-    backend = getattr(importlib.import_module(module), cls)
+    try:
+        backend = getattr(importlib.import_module(module), cls)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        raise MissingDependencyError(f"the {scheme}:// backend ({module}) is not part of this installation of "
+                                     "diversify; upgrade diversify-retrieval, or use sqlite:///path.db.") from exc
     storage = backend(url, opts)
     if not isinstance(storage, Storage):  # pragma: no cover - a backend bug
         raise StorageError(f"{cls} is not a Storage")

@@ -292,6 +292,9 @@ class IndexContract:
             cm = idx.export(tmp_path / "live.dvf")
             _assert_export_matches(idx, diversify.load(tmp_path / "live.dvf"))
             assert cm.n_docs == 38
+            # the export is a normal artifact: `add` extends it
+            ext = diversify.add(tmp_path / "live.dvf", [_near(20)], ids=["m20"]).cluster_map
+            assert ext.lookup(["m20"])[0] == ext.lookup(["b20"])[0] != ext.lookup(["b21"])[0]
 
     def test_index_near_duplicates_in_one_batch_share_a_cluster(self, storage_url):
         import diversify
@@ -376,6 +379,30 @@ class IndexContract:
             idx.add([_near(5, 11)], ids=["after-0"])
             assert idx.check() == []
 
+    def test_index_check_finds_broken_invariants(self, storage_url):
+        """Index.check can fail: each invariant broken by hand through the storage is reported."""
+        import diversify
+
+        with diversify.Index(storage_url) as idx:
+            got = idx.add([_doc(1), _near(1), _doc(2)], ids=["a", "a2", "b"])
+            assert idx.check() == []
+            rows = {r.id: r for r in idx.scan()}
+            member = "a2" if got[1].joined else "a"
+            with idx.storage.write() as tx:  # move the member under an unrelated representative
+                m = rows[member]
+                tx.update_docs([Assignment(m.seq, rows["b"].cluster, False, 0.9, 2)])
+            assert any("not verified similar" in p for p in idx.check())
+            b = rows["b"]
+            b_bands = idx.band_rows_of([b])
+            with idx.storage.write() as tx:
+                tx.update_docs([Assignment(m.seq, m.cluster, False, m.similarity, m.stages)])
+                tx.delete_bands(*b_bands)
+            assert any("band rows differ" in p for p in idx.check())
+            with idx.storage.write() as tx:
+                tx.insert_bands(*b_bands)
+                tx.update_docs([Assignment(b.seq, b.cluster, False, 1.0, 0)])  # a cluster without a representative
+            assert any("0 representatives" in p for p in idx.check())
+
     def test_index_newer_schema_is_refused(self, storage_url):
         import diversify
         from diversify.config import BuildConfig, canonical_json, fingerprint
@@ -439,6 +466,55 @@ class IndexContract:
                 idx.add([], ids=[])
             assert idx.stats()["documents"] == 2 and idx.check() == []
             assert idx.cluster_of(["new", "a"]) == [None, None]
+
+    def test_index_live_lookup_from_threads_while_adding(self, storage_url):
+        """Diversifier threads read cluster ids live while the application adds through the same Index."""
+        import diversify
+
+        with diversify.Index(storage_url) as idx:
+            idx.add([_doc(i) for i in range(8)], ids=[f"a{i}" for i in range(8)])
+            search = diversify.Diversifier(idx, k=16, max_rounds=0).wrap(
+                lambda q, k: [(f"a{i}", 1.0 - i / 100) for i in range(8)] + [(f"n{i}", 0.5) for i in range(8)])
+            errors: list = []
+            stop = threading.Event()
+
+            def serve() -> None:
+                try:
+                    while not stop.is_set():
+                        assert len(search("q").ids) >= 8
+                except BaseException as exc:  # pragma: no cover - reported below
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=serve) for _ in range(4)]
+            for t in threads:
+                t.start()
+            try:
+                for i in range(8):
+                    idx.add([_near(i)], ids=[f"n{i}"])
+            finally:
+                stop.set()
+                for t in threads:
+                    t.join(60)
+            assert not errors, errors
+            assert search("q").ids == [f"a{i}" for i in range(8)]  # every n{i} folded under its a{i}
+
+    def test_index_vectors_only(self, storage_url, tmp_path):
+        import diversify
+
+        rng = np.random.default_rng(7)
+        v = rng.normal(size=(30, 32))
+        near = v[:6] + 0.01 * rng.normal(size=(6, 32))
+        with diversify.Index(storage_url) as idx:
+            idx.add(vectors=v, ids=list(range(30)))
+            got = idx.add(vectors=near, ids=list(range(100, 106)))
+            assert [m.representative for m in got] == list(range(6)) and all(m.similarity > 0.99 for m in got)
+            assert idx.query(vectors=near[:1])[0].representative == 0
+            with pytest.raises(Exception, match="texts"):
+                idx.add([_doc(1)], ids=[500], vectors=v[:1])
+            idx.delete([0, 1])
+            assert idx.cluster_of([100, 101]) == [got[0].cluster, got[1].cluster]
+            assert idx.check() == []
+            _assert_export_matches(idx, idx.export(tmp_path / "v.dvf"))
 
     def test_index_diversifier_folds_a_document_added_a_moment_ago(self, storage_url):
         import diversify

@@ -1,0 +1,81 @@
+"""`diversify index add | query | delete | export | stats` (in process, on SQLite)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from diversify.cli.main import main
+from index.contract import _doc, _near
+
+
+def _run(capsys, *argv) -> tuple[int, list, str]:
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    lines = [json.loads(x) for x in out.splitlines() if x.strip()]
+    return status, lines, err
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    path = tmp_path / "c.jsonl"
+    with open(path, "w") as f:
+        for i in range(12):
+            f.write(json.dumps({"id": f"d{i}", "text": _doc(i)}) + "\n")
+        for i in range(3):
+            f.write(json.dumps({"id": f"n{i}", "text": _near(i)}) + "\n")
+    return path
+
+
+def test_index_commands_end_to_end(tmp_path, capsys, corpus):
+    import diversify
+
+    url = f"sqlite:///{tmp_path}/i.db"
+    status, lines, _ = _run(capsys, "index", "add", url, str(corpus), "--batch-size", "4")
+    assert status == 0 and [x["id"] for x in lines] == [f"d{i}" for i in range(12)] + ["n0", "n1", "n2"]
+    assert [x["joined"] for x in lines] == [False] * 12 + [True] * 3
+    assert [x["representative"] for x in lines[12:]] == ["d0", "d1", "d2"]
+    q = tmp_path / "q.jsonl"
+    q.write_text(json.dumps({"id": "q", "text": _near(5)}) + "\n")
+    status, lines, _ = _run(capsys, "index", "query", url, str(q))
+    assert status == 0 and lines == [{"id": "q", "cluster": lines[0]["cluster"], "joined": True, "representative": "d5",
+                                      "similarity": lines[0]["similarity"], "matched": [
+                                          {"id": "d5", "similarity": lines[0]["similarity"]}]}]
+    status, lines, _ = _run(capsys, "index", "query", url, "--text", "nothing like it", "--text", _doc(7))
+    assert status == 0 and [x["cluster"] is None for x in lines] == [True, False]
+    ids = tmp_path / "ids.txt"
+    ids.write_text("d0\n\nn1\nnope\n")
+    status, lines, _ = _run(capsys, "index", "delete", url, "--ids", str(ids))
+    assert status == 0 and lines == [{"deleted": 2, "missing": ["nope"], "reassigned": 1}]
+    status, lines, _ = _run(capsys, "index", "export", url, "-o", str(tmp_path / "x.dvf"))
+    assert status == 0 and lines[0]["documents"] == 13
+    cm = diversify.load(tmp_path / "x.dvf")
+    assert cm.lookup(["n0"])[0] != cm.lookup(["d1"])[0] and cm.n_docs == 13
+    status, lines, _ = _run(capsys, "index", "stats", url, "--check")
+    assert status == 0 and lines[0]["documents"] == 13 and lines[0]["problems"] == []
+
+
+def test_index_command_failures_are_one_line(tmp_path, capsys, corpus):
+    url = f"sqlite:///{tmp_path}/i.db"
+    cases = [
+        (["index", "stats", f"sqlite:///{tmp_path}/none.db"], "no index at"),
+        (["index", "query", f"sqlite:///{tmp_path}/none.db", "--text", "x"], "no index at"),
+        (["index"], "give an ACTION"),
+        (["index", "add", "ftp://host/x", str(corpus)], "scheme must be one of"),
+        (["index", "add", url, str(corpus), "--batch-size", "0"], "--batch-size"),
+    ]
+    for argv, msg in cases:
+        status, lines, err = _run(capsys, *argv)
+        assert status == 2 and lines == [] and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
+    assert _run(capsys, "index", "add", url, str(corpus))[0] == 0
+    status, _, err = _run(capsys, "index", "add", url, str(corpus), "--threshold", "0.7")
+    assert status == 2 and "minhash.threshold: 0.8 -> 0.7" in err
+    status, _, err = _run(capsys, "index", "add", url, str(corpus))
+    assert status == 2 and "in the index already" in err
+    noid = tmp_path / "noid.jsonl"
+    noid.write_text(json.dumps({"text": _doc(99)}) + "\n")
+    status, _, err = _run(capsys, "index", "add", url, str(noid))
+    assert status == 2 and "needs document ids" in err
+    status, _, err = _run(capsys, "index", "add", "postgresql://u:secret@127.0.0.1:1/db", str(corpus))
+    assert status == 2 and "secret" not in err
