@@ -57,6 +57,8 @@ _LAZY = {
     "MissingDependencyError": "diversify.errors",
     "WriteConflictError": "diversify.errors",
     "LockTimeoutError": "diversify.errors",
+    "StorageError": "diversify.errors",
+    "IncompatibleIndexError": "diversify.errors",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

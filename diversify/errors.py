@@ -22,6 +22,8 @@ __all__ = [
     "MissingDependencyError",
     "WriteConflictError",
     "LockTimeoutError",
+    "StorageError",
+    "IncompatibleIndexError",
 ]
 
 
@@ -70,6 +72,15 @@ class WriteConflictError(DiversifyError, RuntimeError):
 
 class LockTimeoutError(DiversifyError, TimeoutError):
     """Another live process held the writer lock of a path for longer than the timeout."""
+
+
+class StorageError(DiversifyError, RuntimeError):
+    """The storage of a live index failed: unreachable, gone away mid-batch (the batch was rolled
+    back), or its writer lock was not acquired in time. The message names the URL, password masked."""
+
+
+class IncompatibleIndexError(DiversifyError, ValueError):
+    """A live index cannot be opened as asked: a newer schema, or a config other than its own."""
 
 
 class MissingDependencyError(DiversifyError, ImportError):

@@ -1,0 +1,313 @@
+"""The embedded backend: one SQLite file (standard library ``sqlite3``), WAL mode.
+
+Layout (logical schema :data:`~diversify.index.storage.SCHEMA_VERSION`):
+
+* ``meta(k TEXT PRIMARY KEY, v TEXT)``: the :class:`Meta` fields and the :class:`State` counters;
+* ``docs(seq INTEGER PRIMARY KEY, id TEXT UNIQUE, cluster, is_rep, similarity, stages, payload BLOB)``
+  with an index on ``cluster``;
+* ``bands(key INTEGER, seq INTEGER, PRIMARY KEY (key, seq)) WITHOUT ROWID``: the band table is its
+  own B-tree on (key, seq), so a lookup by key is one index range scan and a band row costs about
+  as many bytes as its two integers.
+
+Writers take the file's write lock with ``BEGIN IMMEDIATE`` (waiting up to ``lock_timeout``), so the
+read-verify-write of an assignment runs against the latest committed state and two writers are
+serialized. Readers run in a deferred transaction: a WAL snapshot, never blocked by the writer.
+``synchronous=NORMAL`` under WAL: a killed process never corrupts or half-applies a batch (the
+uncommitted WAL frames are ignored at the next open); a power loss may lose the last batches
+committed before it, never leave a partial one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import urllib.parse
+from collections.abc import Iterator, Sequence
+from typing import Optional
+
+import numpy as np
+
+from ..errors import ConfigError, StorageError
+from .storage import (
+    Assignment,
+    Counts,
+    DocRow,
+    Meta,
+    State,
+    Storage,
+    StorageOptions,
+    Transaction,
+    View,
+    index_name,
+    mask_url,
+)
+
+__all__ = ["SQLiteStorage", "sqlite_path"]
+
+_CHUNK = 900  # parameters per IN (...) list (SQLite's limit is 999 on old builds)
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS docs (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, cluster INTEGER NOT NULL, "
+    "is_rep INTEGER NOT NULL, similarity REAL NOT NULL, stages INTEGER NOT NULL, payload BLOB NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS docs_cluster ON docs (cluster)",
+    "CREATE TABLE IF NOT EXISTS bands (key INTEGER NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (key, seq)) "
+    "WITHOUT ROWID",
+)
+
+_META_KEYS = ("schema_version", "config_json", "fingerprint", "created_by")
+_STATE_KEYS = ("next_seq", "next_cluster", "id_kind")
+_COLS = "seq, id, cluster, is_rep, similarity, stages"
+
+
+def sqlite_path(url: str) -> str:
+    """The file path of ``sqlite:///relative.db`` / ``sqlite:////absolute.db`` (ConfigError otherwise)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.netloc not in ("", "localhost"):
+        raise ConfigError(f"a sqlite URL names a local file: sqlite:///relative/path.db or sqlite:////absolute/path.db; "
+                          f"got host {parts.netloc!r} in {mask_url(url)}.")
+    path = urllib.parse.unquote(parts.path)
+    path = path[1:] if path.startswith("/") else path
+    if not path or path == ":memory:" or path.endswith("/"):
+        raise ConfigError(f"a sqlite URL must name a file (an in-memory database is not shared between processes); "
+                          f"got {mask_url(url)}. Use e.g. sqlite:///index.db.")
+    if index_name(url) != "default":
+        raise ConfigError(f"a sqlite index is one file; the `index` parameter is for server backends; got "
+                          f"{mask_url(url)}. Use another file for another index.")
+    return path
+
+
+class _SQLiteView(Transaction):
+    """Reads (and, under the writer lock, writes) on one connection."""
+
+    def __init__(self, con: sqlite3.Connection):
+        self.con = con
+
+    # ---- reads
+    def state(self) -> State:
+        rows = dict(self.con.execute("SELECT k, v FROM meta WHERE k IN (?, ?, ?)", _STATE_KEYS).fetchall())
+        if not rows:
+            return State()
+        kind = rows.get("id_kind") or None
+        return State(next_seq=int(rows.get("next_seq", 0)), next_cluster=int(rows.get("next_cluster", 0)), id_kind=kind)
+
+    def _docs(self, where: str, values: Sequence, payload: bool) -> list[DocRow]:
+        cols = _COLS + (", payload" if payload else "")
+        out: list[DocRow] = []
+        for lo in range(0, len(values), _CHUNK):
+            part = list(values[lo: lo + _CHUNK])
+            marks = ",".join("?" * len(part))
+            for r in self.con.execute(f"SELECT {cols} FROM docs WHERE {where} IN ({marks})", part):
+                out.append(DocRow(int(r[0]), r[1], int(r[2]), bool(r[3]), float(r[4]), int(r[5]),
+                                  bytes(r[6]) if payload else b""))
+        return out
+
+    def docs_by_id(self, ids: Sequence[str], *, payload: bool = True) -> list[DocRow]:
+        return self._docs("id", list(dict.fromkeys(ids)), payload)
+
+    def docs_by_seq(self, seqs: Sequence[int], *, payload: bool = True) -> list[DocRow]:
+        return self._docs("seq", list(dict.fromkeys(int(s) for s in seqs)), payload)
+
+    def docs_in_clusters(self, clusters: Sequence[int], *, payload: bool = True) -> list[DocRow]:
+        return self._docs("cluster", list(dict.fromkeys(int(c) for c in clusters)), payload)
+
+    def candidates(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        uniq = np.unique(np.asarray(keys, dtype=np.int64)).tolist()
+        ks: list[int] = []
+        ss: list[int] = []
+        for lo in range(0, len(uniq), _CHUNK):
+            part = uniq[lo: lo + _CHUNK]
+            marks = ",".join("?" * len(part))
+            for k, s in self.con.execute(f"SELECT key, seq FROM bands WHERE key IN ({marks})", part):
+                ks.append(k)
+                ss.append(s)
+        return np.array(ks, dtype=np.int64), np.array(ss, dtype=np.int64)
+
+    def scan(self, after_seq: int, limit: int, *, payload: bool = True) -> list[DocRow]:
+        cols = _COLS + (", payload" if payload else "")
+        rows = self.con.execute(f"SELECT {cols} FROM docs WHERE seq > ? ORDER BY seq LIMIT ?",
+                                (int(after_seq), int(limit)))
+        return [DocRow(int(r[0]), r[1], int(r[2]), bool(r[3]), float(r[4]), int(r[5]), bytes(r[6]) if payload else b"")
+                for r in rows]
+
+    def counts(self) -> Counts:
+        docs, reps = self.con.execute("SELECT count(*), coalesce(sum(is_rep), 0) FROM docs").fetchone()
+        (bands,) = self.con.execute("SELECT count(*) FROM bands").fetchone()
+        (pages,) = self.con.execute("PRAGMA page_count").fetchone()
+        (size,) = self.con.execute("PRAGMA page_size").fetchone()
+        (free,) = self.con.execute("PRAGMA freelist_count").fetchone()
+        return Counts(documents=int(docs), representatives=int(reps), band_rows=int(bands),
+                      size_bytes=int((pages - free) * size))
+
+    # ---- writes
+    def set_state(self, state: State) -> None:
+        self.con.executemany("INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)",
+                             [("next_seq", str(int(state.next_seq))), ("next_cluster", str(int(state.next_cluster))),
+                              ("id_kind", state.id_kind or "")])
+
+    def insert_docs(self, rows: Sequence[DocRow]) -> None:
+        self.con.executemany("INSERT INTO docs (seq, id, cluster, is_rep, similarity, stages, payload) "
+                             "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             [(r.seq, r.id, r.cluster, int(r.is_rep), float(r.similarity), int(r.stages), r.payload)
+                              for r in rows])
+
+    def update_docs(self, changes: Sequence[Assignment]) -> None:
+        self.con.executemany("UPDATE docs SET cluster = ?, is_rep = ?, similarity = ?, stages = ? WHERE seq = ?",
+                             [(c.cluster, int(c.is_rep), float(c.similarity), int(c.stages), c.seq) for c in changes])
+
+    def delete_docs(self, seqs: Sequence[int]) -> None:
+        self.con.executemany("DELETE FROM docs WHERE seq = ?", [(int(s),) for s in seqs])
+
+    def insert_bands(self, keys: np.ndarray, seqs: np.ndarray) -> None:
+        k = np.asarray(keys, dtype=np.int64)
+        s = np.asarray(seqs, dtype=np.int64)
+        # sorted by key: inserts walk the B-tree in order (fewer page splits, warmer cache)
+        order = np.lexsort((s, k))
+        self.con.executemany("INSERT OR IGNORE INTO bands (key, seq) VALUES (?, ?)",
+                             zip(k[order].tolist(), s[order].tolist()))
+
+    def delete_bands(self, keys: np.ndarray, seqs: np.ndarray) -> None:
+        k = np.asarray(keys, dtype=np.int64).tolist()
+        s = np.asarray(seqs, dtype=np.int64).tolist()
+        self.con.executemany("DELETE FROM bands WHERE key = ? AND seq = ?", zip(k, s))
+
+
+class SQLiteStorage(Storage):
+    """A live index in one SQLite file (see the module docstring)."""
+
+    def __init__(self, url: str, options: StorageOptions):
+        self.url = mask_url(url)
+        self.path = sqlite_path(url)
+        self.options = options
+        self._con: Optional[sqlite3.Connection] = None
+
+    # ---- connection
+    def _connect(self) -> sqlite3.Connection:
+        if self._con is not None:
+            return self._con
+        directory = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(directory):
+            raise StorageError(f"cannot open {self.url}: the directory {directory!r} does not exist. Create it first.")
+        try:
+            con = sqlite3.connect(self.path, timeout=self.options.lock_timeout, isolation_level=None,
+                                  check_same_thread=False)
+            con.execute(f"PRAGMA busy_timeout = {int(self.options.lock_timeout * 1000)}")
+            mode = con.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                con.close()
+                raise StorageError(f"cannot open {self.url} in WAL mode (the file system gave journal_mode={mode!r}); "
+                                   "put the index on a local file system.")
+            con.execute("PRAGMA synchronous = NORMAL")
+            con.execute("PRAGMA cache_size = -65536")  # 64 MiB page cache per connection
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"cannot open {self.url}: {type(exc).__name__}: {exc}. Is it a diversify index "
+                               "(an SQLite file)?") from exc
+        self._con = con
+        return con
+
+    def close(self) -> None:
+        if self._con is not None:
+            con, self._con = self._con, None
+            with contextlib.suppress(sqlite3.Error):
+                con.close()
+
+    # ---- meta
+    def read_meta(self) -> Optional[Meta]:
+        if not os.path.exists(self.path):
+            return None  # do not create a file just to look
+        con = self._connect()
+        try:
+            has = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
+            if not has:
+                return None
+            rows = dict(con.execute("SELECT k, v FROM meta WHERE k IN (?, ?, ?, ?)", _META_KEYS).fetchall())
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"cannot read {self.url}: {type(exc).__name__}: {exc}. Is it a diversify index?") from exc
+        if not rows:
+            return None
+        return _meta(rows, self.url)
+
+    def initialize(self, meta: Meta) -> Meta:
+        con = self._connect()
+        try:
+            self._begin_immediate(con)
+            try:
+                for stmt in _SCHEMA:
+                    con.execute(stmt)
+                rows = dict(con.execute("SELECT k, v FROM meta WHERE k IN (?, ?, ?, ?)", _META_KEYS).fetchall())
+                if not rows:
+                    con.executemany("INSERT INTO meta (k, v) VALUES (?, ?)",
+                                    [("schema_version", str(meta.schema_version)), ("config_json", meta.config_json),
+                                     ("fingerprint", meta.fingerprint), ("created_by", meta.created_by)])
+                    stored = meta
+                else:
+                    stored = _meta(rows, self.url)
+                con.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    con.execute("ROLLBACK")
+                raise
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"cannot create the index in {self.url}: {type(exc).__name__}: {exc}.") from exc
+        return stored
+
+    # ---- transactions
+    def _begin_immediate(self, con: sqlite3.Connection) -> None:
+        try:
+            con.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise StorageError(
+                    f"the writer lock of {self.url} was not acquired within {self.options.lock_timeout:g} s (another "
+                    "process is writing a long batch); nothing was written. Retry, or raise lock_timeout."
+                ) from exc
+            raise
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[View]:
+        con = self._connect()
+        try:
+            con.execute("BEGIN")
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"cannot read {self.url}: {type(exc).__name__}: {exc}.") from exc
+        try:
+            yield _SQLiteView(con)
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"reading {self.url} failed: {type(exc).__name__}: {exc}.") from exc
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                con.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Transaction]:
+        con = self._connect()
+        try:
+            self._begin_immediate(con)
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"cannot write {self.url}: {type(exc).__name__}: {exc}; nothing was written.") from exc
+        try:
+            yield _SQLiteView(con)
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):
+                con.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise StorageError(f"writing {self.url} failed: {type(exc).__name__}: {exc}. The batch was rolled "
+                                   "back; nothing of it was written.") from exc
+            raise
+        try:
+            con.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            with contextlib.suppress(sqlite3.Error):
+                con.execute("ROLLBACK")
+            raise StorageError(f"committing to {self.url} failed: {type(exc).__name__}: {exc}. The batch was rolled "
+                               "back; nothing of it was written.") from exc
+
+
+def _meta(rows: dict, url: str) -> Meta:
+    try:
+        return Meta(schema_version=int(rows["schema_version"]), config_json=rows["config_json"],
+                    fingerprint=rows["fingerprint"], created_by=rows["created_by"])
+    except (KeyError, ValueError) as exc:
+        raise StorageError(f"the meta table of {url} is damaged (missing or invalid {exc}); it is not a diversify "
+                           "index or was altered by hand.") from exc
