@@ -2,8 +2,8 @@
 temporary directory, with the append-only file on, so that a test which SIGKILLs the server and
 starts it again on the same directory sees exactly what the server had acknowledged.
 
-``redis_server`` (session fixture) yields a :class:`RedisServer`. Tests take a fresh key prefix per
-index (``server.url(prefix=...)``), so they share the server without seeing each other's keys.
+``redis_server`` (session fixture) yields a :class:`RedisServer`. Tests take a fresh index name (so a
+fresh key prefix) each (``server.fresh_url()``), so they share the server without seeing each other's keys.
 When ``redis-server`` is not installed the tests are skipped with the reason, except under
 ``DIVERSIFY_CI=1`` (set by ``.ci/run``), where the absence fails them.
 """
@@ -109,17 +109,18 @@ class RedisServer:
         self.proc = None
 
     # ------------------------------------------------------------------ addresses
-    def url(self, db: int = 0, prefix: str | None = None, user: str | None = None,
-            password: str | None = None) -> str:
+    def url(self, db: int = 0, index: str | None = None, user: str | None = None,
+            password: str | None = None, **params: object) -> str:
         auth = ""
         if password is not None:
             auth = f"{user or ''}:{password}@"
-        query = f"?prefix={prefix}" if prefix is not None else ""
-        return f"redis://{auth}127.0.0.1:{self.port}/{db}{query}"
+        query = {"index": index, **params} if index is not None else dict(params)
+        tail = "?" + "&".join(f"{k}={v}" for k, v in query.items()) if query else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/{db}{tail}"
 
-    def fresh_url(self, db: int = 0) -> str:
-        """The URL of an index no other test uses (a new key prefix on this server)."""
-        return self.url(db=db, prefix=f"t{uuid.uuid4().hex[:12]}")
+    def fresh_url(self, db: int = 0, **params: object) -> str:
+        """The URL of an index no other test uses (a new index name, so a new key prefix)."""
+        return self.url(db=db, index=f"t{uuid.uuid4().hex[:12]}", **params)
 
     def client(self, db: int = 0):
         import redis
