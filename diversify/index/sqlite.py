@@ -57,7 +57,7 @@ _SCHEMA = (
 )
 
 _META_KEYS = ("schema_version", "config_json", "fingerprint", "created_by")
-_STATE_KEYS = ("next_seq", "next_cluster", "id_kind")
+_STATE_KEYS = ("next_seq", "next_cluster", "id_kind", "layout")
 _COLS = "seq, id, cluster, is_rep, similarity, stages"
 
 
@@ -86,11 +86,11 @@ class _SQLiteView(Transaction):
 
     # ---- reads
     def state(self) -> State:
-        rows = dict(self.con.execute("SELECT k, v FROM meta WHERE k IN (?, ?, ?)", _STATE_KEYS).fetchall())
+        rows = dict(self.con.execute("SELECT k, v FROM meta WHERE k IN (?, ?, ?, ?)", _STATE_KEYS).fetchall())
         if not rows:
             return State()
-        kind = rows.get("id_kind") or None
-        return State(next_seq=int(rows.get("next_seq", 0)), next_cluster=int(rows.get("next_cluster", 0)), id_kind=kind)
+        return State(next_seq=int(rows.get("next_seq", 0)), next_cluster=int(rows.get("next_cluster", 0)),
+                     id_kind=rows.get("id_kind") or None, layout=rows.get("layout", ""))
 
     def _docs(self, where: str, values: Sequence, payload: bool) -> list[DocRow]:
         cols = _COLS + (", payload" if payload else "")
@@ -144,7 +144,7 @@ class _SQLiteView(Transaction):
     def set_state(self, state: State) -> None:
         self.con.executemany("INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)",
                              [("next_seq", str(int(state.next_seq))), ("next_cluster", str(int(state.next_cluster))),
-                              ("id_kind", state.id_kind or "")])
+                              ("id_kind", state.id_kind or ""), ("layout", state.layout)])
 
     def insert_docs(self, rows: Sequence[DocRow]) -> None:
         self.con.executemany("INSERT INTO docs (seq, id, cluster, is_rep, similarity, stages, payload) "

@@ -112,6 +112,10 @@ class State:
     next_cluster: int = 0
     #: "str" or "int" once the first document is added (every id of an index has one kind), else None
     id_kind: Optional[str] = None
+    #: what the index fixed at its first add that all later documents must match (vector dimension,
+    #: key columns...), as a short JSON text the index writes and reads; opaque to the backend
+    #: (store and return it verbatim; ``""`` until set)
+    layout: str = ""
 
 
 @dataclass(frozen=True)

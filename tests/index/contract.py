@@ -82,9 +82,9 @@ class IndexContract:
         rows = [_row(i + 10, doc_id=ids[i], payload=payloads[i], cluster=7, rep=i == 0) for i in range(4)]
         with storage.write() as tx:
             tx.insert_docs(rows)
-            tx.set_state(State(next_seq=14, next_cluster=8, id_kind="str"))
+            tx.set_state(State(next_seq=14, next_cluster=8, id_kind="str", layout='{"dim": 3, "é": "✓"}'))
         with storage.read() as view:
-            assert view.state() == State(next_seq=14, next_cluster=8, id_kind="str")
+            assert view.state() == State(next_seq=14, next_cluster=8, id_kind="str", layout='{"dim": 3, "é": "✓"}')
             got = {r.seq: r for r in view.docs_by_seq([13, 10, 11, 12, 99])}
             assert got == {r.seq: r for r in rows}
             by_id = {r.id: r for r in view.docs_by_id(["ünïcødé id ✓", "0", "missing"])}
