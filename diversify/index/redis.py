@@ -8,7 +8,7 @@ goes to redis-py. Redis Cluster is not supported (the scripts touch keys they do
 Key layout (``P`` = the prefix; a seq is stored as 8 little-endian bytes, ``seq8``):
 
 * ``P meta`` hash: the :class:`Meta` fields + ``layout`` (this module's :data:`LAYOUT`);
-* ``P state`` hash: ``next_seq``, ``next_cluster``, ``id_kind``, the counters ``docs``, ``reps``,
+* ``P state`` hash: ``next_seq``, ``next_cluster``, ``id_kind``, ``layout``, the counters ``docs``, ``reps``,
   ``band_rows`` and ``last_commit`` (the fencing token of the last committed batch);
 * ``P d:<seq8>`` string, one per document: a 29-byte header (is_rep, cluster, similarity, stages,
   id length), the id (UTF-8), the payload;
@@ -99,7 +99,7 @@ local p = ARGV[1]
 if redis.call('EXISTS', p .. 'meta') == 0 then
   redis.call('HSET', p .. 'meta', 'schema_version', ARGV[2], 'config_json', ARGV[3], 'fingerprint', ARGV[4],
              'created_by', ARGV[5], 'layout', ARGV[6])
-  redis.call('HSET', p .. 'state', 'next_seq', 0, 'next_cluster', 0, 'id_kind', '', 'docs', 0, 'reps', 0,
+  redis.call('HSET', p .. 'state', 'next_seq', 0, 'next_cluster', 0, 'id_kind', '', 'layout', '', 'docs', 0, 'reps', 0,
              'band_rows', 0, 'max_seq', -1, 'last_commit', '')
 end
 return redis.call('HGETALL', p .. 'meta')
@@ -142,7 +142,7 @@ local function mm_del(h, f, m)
 end
 """
 
-# ARGV: prefix, token, next_seq, next_cluster, id_kind, d_docs, d_reps, max_seq,
+# ARGV: prefix, token, next_seq, next_cluster, id_kind, layout, d_docs, d_reps, max_seq,
 #       band_del, band_add, cl_del, cl_add (blobs of 24-byte records: bucket8 field8 seq8),
 #       n_del, (seq8, id) * n_del, n_put, (seq8, value, id) * n_put
 # The lease holds when the lock carries our token, or when it expired and no other writer has
@@ -162,11 +162,11 @@ local function each(blob, tag, fn)
   end
   return out
 end
-band_rows = band_rows - each(ARGV[9], 'b:', mm_del)
-band_rows = band_rows + each(ARGV[10], 'b:', mm_add)
-each(ARGV[11], 'c:', mm_del)
-each(ARGV[12], 'c:', mm_add)
-local i = 13
+band_rows = band_rows - each(ARGV[10], 'b:', mm_del)
+band_rows = band_rows + each(ARGV[11], 'b:', mm_add)
+each(ARGV[12], 'c:', mm_del)
+each(ARGV[13], 'c:', mm_add)
+local i = 14
 local n = tonumber(ARGV[i])
 for j = 1, n do
   local s, id = ARGV[i + 2 * j - 1], ARGV[i + 2 * j]
@@ -181,12 +181,13 @@ for j = 1, n do
   redis.call('HSET', p .. 'ids', id, s)
 end
 local st = p .. 'state'
-redis.call('HSET', st, 'next_seq', ARGV[3], 'next_cluster', ARGV[4], 'id_kind', ARGV[5], 'last_commit', ARGV[2])
-redis.call('HINCRBY', st, 'docs', ARGV[6])
-redis.call('HINCRBY', st, 'reps', ARGV[7])
+redis.call('HSET', st, 'next_seq', ARGV[3], 'next_cluster', ARGV[4], 'id_kind', ARGV[5], 'layout', ARGV[6],
+           'last_commit', ARGV[2])
+redis.call('HINCRBY', st, 'docs', ARGV[7])
+redis.call('HINCRBY', st, 'reps', ARGV[8])
 redis.call('HINCRBY', st, 'band_rows', band_rows)
-if tonumber(ARGV[8]) > tonumber(redis.call('HGET', st, 'max_seq') or '-1') then
-  redis.call('HSET', st, 'max_seq', ARGV[8])
+if tonumber(ARGV[9]) > tonumber(redis.call('HGET', st, 'max_seq') or '-1') then
+  redis.call('HSET', st, 'max_seq', ARGV[9])
 end
 redis.call('DEL', p .. 'lock')
 return band_rows
@@ -313,10 +314,11 @@ class _RedisView(View):
 
     def state(self) -> State:
         r = self.st.client
-        nxt, ncl, kind = self._call(r.hmget, self.st.p + "state", "next_seq", "next_cluster", "id_kind")
+        nxt, ncl, kind, layout = self._call(r.hmget, self.st.p + "state", "next_seq", "next_cluster", "id_kind", "layout")
         if nxt is None:
             return State()
-        return State(next_seq=int(nxt), next_cluster=int(ncl), id_kind=kind.decode() or None)
+        return State(next_seq=int(nxt), next_cluster=int(ncl), id_kind=_text(kind or b"") or None,
+                     layout=_text(layout or b""))
 
     def docs_by_seq(self, seqs: Sequence[int], *, payload: bool = True) -> list[DocRow]:
         s8 = [_seq8(s) for s in dict.fromkeys(int(s) for s in seqs)]
@@ -530,7 +532,7 @@ class _RedisTransaction(_RedisView, Transaction):
             return _cluster_records([c for c, _ in pairs], [s for _, s in pairs]) if pairs else b""
 
         top = max((s for s, r in self._docs.items() if r is not None), default=-1)
-        return [self.st.p, self.token, st.next_seq, st.next_cluster, st.id_kind or "", dd, dr, top,
+        return [self.st.p, self.token, st.next_seq, st.next_cluster, st.id_kind or "", st.layout, dd, dr, top,
                 blob(rem), blob(add), cblob(cl_del), cblob(cl_add),
                 len(dels) // 2, *dels, len(puts) // 3, *puts]
 
