@@ -105,8 +105,14 @@ end
 return redis.call('HGETALL', p .. 'meta')
 """
 
+# KEYS: lock, fence. Renew our lease; an expired one only if no other writer asked for it since.
 _RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+local lock = redis.call('GET', KEYS[1])
+if lock == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if lock == false and redis.call('GET', KEYS[2]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
 return 0
 """
 
@@ -122,8 +128,8 @@ local function mm_has(v, m)
   return false
 end
 local function mm_add(h, f, m)
+  if redis.call('HSETNX', h, f, m) == 1 then return 1 end  -- the common case: a new field
   local v = redis.call('HGET', h, f)
-  if not v then redis.call('HSET', h, f, m) return 1 end
   if mm_has(v, m) then return 0 end
   redis.call('HSET', h, f, v .. m)
   return 1
@@ -156,9 +162,10 @@ end
 local band_rows = 0
 local function each(blob, tag, fn)
   local out = 0
+  local base = p .. tag
+  local sub = string.sub
   for i = 1, #blob, 24 do
-    out = out + fn(p .. tag .. string.sub(blob, i, i + 7), string.sub(blob, i + 8, i + 15),
-                   string.sub(blob, i + 16, i + 23))
+    out = out + fn(base .. sub(blob, i, i + 7), sub(blob, i + 8, i + 15), sub(blob, i + 16, i + 23))
   end
   return out
 end
@@ -168,17 +175,26 @@ each(ARGV[12], 'c:', mm_del)
 each(ARGV[13], 'c:', mm_add)
 local i = 14
 local n = tonumber(ARGV[i])
+local ids = p .. 'ids'
 for j = 1, n do
   local s, id = ARGV[i + 2 * j - 1], ARGV[i + 2 * j]
   redis.call('DEL', p .. 'd:' .. s)
-  if redis.call('HGET', p .. 'ids', id) == s then redis.call('HDEL', p .. 'ids', id) end
+  if redis.call('HGET', ids, id) == s then redis.call('HDEL', ids, id) end
 end
 i = i + 2 * n + 1
 n = tonumber(ARGV[i])
+local docs, names = {}, {}
 for j = 1, n do
-  local s, v, id = ARGV[i + 3 * j - 2], ARGV[i + 3 * j - 1], ARGV[i + 3 * j]
-  redis.call('SET', p .. 'd:' .. s, v)
-  redis.call('HSET', p .. 'ids', id, s)
+  local s = ARGV[i + 3 * j - 2]
+  docs[#docs + 1] = p .. 'd:' .. s
+  docs[#docs + 1] = ARGV[i + 3 * j - 1]
+  names[#names + 1] = ARGV[i + 3 * j]
+  names[#names + 1] = s
+  if #docs >= 2000 or j == n then  -- MSET / HSET take many at once (Lua's unpack has a limit)
+    redis.call('MSET', unpack(docs))
+    redis.call('HSET', ids, unpack(names))
+    docs, names = {}, {}
+  end
 end
 local st = p .. 'state'
 redis.call('HSET', st, 'next_seq', ARGV[3], 'next_cluster', ARGV[4], 'id_kind', ARGV[5], 'layout', ARGV[6],
@@ -390,11 +406,11 @@ class _RedisTransaction(_RedisView, Transaction):
         self._state: Optional[State] = None
         self._orig: dict[int, Optional[DocRow]] = {}  # committed rows of the seqs this batch touched
         self._docs: dict[int, Optional[DocRow]] = {}  # their rows after this batch (None: deleted)
-        self._bands: dict[tuple[int, int], bool] = {}  # (key, seq) -> present after this batch
+        self._band_ops: list[tuple[np.ndarray, np.ndarray, bool]] = []  # (keys, seqs, inserted?) in order
 
     def _call(self, fn, *args):
         if time.monotonic() - self.renewed > self.st.lease / 4:
-            ok = self.st.call(self.st.scripts["renew"], [self.st.p + "lock"], [self.token, int(self.st.lease * 1000)],
+            ok = self.st.call(self.st.scripts["renew"], [self.st.p + "lock", self.st.p + "fence"], [self.token, int(self.st.lease * 1000)],
                               rolled_back=True)
             if not ok:
                 raise StorageError(self.st.lease_lost())
@@ -424,15 +440,23 @@ class _RedisTransaction(_RedisView, Transaction):
         want = set(int(c) for c in clusters)
         return self._overlay(super().docs_in_clusters(clusters, payload=payload), payload, lambda r: r.cluster in want)
 
+    def _bands(self, keys: Optional[np.ndarray] = None) -> dict[tuple[int, int], bool]:
+        """(key, seq) -> present after this batch, for the pairs it touched (among ``keys``)."""
+        out: dict[tuple[int, int], bool] = {}
+        for k, s, present in self._band_ops:
+            if keys is not None:
+                hit = np.isin(k, keys)
+                k, s = k[hit], s[hit]
+            for pair in zip(k.tolist(), s.tolist()):
+                out[pair] = present
+        return out
+
     def candidates(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         k, s = super().candidates(keys)
-        if not self._bands:
+        if not self._band_ops:
             return k, s
         pairs = {p: True for p in zip(k.tolist(), s.tolist())}
-        want = set(np.asarray(keys, dtype=np.int64).tolist())
-        for p, present in self._bands.items():
-            if p[0] in want:
-                pairs[p] = present
+        pairs.update(self._bands(np.asarray(keys, dtype=np.int64)))
         live = [p for p, present in pairs.items() if present]
         return np.array([p[0] for p in live], dtype=np.int64), np.array([p[1] for p in live], dtype=np.int64)
 
@@ -444,11 +468,11 @@ class _RedisTransaction(_RedisView, Transaction):
         c = super().counts()
         dd, dr = self._doc_deltas()
         db = 0
-        if self._bands:
-            pairs = np.array(list(self._bands), dtype=np.int64)
-            k, s = _RedisView.candidates(self, pairs[:, 0])
+        if self._band_ops:
+            touched = self._bands()
+            k, s = _RedisView.candidates(self, np.array([p[0] for p in touched], dtype=np.int64))
             there = set(zip(k.tolist(), s.tolist()))
-            db = sum((p not in there) if v else -(p in there) for p, v in self._bands.items())
+            db = sum((p not in there) if v else -(p in there) for p, v in touched.items())
         return Counts(documents=c.documents + dd, representatives=c.representatives + dr, band_rows=c.band_rows + db)
 
     # ---- writes (buffered)
@@ -485,12 +509,32 @@ class _RedisTransaction(_RedisView, Transaction):
             self._docs[int(s)] = None
 
     def insert_bands(self, keys: np.ndarray, seqs: np.ndarray) -> None:
-        for p in zip(np.asarray(keys, dtype=np.int64).tolist(), np.asarray(seqs, dtype=np.int64).tolist()):
-            self._bands[p] = True
+        self._band_op(keys, seqs, True)
 
     def delete_bands(self, keys: np.ndarray, seqs: np.ndarray) -> None:
-        for p in zip(np.asarray(keys, dtype=np.int64).tolist(), np.asarray(seqs, dtype=np.int64).tolist()):
-            self._bands[p] = False
+        self._band_op(keys, seqs, False)
+
+    def _band_op(self, keys: np.ndarray, seqs: np.ndarray, present: bool) -> None:
+        k = np.array(keys, dtype=np.int64).reshape(-1)
+        s = np.array(seqs, dtype=np.int64).reshape(-1)
+        if k.shape != s.shape:
+            raise ValueError(f"band keys and seqs differ in length: {k.size} != {s.size}")
+        if k.size:
+            self._band_ops.append((k, s, present))
+
+    def _band_changes(self) -> tuple[bytes, bytes]:
+        """The (removed, added) band rows of the batch as script records."""
+        if all(present for _, _, present in self._band_ops):  # the usual batch: inserts only
+            if not self._band_ops:
+                return b"", b""
+            k = np.concatenate([op[0] for op in self._band_ops])
+            s = np.concatenate([op[1] for op in self._band_ops])
+            order = np.lexsort((s, k >> 48))  # bucket by bucket
+            return b"", _band_records(k[order], s[order])
+        final = self._bands()
+        add = np.array([p for p, v in final.items() if v], dtype=np.int64).reshape(-1, 2)
+        rem = np.array([p for p, v in final.items() if not v], dtype=np.int64).reshape(-1, 2)
+        return _band_records(rem[:, 0], rem[:, 1]), _band_records(add[:, 0], add[:, 1])
 
     # ---- commit
     def _doc_deltas(self) -> tuple[int, int]:
@@ -504,15 +548,7 @@ class _RedisTransaction(_RedisView, Transaction):
     def commit_args(self) -> list[Any]:
         st = self.state()
         dd, dr = self._doc_deltas()
-        add = [p for p, v in self._bands.items() if v]
-        rem = [p for p, v in self._bands.items() if not v]
-
-        def blob(pairs):
-            if not pairs:
-                return b""
-            a = np.array(pairs, dtype=np.int64)
-            return _band_records(a[:, 0], a[:, 1])
-
+        band_del, band_add = self._band_changes()
         cl_del: list[tuple[int, int]] = []
         cl_add: list[tuple[int, int]] = []
         dels: list[Any] = []
@@ -533,7 +569,7 @@ class _RedisTransaction(_RedisView, Transaction):
 
         top = max((s for s, r in self._docs.items() if r is not None), default=-1)
         return [self.st.p, self.token, st.next_seq, st.next_cluster, st.id_kind or "", st.layout, dd, dr, top,
-                blob(rem), blob(add), cblob(cl_del), cblob(cl_add),
+                band_del, band_add, cblob(cl_del), cblob(cl_add),
                 len(dels) // 2, *dels, len(puts) // 3, *puts]
 
 

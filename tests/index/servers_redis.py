@@ -10,6 +10,7 @@ When ``redis-server`` is not installed the tests are skipped with the reason, ex
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -136,8 +137,7 @@ class RedisServer:
             c.close()
 
 
-@pytest.fixture(scope="session")
-def redis_server() -> Iterator[RedisServer]:
+def _require_redis() -> str:
     binary = require_binary("redis-server")
     try:
         import redis  # noqa: F401
@@ -146,11 +146,30 @@ def redis_server() -> Iterator[RedisServer]:
         if os.environ.get("DIVERSIFY_CI") == "1":
             pytest.fail(f"DIVERSIFY_CI=1 but {reason}", pytrace=False)
         pytest.skip(reason)
+    return binary
+
+
+@contextlib.contextmanager
+def running_server() -> Iterator[RedisServer]:
     directory = Path(tempfile.mkdtemp(prefix="diversify-redis-"))
-    server = RedisServer(binary, directory)
+    server = RedisServer(_require_redis(), directory)
     try:
         server.start()
         yield server
     finally:
         server.stop()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """The server the tests share (each on its own index name)."""
+    with running_server() as server:
+        yield server
+
+
+@pytest.fixture
+def own_redis_server() -> Iterator[RedisServer]:
+    """A server of the test's own, for tests that kill and restart it."""
+    with running_server() as server:
+        yield server

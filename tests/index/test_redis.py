@@ -1,16 +1,295 @@
 """The live-index contract on Redis (a real redis-server, tests/index/servers_redis.py), plus what
-only the Redis backend has: the writer lease and its fencing, the key layout's version, a server
-killed mid-batch, masked passwords."""
+only the Redis backend has: the writer lease and its fencing, the key layout's version, writers
+SIGKILLed mid-batch, the server killed mid-batch, unreachable URLs, masked passwords, memory."""
 
 from __future__ import annotations
 
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
 import pytest
 
-from index.contract import IndexContract
-from index.servers_redis import redis_server  # noqa: F401  (the session fixture)
+from diversify.errors import ConfigError, IncompatibleIndexError, StorageError
+from diversify.index.storage import DocRow, State, StorageOptions, open_storage
+from index.contract import META, IndexContract
+from index.servers_redis import free_port, own_redis_server, redis_server  # noqa: F401  (fixtures)
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKER = Path(__file__).with_name("redis_worker.py")
 
 
 class TestRedis(IndexContract):
     @pytest.fixture
     def storage_url(self, redis_server) -> str:  # noqa: F811
         return redis_server.fresh_url()
+
+
+def _row(seq: int, name: str = "d") -> DocRow:
+    return DocRow(seq=seq, id=f"{name}{seq}", cluster=seq, is_rep=True, similarity=1.0, stages=0,
+                  payload=bytes([seq % 256]) * 64)
+
+
+def _seqs(storage) -> list[int]:
+    with storage.read() as view:
+        return [r.seq for r in view.scan(-1, 1_000_000, payload=False)]
+
+
+def _worker(url: str, *args: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.Popen([sys.executable, str(WORKER), url, *args], stdout=subprocess.PIPE, text=True, env=env)
+
+
+def _consistent(server, url: str) -> dict:
+    """Recount the index from its raw keys and compare with its counters; returns the counts."""
+    with open_storage(url) as s:
+        prefix = s.p.encode()
+        with s.read() as view:
+            counts = view.counts()
+            rows = view.scan(-1, 10**7, payload=False)
+    c = server.client()
+    try:
+        ids = c.hgetall(prefix + b"ids")
+        band_rows = sum(len(v) // 8 for key in c.scan_iter(match=prefix + b"b:*") for v in c.hvals(key))
+        members = sum(len(v) // 8 for key in c.scan_iter(match=prefix + b"c:*") for v in c.hvals(key))
+    finally:
+        c.close()
+    assert counts.documents == len(rows) == len(ids) == members
+    assert counts.representatives == sum(r.is_rep for r in rows)
+    assert counts.band_rows == band_rows
+    return {"documents": len(rows), "band_rows": band_rows, "ids": {r.id for r in rows}}
+
+
+# ---------------------------------------------------------------------------- the lease and its fencing
+
+
+def test_a_writer_whose_lease_expired_and_was_taken_over_cannot_commit(redis_server):  # noqa: F811
+    url = redis_server.fresh_url(lease=0.3)
+    with open_storage(url) as stale, open_storage(url) as fresh:
+        stale.initialize(META)
+        batch = stale.write()
+        tx = batch.__enter__()
+        tx.insert_docs([_row(1, "stale")])
+        tx.insert_bands(np.array([11], dtype=np.int64), np.array([1], dtype=np.int64))
+        time.sleep(0.6)  # the stale writer stalls past its lease; the next writer takes over
+        with fresh.write() as tx2:
+            tx2.insert_docs([_row(2, "fresh")])
+        with pytest.raises(StorageError, match=r"lease .* expired.*rolled back; nothing of it was written"):
+            batch.__exit__(None, None, None)
+        assert _seqs(fresh) == [2]
+        with fresh.read() as view:
+            assert view.candidates(np.array([11], dtype=np.int64))[0].size == 0
+            assert view.counts().documents == 1
+
+
+def test_a_stale_writer_cannot_commit_while_another_holds_the_lease(redis_server):  # noqa: F811
+    url = redis_server.fresh_url(lease=0.3)
+    with open_storage(url) as stale, open_storage(url) as fresh:
+        stale.initialize(META)
+        batch = stale.write()
+        batch.__enter__().insert_docs([_row(1)])
+        time.sleep(0.6)
+        with fresh.write() as tx2:  # holds the lease while the stale one tries to commit
+            with pytest.raises(StorageError, match="lease"):
+                batch.__exit__(None, None, None)
+            tx2.insert_docs([_row(2)])
+        assert _seqs(fresh) == [2]
+
+
+def test_a_stale_writer_is_stopped_at_its_next_read(redis_server):  # noqa: F811
+    url = redis_server.fresh_url(lease=0.3)
+    with open_storage(url) as stale, open_storage(url) as fresh:
+        stale.initialize(META)
+        with pytest.raises(StorageError, match="lease"):
+            with stale.write() as tx:
+                tx.insert_docs([_row(1)])
+                time.sleep(0.6)
+                with fresh.write() as tx2:
+                    tx2.insert_docs([_row(2)])
+                tx.state()  # renews the lease first: refused, it is the other writer's now
+        assert _seqs(fresh) == [2]
+
+
+def test_an_expired_lease_nobody_asked_for_still_commits(redis_server):  # noqa: F811
+    """Nobody took a fencing token since ours, so nobody can have committed: the commit is safe."""
+    url = redis_server.fresh_url(lease=0.2)
+    with open_storage(url) as s:
+        s.initialize(META)
+        with s.write() as tx:
+            tx.insert_docs([_row(1)])
+            time.sleep(0.5)
+        assert _seqs(s) == [1]
+
+
+@pytest.mark.parametrize("lease", ["0", "-1", "abc", "1e9", ""])
+def test_a_bad_lease_parameter_is_refused(redis_server, lease):  # noqa: F811
+    with pytest.raises(ConfigError, match=r"`lease`.*\[0.05, 3600\]"):
+        open_storage(redis_server.fresh_url(lease=lease))
+
+
+def test_a_newer_key_layout_is_refused(redis_server):  # noqa: F811
+    url = redis_server.fresh_url()
+    with open_storage(url) as s:
+        s.initialize(META)
+        c = redis_server.client()
+        c.hset(s.p + "meta", "layout", 99)
+        c.close()
+        for call in (s.read_meta, lambda: s.initialize(META)):
+            with pytest.raises(IncompatibleIndexError, match="layout 99, newer than this diversify reads"):
+                call()
+
+
+# ---------------------------------------------------------------------------- killed writers
+
+
+def test_a_writer_killed_inside_a_batch_leaves_nothing_and_its_lease_expires(redis_server):  # noqa: F811
+    url = redis_server.fresh_url(lease=1)
+    with open_storage(url) as s:
+        s.initialize(META)
+        with s.write() as tx:
+            tx.insert_docs([_row(0, "before")])
+            tx.set_state(State(next_seq=1, next_cluster=1, id_kind="str"))
+        proc = _worker(url, "hold", "killed")
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "inside"
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(30)
+        t0 = time.monotonic()
+        with open_storage(url, StorageOptions(lock_timeout=20)) as s2, s2.write() as tx:
+            waited = time.monotonic() - t0
+            assert tx.state() == State(next_seq=1, next_cluster=1, id_kind="str")
+        assert waited < 5  # the lease (1 s) expired; nobody waited for lock_timeout
+    assert _consistent(redis_server, url)["ids"] == {"before0"}
+
+
+@pytest.mark.slow
+def test_writers_killed_at_random_points_leave_whole_batches_only(redis_server):  # noqa: F811
+    url = redis_server.fresh_url(lease=0.5)
+    k = 40
+    with open_storage(url) as s:
+        s.initialize(META)
+    rnd = random.Random(13)
+    for round_ in range(8):
+        proc = _worker(url, "loop", f"r{round_}", str(k))
+        assert proc.stdout is not None
+        proc.stdout.readline()  # it committed at least one batch; now kill it anywhere in the next ones
+        time.sleep(rnd.uniform(0.0, 0.15))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        got = _consistent(redis_server, url)
+        batches: dict[str, int] = {}
+        for doc_id in got["ids"]:
+            b = doc_id.rsplit("-", 1)[0]
+            batches[b] = batches.get(b, 0) + 1
+        assert set(batches.values()) == {k}, f"a partial batch after kill {round_}: {batches}"
+        assert got["band_rows"] == 9 * got["documents"]
+        with open_storage(url) as s, s.read() as view:
+            assert view.state().next_seq == got["documents"]
+
+
+# ---------------------------------------------------------------------------- the server goes away
+
+
+def test_the_server_killed_mid_batch_rolls_the_batch_back_and_says_so(own_redis_server):  # noqa: F811
+    server = own_redis_server
+    url = server.fresh_url(lease=1)
+    with open_storage(url) as s:
+        s.initialize(META)
+        with s.write() as tx:
+            tx.insert_docs([_row(1, "kept")])
+        with pytest.raises(StorageError) as err:
+            with s.write() as tx:
+                tx.insert_docs([_row(2, "lost")])
+                tx.insert_bands(np.array([5], dtype=np.int64), np.array([2], dtype=np.int64))
+                server.kill()
+                tx.docs_by_seq([1])
+        msg = str(err.value)
+        assert f"127.0.0.1:{server.port}" in msg and "rolled back; nothing of it was written" in msg
+        assert "ConnectionError" in msg or "Connection" in msg
+        server.start()  # the same append-only file
+        # the same Storage object works again (a new connection) after the lease of the lost batch expired
+        with s.write() as tx:
+            tx.insert_docs([_row(3, "after")])
+    assert _consistent(server, url)["ids"] == {"kept1", "after3"}
+
+
+def test_the_server_killed_while_a_commit_is_in_flight_applies_all_or_nothing(own_redis_server):  # noqa: F811
+    server = own_redis_server
+    url = server.fresh_url(lease=1)
+    with open_storage(url) as s:
+        s.initialize(META)
+        batch = s.write()
+        tx = batch.__enter__()
+        tx.insert_docs([_row(i, "inflight") for i in range(500)])
+        tx.set_state(State(next_seq=500, next_cluster=500, id_kind="str"))  # nothing left to read
+        assert server.proc is not None
+        server.proc.send_signal(signal.SIGSTOP)  # the commit reaches a server that never runs it
+        try:
+            import threading
+
+            threading.Timer(0.5, server.kill).start()
+            with pytest.raises(StorageError, match="entirely or not at all"):
+                batch.__exit__(None, None, None)
+        finally:
+            server.kill()
+        server.start()
+        assert _consistent(server, url)["documents"] in (0, 500)
+
+
+def test_an_unreachable_url_fails_fast_naming_it_and_the_cause(redis_server):  # noqa: F811
+    port = free_port()  # nothing listens there
+    url = f"redis://alice:hunter2-secret@127.0.0.1:{port}/0?index=x"
+    t0 = time.monotonic()
+    with pytest.raises(StorageError) as err:
+        open_storage(url, StorageOptions(connect_timeout=1))
+    assert time.monotonic() - t0 < 5
+    msg = str(err.value)
+    assert f"redis://alice:***@127.0.0.1:{port}/0" in msg and "Connection" in msg
+    assert "hunter2" not in msg and "hunter2" not in str(err.value.__cause__)
+
+
+def test_a_wrong_password_is_refused_with_the_password_masked(redis_server):  # noqa: F811
+    redis_server.add_user("alice", "right-pw-1")
+    ok = redis_server.url(index="pw", user="alice", password="right-pw-1")
+    with open_storage(ok) as s:
+        assert s.initialize(META) == META
+        assert "right-pw-1" not in s.url and "alice:***@" in s.url
+    with pytest.raises(StorageError) as err:
+        open_storage(redis_server.url(index="pw", user="alice", password="wrong-pw-2"))
+    msg = str(err.value)
+    assert "alice:***@" in msg and "wrong-pw-2" not in msg and "right-pw-1" not in msg
+    assert "Authentication" in msg or "WRONGPASS" in msg or "invalid" in msg
+
+
+# ---------------------------------------------------------------------------- memory
+
+
+@pytest.mark.slow
+def test_band_rows_cost_tens_of_bytes_not_a_key_each(redis_server):  # noqa: F811
+    """Band rows live in 65,536 listpack hash buckets: once the buckets fill (here ~9 rows each, an
+    index of ~65k representatives) a row costs < 40 bytes; one Redis set per band key costs ~90."""
+    url = redis_server.fresh_url()
+    rows = 600_000
+    rng = np.random.default_rng(5)
+    keys = rng.integers(np.iinfo(np.int64).min, np.iinfo(np.int64).max, size=rows, dtype=np.int64)
+    c = redis_server.client()
+    try:
+        with open_storage(url) as s:
+            s.initialize(META)
+            before = c.info("memory")["used_memory"]
+            with s.write() as tx:
+                tx.insert_bands(keys, np.arange(rows, dtype=np.int64) // 9)
+            used = c.info("memory")["used_memory"] - before
+            with s.read() as view:
+                assert view.counts().band_rows == rows
+                k, got = view.candidates(keys[:1000])
+                assert sorted(got.tolist()) == (np.arange(1000) // 9).tolist()
+    finally:
+        c.close()
+    assert used / rows < 40, used / rows
