@@ -59,6 +59,8 @@ _LAZY = {
     "LockTimeoutError": "diversify.errors",
     "StorageError": "diversify.errors",
     "IncompatibleIndexError": "diversify.errors",
+    # the live index
+    "Index": "diversify.index",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -31,7 +31,7 @@ from ..sketches.batch import Sketches
 from ..stages import STAGE_EXACT, STAGE_MINHASH, STAGE_SIMHASH, STAGE_TEXT_SIMHASH
 from ..text import exact_jaccard
 
-__all__ = ["FoldStats", "priority_rank", "guaranteed_clusters"]
+__all__ = ["FoldStats", "Similarity", "priority_rank", "guaranteed_clusters"]
 
 #: documents whose shingle sets are held at once for the fold check's exact comparisons
 _PREFETCH_DOCS = 4096
@@ -77,7 +77,7 @@ def priority_rank(rule: str, lengths: np.ndarray, keys: Optional[np.ndarray]) ->
     return rank
 
 
-class _Similarity:
+class Similarity:
     """Vectorized "is document r verified similar to each of these documents", per enabled stage."""
 
     def __init__(self, sk: Sketches, cfg: BuildConfig, stats: FoldStats):
@@ -235,7 +235,7 @@ def guaranteed_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: 
     """
     n = root.size
     stats = FoldStats()
-    sim = _Similarity(sk, cfg, stats)
+    sim = Similarity(sk, cfg, stats)
     labels = np.arange(n, dtype=np.int64)
     reps = np.ones(n, dtype=bool)
     flags = np.zeros(n, dtype=np.uint8)
@@ -261,7 +261,7 @@ def guaranteed_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: 
     return labels, reps, flags, stats
 
 
-def _cut_component(members: np.ndarray, n_old: int, sim: _Similarity, labels: np.ndarray, reps: np.ndarray,
+def _cut_component(members: np.ndarray, n_old: int, sim: Similarity, labels: np.ndarray, reps: np.ndarray,
                    flags: np.ndarray, stats: FoldStats) -> None:
     """The greedy of the module docstring on one component (members in representative order)."""
     old = members[members < n_old]
@@ -280,7 +280,7 @@ def _cut_component(members: np.ndarray, n_old: int, sim: _Similarity, labels: np
         stats.components_cut += 1
 
 
-def _claim(r: int, todo: np.ndarray, sim: _Similarity, labels: np.ndarray, reps: np.ndarray, flags: np.ndarray,
+def _claim(r: int, todo: np.ndarray, sim: Similarity, labels: np.ndarray, reps: np.ndarray, flags: np.ndarray,
            stats: FoldStats, *, new_rep: bool = False) -> np.ndarray:
     """Fold every document of ``todo`` that is verified similar to representative ``r`` under it;
     return the rest (order kept)."""

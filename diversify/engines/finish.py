@@ -37,7 +37,7 @@ from ..stages import FLAG_CHAR_SHINGLES, FLAG_EMPTY_TEXT, FLAG_HAS_VECTOR, STAGE
 if TYPE_CHECKING:
     from ..artifact import ClusterMap
 
-__all__ = ["BuildResult", "BuildStats", "finish", "resolve_config"]
+__all__ = ["BuildResult", "BuildStats", "finish", "resolve_config", "incremental_extras"]
 
 log = logging.getLogger("diversify")
 
@@ -171,7 +171,7 @@ def finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray
     timings["cluster"] = time.perf_counter() - t0
     extras: dict = {}
     if cfg.incremental:
-        extras = _extras(sk)
+        extras = incremental_extras(sk)
     if fold_sim is not None:  # what the fold check verified, for `stats` and `eval`
         extras["fold_similarity"] = fold_sim
     if aliases.size:
@@ -209,7 +209,7 @@ def finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray
     stats_dict: BuildStats = {"candidates": stats.candidates, "verified": stats.verified, "merged": stats.merged, "lsh": stats.lsh,
                   "exact_checks": stats.exact_checks}
     config_json = cfg.model_dump(mode="json")
-    report = cluster_report(cluster_ids, rep, config_json, {**_extras(sk), **extras})
+    report = cluster_report(cluster_ids, rep, config_json, {**incremental_extras(sk), **extras})
     notes = outcome_warnings(report)
     _log_build(cfg, config_json, build_info, report, fingerprint(cfg))
     for note in notes:
@@ -250,7 +250,9 @@ def _guaranteed(root, sk: Sketches, cfg: BuildConfig, flags: np.ndarray, raw_clu
     return labels, rep, bits, fstats.as_dict(), sim
 
 
-def _extras(sk: Sketches) -> dict:
+def incremental_extras(sk: Sketches) -> dict:
+    """The per-document state an artifact keeps so that ``add`` (and the live index's export) can
+    extend it without a rebuild."""
     ex: dict[str, np.ndarray | None] = {"exact_hash": sk.exact}
     doc_flags = sk.empty.astype(np.uint8) * FLAG_EMPTY_TEXT
     if sk.simhash is not None:

@@ -28,7 +28,7 @@ from ..sketches.batch import Sketches, sketch_texts, sketch_vectors
 from ..stages import FLAG_CHAR_SHINGLES, FLAG_EMPTY_TEXT, FLAG_HAS_VECTOR
 from .finish import BuildResult, BuildStats, finish, resolve_config
 
-__all__ = ["build", "add", "BuildResult", "BuildStats"]
+__all__ = ["build", "add", "BuildResult", "BuildStats", "sketch_inputs", "doc_thresholds"]
 
 
 def build(
@@ -108,7 +108,7 @@ def build(
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise ConfigError(f"`chunk_size` must be a positive int; got {chunk_size!r}. The default 16384 suits most corpora.")
     timings: dict = {}
-    sk = _sketch(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings)
+    sk = sketch_inputs(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings)
     sk.doc_threshold = doc_thresholds(cfg, sources, sk.n)
     if sk.n == 0:
         raise InputError("the corpus is empty: `texts`/`vectors` held no documents. Pass at least one document.")
@@ -152,8 +152,10 @@ def linking_config(cfg: BuildConfig) -> BuildConfig:
                                   "source_thresholds": None})
 
 
-def _sketch(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool, chunk_size: int, timings: dict,
+def sketch_inputs(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool, chunk_size: int, timings: dict,
             id_offset: int = 0) -> Sketches:
+    """Validate and sketch a corpus as ``build`` does: texts (text stages), ids (diversify.ids rules),
+    vectors (SimHash), keys (representative rule). The live index sketches its batches with it too."""
     t0 = time.perf_counter()
     if texts is not None:
         if cfg.minhash is None and not cfg.exact and cfg.text_simhash is None:
@@ -241,7 +243,7 @@ def add(
     old_ids = cmap.ids
     old_ids = old_ids.tolist() if isinstance(old_ids, np.ndarray) else list(old_ids)
     timings: dict = {}
-    new = _sketch(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings,
+    new = sketch_inputs(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings,
                   id_offset=n_old)
     if new.n == 0:
         raise InputError("`add` got no documents. Pass at least one text or vector.")

@@ -321,6 +321,8 @@ def mask_url(url: str) -> str:
         pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
         if any(k.lower() == "password" for k, _ in pairs):
             query = "&".join(f"{k}=***" if k.lower() == "password" else f"{k}={v}" for k, v in pairs)
+    if netloc == parts.netloc and query == parts.query:
+        return url  # nothing to hide (urlunsplit would also drop the empty host of sqlite:////abs)
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 

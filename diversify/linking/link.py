@@ -51,6 +51,10 @@ __all__ = [
     "shingle_rows",
     "compact_rows",
     "link_exact",
+    "minhash_band_keys",
+    "text_simhash_band_keys",
+    "simhash_band_starts",
+    "simhash_band_keys",
 ]
 
 _DEFER_CAPACITY = 1 << 16  # borderline pairs buffered before the scan pauses for exact checks
@@ -338,8 +342,7 @@ def _minhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, parent: 
     assert sk.minhash is not None
     mc = _minhash_config(config)
     p = minhash_params(config)
-    keys = np.empty((docs.size, p.bands), dtype=np.uint64)
-    kl.fill_minhash_band_keys(sk.minhash, docs, p.rows, lsh_seed(config.seed), keys)
+    keys = minhash_band_keys(sk.minhash, docs, config)
     kind = kl.KIND_MINHASH_EXACT if mc.verify == "exact" else kl.KIND_MINHASH_ESTIMATE
     shingles = None
     if sk.shingle_indptr is not None and sk.shingle_hashes is not None:
@@ -366,10 +369,7 @@ def _text_simhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, par
     assert sk.text_simhash is not None and config.text_simhash is not None
     radius = config.text_simhash.max_hamming
     fps = np.ascontiguousarray(sk.text_simhash.reshape(-1, 1))
-    starts = band_starts(64, radius + 1)
-    keys = np.empty((docs.size, radius + 1), dtype=np.uint64)
-    kl.fill_simhash_band_keys(fps, docs, 64, starts, np.uint64(lsh_seed(config.seed) ^ np.uint64(SALT_LSH_TEXT_SIMHASH)),
-                              keys)
+    keys = text_simhash_band_keys(sk.text_simhash, docs, config)
     verifier = make_verifier(kl.KIND_SIMHASH_ESTIMATE, config, auto=False, simhash=fps, max_hamming=radius)
     forest = make_forest(parent, flags, STAGE_TEXT_SIMHASH)
     scan_buckets(sorted_buckets(keys, docs, window=config.bucket_window, new_start=new_start), verifier, forest)
@@ -385,12 +385,8 @@ def _simhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, parent: 
     assert sk.simhash is not None
     sc = _simhash_config(config)
     p = simhash_params(config)
-    # pigeonhole bands must cover every bit; S-curve bands are exactly `rows` bits wide, so the
-    # reported candidate probability is the one of the keys actually used
-    starts = band_starts(sc.bits, p.bands) if sc.pigeonhole else np.arange(p.bands + 1, dtype=np.int64) * p.rows
-    keys = np.empty((docs.size, p.bands * sc.families), dtype=np.uint64)
-    kl.fill_simhash_band_keys(sk.simhash, docs, sc.bits, starts, np.uint64(lsh_seed(config.seed) ^ np.uint64(SALT_LSH_SIMHASH)),
-                              keys)
+    starts = simhash_band_starts(config)
+    keys = simhash_band_keys(sk.simhash, docs, config)
     kind = kl.KIND_SIMHASH_EXACT if sc.verify == "exact" else kl.KIND_SIMHASH_ESTIMATE
     verifier = make_verifier(kind, config, auto=False, simhash=sk.simhash, vectors=sk.vectors)
     forest = make_forest(parent, flags, STAGE_SIMHASH)
@@ -406,6 +402,53 @@ def _simhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, parent: 
     d["band_widths"] = sorted(set(np.diff(starts).tolist()))
     d["hamming_radius"] = hamming_radius(sc.threshold, sc.bits)
     stats.lsh["simhash"] = d
+
+
+# ----------------------------------------------------------------------------- band keys
+
+
+def minhash_band_keys(minhash: np.ndarray, docs: np.ndarray, config: BuildConfig) -> np.ndarray:
+    """MinHash LSH band keys of ``docs`` (rows of the uint32 signatures ``minhash``): uint64 (m, bands)."""
+    from .._kernels import linking as kl
+
+    p = minhash_params(config)
+    keys = np.empty((docs.size, p.bands), dtype=np.uint64)
+    kl.fill_minhash_band_keys(minhash, docs, p.rows, lsh_seed(config.seed), keys)
+    return keys
+
+
+def text_simhash_band_keys(fingerprints: np.ndarray, docs: np.ndarray, config: BuildConfig) -> np.ndarray:
+    """Pigeonhole band keys of text SimHash fingerprints (uint64 (n,)): uint64 (m, max_hamming + 1)."""
+    from .._kernels import linking as kl
+
+    assert config.text_simhash is not None
+    radius = config.text_simhash.max_hamming
+    fps = np.ascontiguousarray(fingerprints.reshape(-1, 1))
+    keys = np.empty((docs.size, radius + 1), dtype=np.uint64)
+    kl.fill_simhash_band_keys(fps, docs, 64, band_starts(64, radius + 1),
+                              np.uint64(lsh_seed(config.seed) ^ np.uint64(SALT_LSH_TEXT_SIMHASH)), keys)
+    return keys
+
+
+def simhash_band_starts(config: BuildConfig) -> np.ndarray:
+    """Bit offsets of the vector SimHash bands within a family: pigeonhole bands cover every bit;
+    S-curve bands are exactly ``rows`` bits wide, so the reported candidate probability is the one
+    of the keys actually used."""
+    sc = _simhash_config(config)
+    p = simhash_params(config)
+    return band_starts(sc.bits, p.bands) if sc.pigeonhole else np.arange(p.bands + 1, dtype=np.int64) * p.rows
+
+
+def simhash_band_keys(simhash: np.ndarray, docs: np.ndarray, config: BuildConfig) -> np.ndarray:
+    """Vector SimHash band keys of ``docs`` (rows of the packed uint64 signatures): uint64 (m, bands * families)."""
+    from .._kernels import linking as kl
+
+    sc = _simhash_config(config)
+    p = simhash_params(config)
+    keys = np.empty((docs.size, p.bands * sc.families), dtype=np.uint64)
+    kl.fill_simhash_band_keys(simhash, docs, sc.bits, simhash_band_starts(config),
+                              np.uint64(lsh_seed(config.seed) ^ np.uint64(SALT_LSH_SIMHASH)), keys)
+    return keys
 
 
 def _record(stats: LinkStats, name: str, counters: np.ndarray) -> None:

@@ -70,6 +70,9 @@ def load_cluster_map(cluster_map: Any) -> Optional[ClusterLookup]:
         return load(cluster_map)
     if isinstance(cluster_map, Mapping):
         return MappingLookup(cluster_map)
+    live = getattr(cluster_map, "live_lookup", None)
+    if callable(live):  # a diversify.Index: cluster ids read live (docs/index.md, "Serving")
+        return live()
     if not callable(getattr(cluster_map, "lookup", None)):
         raise InputTypeError(
             "`cluster_map` must be a ClusterMap, a path to an artifact file, a {id: cluster_id} mapping "

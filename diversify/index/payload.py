@@ -1,0 +1,209 @@
+"""What the live index keeps of each document: its sketches as one fixed-size record, and its band rows.
+
+A document's ``payload`` (:attr:`~diversify.index.storage.DocRow.payload`) is one packed
+little-endian record whose fields depend only on the index's config and :class:`Layout`:
+
+=============  ==================  ==============================================================
+``flags``      uint8               1 = no words (empty text), 2 = has a vector, 4 = shingled by character
+``length``     uint32              normalized text length in bytes (the ``longest`` rule)
+``exact``      uint64              hash of the normalized text (the exact stage)
+``minhash``    uint32 x num_perm   MinHash signature (when the MinHash stage is on and texts are given)
+``tsimhash``   uint64              text SimHash fingerprint (when ``text_simhash`` is on)
+``simhash``    uint64 x words      vector SimHash, all families (when vectors are given)
+``vector``     float64 x dim       the normalized vector (float32 under the vector stage's ``verify="estimate"``)
+``keys``       float64 x columns   representative keys (``representative="key"`` only)
+=============  ==================  ==============================================================
+
+At 128 permutations a text document's record is 525 bytes. Band rows are derived from the record
+(the same band-key functions as the batch build, :mod:`diversify.linking.link`), so they never
+need to be stored for documents that are not representatives.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from ..config import BuildConfig
+from ..errors import InputError, StorageError
+from ..sketches.batch import Sketches
+
+__all__ = ["Layout", "record_dtype", "encode", "decode", "concat", "band_rows"]
+
+F_EMPTY, F_VECTOR, F_CHAR = 1, 2, 4
+#: salt of the exact-hash band key (used only when the MinHash stage is off)
+_EXACT_SALT = np.uint64(0x6A09E667F3BCC909)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the first add fixes for every later document of an index."""
+
+    texts: bool  # documents carry texts (text stages); False for a vectors-only index
+    vector_dim: int  # 0 without vectors
+    key_columns: int  # 0 unless representative="key"
+
+    def dumps(self) -> str:
+        return json.dumps({"texts": self.texts, "vector_dim": self.vector_dim, "key_columns": self.key_columns},
+                          sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def loads(cls, text: str, url: str) -> Optional[Layout]:
+        if not text:
+            return None
+        try:
+            d = json.loads(text)
+            return cls(bool(d["texts"]), int(d["vector_dim"]), int(d["key_columns"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise StorageError(f"the layout record of {url} is damaged ({text[:80]!r}); it was altered by hand or by "
+                               "another program.") from exc
+
+    @classmethod
+    def of(cls, sk: Sketches, cfg: BuildConfig) -> Layout:
+        dim = int(sk.vectors.shape[1]) if sk.simhash is not None and sk.vectors is not None else 0
+        cols = 0
+        if cfg.representative == "key" and sk.keys is not None:
+            cols = 1 if sk.keys.ndim == 1 else int(sk.keys.shape[1])
+        return cls(texts=sk.has_text, vector_dim=dim, key_columns=cols)
+
+    def check_same(self, other: Layout) -> None:
+        """Refuse a batch whose layout differs from the index's (InputError naming what differs)."""
+        if self == other:
+            return
+        if self.texts != other.texts:
+            raise InputError(f"`texts` must be given exactly when the index was created with texts (index: "
+                             f"{'texts' if self.texts else 'vectors only'}; this batch: "
+                             f"{'texts' if other.texts else 'vectors only'}).")
+        if self.vector_dim != other.vector_dim:
+            raise InputError(f"`vectors` must have the index's dimension ({self.vector_dim or 'no vectors'}); got "
+                             f"{other.vector_dim or 'no vectors'}. Embed every document with the same model, and give "
+                             "vectors with every batch or with none.")
+        raise InputError(f"`keys` must have the index's number of key columns ({self.key_columns}); got "
+                         f"{other.key_columns}. Pass the same key fields, in the same order, with every batch.")
+
+
+def record_dtype(cfg: BuildConfig, layout: Layout) -> np.dtype:
+    """The packed record of one document under ``cfg`` and ``layout`` (see the module docstring)."""
+    fields: list[tuple] = [("flags", "u1"), ("length", "<u4"), ("exact", "<u8")]
+    if layout.texts and cfg.minhash is not None:
+        fields.append(("minhash", "<u4", (cfg.minhash.num_perm,)))
+    if layout.texts and cfg.text_simhash is not None:
+        fields.append(("tsimhash", "<u8"))
+    if layout.vector_dim and cfg.simhash is not None:
+        fields.append(("simhash", "<u8", (cfg.simhash.bits * cfg.simhash.families // 64,)))
+        # the build keeps float64 vectors for the exact cosine check, float32 otherwise (for `add`)
+        fields.append(("vector", "<f8" if cfg.simhash.verify == "exact" else "<f4", (layout.vector_dim,)))
+    if layout.key_columns:
+        fields.append(("keys", "<f8", (layout.key_columns,)))
+    return np.dtype(fields)
+
+
+def encode(sk: Sketches, cfg: BuildConfig, layout: Layout) -> list[bytes]:
+    """One payload per document of ``sk``."""
+    dt = record_dtype(cfg, layout)
+    rec = np.zeros(sk.n, dtype=dt)
+    flags = sk.empty.astype(np.uint8) * F_EMPTY
+    if sk.char_docs is not None:
+        flags |= sk.char_docs.astype(np.uint8) * F_CHAR
+    if sk.simhash is not None:
+        flags |= F_VECTOR
+    rec["flags"] = flags
+    rec["length"] = sk.lengths
+    rec["exact"] = sk.exact
+    names = dt.names or ()
+    if "minhash" in names:
+        rec["minhash"] = sk.minhash
+    if "tsimhash" in names:
+        rec["tsimhash"] = sk.text_simhash
+    if "simhash" in names:
+        rec["simhash"] = sk.simhash
+    if "vector" in names:
+        rec["vector"] = sk.vectors
+    if "keys" in names:
+        assert sk.keys is not None
+        rec["keys"] = sk.keys.reshape(sk.n, -1)
+    buf = rec.tobytes()
+    size = dt.itemsize
+    return [buf[i * size: (i + 1) * size] for i in range(sk.n)]
+
+
+def decode(payloads: Sequence[bytes], cfg: BuildConfig, layout: Layout, url: str) -> Sketches:
+    """The :class:`Sketches` of stored documents (in the order given), as the linking code reads them."""
+    dt = record_dtype(cfg, layout)
+    bad = next((i for i, p in enumerate(payloads) if len(p) != dt.itemsize), None)
+    if bad is not None:
+        raise StorageError(f"a stored document of {url} has a {len(payloads[bad])}-byte record where this index's "
+                           f"config makes {dt.itemsize} bytes; the index was altered by another program or version.")
+    n = len(payloads)
+    rec = np.frombuffer(b"".join(payloads), dtype=dt) if n else np.zeros(0, dtype=dt)
+    names = dt.names or ()
+    flags = rec["flags"]
+    sk = Sketches(ids=list(range(n)), lengths=rec["length"].astype(np.uint32), exact=rec["exact"].astype(np.uint64),
+                  empty=(flags & F_EMPTY) != 0, has_text=layout.texts)
+    if cfg.text.shingle == "auto" and layout.texts:
+        sk.char_docs = (flags & F_CHAR) != 0
+    if "minhash" in names:
+        sk.minhash = np.ascontiguousarray(rec["minhash"], dtype=np.uint32)
+    if "tsimhash" in names:
+        sk.text_simhash = np.ascontiguousarray(rec["tsimhash"], dtype=np.uint64)
+    if "simhash" in names:
+        sk.simhash = np.ascontiguousarray(rec["simhash"], dtype=np.uint64).reshape(n, -1)
+    if "vector" in names:
+        dtype = np.float64 if cfg.simhash is not None and cfg.simhash.verify == "exact" else np.float32
+        sk.vectors = np.ascontiguousarray(rec["vector"], dtype=dtype).reshape(n, -1)
+    if "keys" in names:
+        k = np.ascontiguousarray(rec["keys"], dtype=np.float64).reshape(n, -1)
+        sk.keys = k[:, 0].copy() if layout.key_columns == 1 else k
+    return sk
+
+
+def concat(a: Sketches, b: Sketches) -> Sketches:
+    """``a``'s documents followed by ``b``'s (the same fields set); ``b``'s texts stay at hand."""
+
+    def cat(x, y):
+        if x is None or y is None:
+            return None
+        return np.concatenate([x, y.astype(x.dtype, copy=False)])
+
+    sk = Sketches(ids=list(a.ids) + list(b.ids), lengths=cat(a.lengths, b.lengths), exact=cat(a.exact, b.exact),
+                  empty=cat(a.empty, b.empty), minhash=cat(a.minhash, b.minhash),
+                  text_simhash=cat(a.text_simhash, b.text_simhash), simhash=cat(a.simhash, b.simhash),
+                  vectors=cat(a.vectors, b.vectors), keys=cat(a.keys, b.keys), char_docs=cat(a.char_docs, b.char_docs),
+                  has_text=a.has_text or b.has_text)
+    sk.texts, sk.text_offset = b.texts, a.n
+    return sk
+
+
+def band_rows(sk: Sketches, docs: np.ndarray, cfg: BuildConfig) -> tuple[np.ndarray, np.ndarray]:
+    """``(owner, key)``: the band keys of documents ``docs`` of ``sk`` (int64 each, ``owner[i]`` the
+    document of ``key[i]``), for every stage that proposes candidates, as the batch build makes them.
+
+    Documents with no words get no text keys (no text stage joins them), as in the build.
+    """
+    from ..linking.link import minhash_band_keys, simhash_band_keys, text_simhash_band_keys
+
+    docs = np.asarray(docs, dtype=np.int64)
+    owners: list[np.ndarray] = []
+    keys: list[np.ndarray] = []
+    text_docs = docs[~sk.empty[docs]] if sk.has_text else docs[:0]
+
+    def put(who: np.ndarray, mat: np.ndarray) -> None:
+        owners.append(np.repeat(who, mat.shape[1]))
+        keys.append(mat.reshape(-1).view(np.int64))
+
+    if text_docs.size:
+        if cfg.minhash is not None and sk.minhash is not None:
+            put(text_docs, minhash_band_keys(sk.minhash, text_docs, cfg))
+        elif cfg.exact:
+            put(text_docs, (sk.exact[text_docs] ^ _EXACT_SALT).reshape(-1, 1))
+        if cfg.text_simhash is not None and sk.text_simhash is not None:
+            put(text_docs, text_simhash_band_keys(sk.text_simhash, text_docs, cfg))
+    if cfg.simhash is not None and sk.simhash is not None and docs.size:
+        put(docs, simhash_band_keys(sk.simhash, docs, cfg))
+    if not owners:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(owners), np.concatenate(keys)
