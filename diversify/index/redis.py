@@ -13,11 +13,11 @@ Key layout (``P`` = the prefix; a seq is stored as 8 little-endian bytes, ``seq8
 * ``P d:<seq8>`` string, one per document: a 29-byte header (is_rep, cluster, similarity, stages,
   id length), the id (UTF-8), the payload;
 * ``P ids`` hash: id -> seq8;
-* ``P b:<bucket8>`` hashes, the band table: a band key ``k`` lives in bucket ``k >> 48`` (65,536
-  buckets) under field ``k`` (8 bytes), its value the seq8s of the documents with that key. Small
-  hashes are listpacks: a band row costs ~21 bytes where one Redis set per band key (datasketch's
-  layout) costs ~90 (measured with INFO memory on Redis 7.0, 100k documents x 9 bands). Past
-  ~128 keys per bucket (~8M band rows) a bucket becomes a hash table (~60 bytes a row).
+* ``P b:<key8>`` strings, the band table: one per band key (8 big-endian bytes), its value the
+  seq8s of the representatives with that key. A batch looks its keys up with one MGET per 4,000
+  and writes the new ones with MSETNX, so neither side handles band rows one by one (~120 bytes
+  a row with the key on Redis 7.0; hash buckets in listpack encoding measured ~21 bytes a row
+  once full, but need one command per row inside the script, ~10x slower commits);
 * ``P c:<bucket8>`` hashes, cluster -> member seq8s, 128 clusters per bucket (same encoding);
 * ``P lock`` string: the fencing token of the writer holding the lease; ``P fence`` its counter.
 
@@ -58,7 +58,7 @@ import struct
 import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 import redis
@@ -148,53 +148,93 @@ local function mm_del(h, f, m)
 end
 """
 
-# ARGV: prefix, token, next_seq, next_cluster, id_kind, layout, d_docs, d_reps, max_seq,
-#       band_del, band_add, cl_del, cl_add (blobs of 24-byte records: bucket8 field8 seq8),
-#       n_del, (seq8, id) * n_del, n_put, (seq8, value, id) * n_put
-# The lease holds when the lock carries our token, or when it expired and no other writer has
-# even asked for it since (the fence counter is still ours: nobody else can have committed).
+# ARGV: 1 prefix, 2 token, 3 next_seq, 4 next_cluster, 5 id_kind, 6 layout, 7 d_docs, 8 d_reps, 9 max_seq,
+#   10 band rows to remove (16-byte records key8 seq8), 11 / 12 cluster members to remove / add
+#   (24-byte records bucket8 field8 seq8), 13 band rows to add to keys that may exist (key8 seq8,
+#   sorted by key), 14 documents to remove ([u32 id length][seq8][id]...), 15 rows in 17's keys,
+#   16 nf, 17 nd, then nf (band key, seq8s) pairs of keys this batch looked up and found absent,
+#   nd (document key, value) pairs, nd (id, seq8) pairs.
+# The bulk (new band keys, documents, ids) goes to MSETNX / MSET / HSET straight from ARGV, so
+# neither the script nor the client touches it row by row. The lease holds when the lock carries
+# our token, or when it expired and no other writer has even asked for it since (the fence
+# counter is still ours: nobody else can have committed in between).
 _COMMIT = _MM_LUA + """
 local p = ARGV[1]
 local lock = redis.call('GET', p .. 'lock')
 if lock ~= ARGV[2] and not (lock == false and redis.call('GET', p .. 'fence') == ARGV[2]) then
   return redis.error_reply('DVF_LEASE_LOST')
 end
+local sub = string.sub
 local band_rows = 0
-local function each(blob, tag, fn)
-  local out = 0
-  local base = p .. tag
-  local sub = string.sub
-  for i = 1, #blob, 24 do
-    out = out + fn(base .. sub(blob, i, i + 7), sub(blob, i + 8, i + 15), sub(blob, i + 16, i + 23))
+local pb = p .. 'b:'
+local blob = ARGV[10]
+for j = 1, #blob, 16 do
+  local k, m = pb .. sub(blob, j, j + 7), sub(blob, j + 8, j + 15)
+  local v = redis.call('GET', k)
+  if v then
+    for x = 1, #v, 8 do
+      if sub(v, x, x + 7) == m then
+        local rest = sub(v, 1, x - 1) .. sub(v, x + 8)
+        if #rest == 0 then redis.call('DEL', k) else redis.call('SET', k, rest) end
+        band_rows = band_rows - 1
+        break
+      end
+    end
   end
-  return out
 end
-band_rows = band_rows - each(ARGV[10], 'b:', mm_del)
-band_rows = band_rows + each(ARGV[11], 'b:', mm_add)
-each(ARGV[12], 'c:', mm_del)
-each(ARGV[13], 'c:', mm_add)
-local i = 14
-local n = tonumber(ARGV[i])
+local function each(blob, tag, fn)
+  local base = p .. tag
+  for i = 1, #blob, 24 do fn(base .. sub(blob, i, i + 7), sub(blob, i + 8, i + 15), sub(blob, i + 16, i + 23)) end
+end
+each(ARGV[11], 'c:', mm_del)
+each(ARGV[12], 'c:', mm_add)
+local function append(k, add)
+  local v = redis.call('GET', k) or ''
+  for y = 1, #add, 8 do
+    local m = sub(add, y, y + 7)
+    if not mm_has(v, m) then v = v .. m band_rows = band_rows + 1 end
+  end
+  redis.call('SET', k, v)
+end
+blob = ARGV[13]
+local j = 1
+while j <= #blob do
+  local k = sub(blob, j, j + 7)
+  local e = j + 16
+  while e <= #blob and sub(blob, e, e + 7) == k do e = e + 16 end
+  local parts = {}
+  for x = j, e - 1, 16 do parts[#parts + 1] = sub(blob, x + 8, x + 15) end
+  append(pb .. k, table.concat(parts))
+  j = e
+end
 local ids = p .. 'ids'
-for j = 1, n do
-  local s, id = ARGV[i + 2 * j - 1], ARGV[i + 2 * j]
+blob = ARGV[14]
+local pos = 1
+while pos <= #blob do
+  local n
+  n, pos = struct.unpack('<I4', blob, pos)
+  local s, id = sub(blob, pos, pos + 7), sub(blob, pos + 8, pos + 7 + n)
+  pos = pos + 8 + n
   redis.call('DEL', p .. 'd:' .. s)
   if redis.call('HGET', ids, id) == s then redis.call('HDEL', ids, id) end
 end
-i = i + 2 * n + 1
-n = tonumber(ARGV[i])
-local docs, names = {}, {}
-for j = 1, n do
-  local s = ARGV[i + 3 * j - 2]
-  docs[#docs + 1] = p .. 'd:' .. s
-  docs[#docs + 1] = ARGV[i + 3 * j - 1]
-  names[#names + 1] = ARGV[i + 3 * j]
-  names[#names + 1] = s
-  if #docs >= 2000 or j == n then  -- MSET / HSET take many at once (Lua's unpack has a limit)
-    redis.call('MSET', unpack(docs))
-    redis.call('HSET', ids, unpack(names))
-    docs, names = {}, {}
+local nf, nd = tonumber(ARGV[16]), tonumber(ARGV[17])
+local first = 18
+for lo = first, first + 2 * nf - 1, 4000 do  -- Lua's unpack takes a few thousand values at a time
+  local hi = math.min(lo + 3999, first + 2 * nf - 1)
+  if redis.call('MSETNX', unpack(ARGV, lo, hi)) == 0 then  -- not under a held lease; stay correct anyway
+    for x = lo, hi, 2 do append(ARGV[x], ARGV[x + 1]) end
+  else
+    for x = lo + 1, hi, 2 do band_rows = band_rows + #ARGV[x] / 8 end
   end
+end
+first = first + 2 * nf
+for lo = first, first + 2 * nd - 1, 4000 do
+  redis.call('MSET', unpack(ARGV, lo, math.min(lo + 3999, first + 2 * nd - 1)))
+end
+first = first + 2 * nd
+for lo = first, first + 2 * nd - 1, 4000 do
+  redis.call('HSET', ids, unpack(ARGV, lo, math.min(lo + 3999, first + 2 * nd - 1)))
 end
 local st = p .. 'state'
 redis.call('HSET', st, 'next_seq', ARGV[3], 'next_cluster', ARGV[4], 'id_kind', ARGV[5], 'layout', ARGV[6],
@@ -209,15 +249,19 @@ redis.call('DEL', p .. 'lock')
 return band_rows
 """
 
-# ARGV: prefix .. tag, blob of 16-byte records (bucket8 field8) -> the values ('' when absent)
-_MM_GET = """
+# KEYS: band keys -> {position, value, ...} of the keys present (most are absent when a batch of
+# new documents looks up its band keys: a short reply)
+_BAND_GET = """
 local out = {}
-local blob = ARGV[2]
-for i = 1, #blob, 16 do
-  out[#out + 1] = redis.call('HGET', ARGV[1] .. string.sub(blob, i, i + 7), string.sub(blob, i + 8, i + 15)) or ''
+for lo = 1, #KEYS, 4000 do
+  local vals = redis.call('MGET', unpack(KEYS, lo, math.min(lo + 3999, #KEYS)))
+  for j = 1, #vals do
+    if vals[j] then out[#out + 1] = lo + j - 2 out[#out + 1] = vals[j] end
+  end
 end
 return out
 """
+
 
 # ARGV: prefix, ids... -> the doc values of the live ids (absent ids omitted)
 _DOCS_BY_ID = """
@@ -255,6 +299,56 @@ return out
 # --------------------------------------------------------------------------- encodings
 
 
+class _Raw(NamedTuple):
+    """``n`` arguments already in the Redis protocol (see :func:`_resp_rows`)."""
+
+    n: int
+    data: bytes
+
+
+def _pack(args: Sequence[Any]) -> bytes:
+    """One command in the Redis protocol (RESP), built in one pass: redis-py's own packer costs
+    several microseconds an argument, and a batch has tens of thousands."""
+    count = sum(a.n if isinstance(a, _Raw) else 1 for a in args)
+    out = [b"*%d" % count]
+    heads: dict[int, bytes] = {}
+    for a in args:
+        if isinstance(a, _Raw):
+            out.append(b"\r\n" + a.data[:-2])
+            continue
+        b = a if isinstance(a, bytes) else str(a).encode("utf-8")
+        n = len(b)
+        h = heads.get(n)
+        if h is None:
+            h = heads[n] = b"\r\n$%d\r\n" % n
+        out += (h, b)
+    out.append(b"\r\n")
+    return b"".join(out)
+
+
+def _resp_rows(n: int, *strings: Sequence[Any]) -> _Raw:
+    """``n`` rows of fixed-width bulk strings in the Redis protocol, built with numpy: each of
+    ``strings`` is a list of columns, a ``bytes`` constant or an (n, w) uint8 array."""
+    if n == 0:
+        return _Raw(0, b"")
+    blocks: list[np.ndarray] = []
+
+    def const(b: bytes) -> np.ndarray:
+        return np.broadcast_to(np.frombuffer(b, dtype=np.uint8), (n, len(b)))
+
+    for cols in strings:
+        width = sum(len(c) if isinstance(c, bytes) else c.shape[1] for c in cols)
+        blocks.append(const(b"$%d\r\n" % width))
+        blocks += [const(c) if isinstance(c, bytes) else c for c in cols]
+        blocks.append(const(b"\r\n"))
+    return _Raw(n * len(strings), np.hstack(blocks).tobytes())
+
+
+def _bytes8(values: np.ndarray, order: str) -> np.ndarray:
+    """int64 values as an (n, 8) uint8 array, big (">") or little ("<") endian."""
+    return np.ascontiguousarray(np.asarray(values, dtype=np.int64).astype(order + "i8")).view(np.uint8).reshape(-1, 8)
+
+
 def _seq8(seq: int) -> bytes:
     return int(seq).to_bytes(8, "little", signed=True)
 
@@ -269,10 +363,13 @@ def _records(buckets: np.ndarray, fields: np.ndarray, seqs: Optional[np.ndarray]
     return np.ascontiguousarray(np.hstack(cols)).tobytes()
 
 
-def _band_records(keys: np.ndarray, seqs: Optional[np.ndarray] = None) -> bytes:
-    """Band key k lives in bucket k >> 48 (65,536 buckets), field k."""
-    k = np.asarray(keys, dtype=np.int64)
-    return _records(k >> 48, k, None if seqs is None else np.asarray(seqs, dtype=np.int64))
+def _band_pairs(keys: np.ndarray, seqs: np.ndarray) -> bytes:
+    """key8 + seq8 per band row, one blob."""
+    if keys.size == 0:
+        return b""
+    cols = [np.asarray(keys, dtype=np.int64).astype(">i8").view(np.uint8).reshape(-1, 8),
+            np.asarray(seqs, dtype=np.int64).astype("<i8").view(np.uint8).reshape(-1, 8)]
+    return np.ascontiguousarray(np.hstack(cols)).tobytes()
 
 
 def _cluster_records(clusters: Sequence[int], seqs: Optional[Sequence[int]] = None) -> bytes:
@@ -363,19 +460,29 @@ class _RedisView(View):
         return out
 
     def candidates(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        uniq = np.unique(np.asarray(keys, dtype=np.int64))
+        return self._lookup(np.unique(np.asarray(keys, dtype=np.int64)))[:2]
+
+    def _lookup(self, uniq: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(keys, seqs) of the band rows of the sorted unique ``uniq``, and a mask of the keys found."""
+        base = self.st.p.encode() + b"b:"
+        found = np.zeros(uniq.size, dtype=bool)
         ks: list[np.ndarray] = []
-        ss: list[np.ndarray] = []
-        for lo in range(0, uniq.size, _CHUNK * 4):
-            part = uniq[lo:lo + _CHUNK * 4]
-            vals = self._call(self.st.scripts["mm_get"], [], [self.st.p + "b:", _band_records(part)])
-            lens = np.fromiter((len(v) // 8 for v in vals), dtype=np.int64, count=len(vals))
-            if lens.sum():
-                ks.append(np.repeat(part, lens))
-                ss.append(np.frombuffer(b"".join(vals), dtype=_I64).astype(np.int64))
+        ss: list[bytes] = []
+        step = _CHUNK * 4
+        for lo in range(0, uniq.size, step):
+            part = uniq[lo:lo + step]
+            keys = _resp_rows(part.size, [base, _bytes8(part, ">")])
+            flat = self._call(self.st.evalsha, "band_get", [keys], [])
+            if not flat:
+                continue
+            pos = np.array(flat[0::2], dtype=np.int64)
+            vals = flat[1::2]
+            found[lo + pos] = True
+            ks.append(np.repeat(part[pos], [len(v) // 8 for v in vals]))
+            ss.append(b"".join(vals))
         if not ks:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return np.concatenate(ks), np.concatenate(ss)
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), found
+        return np.concatenate(ks), np.frombuffer(b"".join(ss), dtype=_I64).astype(np.int64), found
 
     def _scan_end(self) -> int:
         top = self._call(self.st.client.hget, self.st.p + "state", "max_seq")
@@ -407,6 +514,7 @@ class _RedisTransaction(_RedisView, Transaction):
         self._orig: dict[int, Optional[DocRow]] = {}  # committed rows of the seqs this batch touched
         self._docs: dict[int, Optional[DocRow]] = {}  # their rows after this batch (None: deleted)
         self._band_ops: list[tuple[np.ndarray, np.ndarray, bool]] = []  # (keys, seqs, inserted?) in order
+        self._absent: list[np.ndarray] = []  # band keys looked up under this lease and not there
 
     def _call(self, fn, *args):
         if time.monotonic() - self.renewed > self.st.lease / 4:
@@ -452,7 +560,9 @@ class _RedisTransaction(_RedisView, Transaction):
         return out
 
     def candidates(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        k, s = super().candidates(keys)
+        uniq = np.unique(np.asarray(keys, dtype=np.int64))
+        k, s, found = self._lookup(uniq)
+        self._absent.append(uniq[~found])
         if not self._band_ops:
             return k, s
         pairs = {p: True for p in zip(k.tolist(), s.tolist())}
@@ -522,19 +632,38 @@ class _RedisTransaction(_RedisView, Transaction):
         if k.size:
             self._band_ops.append((k, s, present))
 
-    def _band_changes(self) -> tuple[bytes, bytes]:
-        """The (removed, added) band rows of the batch as script records."""
-        if all(present for _, _, present in self._band_ops):  # the usual batch: inserts only
-            if not self._band_ops:
-                return b"", b""
-            k = np.concatenate([op[0] for op in self._band_ops])
-            s = np.concatenate([op[1] for op in self._band_ops])
-            order = np.lexsort((s, k >> 48))  # bucket by bucket
-            return b"", _band_records(k[order], s[order])
-        final = self._bands()
-        add = np.array([p for p, v in final.items() if v], dtype=np.int64).reshape(-1, 2)
-        rem = np.array([p for p, v in final.items() if not v], dtype=np.int64).reshape(-1, 2)
-        return _band_records(rem[:, 0], rem[:, 1]), _band_records(add[:, 0], add[:, 1])
+    def _band_changes(self) -> tuple[bytes, bytes, int, list[Any]]:
+        """The batch's band rows as script records: removed pairs, then the added pairs (sorted by
+        key) of keys this batch saw absent (MSETNX) and of the others (appended)."""
+        deletes_none = all(present for _, _, present in self._band_ops)
+        if deletes_none:  # the usual batch: inserts only
+            k = np.concatenate([op[0] for op in self._band_ops] or [np.zeros(0, np.int64)])
+            s = np.concatenate([op[1] for op in self._band_ops] or [np.zeros(0, np.int64)])
+            rem = b""
+        else:
+            final = self._bands()
+            add = np.array([p for p, v in final.items() if v], dtype=np.int64).reshape(-1, 2)
+            gone = np.array([p for p, v in final.items() if not v], dtype=np.int64).reshape(-1, 2)
+            k, s, rem = add[:, 0], add[:, 1], _band_pairs(gone[:, 0], gone[:, 1])
+        order = np.lexsort((s, k))
+        k, s = k[order], s[order]
+        keep = np.ones(k.size, dtype=bool)
+        keep[1:] = (k[1:] != k[:-1]) | (s[1:] != s[:-1])
+        k, s = k[keep], s[keep]
+        absent = np.concatenate(self._absent) if self._absent and deletes_none else np.zeros(0, np.int64)
+        fresh = np.isin(k, absent)  # a delete in the batch: the careful path for every key
+        fk, fs = k[fresh], s[fresh]
+        pairs: list[Any] = []
+        if fk.size:
+            base = self.st.p.encode() + b"b:"
+            starts = np.flatnonzero(np.r_[True, fk[1:] != fk[:-1]])
+            sizes = np.diff(np.r_[starts, fk.size])
+            one = starts[sizes == 1]  # the usual: a new band key of one new representative
+            pairs.append(_resp_rows(one.size, [base, _bytes8(fk[one], ">")], [_bytes8(fs[one], "<")]))
+            seq8 = fs.astype("<i8").tobytes()
+            for a, m in zip(starts[sizes > 1].tolist(), sizes[sizes > 1].tolist()):
+                pairs += (base + int(fk[a]).to_bytes(8, "big", signed=True), seq8[8 * a:8 * (a + m)])
+        return rem, _band_pairs(k[~fresh], s[~fresh]), int(fk.size), pairs
 
     # ---- commit
     def _doc_deltas(self) -> tuple[int, int]:
@@ -548,11 +677,14 @@ class _RedisTransaction(_RedisView, Transaction):
     def commit_args(self) -> list[Any]:
         st = self.state()
         dd, dr = self._doc_deltas()
-        band_del, band_add = self._band_changes()
+        top = max((s for s, r in self._docs.items() if r is not None), default=-1)
         cl_del: list[tuple[int, int]] = []
         cl_add: list[tuple[int, int]] = []
-        dels: list[Any] = []
-        puts: list[Any] = []
+        dels: list[bytes] = []
+        docs: list[bytes] = []
+        names: list[bytes] = []
+        u32 = struct.Struct("<I").pack
+        base = self.st.p.encode() + b"d:"
         for seq, row in self._docs.items():
             old = self._orig.get(seq)
             if old is not None and (row is None or row.cluster != old.cluster):
@@ -560,17 +692,20 @@ class _RedisTransaction(_RedisView, Transaction):
             if row is not None and (old is None or row.cluster != old.cluster):
                 cl_add.append((row.cluster, seq))
             if old is not None and (row is None or row.id != old.id):
-                dels += [_seq8(seq), old.id]
+                idb = old.id.encode("utf-8")
+                dels += (u32(len(idb)), _seq8(seq), idb)
             if row is not None and row != old:
-                puts += [_seq8(seq), _encode_doc(row), row.id]
+                s8 = _seq8(seq)
+                docs += (base + s8, _encode_doc(row))
+                names += (row.id.encode("utf-8"), s8)
 
         def cblob(pairs):
             return _cluster_records([c for c, _ in pairs], [s for _, s in pairs]) if pairs else b""
 
-        top = max((s for s, r in self._docs.items() if r is not None), default=-1)
+        rem, other, fresh_rows, fresh = self._band_changes()
         return [self.st.p, self.token, st.next_seq, st.next_cluster, st.id_kind or "", st.layout, dd, dr, top,
-                band_del, band_add, cblob(cl_del), cblob(cl_add),
-                len(dels) // 2, *dels, len(puts) // 3, *puts]
+                rem, cblob(cl_del), cblob(cl_add), other, b"".join(dels), fresh_rows,
+                sum(a.n if isinstance(a, _Raw) else 1 for a in fresh) // 2, len(docs) // 2, *fresh, *docs, *names]
 
 
 # --------------------------------------------------------------------------- the storage
@@ -593,11 +728,32 @@ class RedisStorage(Storage):
             raise ConfigError(f"`url` is not a redis URL redis-py accepts: {exc}; got {self.url}.") from exc
         self.scripts = {name: self.client.register_script(src) for name, src in (
             ("init", _INIT), ("renew", _RENEW), ("release", _RELEASE), ("commit", _COMMIT),
-            ("mm_get", _MM_GET), ("docs_by_id", _DOCS_BY_ID), ("docs_in_clusters", _DOCS_IN_CLUSTERS))}
+            ("band_get", _BAND_GET), ("docs_by_id", _DOCS_BY_ID), ("docs_in_clusters", _DOCS_IN_CLUSTERS))}
         with storage_errors(self.url, "connecting to"):
             self.client.ping()
 
     # ---- plumbing
+    def evalsha(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """Run a script with its arguments packed by :func:`_pack` (loading it when the server lost it)."""
+        script = self.scripts[name]
+        nkeys = sum(a.n if isinstance(a, _Raw) else 1 for a in keys)
+        packed = _pack([b"EVALSHA", script.sha, nkeys, *keys, *args])
+        pool = self.client.connection_pool
+        for attempt in (0, 1):
+            conn = pool.get_connection()
+            try:
+                conn.send_packed_command([packed])
+                return conn.read_response()
+            except redis.exceptions.NoScriptError:
+                if attempt:
+                    raise
+                self.client.script_load(script.script)
+            except BaseException:
+                conn.disconnect()  # never reuse a connection with a reply pending
+                raise
+            finally:
+                pool.release(conn)
+
     def call(self, fn, *args, action: str = "reading from", rolled_back: bool = False):
         with storage_errors(self.url, action, rolled_back=rolled_back):
             return fn(*args)
@@ -668,7 +824,7 @@ class RedisStorage(Storage):
     def _commit(self, tx: _RedisTransaction) -> None:
         args = tx.commit_args()
         try:
-            self.scripts["commit"]([], args)
+            self.evalsha("commit", [], args)
         except redis.ResponseError as exc:
             if "DVF_LEASE_LOST" in str(exc):
                 raise StorageError(self.lease_lost()) from exc

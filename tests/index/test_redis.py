@@ -270,12 +270,12 @@ def test_a_wrong_password_is_refused_with_the_password_masked(redis_server):  # 
 # ---------------------------------------------------------------------------- memory
 
 
-@pytest.mark.slow
-def test_band_rows_cost_tens_of_bytes_not_a_key_each(redis_server):  # noqa: F811
-    """Band rows live in 65,536 listpack hash buckets: once the buckets fill (here ~9 rows each, an
-    index of ~65k representatives) a row costs < 40 bytes; one Redis set per band key costs ~90."""
+def test_a_band_row_costs_one_small_string(redis_server):  # noqa: F811
+    """A band key is one Redis string of seq8s: ~120 bytes a row with its key (datasketch keeps a
+    Redis set per band key plus a list per document, ~5.7 KB a document in all); a regression
+    guard on the layout, and on the band-row counter."""
     url = redis_server.fresh_url()
-    rows = 600_000
+    rows = 100_000
     rng = np.random.default_rng(5)
     keys = rng.integers(np.iinfo(np.int64).min, np.iinfo(np.int64).max, size=rows, dtype=np.int64)
     c = redis_server.client()
@@ -284,6 +284,7 @@ def test_band_rows_cost_tens_of_bytes_not_a_key_each(redis_server):  # noqa: F81
             s.initialize(META)
             before = c.info("memory")["used_memory"]
             with s.write() as tx:
+                tx.candidates(keys)  # as the index does: the batch looks its keys up first
                 tx.insert_bands(keys, np.arange(rows, dtype=np.int64) // 9)
             used = c.info("memory")["used_memory"] - before
             with s.read() as view:
@@ -292,4 +293,4 @@ def test_band_rows_cost_tens_of_bytes_not_a_key_each(redis_server):  # noqa: F81
                 assert sorted(got.tolist()) == (np.arange(1000) // 9).tolist()
     finally:
         c.close()
-    assert used / rows < 40, used / rows
+    assert used / rows < 130, used / rows
