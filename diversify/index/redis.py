@@ -249,17 +249,20 @@ redis.call('DEL', p .. 'lock')
 return band_rows
 """
 
-# KEYS: band keys -> {position, value, ...} of the keys present (most are absent when a batch of
-# new documents looks up its band keys: a short reply)
+# KEYS: band keys -> {[u32 position, u32 length]..., values...}: two strings, so that the client
+# parses two replies, not one per key (a batch of queries finds most of its keys)
 _BAND_GET = """
-local out = {}
+local meta, vals = {}, {}
 for lo = 1, #KEYS, 4000 do
-  local vals = redis.call('MGET', unpack(KEYS, lo, math.min(lo + 3999, #KEYS)))
-  for j = 1, #vals do
-    if vals[j] then out[#out + 1] = lo + j - 2 out[#out + 1] = vals[j] end
+  local got = redis.call('MGET', unpack(KEYS, lo, math.min(lo + 3999, #KEYS)))
+  for j = 1, #got do
+    if got[j] then
+      meta[#meta + 1] = struct.pack('<I4I4', lo + j - 2, #got[j])
+      vals[#vals + 1] = got[j]
+    end
   end
 end
-return out
+return {table.concat(meta), table.concat(vals)}
 """
 
 
@@ -472,14 +475,13 @@ class _RedisView(View):
         for lo in range(0, uniq.size, step):
             part = uniq[lo:lo + step]
             keys = _resp_rows(part.size, [base, _bytes8(part, ">")])
-            flat = self._call(self.st.evalsha, "band_get", [keys], [])
-            if not flat:
+            meta, vals = self._call(self.st.evalsha, "band_get", [keys], [])
+            if not meta:
                 continue
-            pos = np.array(flat[0::2], dtype=np.int64)
-            vals = flat[1::2]
-            found[lo + pos] = True
-            ks.append(np.repeat(part[pos], [len(v) // 8 for v in vals]))
-            ss.append(b"".join(vals))
+            pos_len = np.frombuffer(meta, dtype="<u4").reshape(-1, 2).astype(np.int64)
+            found[lo + pos_len[:, 0]] = True
+            ks.append(np.repeat(part[pos_len[:, 0]], pos_len[:, 1] // 8))
+            ss.append(vals)
         if not ks:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), found
         return np.concatenate(ks), np.frombuffer(b"".join(ss), dtype=_I64).astype(np.int64), found
