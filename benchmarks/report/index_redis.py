@@ -35,6 +35,13 @@ def index_redis_section(d: dict) -> list[str]:
                          _ms(r["single_query"], "p99_ms"), num(r["bytes_per_doc"]), fixed(r["planted"]["share"], 3)])
     L += table(["tool", "insert docs/s", "query docs/s", "1-doc query p50 ms", "p99 ms", "bytes/doc",
                 "planted dups found"], "lrrrrrr", rows) + [""]
+    for key in ("redis", "sqlite"):
+        r = t.get(key)
+        if r and r.get("batch_seconds"):
+            b = r["batch_seconds"]
+            L.append(f"- {key}: add batches of {d['batch']:,} took p50 {b['p50_ms'] / 1000:.2f} s, p99 "
+                     f"{b['p99_ms'] / 1000:.2f} s ({num(r.get('insert_docs_per_s_median_batch'))} docs/s at the median "
+                     f"batch); {num(r.get('clusters'))} clusters, {num(r.get('band_rows'))} band rows.")
     for key, ratio in d.get("ratios", {}).items():
         L.append(f"- {key}: insert {ratio['insert']:.1f}× datasketch from texts ({ratio['insert_vs_storage_only']:.1f}× its "
                  f"storage step alone); query {ratio['query']:.1f}× ({ratio['query_vs_storage_only']:.1f}×). "

@@ -157,6 +157,7 @@ def run_index(kind: str, url: str, warm_url: str, texts, sources, args, client=N
     return dict(
         tool=f"diversify-{kind}", n=n, batch=args.batch, add=t_add, query=t_query,
         insert_docs_per_s=n / t_add["seconds"], batch_seconds=_percentiles(batches),
+        insert_docs_per_s_median_batch=args.batch / (_percentiles(batches)["p50_ms"] / 1000),
         query_docs_per_s=qn / t_query["seconds"], single_query=_percentiles(singles),
         memory_bytes=memory, bytes_per_doc=(memory / n) if memory else None,
         documents=stats.get("documents"), clusters=stats.get("clusters"), folded=stats.get("folded"),
@@ -197,6 +198,8 @@ def run(args, ctx) -> list:
         info = client.info("server")
         rows = {}
         for tool in args.tools:
+            if server is not None:
+                client.flushall()  # every tool starts on an empty server of its own (same binary and config)
             log(f"{tool} on {args.n:,} documents ...")
             if tool == "datasketch":
                 kw = client.connection_pool.connection_kwargs
@@ -227,7 +230,7 @@ def run(args, ctx) -> list:
                        corpus=corpus_params(prefix), num_perm=NUM_PERM, threshold=THRESHOLD, batch=args.batch,
                        queries=args.queries, singles=args.singles,
                        redis=dict(version=info.get("redis_version"), own_server=server is not None,
-                                  appendonly=server is not None or None),
+                                  appendonly=server is not None or None, flushed_between_tools=server is not None),
                        load_note="shared 2-core machine: numbers are indicative; compare the ratios, measured in one run",
                        tools=rows, ratios=ratios)
         client.close()

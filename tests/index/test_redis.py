@@ -55,7 +55,7 @@ def _consistent(server, url: str) -> dict:
     c = server.client()
     try:
         ids = c.hgetall(prefix + b"ids")
-        band_rows = sum(len(v) // 8 for key in c.scan_iter(match=prefix + b"b:*") for v in c.hvals(key))
+        band_rows = sum(c.strlen(key) // 8 for key in c.scan_iter(match=prefix + b"b:*", count=1000))
         members = sum(len(v) // 8 for key in c.scan_iter(match=prefix + b"c:*") for v in c.hvals(key))
     finally:
         c.close()
@@ -63,6 +63,74 @@ def _consistent(server, url: str) -> dict:
     assert counts.representatives == sum(r.is_rep for r in rows)
     assert counts.band_rows == band_rows
     return {"documents": len(rows), "band_rows": band_rows, "ids": {r.id for r in rows}}
+
+
+# ---------------------------------------------------------------------------- diversify.Index on Redis
+
+
+@pytest.mark.slow
+def test_writer_processes_at_once_lose_nothing_and_fold_simultaneous_copies(redis_server, tmp_path):  # noqa: F811
+    """4 writer processes start at the same instant; each adds the same 30 texts (under its own
+    ids, so every text arrives 4 times at once, once per writer) and 25 texts of its own. Every
+    document must be there once, the 4 copies of a text in one cluster, the others alone."""
+    import json
+
+    import diversify
+    from diversify.corpus.datagen import generate_corpus
+
+    writers, shared, own = 4, 30, 25
+    texts = generate_corpus(shared + writers * own, words_per_doc=120, dup_fraction=0.0, seed=7).texts
+    url = redis_server.fresh_url(lease=5)
+    with diversify.Index(url):
+        pass  # create it, so that no writer races on the creation
+    start = time.time() + 8  # time for every process to import and connect
+    procs = []
+    for w in range(writers):
+        mine = list(range(shared + w * own, shared + (w + 1) * own))
+        order = []  # every writer adds shared text j at about the same moment
+        for j in range(max(shared, own)):
+            order += ([j] if j < shared else []) + ([mine[j]] if j < own else [])
+        job = {"start": start, "batch": 10, "texts": [texts[i] for i in order],
+               "ids": [f"w{w}-{i}" for i in order]}
+        path = tmp_path / f"job{w}.json"
+        path.write_text(json.dumps(job), encoding="utf-8")
+        procs.append(subprocess.Popen([sys.executable, str(Path(__file__).with_name("redis_index_worker.py")), url,
+                                       str(path)], stdout=subprocess.PIPE, text=True,
+                                      env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get(
+                                          "PYTHONPATH", "")]))))
+    for proc in procs:
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0 and "done" in out
+    with diversify.Index(url) as idx:
+        stats = idx.stats()
+        assert stats["documents"] == writers * (shared + own)
+        assert stats["clusters"] == shared + writers * own
+        for i in range(shared):
+            copies = idx.cluster_of([f"w{w}-{i}" for w in range(writers)])
+            assert None not in copies and len(set(copies)) == 1, (i, copies)
+        singles = idx.cluster_of([f"w{w}-{i}" for w in range(writers) for i in range(shared + w * own,
+                                                                                  shared + (w + 1) * own)])
+        assert len(set(singles)) == writers * own
+        members = [m for c in set(singles) | set(idx.cluster_of([f"w0-{i}" for i in range(shared)]))
+                   for m in idx.members(c)]
+        assert len(members) == len(set(members)) == writers * (shared + own)  # each in exactly one cluster
+    _consistent(redis_server, url)
+
+
+def test_an_index_of_a_newer_schema_is_refused(redis_server):  # noqa: F811
+    import diversify
+    from diversify.index.storage import SCHEMA_VERSION
+
+    url = redis_server.fresh_url()
+    with diversify.Index(url) as idx:
+        idx.add(["a document about rivers and the old town bridge"], ids=["a"])
+    c = redis_server.client()
+    try:  # what a newer diversify would have written
+        assert c.hset("dvf:{" + url.rsplit("index=", 1)[1] + "}:meta", "schema_version", SCHEMA_VERSION + 1) == 0
+    finally:
+        c.close()
+    with pytest.raises(IncompatibleIndexError, match=f"schema version {SCHEMA_VERSION + 1}"):
+        diversify.Index(url)
 
 
 # ---------------------------------------------------------------------------- the lease and its fencing
