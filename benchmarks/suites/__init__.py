@@ -14,7 +14,7 @@ from pathlib import Path
 
 # Report order: RESULTS.md sections follow this list.
 NAMES = ("build", "boilerplate", "scaling", "quality", "quality_real", "vectors", "simhash_families", "simhash_text",
-         "online", "integrations", "retrieval", "plots", "dask",
+         "online", "integrations", "retrieval", "plots", "dask", "index",
          "index_redis")
 
 

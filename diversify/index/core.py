@@ -471,6 +471,26 @@ class Index:
                 yield from page
                 after = page[-1].seq
 
+    def band_rows_of(self, rows: Sequence[DocRow]) -> tuple[np.ndarray, np.ndarray]:
+        """``(keys, seqs)``: the band rows the given stored documents have as representatives."""
+        st = self._layout_now()
+        sk = decode([r.payload for r in rows], self.config, st, self.url)
+        owner, keys = band_rows(sk, np.arange(len(rows)), self.config)
+        return keys, np.array([rows[i].seq for i in owner.tolist()], dtype=np.int64)
+
+    def _layout_now(self) -> Layout:
+        with self._storage.read() as view:
+            layout = self._layout(view.state())
+        if layout is None:
+            raise InputError(f"the index at {self.url} has no documents yet.")
+        return layout
+
+    def check(self) -> list[str]:
+        """The invariants that do not hold (empty: consistent); see :mod:`diversify.index.check`."""
+        from .check import check
+
+        return check(self)
+
     # ------------------------------------------------------------------ export and live serving
 
     def export(self, path, *, created_at: Optional[str] = None, metadata: Optional[dict] = None):

@@ -151,12 +151,12 @@ def decode(payloads: Sequence[bytes], cfg: BuildConfig, layout: Layout, url: str
     if "tsimhash" in names:
         sk.text_simhash = np.ascontiguousarray(rec["tsimhash"], dtype=np.uint64)
     if "simhash" in names:
-        sk.simhash = np.ascontiguousarray(rec["simhash"], dtype=np.uint64).reshape(n, -1)
+        sk.simhash = np.ascontiguousarray(rec["simhash"], dtype=np.uint64)  # (n, words): a subarray field
     if "vector" in names:
         dtype = np.float64 if cfg.simhash is not None and cfg.simhash.verify == "exact" else np.float32
-        sk.vectors = np.ascontiguousarray(rec["vector"], dtype=dtype).reshape(n, -1)
+        sk.vectors = np.ascontiguousarray(rec["vector"], dtype=dtype)
     if "keys" in names:
-        k = np.ascontiguousarray(rec["keys"], dtype=np.float64).reshape(n, -1)
+        k = np.ascontiguousarray(rec["keys"], dtype=np.float64)
         sk.keys = k[:, 0].copy() if layout.key_columns == 1 else k
     return sk
 

@@ -21,6 +21,8 @@ guarantee, concurrent writers in real processes, SIGKILLed writers.
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
@@ -254,3 +256,318 @@ class IndexContract:
             t.join(30)
         with storage.read() as view:
             assert view.docs_by_seq([5]) == []
+
+    # ------------------------------------------------------------------ part 2: diversify.Index on the backend
+
+    def test_index_add_query_delete_export(self, storage_url, tmp_path):
+        import diversify
+
+        base = [_doc(i) for i in range(30)]
+        near = [_near(i) for i in range(10)]
+        with diversify.Index(storage_url) as idx:
+            first = idx.add(base, ids=[f"b{i}" for i in range(30)])
+            assert [m.joined for m in first] == [False] * 30
+            assert len({m.cluster for m in first}) == 30
+            got = idx.add(near, ids=[f"n{i}" for i in range(10)])
+            for i, m in enumerate(got):
+                assert m.joined and m.representative == f"b{i}" and m.cluster == first[i].cluster
+                assert 0.8 <= m.similarity < 1.0 and m.matched == ((f"b{i}", m.similarity),)
+            docs_before = idx.stats()["documents"]
+            q = idx.query([_near(12), _doc(999)], ids=["q1", "q2"])
+            assert q[0].joined and q[0].representative == "b12" and q[0].cluster == first[12].cluster
+            assert q[1].cluster is None and not q[1].joined and q[1].matched == ()
+            assert idx.stats()["documents"] == docs_before == 40  # query wrote nothing
+            assert idx.cluster_of(["n3", "b3", "zz"]) == [first[3].cluster, first[3].cluster, None]
+            assert idx.members(first[3].cluster) == ["b3", "n3"]
+            assert idx.check() == []
+            # delete a representative: its member takes over the cluster id; other clusters untouched
+            before = {f"b{i}": c for i, c in enumerate(idx.cluster_of([f"b{i}" for i in range(30)]))}
+            res = idx.delete(["b3", "n5", "nope"])
+            assert res == {"deleted": 2, "missing": ["nope"], "reassigned": 1}
+            assert idx.members(first[3].cluster) == ["n3"]
+            assert idx.members(first[5].cluster) == ["b5"]
+            after = idx.cluster_of([f"b{i}" for i in range(30)])
+            assert all(after[i] == before[f"b{i}"] for i in range(30) if i != 3) and after[3] is None
+            assert idx.check() == []
+            cm = idx.export(tmp_path / "live.dvf")
+            _assert_export_matches(idx, diversify.load(tmp_path / "live.dvf"))
+            assert cm.n_docs == 38
+
+    def test_index_near_duplicates_in_one_batch_share_a_cluster(self, storage_url):
+        import diversify
+
+        with diversify.Index(storage_url) as idx:
+            got = idx.add([_doc(1), _near(1), _doc(2), _near(2, 7)], ids=[1, 2, 3, 4])
+            assert got[0].cluster == got[1].cluster and got[2].cluster == got[3].cluster != got[0].cluster
+            for a, b in ((0, 1), (2, 3)):  # one of each pair (the longer: representative="longest") is the rep
+                assert got[a].joined != got[b].joined
+                rep, member = (a, b) if got[b].joined else (b, a)
+                assert got[member].representative == rep + 1 and isinstance(got[member].representative, int)
+                assert got[rep].representative == rep + 1 and got[rep].similarity == 1.0
+            assert idx.check() == []
+
+    def test_index_two_processes_add_near_duplicates_at_once(self, storage_url):
+        """Each of two processes adds one of each near-duplicate pair, at the same moment: the
+        assignment step is serialized, so the second sees the first and every pair is one cluster."""
+        import diversify
+
+        pairs = 12
+        with diversify.Index(storage_url) as idx:
+            idx.add([_doc(10_000 + i) for i in range(5)], ids=[f"seed{i}" for i in range(5)])  # creates the index
+        rounds = []
+        for r in range(2):
+            procs = [_spawn(_ADD_ON_GO, storage_url, side, r, pairs) for side in ("a", "b")]
+            for p in procs:
+                assert p.stdout.readline().strip() == "ready", p.stderr.read()
+            for p in procs:
+                p.stdin.write("go\n")
+                p.stdin.flush()
+            for p in procs:
+                out, err = p.communicate(timeout=300)
+                assert p.returncode == 0, err
+            rounds.append(r)
+        with diversify.Index(storage_url) as idx:
+            for r in rounds:
+                a = idx.cluster_of([f"a{r}-{i}" for i in range(pairs)])
+                b = idx.cluster_of([f"b{r}-{i}" for i in range(pairs)])
+                assert None not in a and None not in b
+                assert a == b, f"round {r}: near-duplicates added at once by two writers split: {a} vs {b}"
+            assert idx.stats()["documents"] == 5 + 2 * 2 * pairs
+            assert idx.check() == []
+
+    def test_index_sigkill_of_writers_leaves_it_consistent(self, storage_url, tmp_path):
+        """Writers add batches (and delete older batches whole); SIGKILL at random points; afterwards
+        every batch is all there or not at all, and every invariant holds."""
+        import random
+
+        import diversify
+
+        rng = random.Random(20261201)
+        zygote = _spawn(_ZYGOTE, storage_url, str(tmp_path / "warm.db"))
+        assert zygote.stdout.readline().strip() == "ready", zygote.stderr.read()
+        kills = 0
+        try:
+            for trial in range(6):
+                zygote.stdin.write(f"fork {trial}\n")
+                zygote.stdin.flush()
+                pid = int(zygote.stdout.readline())
+                time.sleep(rng.uniform(0.3, 2.5))
+                os.kill(pid, signal.SIGKILL)
+                zygote.stdin.write("reap\n")
+                zygote.stdin.flush()
+                assert zygote.stdout.readline().strip() == "reaped"
+                kills += 1
+        finally:
+            zygote.stdin.write("quit\n")
+            zygote.stdin.flush()
+            zygote.communicate(timeout=60)
+        assert kills == 6
+        with diversify.Index(storage_url) as idx:
+            problems = idx.check()
+            assert problems == [], problems
+            rows = list(idx.scan())
+            batches: dict = {}
+            for r in rows:
+                batches.setdefault(r.id.rsplit("-", 1)[0], []).append(r.id)
+            assert batches, "no batch was committed before the kills"
+            for name, got in batches.items():
+                assert len(got) == _KILL_BATCH, f"batch {name} is partly there ({len(got)} of {_KILL_BATCH})"
+            # the index takes writes again
+            idx.add([_near(5, 11)], ids=["after-0"])
+            assert idx.check() == []
+
+    def test_index_check_finds_broken_invariants(self, storage_url):
+        """Index.check can fail: each invariant broken by hand through the storage is reported."""
+        import diversify
+
+        with diversify.Index(storage_url) as idx:
+            got = idx.add([_doc(1), _near(1), _doc(2)], ids=["a", "a2", "b"])
+            assert idx.check() == []
+            rows = {r.id: r for r in idx.scan()}
+            member = "a2" if got[1].joined else "a"
+            with idx.storage.write() as tx:  # move the member under an unrelated representative
+                m = rows[member]
+                tx.update_docs([Assignment(m.seq, rows["b"].cluster, False, 0.9, 2)])
+            assert any("not verified similar" in p for p in idx.check())
+            b = rows["b"]
+            b_bands = idx.band_rows_of([b])
+            with idx.storage.write() as tx:
+                tx.update_docs([Assignment(m.seq, m.cluster, False, m.similarity, m.stages)])
+                tx.delete_bands(*b_bands)
+            assert any("band rows differ" in p for p in idx.check())
+            with idx.storage.write() as tx:
+                tx.insert_bands(*b_bands)
+                tx.update_docs([Assignment(b.seq, b.cluster, False, 1.0, 0)])  # a cluster without a representative
+            assert any("0 representatives" in p for p in idx.check())
+
+    def test_index_newer_schema_is_refused(self, storage_url):
+        import diversify
+        from diversify.config import BuildConfig, canonical_json, fingerprint
+        from diversify.errors import IncompatibleIndexError
+
+        cfg = BuildConfig()
+        with open_storage(storage_url) as s:
+            s.initialize(Meta(schema_version=SCHEMA_VERSION + 1, config_json=canonical_json(cfg),
+                              fingerprint=fingerprint(cfg), created_by="9.9.9"))
+        with pytest.raises(IncompatibleIndexError, match=rf"schema version {SCHEMA_VERSION + 1}.*9\.9\.9.*Upgrade"):
+            diversify.Index(storage_url)
+
+    def test_index_other_config_is_refused_with_the_fields_named(self, storage_url):
+        import diversify
+        from diversify.config import BuildConfig, MinHashConfig, TextConfig
+        from diversify.errors import IncompatibleIndexError
+
+        diversify.Index(storage_url).close()
+        other = BuildConfig(minhash=MinHashConfig(threshold=0.7), text=TextConfig(k=4))
+        with pytest.raises(IncompatibleIndexError) as e:
+            diversify.Index(storage_url, config=other)
+        assert "minhash.threshold: 0.8 -> 0.7" in str(e.value) and "text.k: 5 -> 4" in str(e.value)
+        diversify.Index(storage_url, config=BuildConfig()).close()  # the same config opens it
+        diversify.Index(storage_url, config={"seed": 1}).close()
+
+    def test_index_bad_input_is_refused_like_build_and_writes_nothing(self, storage_url):
+        import diversify
+        from diversify.errors import DuplicateIdError, InputError, InputTypeError
+
+        with diversify.Index(storage_url) as idx:
+            idx.add([_doc(1), _doc(2)], ids=["x1", "x2"], vectors=np.eye(2, 8))
+            cases = [  # (texts, ids, vectors): each refused by build's validators with build's message
+                ([_doc(3), _doc(4)], ["a", "a"], np.eye(2, 8)),
+                ([_doc(3)], [True], np.eye(1, 8)),
+                ([_doc(3)], [1.5], np.eye(1, 8)),
+                ([_doc(3), _doc(4)], ["a"], np.eye(2, 8)),
+                ([_doc(3)], ["a", "b"], np.eye(1, 8)),
+                ([_doc(3), 7], ["a", "b"], np.eye(2, 8)),
+                ([_doc(3)], ["\ud800"], np.eye(1, 8)),
+                ([_doc(3)], ["a"], np.full((1, 8), np.nan)),
+                ([_doc(3)], ["a"], np.zeros((1, 8))),
+                ([_doc(3), _doc(4)], ["a", 2], np.eye(2, 8)),
+            ]
+            for texts, ids, vecs in cases:
+                with pytest.raises((InputError, InputTypeError)) as built:
+                    diversify.build(texts, ids=ids, vectors=vecs)
+                with pytest.raises(type(built.value)) as added:
+                    idx.add(texts, ids=ids, vectors=vecs)
+                assert str(added.value) == str(built.value)
+            with pytest.raises(InputError, match="not one str"):
+                idx.add(_doc(3), ids=["a"])
+            with pytest.raises(DuplicateIdError, match=r"in the index already.*'x2'"):
+                idx.add([_doc(5), _doc(6)], ids=["new", "x2"], vectors=np.eye(2, 8))
+            with pytest.raises(InputError, match="id kind"):
+                idx.add([_doc(5)], ids=[5], vectors=np.eye(1, 8))
+            with pytest.raises(InputError, match="dimension"):
+                idx.add([_doc(5)], ids=["y"], vectors=np.eye(1, 9))
+            with pytest.raises(InputError, match="dimension"):
+                idx.add([_doc(5)], ids=["y"])
+            with pytest.raises(InputError, match="empty"):
+                idx.add([], ids=[])
+            assert idx.stats()["documents"] == 2 and idx.check() == []
+            assert idx.cluster_of(["new", "a"]) == [None, None]
+
+    def test_index_diversifier_folds_a_document_added_a_moment_ago(self, storage_url):
+        import diversify
+
+        with diversify.Index(storage_url) as idx:
+            idx.add([_doc(1), _doc(2)], ids=["a", "b"])
+            hits = [("a", 0.9), ("a2", 0.8), ("b", 0.7)]
+            search = diversify.Diversifier(idx, k=3, max_rounds=0).wrap(lambda q, k: hits[:k])
+            assert search("q").ids == ["a", "a2", "b"]  # a2 is not in the index: its own cluster
+            idx.add([_near(1)], ids=["a2"])
+            assert search("q").ids == ["a", "b"]  # added a moment ago: folded under a on the next query
+
+
+def _doc(i: int, words: int = 120) -> str:
+    """A deterministic text of ``words`` words from a 3,000-word vocabulary (independent per i)."""
+    rng = np.random.default_rng(1_000_003 * (i + 1))
+    return " ".join(f"w{x}" for x in rng.integers(0, 3000, words))
+
+
+def _near(i: int, where: int = 60) -> str:
+    """``_doc(i)`` with one word replaced: Jaccard ~0.92 on word 5-shingles."""
+    words = _doc(i).split()
+    words[where] = "changed"
+    return " ".join(words)
+
+
+def _assert_export_matches(idx, cm) -> None:
+    """The exported artifact holds every live document, with the index's partition and representatives."""
+    rows = list(idx.scan())
+    ids = [int(r.id) if str(cm.id_kind) == "int" else r.id for r in rows]
+    assert sorted(map(str, cm.ids)) == sorted(str(i) for i in ids)
+    looked = cm.lookup(ids).tolist()
+    by_index: dict = {}
+    by_export: dict = {}
+    for r, c in zip(rows, looked):
+        by_index.setdefault(r.cluster, set()).add(r.id)
+        by_export.setdefault(c, set()).add(r.id)
+    assert sorted(map(sorted, by_index.values())) == sorted(map(sorted, by_export.values()))
+    reps = {r.id for r in rows if r.is_rep}
+    rep_mask = np.asarray(cm.is_representative, dtype=bool)
+    assert {str(i) for i, m in zip(cm.ids, rep_mask) if m} == reps
+
+
+_KILL_BATCH = 20
+
+
+def _spawn(code: str, *args):
+    import subprocess
+    import sys
+
+    import diversify
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(diversify.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.path.join(root, "tests"),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+_ADD_ON_GO = r"""
+import sys
+import diversify
+from index.contract import _doc, _near
+url, side, r, pairs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+texts = [(_doc if side == "a" else _near)(500 * (r + 1) + i) for i in range(pairs)]
+idx = diversify.Index(url)
+idx.query(texts[:1])  # warm the kernels before the race
+print("ready", flush=True)
+sys.stdin.readline()
+idx.add(texts, ids=[f"{side}{r}-{i}" for i in range(pairs)])
+idx.close()
+"""
+
+_ZYGOTE = r"""
+import os, sys
+import diversify
+from index.contract import _doc, _near, _KILL_BATCH
+url, warm = sys.argv[1], sys.argv[2]
+w = diversify.Index("sqlite:///" + warm)  # compile / load the kernels once, on a scratch index
+w.add([_doc(1), _near(1)], ids=["a", "b"]); w.delete(["a"]); w.query([_doc(1)]); w.close()
+print("ready", flush=True)
+child = None
+for line in sys.stdin:
+    cmd = line.split()
+    if cmd[0] == "fork":
+        trial = int(cmd[1])
+        pid = os.fork()
+        if pid == 0:  # the writer: its own connection, batches until killed
+            try:
+                idx = diversify.Index(url, lock_timeout=60)
+                b = 0
+                while True:
+                    base = 100_000 * (trial + 1) + 100 * b
+                    texts = [(_near(i % 40, 30 + trial) if i % 3 == 0 else _doc(base + i)) for i in range(_KILL_BATCH)]
+                    idx.add(texts, ids=[f"t{trial}b{b}-{i}" for i in range(_KILL_BATCH)])
+                    if b >= 2 and b % 3 == 2:
+                        idx.delete([f"t{trial}b{b - 2}-{i}" for i in range(_KILL_BATCH)])
+                    b += 1
+            finally:
+                os._exit(0)
+        child = pid
+        print(pid, flush=True)
+    elif cmd[0] == "reap":
+        os.waitpid(child, 0)
+        print("reaped", flush=True)
+    elif cmd[0] == "quit":
+        break
+"""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from diversify.index.storage import open_storage
 from index.contract import IndexContract
 
 
@@ -11,3 +12,77 @@ class TestSQLite(IndexContract):
     @pytest.fixture
     def storage_url(self, tmp_path) -> str:
         return f"sqlite:///{tmp_path}/index.db"
+
+
+# --------------------------------------------------------------------------- SQLite only
+
+
+def test_sqlite_urls(tmp_path, monkeypatch):
+    from diversify.errors import ConfigError
+    from diversify.index.sqlite import sqlite_path
+
+    assert sqlite_path("sqlite:///rel/x.db") == "rel/x.db"
+    assert sqlite_path("sqlite:////abs/x.db") == "/abs/x.db"
+    assert sqlite_path("sqlite:///sp%20ace.db") == "sp ace.db"
+    for bad, why in [("sqlite://host/x.db", "local file"), ("sqlite:///:memory:", "in-memory"),
+                     ("sqlite:///", "name a file"), ("sqlite:///x.db?index=other", "one file")]:
+        with pytest.raises(ConfigError, match=why):
+            sqlite_path(bad)
+    monkeypatch.chdir(tmp_path)
+    with open_storage("sqlite:///rel.db") as s:
+        s.initialize(_meta())
+    assert (tmp_path / "rel.db").exists()
+
+
+def _meta():
+    from index.contract import META
+
+    return META
+
+
+def test_sqlite_missing_file_is_not_created_by_a_look(tmp_path):
+    import diversify
+    from diversify.errors import StorageError
+
+    url = f"sqlite:///{tmp_path}/absent.db"
+    with open_storage(url) as s:
+        assert s.read_meta() is None
+    assert not (tmp_path / "absent.db").exists()
+    with pytest.raises(StorageError, match=r"no index at sqlite:///.*absent\.db"):
+        diversify.Index(url, create=False)
+    assert not (tmp_path / "absent.db").exists()
+    with pytest.raises(StorageError, match="does not exist"):
+        diversify.Index(f"sqlite:///{tmp_path}/no/such/dir/x.db")
+
+
+def test_sqlite_a_file_that_is_not_an_index(tmp_path):
+    import diversify
+    from diversify.errors import StorageError
+
+    (tmp_path / "junk.db").write_bytes(b"this is not an sqlite file at all" * 100)
+    with pytest.raises(StorageError, match=r"junk\.db.*(not a database|diversify index)"):
+        diversify.Index(f"sqlite:///{tmp_path}/junk.db")
+
+
+def test_sqlite_band_tiers_merge_and_stay_exact(tmp_path, monkeypatch):
+    """With a tiny merge limit every few batches move the recent band rows into the main table;
+    lookups, deletes and the invariants hold across both tiers."""
+    import diversify
+    from diversify.index import sqlite as backend
+    from index.contract import _doc, _near
+
+    monkeypatch.setattr(backend, "MERGE_MIN_ROWS", 40)
+    url = f"sqlite:///{tmp_path}/tiers.db"
+    with diversify.Index(url) as idx:
+        for b in range(6):
+            idx.add([_doc(100 * b + i) for i in range(5)], ids=[f"d{b}-{i}" for i in range(5)])
+        with idx.storage.read() as view:
+            con = view.con  # type: ignore[attr-defined]
+            main = con.execute("SELECT count(*) FROM bands").fetchone()[0]
+            recent = con.execute("SELECT count(*) FROM bands_recent").fetchone()[0]
+        assert main > 0 and main + recent == 30 * 16
+        got = idx.add([_near(100 * b + 2) for b in range(6)], ids=[f"n{b}" for b in range(6)])
+        assert all(m.joined for m in got) and [m.representative for m in got] == [f"d{b}-2" for b in range(6)]
+        idx.delete([f"d{b}-2" for b in range(6)])  # representatives whose rows sit in either tier
+        assert idx.check() == []
+        assert idx.stats()["band_rows"] == 30 * 16  # the promoted members took over the rows
