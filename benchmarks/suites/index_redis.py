@@ -26,7 +26,8 @@ SUITE = Suite(
     summary="live index on Redis vs datasketch MinHashLSH with its Redis storage (same server, corpus, 128 perms, "
             "threshold 0.8): insert and query docs/s, single-query latency, memory per document; SQLite beside",
     results=("index_redis-n*.json",), render="benchmarks.report.index_redis:index_redis_section",
-    peers=("datasketch",), quick={"n": 2000, "queries": 300}, takes="~5 min at 20k docs")
+    peers=("datasketch",), quick={"n": 2000, "queries": 300, "figures_base": 2000, "figures_measure": 1000,
+                                       "figures_batch": 500, "duration": 10.0}, takes="~15 min at 20k docs")
 
 
 def add_arguments(p) -> None:
@@ -38,10 +39,41 @@ def add_arguments(p) -> None:
                    help="a Redis server to use (default: start a throw-away redis-server on loopback)")
     p.add_argument("--tools", nargs="+", default=["datasketch", "redis", "sqlite"],
                    choices=["datasketch", "redis", "sqlite"], help="tools, in order")
+    p.add_argument("--figures-base", type=int, default=50_000,
+                   help="the index suite's figures on Redis (benchmarks.suites.index.measure_backend): documents in "
+                        "the index before the timed adds; 0 skips them and the concurrency run (default 50000)")
+    p.add_argument("--figures-measure", type=int, default=10_000, help="documents of the timed adds (default 10000)")
+    p.add_argument("--figures-batch", type=int, default=5_000, help="documents per timed add (default 5000)")
+    p.add_argument("--writers", type=int, default=4, help="writer processes of the concurrency run (default 4)")
+    p.add_argument("--queriers", type=int, default=4, help="query processes of the concurrency run (default 4)")
+    p.add_argument("--duration", type=float, default=30.0, help="seconds of the concurrency run (default 30)")
 
 
 def _used_memory(client) -> int:
     return int(client.info("memory")["used_memory"])
+
+
+def _server_cpu(client) -> float:
+    """CPU seconds the Redis server has used (user + system, all its threads)."""
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def _with_server_cpu(client, fn):
+    """``timed(fn)`` plus the Redis server's CPU seconds during it (``server_cpu_s``)."""
+    from ..protocol import timed
+
+    before = _server_cpu(client) if client is not None else 0.0
+    out, rec = timed(fn)
+    rec["server_cpu_s"] = (_server_cpu(client) - before) if client is not None else 0.0
+    return out, rec
+
+
+def _per_cpu(n: int, *recs: dict) -> float:
+    """Documents per CPU-second of this process and the Redis server together (less sensitive to
+    other people's load than wall-clock docs/s)."""
+    cpu = sum(r["cpu_s"] + r.get("server_cpu_s", 0.0) for r in recs)
+    return n / cpu if cpu > 0 else float("nan")
 
 
 def _percentiles(seconds: list[float]) -> dict:
@@ -67,7 +99,6 @@ def run_datasketch(texts, sources, host: str, port: int, db: int, args) -> dict:
     import redis
     from datasketch import MinHash, MinHashLSH
 
-    from ..protocol import timed
     from ..reference import shingle_strings
 
     proto = MinHash(num_perm=NUM_PERM, seed=1)
@@ -85,7 +116,7 @@ def run_datasketch(texts, sources, host: str, port: int, db: int, args) -> dict:
     client = redis.Redis(host=host, port=port, db=db)
     sketch(texts[:50])  # warm-up (imports, numpy)
     before = _used_memory(client)
-    sigs, t_sketch = timed(lambda: sketch(texts))
+    sigs, t_sketch = _with_server_cpu(client, lambda: sketch(texts))
     lsh = MinHashLSH(threshold=THRESHOLD, num_perm=NUM_PERM, storage_config=config)
 
     def insert():
@@ -93,11 +124,11 @@ def run_datasketch(texts, sources, host: str, port: int, db: int, args) -> dict:
             for i, m in enumerate(sigs):
                 session.insert(i, m, check_duplication=False)
 
-    _, t_insert = timed(insert)
+    _, t_insert = _with_server_cpu(client, insert)
     memory = _used_memory(client) - before
     q = sigs[:args.queries]
-    qs, t_qsketch = timed(lambda: sketch(texts[:args.queries]))
-    found, t_query = timed(lambda: [set(lsh.query(m)) for m in qs])
+    qs, t_qsketch = _with_server_cpu(client, lambda: sketch(texts[:args.queries]))
+    found, t_query = _with_server_cpu(client, lambda: [set(lsh.query(m)) for m in qs])
     singles = []
     for m in q[:args.singles]:
         t = time.perf_counter()
@@ -112,6 +143,7 @@ def run_datasketch(texts, sources, host: str, port: int, db: int, args) -> dict:
         insert_docs_per_s_storage_only=n / t_insert["seconds"],
         query_docs_per_s=len(q) / (t_qsketch["seconds"] + t_query["seconds"]),
         query_docs_per_s_storage_only=len(q) / t_query["seconds"],
+        insert_docs_per_cpu_s=_per_cpu(n, t_sketch, t_insert), query_docs_per_cpu_s=_per_cpu(len(q), t_qsketch, t_query),
         single_query_storage_only=_percentiles(singles),
         memory_bytes=memory, bytes_per_doc=memory / n,
         planted=_planted_found(sources[:len(q)], found))
@@ -120,7 +152,6 @@ def run_datasketch(texts, sources, host: str, port: int, db: int, args) -> dict:
 def run_index(kind: str, url: str, warm_url: str, texts, sources, args, client=None) -> dict:
     import diversify
 
-    from ..protocol import timed
 
     config = diversify.BuildConfig(minhash=diversify.MinHashConfig(num_perm=NUM_PERM, threshold=THRESHOLD))
     n = len(texts)
@@ -139,11 +170,11 @@ def run_index(kind: str, url: str, warm_url: str, texts, sources, args, client=N
             batches.append(time.perf_counter() - t)
         return batches
 
-    batches, t_add = timed(add_all)
+    batches, t_add = _with_server_cpu(client, add_all)
     stats = idx.stats()
     memory = (_used_memory(client) - before) if client is not None else stats.get("bytes")
     qn = min(args.queries, n)
-    matches, t_query = timed(lambda: idx.query(texts[:qn]))
+    matches, t_query = _with_server_cpu(client, lambda: idx.query(texts[:qn]))
     singles = []
     for text in texts[:args.singles]:
         t = time.perf_counter()
@@ -159,6 +190,7 @@ def run_index(kind: str, url: str, warm_url: str, texts, sources, args, client=N
         insert_docs_per_s=n / t_add["seconds"], batch_seconds=_percentiles(batches),
         insert_docs_per_s_median_batch=args.batch / (_percentiles(batches)["p50_ms"] / 1000),
         query_docs_per_s=qn / t_query["seconds"], single_query=_percentiles(singles),
+        insert_docs_per_cpu_s=_per_cpu(n, t_add), query_docs_per_cpu_s=_per_cpu(qn, t_query),
         memory_bytes=memory, bytes_per_doc=(memory / n) if memory else None,
         documents=stats.get("documents"), clusters=stats.get("clusters"), folded=stats.get("folded"),
         band_rows=stats.get("band_rows"), matched_queries=sum(1 for m in matches if m.matched),
@@ -225,14 +257,38 @@ def run(args, ctx) -> list:
                         insert=r["insert_docs_per_s"] / ds["insert_docs_per_s"],
                         insert_vs_storage_only=r["insert_docs_per_s"] / ds["insert_docs_per_s_storage_only"],
                         query=r["query_docs_per_s"] / ds["query_docs_per_s"],
-                        query_vs_storage_only=r["query_docs_per_s"] / ds["query_docs_per_s_storage_only"])
+                        query_vs_storage_only=r["query_docs_per_s"] / ds["query_docs_per_s_storage_only"],
+                        insert_per_cpu=r["insert_docs_per_cpu_s"] / ds["insert_docs_per_cpu_s"],
+                        query_per_cpu=r["query_docs_per_cpu_s"] / ds["query_docs_per_cpu_s"])
+        figures = {}
+        if args.figures_base > 0:
+            from .index import concurrency, measure_backend
+
+            sep = "&" if "?" in url else "?"
+            need = args.figures_base + args.figures_measure + args.singles + 10
+            fig_prefix = corpus_file(need, TEXT_CORPUS)
+            if server is not None:
+                client.flushall()
+            before = _used_memory(client)
+            log(f"index suite figures on redis, base {args.figures_base:,} ...")
+            fig = measure_backend(f"{url}{sep}index=figures{uuid.uuid4().hex[:8]}", load_texts(fig_prefix),
+                                  base=args.figures_base, measure=args.figures_measure, batch=args.figures_batch,
+                                  queries=args.singles, log=log)
+            fig["redis_used_memory_per_document"] = (_used_memory(client) - before) / max(fig.get("documents") or 1, 1)
+            figures["backend"] = fig
+            if server is not None:
+                client.flushall()
+            log(f"{args.writers} writers + {args.queriers} queriers on redis for {args.duration:g} s ...")
+            figures["concurrency"] = concurrency(f"{url}{sep}index=conc{uuid.uuid4().hex[:8]}", fig_prefix,
+                                                 min(need, 200_000), writers=args.writers, queriers=args.queriers,
+                                                 duration=args.duration, log=log)
         payload = dict(suite="index_redis", created=now(), env=environment(), command=ctx.command,
                        corpus=corpus_params(prefix), num_perm=NUM_PERM, threshold=THRESHOLD, batch=args.batch,
                        queries=args.queries, singles=args.singles,
                        redis=dict(version=info.get("redis_version"), own_server=server is not None,
                                   appendonly=server is not None or None, flushed_between_tools=server is not None),
                        load_note="shared 2-core machine: numbers are indicative; compare the ratios, measured in one run",
-                       tools=rows, ratios=ratios)
+                       tools=rows, ratios=ratios, figures=figures)
         client.close()
     finally:
         if server is not None:
