@@ -27,15 +27,15 @@ Writer assignment (why two writers never interleave, and a stale one cannot comm
 1. :meth:`RedisStorage.write` takes a fencing token (``INCR P fence``) and the lease
    (``SET P lock <token> NX PX lease``), waiting up to ``lock_timeout``.
 2. Inside the block every read goes to the server (the latest committed state: nobody else can
-   commit while we hold the lease) and renews the lease if it is owned by our token (a script:
-   compare-and-PEXPIRE). Writes are buffered in this process only; reads inside the block see
+   commit while we hold the lease). A thread renews the lease every lease/3 (a script:
+   compare-and-PEXPIRE), so a live writer keeps it however long its batch takes. Writes are buffered in this process only; reads inside the block see
    them (read-your-writes), the server sees nothing yet.
 3. On a normal exit ONE Lua script commits: it checks that ``P lock`` still holds our token, then
    applies every write of the batch, records the token as ``last_commit`` and deletes the lock.
    A Lua script runs atomically (no other command runs in between) and is written to the
    append-only file as one MULTI/EXEC unit after it finished, so the batch is applied entirely or
    not at all, also when the server is killed.
-4. A writer whose lease expired (it stalled longer than the lease, e.g. SIGSTOP or a swap storm)
+4. A writer whose lease expired (the whole process stalled longer than the lease: SIGSTOP, a frozen VM)
    finds another token (or none) in ``P lock``: its script refuses to write, and the batch is
    reported as rolled back. The writer that took over read the state after the stale one's last
    commit, so assignments stay serializable: two near-duplicates added at once by two writers are
@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
+import threading
 import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
@@ -117,8 +118,12 @@ end
 return 0
 """
 
+# KEYS: lock, fence
 _RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('INCR', KEYS[2])
+  return redis.call('DEL', KEYS[1])
+end
 return 0
 """
 
@@ -247,6 +252,7 @@ if tonumber(ARGV[9]) > tonumber(redis.call('HGET', st, 'max_seq') or '-1') then
   redis.call('HSET', st, 'max_seq', ARGV[9])
 end
 redis.call('DEL', p .. 'lock')
+redis.call('INCR', p .. 'fence')  -- a late renewal of this token can no longer take the lock back
 return band_rows
 """
 
@@ -513,6 +519,7 @@ class _RedisTransaction(_RedisView, Transaction):
         super().__init__(st)
         self.token = token
         self.renewed = time.monotonic()
+        self.lost = False  # set by the heartbeat when another writer took the lease
         self._state: Optional[State] = None
         self._orig: dict[int, Optional[DocRow]] = {}  # committed rows of the seqs this batch touched
         self._docs: dict[int, Optional[DocRow]] = {}  # their rows after this batch (None: deleted)
@@ -520,7 +527,9 @@ class _RedisTransaction(_RedisView, Transaction):
         self._absent: list[np.ndarray] = []  # band keys looked up under this lease and not there
 
     def _call(self, fn, *args):
-        if time.monotonic() - self.renewed > self.st.lease / 4:
+        if self.lost:
+            raise StorageError(self.st.lease_lost())
+        if time.monotonic() - self.renewed > self.st.lease / 2:
             ok = self.st.call(self.st.scripts["renew"], [self.st.p + "lock", self.st.p + "fence"], [self.token, int(self.st.lease * 1000)],
                               rolled_back=True)
             if not ok:
@@ -816,13 +825,33 @@ class RedisStorage(Storage):
     def write(self) -> Iterator[Transaction]:
         token = self._acquire()
         tx = _RedisTransaction(self, token)
+        stop = threading.Event()
+        beat = threading.Thread(target=self._heartbeat, args=(tx, stop), daemon=True, name="diversify-redis-lease")
+        beat.start()
         try:
             yield tx
+            stop.set()  # no join: a renewal racing the commit finds the fence moved on and does nothing
             self._commit(tx)
         except BaseException:
+            stop.set()
             with contextlib.suppress(Exception):  # compare-and-delete: a no-op when the lease is gone
-                self.scripts["release"]([self.p + "lock"], [token])
+                self.scripts["release"]([self.p + "lock", self.p + "fence"], [token])
             raise
+        finally:
+            stop.set()
+
+    def _heartbeat(self, tx: _RedisTransaction, stop: threading.Event) -> None:
+        """Renew the lease every lease/3 while the batch is open, so a long batch of a live writer
+        keeps it; a killed or stopped (SIGSTOP, a frozen VM) writer stops renewing and loses it."""
+        while not stop.wait(self.lease / 3):
+            try:
+                ok = self.scripts["renew"]([self.p + "lock", self.p + "fence"], [tx.token, int(self.lease * 1000)])
+            except Exception:
+                continue  # the batch's own next call reports a broken connection
+            if not ok:
+                tx.lost = True
+                return
+            tx.renewed = time.monotonic()
 
     def _commit(self, tx: _RedisTransaction) -> None:
         args = tx.commit_args()
@@ -850,7 +879,7 @@ class RedisStorage(Storage):
         if last is not None and _text(last) == token:
             return None
         with contextlib.suppress(Exception):
-            self.scripts["release"]([self.p + "lock"], [token])
+            self.scripts["release"]([self.p + "lock", self.p + "fence"], [token])
         return (f"the connection to {self.url} broke while a batch was being committed ({cause}); the batch was "
                 "rolled back: nothing of it was written. Run it again.")
 

@@ -1,7 +1,9 @@
 """A writer process the Redis tests SIGKILL (run as ``python redis_worker.py URL MODE [ARGS]``).
 
 ``hold NAME``: open a batch of 50 documents (ids NAME-0..49, band rows), print ``inside`` and
-wait in the middle of the batch until killed. ``loop NAME K``: commit batches of K documents
+wait in the middle of the batch until killed. ``stall NAME``: open a batch of 50 documents, print ``inside``, wait for a line on stdin (the test
+SIGSTOPs the process meanwhile, past its lease), read the state if the line is ``read``, then
+leave the batch and print ``committed`` or ``refused: <message>``. ``loop NAME K``: commit batches of K documents
 (ids NAME-j-i, band rows; the counter state rewritten each time) until killed, printing ``j``
 after batch j committed.
 """
@@ -31,6 +33,18 @@ def main(url: str, mode: str, name: str, k: str = "50") -> None:
                 batch(tx, name, tx.state().next_seq, 50)
                 print("inside", flush=True)
                 time.sleep(600)
+        elif mode == "stall":
+            from diversify.errors import StorageError
+
+            try:
+                with s.write() as tx:
+                    batch(tx, name, 1000, 50)
+                    print("inside", flush=True)
+                    if sys.stdin.readline().strip() == "read":
+                        tx.state()
+                print("committed", flush=True)
+            except StorageError as exc:
+                print(f"refused: {exc}", flush=True)
         else:
             j = 0
             while True:

@@ -136,61 +136,79 @@ def test_an_index_of_a_newer_schema_is_refused(redis_server):  # noqa: F811
 # ---------------------------------------------------------------------------- the lease and its fencing
 
 
-def test_a_writer_whose_lease_expired_and_was_taken_over_cannot_commit(redis_server):  # noqa: F811
-    url = redis_server.fresh_url(lease=0.3)
-    with open_storage(url) as stale, open_storage(url) as fresh:
-        stale.initialize(META)
-        batch = stale.write()
-        tx = batch.__enter__()
-        tx.insert_docs([_row(1, "stale")])
-        tx.insert_bands(np.array([11], dtype=np.int64), np.array([1], dtype=np.int64))
-        time.sleep(0.6)  # the stale writer stalls past its lease; the next writer takes over
-        with fresh.write() as tx2:
-            tx2.insert_docs([_row(2, "fresh")])
-        with pytest.raises(StorageError, match=r"lease .* expired.*rolled back; nothing of it was written"):
-            batch.__exit__(None, None, None)
+def _stalled_writer(url: str, name: str):
+    """A writer process inside its batch, then frozen (SIGSTOP: its lease-renewing thread stops too)."""
+    proc = subprocess.Popen([sys.executable, str(WORKER), url, "stall", name], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])))
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "inside"
+    proc.send_signal(signal.SIGSTOP)
+    return proc
+
+
+def _resume(proc, line: str = "commit") -> str:
+    proc.send_signal(signal.SIGCONT)
+    out, _ = proc.communicate(line + "\n", timeout=60)
+    return out.strip()
+
+
+@pytest.mark.parametrize("then", ["commit", "read"])
+def test_a_frozen_writer_whose_lease_was_taken_over_cannot_commit_or_read_on(redis_server, then):  # noqa: F811
+    url = redis_server.fresh_url(lease=0.5)
+    with open_storage(url) as fresh:
+        fresh.initialize(META)
+        stale = _stalled_writer(url, "stale")
+        try:
+            with open_storage(url, StorageOptions(lock_timeout=20)) as other, other.write() as tx:
+                tx.insert_docs([_row(2, "fresh")])  # took the lease once the frozen writer's expired
+        finally:
+            out = _resume(stale, then)
+        assert out.startswith("refused:") and "lease" in out and "rolled back; nothing of it was written" in out, out
         assert _seqs(fresh) == [2]
         with fresh.read() as view:
-            assert view.candidates(np.array([11], dtype=np.int64))[0].size == 0
             assert view.counts().documents == 1
+    assert _consistent(redis_server, url)["ids"] == {"fresh2"}
 
 
-def test_a_stale_writer_cannot_commit_while_another_holds_the_lease(redis_server):  # noqa: F811
-    url = redis_server.fresh_url(lease=0.3)
-    with open_storage(url) as stale, open_storage(url) as fresh:
-        stale.initialize(META)
-        batch = stale.write()
-        batch.__enter__().insert_docs([_row(1)])
-        time.sleep(0.6)
-        with fresh.write() as tx2:  # holds the lease while the stale one tries to commit
-            with pytest.raises(StorageError, match="lease"):
-                batch.__exit__(None, None, None)
-            tx2.insert_docs([_row(2)])
-        assert _seqs(fresh) == [2]
-
-
-def test_a_stale_writer_is_stopped_at_its_next_read(redis_server):  # noqa: F811
-    url = redis_server.fresh_url(lease=0.3)
-    with open_storage(url) as stale, open_storage(url) as fresh:
-        stale.initialize(META)
-        with pytest.raises(StorageError, match="lease"):
-            with stale.write() as tx:
-                tx.insert_docs([_row(1)])
-                time.sleep(0.6)
-                with fresh.write() as tx2:
-                    tx2.insert_docs([_row(2)])
-                tx.state()  # renews the lease first: refused, it is the other writer's now
-        assert _seqs(fresh) == [2]
-
-
-def test_an_expired_lease_nobody_asked_for_still_commits(redis_server):  # noqa: F811
-    """Nobody took a fencing token since ours, so nobody can have committed: the commit is safe."""
-    url = redis_server.fresh_url(lease=0.2)
+def test_a_frozen_writer_cannot_commit_while_another_holds_the_lease(redis_server):  # noqa: F811
+    url = redis_server.fresh_url(lease=0.5)
     with open_storage(url) as s:
+        s.initialize(META)
+        stale = _stalled_writer(url, "stale")
+        try:
+            with open_storage(url, StorageOptions(lock_timeout=20)) as other, other.write() as tx:
+                out = _resume(stale)  # tries to commit while this batch holds the lease
+                tx.insert_docs([_row(2, "fresh")])
+        finally:
+            if stale.poll() is None:
+                _resume(stale)
+        assert out.startswith("refused:") and "lease" in out, out
+        assert _seqs(s) == [2]
+
+
+def test_a_frozen_writer_nobody_waited_for_still_commits(redis_server):  # noqa: F811
+    """Its lease expired, but no other writer took a fencing token since, so nobody can have
+    committed in between: committing is safe."""
+    url = redis_server.fresh_url(lease=0.3)
+    with open_storage(url) as s:
+        s.initialize(META)
+        stale = _stalled_writer(url, "late")
+        time.sleep(1.0)
+        assert _resume(stale) == "committed"
+        assert len(_seqs(s)) == 50
+
+
+def test_a_live_writer_keeps_its_lease_through_a_long_batch(redis_server):  # noqa: F811
+    url = redis_server.fresh_url(lease=0.3)
+    with open_storage(url) as s, open_storage(url, StorageOptions(lock_timeout=0.6)) as other:
         s.initialize(META)
         with s.write() as tx:
             tx.insert_docs([_row(1)])
-            time.sleep(0.5)
+            t0 = time.monotonic()
+            with pytest.raises(StorageError, match="lock"):  # 2x the lease later, still ours
+                with other.write() as tx2:
+                    tx2.insert_docs([_row(2)])
+            assert time.monotonic() - t0 >= 0.5
         assert _seqs(s) == [1]
 
 
