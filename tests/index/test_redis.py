@@ -18,7 +18,7 @@ import pytest
 from diversify.errors import ConfigError, IncompatibleIndexError, StorageError
 from diversify.index.storage import DocRow, State, StorageOptions, open_storage
 from index.contract import META, IndexContract
-from index.servers_redis import free_port, own_redis_server, redis_server  # noqa: F401  (fixtures)
+from index.servers_redis import free_port, own_redis_server, redis_server, require_binary  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("redis_worker.py")
@@ -63,6 +63,15 @@ def _consistent(server, url: str) -> dict:
     assert counts.representatives == sum(r.is_rep for r in rows)
     assert counts.band_rows == band_rows
     return {"documents": len(rows), "band_rows": band_rows, "ids": {r.id for r in rows}}
+
+
+def test_an_absent_server_binary_skips_outside_ci_and_fails_in_ci(monkeypatch):
+    monkeypatch.delenv("DIVERSIFY_CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no-such-redis-server not found on PATH; install"):
+        require_binary("no-such-redis-server")
+    monkeypatch.setenv("DIVERSIFY_CI", "1")
+    with pytest.raises(pytest.fail.Exception, match="DIVERSIFY_CI=1 but no-such-redis-server not found"):
+        require_binary("no-such-redis-server")
 
 
 # ---------------------------------------------------------------------------- diversify.Index on Redis
