@@ -15,8 +15,9 @@ def index_redis_section(d: dict) -> list[str]:
     L = [f"## Live index on Redis vs datasketch MinHashLSH on Redis: {d['tools'][next(iter(t))]['n']:,} documents",
          "",
          f"Generated corpus (~{c['words_per_doc']} words, {c['dup_fraction']:.0%} planted near-duplicates, edit rates "
-         f"{c['edit_rate'][0]}–{c['edit_rate'][1]}), {d['num_perm']} permutations, threshold {d['threshold']}, one Redis "
-         f"{d['redis'].get('version')} server (loopback, append-only file on) for both; diversify adds in batches of "
+         f"{c['edit_rate'][0]}–{c['edit_rate'][1]}), {d['num_perm']} permutations, threshold {d['threshold']}, the same Redis "
+         f"{d['redis'].get('version')} server for all (loopback, append-only file on"
+         f"{', restarted empty for each tool' if d['redis'].get('fresh_server_per_tool') else ''}); diversify adds in batches of "
          f"{d['batch']:,}; {d['queries']:,} documents queried; {d['singles']:,} single-document queries for latency. "
          f"Command: `{command(d.get('command'), 'python -m benchmarks run --suite index_redis')}`. Measured "
          f"{d['created']} on {env_line(d['env'])}. **{d.get('load_note', '')}**.", ""]

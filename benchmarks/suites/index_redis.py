@@ -44,7 +44,8 @@ def add_arguments(p) -> None:
                         "the index before the timed adds; 0 skips them and the concurrency run (default 50000)")
     p.add_argument("--figures-measure", type=int, default=10_000, help="documents of the timed adds (default 10000)")
     p.add_argument("--figures-batch", type=int, default=5_000, help="documents per timed add (default 5000)")
-    p.add_argument("--writers", type=int, default=4, help="writer processes of the concurrency run (default 4)")
+    p.add_argument("--writers", type=int, default=4,
+                   help="writer processes of the concurrency run (default 4; 0 skips the run)")
     p.add_argument("--queriers", type=int, default=4, help="query processes of the concurrency run (default 4)")
     p.add_argument("--duration", type=float, default=30.0, help="seconds of the concurrency run (default 30)")
 
@@ -67,6 +68,21 @@ def _with_server_cpu(client, fn):
     out, rec = timed(fn)
     rec["server_cpu_s"] = (_server_cpu(client) - before) if client is not None else 0.0
     return out, rec
+
+
+def _fresh_server(server, client):
+    """Restart the throw-away server on an empty directory (same binary, port and config), so that
+    no tool pays for the previous one's append-only file (its rewrite, its fsyncs); a new client."""
+    import shutil
+
+    import redis
+
+    client.close()
+    server.stop()
+    shutil.rmtree(server.directory, ignore_errors=True)
+    server.directory.mkdir()
+    server.start()
+    return redis.Redis(host="127.0.0.1", port=server.port)
 
 
 def _per_cpu(n: int, *recs: dict) -> float:
@@ -221,7 +237,8 @@ def run(args, ctx) -> list:
             if binary is None:
                 raise SystemExit("index_redis: redis-server is not installed (apt-get install -y redis-server), "
                                  "or pass --redis-url")
-            server = RedisServer(binary, Path(tmp))
+            server = RedisServer(binary, Path(tmp) / "redis")
+            server.directory.mkdir()
             server.start()
             url = f"redis://127.0.0.1:{server.port}/0"
         else:
@@ -231,7 +248,7 @@ def run(args, ctx) -> list:
         rows = {}
         for tool in args.tools:
             if server is not None:
-                client.flushall()  # every tool starts on an empty server of its own (same binary and config)
+                client = _fresh_server(server, client)
             log(f"{tool} on {args.n:,} documents ...")
             if tool == "datasketch":
                 kw = client.connection_pool.connection_kwargs
@@ -268,7 +285,7 @@ def run(args, ctx) -> list:
             need = args.figures_base + args.figures_measure + args.singles + 10
             fig_prefix = corpus_file(need, TEXT_CORPUS)
             if server is not None:
-                client.flushall()
+                client = _fresh_server(server, client)
             before = _used_memory(client)
             log(f"index suite figures on redis, base {args.figures_base:,} ...")
             fig = measure_backend(f"{url}{sep}index=figures{uuid.uuid4().hex[:8]}", load_texts(fig_prefix),
@@ -276,8 +293,9 @@ def run(args, ctx) -> list:
                                   queries=args.singles, log=log)
             fig["redis_used_memory_per_document"] = (_used_memory(client) - before) / max(fig.get("documents") or 1, 1)
             figures["backend"] = fig
+        if args.figures_base > 0 and args.writers > 0:
             if server is not None:
-                client.flushall()
+                client = _fresh_server(server, client)
             log(f"{args.writers} writers + {args.queriers} queriers on redis for {args.duration:g} s ...")
             figures["concurrency"] = concurrency(f"{url}{sep}index=conc{uuid.uuid4().hex[:8]}", fig_prefix,
                                                  min(need, 200_000), writers=args.writers, queriers=args.queriers,
@@ -286,7 +304,7 @@ def run(args, ctx) -> list:
                        corpus=corpus_params(prefix), num_perm=NUM_PERM, threshold=THRESHOLD, batch=args.batch,
                        queries=args.queries, singles=args.singles,
                        redis=dict(version=info.get("redis_version"), own_server=server is not None,
-                                  appendonly=server is not None or None, flushed_between_tools=server is not None),
+                                  appendonly=server is not None or None, fresh_server_per_tool=server is not None),
                        load_note="shared 2-core machine: numbers are indicative; compare the ratios, measured in one run",
                        tools=rows, ratios=ratios, figures=figures)
         client.close()
