@@ -172,9 +172,14 @@ def run_index(kind: str, url: str, warm_url: str, texts, sources, args, client=N
     config = diversify.BuildConfig(minhash=diversify.MinHashConfig(num_perm=NUM_PERM, threshold=THRESHOLD))
     n = len(texts)
     ids = list(range(n))
-    with diversify.Index(warm_url, config=config) as warm:  # compile the kernels, load the scripts
-        warm.add(texts[:300], ids=ids[:300])
-        warm.query(texts[:20])
+    # Warm-up: the same work on the first 3,000 documents in another index, so that every kernel the
+    # run needs is compiled before it is timed (a first compile mid-run costs one batch tens of seconds)
+    with diversify.Index(warm_url, config=config) as warm:
+        for lo in range(0, min(n, 3000), args.batch):
+            warm.add(texts[lo:lo + args.batch], ids=ids[lo:lo + args.batch])
+        warm.query(texts[:args.queries])
+        for text in texts[:20]:
+            warm.query([text])
     before = _used_memory(client) if client is not None else 0
     idx = diversify.Index(url, config=config)
 
