@@ -21,8 +21,7 @@ def cpu_seconds() -> float:
     try:
         import resource
     except ImportError:  # pragma: no cover - not POSIX
-        t = os.times()
-        return t.user + t.system + t.children_user + t.children_system
+        return float(sum(os.times()[:4]))  # user, system, children's user and system
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
