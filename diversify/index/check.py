@@ -25,7 +25,6 @@ from .payload import Layout, band_rows, decode
 
 __all__ = ["check"]
 
-_PAGE = 20_000
 
 
 def check(index) -> list[str]:
@@ -34,13 +33,7 @@ def check(index) -> list[str]:
     rows = []
     with index.storage.read() as view:
         st = view.state()
-        after = -1
-        while True:
-            page = view.scan(after, _PAGE)
-            if not page:
-                break
-            rows.extend(page)
-            after = page[-1].seq
+        rows.extend(view.rows())
         counts = view.counts()
         layout = Layout.loads(st.layout, index.url)
         problems: list[str] = []

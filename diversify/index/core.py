@@ -46,8 +46,6 @@ from .storage import (
 
 __all__ = ["Index", "Match"]
 
-#: documents read per page by export and the checks
-_PAGE = 20_000
 
 
 @dataclass(frozen=True)
@@ -469,13 +467,7 @@ class Index:
     def scan(self) -> Iterable[DocRow]:
         """Every live document in order of addition, from one consistent read (SQL backends)."""
         with self._storage.read() as view:
-            after = -1
-            while True:
-                page = view.scan(after, _PAGE)
-                if not page:
-                    return
-                yield from page
-                after = page[-1].seq
+            yield from view.rows()
 
     def band_rows_of(self, rows: Sequence[DocRow]) -> tuple[np.ndarray, np.ndarray]:
         """``(keys, seqs)``: the band rows the given stored documents have as representatives."""

@@ -19,7 +19,6 @@ from .payload import Layout, decode
 
 __all__ = ["export"]
 
-_PAGE = 20_000
 
 
 def export(index, path, *, created_at: Optional[str] = None, metadata: Optional[dict] = None):
@@ -34,13 +33,7 @@ def export(index, path, *, created_at: Optional[str] = None, metadata: Optional[
     rows = []
     with index.storage.read() as view:  # one snapshot: a consistent state even while writers run
         st = view.state()
-        after = -1
-        while True:
-            page = view.scan(after, _PAGE)
-            if not page:
-                break
-            rows.extend(page)
-            after = page[-1].seq
+        rows.extend(view.rows())
     if not rows:
         raise InputError(f"the index at {index.url} has no documents; an artifact needs at least one. Add documents "
                          "first.")

@@ -215,6 +215,16 @@ class View(abc.ABC):
     def counts(self) -> Counts:
         """Documents, representatives and band rows now."""
 
+    def rows(self, *, page: int = 20_000, payload: bool = True) -> Iterator[DocRow]:
+        """Every live document in increasing seq order, read :meth:`scan` page by page."""
+        after = -1
+        while True:
+            got = self.scan(after, page, payload=payload)
+            if not got:
+                return
+            yield from got
+            after = got[-1].seq
+
 
 class Transaction(View):
     """Write operations; only inside :meth:`Storage.write` (under the writer lock)."""
