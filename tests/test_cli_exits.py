@@ -423,15 +423,24 @@ def _wait_reading_stdin(p: subprocess.Popen) -> None:
 @pytest.mark.skipif(not Path("/proc/self/wchan").exists(), reason="needs Linux /proc")
 @pytest.mark.parametrize("sig, status, word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
 def test_interrupt_and_terminate_are_one_line(tmp_path, sig, status, word):
+    # a shell's background job inherits SIGINT ignored (POSIX); the user's terminal delivers it, so
+    # the child starts with the default disposition whatever launched this test
     p = _cli("build", "-", "--format", "jsonl", "-o", str(tmp_path / "x.dvf"), "--no-progress", cwd=tmp_path,
-             stdin=subprocess.PIPE, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+             stdin=subprocess.PIPE, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert p.stdin is not None and p.stderr is not None
     p.stdin.write(_jsonl(DOCS).encode())
     p.stdin.flush()  # the pipe stays open: the command waits for more records
     _wait_reading_stdin(p)
     p.send_signal(sig)
+    try:
+        code = p.wait(TIMEOUT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        pytest.fail(f"the command did not end within {TIMEOUT} s of {sig.name}")
     err = p.stderr.read().decode()
-    assert p.wait(TIMEOUT) == status, err
+    assert code == status, err
     assert err.count("\n") == 1 and err.startswith(f"diversify build: error: {word}"), err
     assert "Traceback" not in err
     p.stdin.close()
