@@ -328,10 +328,13 @@ def test_the_server_killed_while_a_commit_is_in_flight_applies_all_or_nothing(ow
         try:
             import threading
 
-            threading.Timer(0.5, server.kill).start()
+            killer = threading.Timer(0.5, server.kill)
+            killer.start()
             with pytest.raises(StorageError, match="entirely or not at all"):
                 batch.__exit__(None, None, None)
         finally:
+            killer.cancel()
+            killer.join()  # a late timer must not kill the server restarted below
             server.kill()
         server.start()
         assert _consistent(server, url)["documents"] in (0, 500)
