@@ -189,7 +189,7 @@ def test_llamaindex_async_keeps_the_filter_on_every_refill(corpus, store, refill
     index = _once(f"llama-{store}", lambda: build(corpus))
     filters = sync_cases.llama(tree)
     kwargs = {"filters": filters} if passed == "filters" else {"retriever_kwargs": {"filters": filters}}
-    retriever = DiversifyRetriever(index, cluster_map=corpus.cluster_map, id_field="doc_id", exclude_key="doc_id",
+    retriever = DiversifyRetriever(index, cluster_map=corpus.cluster_map, id_field="doc_id", exclude_key="chunk_id",
                                    similarity_top_k=K, max_rounds=ROUNDS, refill=refill, **kwargs)
 
     async def runs():

@@ -79,7 +79,7 @@ def test_llamaindex_aretrieve_does_not_block_on_a_stalled_server(chroma_server):
     col = chromadb.HttpClient(host=chroma_server.host, port=chroma_server.port).create_collection(
         f"llama-async-{next(_names)}", metadata={"hnsw:space": "cosine"})
     index = sync_cases._llama_index(corpus, ChromaVectorStore(chroma_collection=col))
-    retriever = DiversifyRetriever(index, cluster_map=corpus.cluster_map, id_field="doc_id", exclude_key="doc_id",
+    retriever = DiversifyRetriever(index, cluster_map=corpus.cluster_map, id_field="doc_id", exclude_key="chunk_id",
                                    similarity_top_k=sync_cases.K, max_rounds=sync_cases.ROUNDS,
                                    filters=sync_cases.llama(TREE))
 
