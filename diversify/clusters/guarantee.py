@@ -146,6 +146,19 @@ class Similarity:
         sk, mc = self.sk, self.cfg.minhash
         assert sk.minhash is not None and mc is not None
         lo, hi, t = self._bounds(r, cand)
+        if sk.sets32 is not None and mc.verify in ("auto", "exact"):
+            # the live index: every document's (32-bit) shingle set is at hand
+            assert sk.sets32_indptr is not None
+            agree = (sk.minhash[cand] == sk.minhash[r]).sum(axis=1)
+            val = agree / mc.num_perm
+            ok = np.zeros(cand.size, dtype=bool)
+            check = np.flatnonzero(agree >= lo) if mc.verify == "auto" else np.arange(cand.size)
+            if check.size:
+                jac = _exact_jaccard_csr(sk.sets32_indptr, sk.sets32, r, cand[check])
+                ok[check] = jac >= (t[check] if np.ndim(t) else t)
+                val[check] = jac
+                self.stats.exact_checks += int(check.size)
+            return ok, val
         if mc.verify == "exact" and sk.shingle_indptr is not None and sk.shingle_hashes is not None:
             jac = _exact_jaccard_csr(sk.shingle_indptr, sk.shingle_hashes, r, cand)
             return jac >= t, jac
@@ -194,7 +207,7 @@ class Similarity:
         previous batch (memory stays bounded by the batch)."""
         self._sets.clear()
         mc, sk = self.cfg.minhash, self.sk
-        if mc is None or sk.minhash is None or mc.verify != "auto" or sk.texts is None:
+        if mc is None or sk.minhash is None or mc.verify != "auto" or sk.texts is None or sk.sets32 is not None:
             return
         docs = docs[(docs >= sk.text_offset) & self.text_ok[docs]]
         if docs.size:

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..config import BuildConfig, canonical_json, fingerprint
 from ..errors import ConfigError, DuplicateIdError, IncompatibleIndexError, InputError, StorageError
-from .payload import Layout, band_rows, decode, encode
+from .payload import Layout, attach_sets, band_rows, decode, encode
 from .storage import (
     SCHEMA_VERSION,
     Assignment,
@@ -80,10 +80,6 @@ def check_index_config(cfg: BuildConfig) -> None:
     if cfg.source_thresholds is not None:
         raise ConfigError("`source_thresholds` are not available in the live index yet; got "
                           f"{cfg.source_thresholds}. Use one MinHash threshold, or the batch build.")
-    if cfg.minhash is not None and cfg.minhash.verify == "exact":
-        raise ConfigError("MinHashConfig(verify='exact') needs every document's shingles, which the live index does "
-                          "not store; use verify='auto' (exact Jaccard within a batch, the estimate against stored "
-                          "documents) or 'estimate'.")
 
 
 def config_difference(stored: BuildConfig, given: BuildConfig) -> list[str]:
@@ -240,6 +236,8 @@ class Index:
 
         sk = self._sketch(texts, ids, vectors, keys)
         layout = Layout.of(sk, self.config)
+        if layout.shingles:
+            attach_sets(sk, sk.texts, self.config)
         payloads = encode(sk, self.config, layout)
         with self._storage.write() as tx:
             return self._add_locked(tx, sk, ids is None, layout, payloads, assign)
@@ -250,6 +248,10 @@ class Index:
         known = self._layout(st)
         if known is not None:
             known.check_same(layout)
+            if known.shingles != layout.shingles:  # an index created before the stored sets: none stored
+                layout = known
+                sk.sets32 = sk.sets32_indptr = None
+                payloads = encode(sk, self.config, layout)
         seq0 = st.next_seq
         n = sk.n
         if default_ids:
@@ -321,6 +323,8 @@ class Index:
             if layout is None:  # an empty index matches nothing
                 return [Match(labels[j], None, False, None, 0.0) for j in range(sk.n)]
             layout.check_same(Layout.of(sk, self.config))
+            if layout.shingles:
+                attach_sets(sk, sk.texts, self.config)
             rows, old, owner, bkeys, ck, cs = self._reps_near(view, sk, layout)
         pos = {r.seq: i for i, r in enumerate(rows)}
         order = np.argsort(bkeys, kind="stable")

@@ -260,6 +260,14 @@ def decide_deferred(pairs: np.ndarray, sk: Sketches, cfg: BuildConfig, parent: n
     forest = Forest(parent, flags, np.uint8(STAGE_MINHASH), counters)
     # a borderline pair is deferred once per band it shares; check it once
     pairs = np.unique(np.sort(pairs, axis=1), axis=0)
+    if sk.sets32 is not None:  # the live index: every document's (32-bit) shingle set is at hand
+        from .._kernels.linking import ShingleRows
+
+        assert sk.sets32_indptr is not None
+        ptr = sk.sets32_indptr
+        rows = ShingleRows(ptr[:-1].copy(), np.diff(ptr), sk.sets32.astype(np.uint64))
+        link_exact(np.ascontiguousarray(pairs), np.ascontiguousarray(pairs), rows, cfg, forest)
+        return int(pairs.shape[0])
     off = sk.text_offset
     texts = sk.texts
     have = (pairs >= off).all(axis=1) if texts is not None else np.zeros(len(pairs), bool)
@@ -345,9 +353,12 @@ def _minhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, parent: 
     keys = minhash_band_keys(sk.minhash, docs, config)
     kind = kl.KIND_MINHASH_EXACT if mc.verify == "exact" else kl.KIND_MINHASH_ESTIMATE
     shingles = None
-    if sk.shingle_indptr is not None and sk.shingle_hashes is not None:
+    if sk.sets32 is not None and sk.sets32_indptr is not None:  # the live index's stored sets
+        shingles = kl.ShingleRows(sk.sets32_indptr[:-1].copy(), np.diff(sk.sets32_indptr), sk.sets32.astype(np.uint64))
+    elif sk.shingle_indptr is not None and sk.shingle_hashes is not None:
         shingles = kl.ShingleRows(sk.shingle_indptr[:-1], np.diff(sk.shingle_indptr), sk.shingle_hashes)
-    verifier = make_verifier(kind, config, auto=sk.texts is not None, minhash=sk.minhash, shingles=shingles)
+    verifier = make_verifier(kind, config, auto=sk.texts is not None or sk.sets32 is not None, minhash=sk.minhash,
+                             shingles=shingles)
     forest = make_forest(parent, flags, STAGE_MINHASH)
     n_exact = 0
 

@@ -45,6 +45,11 @@ class Sketches:
     doc_threshold: Optional[np.ndarray] = None  # float64 (n,) Jaccard threshold of each document's source
     fold_similarity: Optional[np.ndarray] = None
     char_docs: Optional[np.ndarray] = None  # bool (n,) documents shingle="auto" shingled by character  # float32 (n,) of an artifact `add` extends (see clusters)
+    # each document's sorted distinct shingle hashes cut to their high 32 bits, CSR over ALL
+    # documents (the live index stores them so that borderline pairs with stored documents are
+    # decided by exact Jaccard; see diversify.index.payload)
+    sets32_indptr: Optional[np.ndarray] = None  # int64 (n+1,)
+    sets32: Optional[np.ndarray] = None  # uint32 (nnz,)
     has_text: bool = True  # False for a vectors-only build
     texts: Optional[Sequence] = None  # random-access texts of documents text_offset.. (for verify="auto")
     text_offset: int = 0

@@ -296,6 +296,34 @@ class IndexContract:
             ext = diversify.add(tmp_path / "live.dvf", [_near(20)], ids=["m20"]).cluster_map
             assert ext.lookup(["m20"])[0] == ext.lookup(["b20"])[0] != ext.lookup(["b21"])[0]
 
+    def test_index_every_fold_is_exactly_verified_against_stored_documents(self, storage_url):
+        """Documents added one at a time (so every pair is a new document against a stored one), many
+        of them 0.74-0.86 similar to a stored one: every fold's exact Jaccard reaches the threshold.
+        The same stream with the estimate alone (verify="estimate", no stored sets) folds some pairs
+        below it, so this corpus does test the stored sets."""
+        import diversify
+        from diversify.config import BuildConfig, MinHashConfig
+
+        texts = [_doc(i) for i in range(40)] + [_edited(i, c) for i in range(40) for c in (2, 3)]
+        ids = list(range(len(texts)))
+        below: dict = {}
+        for verify in ("auto", "estimate"):
+            url = storage_url if verify == "auto" else _other_index(storage_url)
+            cfg = BuildConfig(minhash=MinHashConfig(verify=verify))
+            with diversify.Index(url, cfg) as idx:
+                for i, t in zip(ids, texts):
+                    idx.add([t], ids=[i])
+                rows = list(idx.scan())
+                assert idx.check() == [] if verify == "auto" else True
+            rep_of = {r.cluster: int(r.id) for r in rows if r.is_rep}
+            folds = [(int(r.id), rep_of[r.cluster]) for r in rows if not r.is_rep]
+            jac = [_jaccard(texts[a], texts[b]) for a, b in folds]
+            below[verify] = [j for j in jac if j < 0.8]
+            if verify == "auto":
+                assert len(folds) >= 30, f"too few folds ({len(folds)}) to test anything"
+                assert min(jac) >= 0.8, f"folds below the threshold: {sorted(below[verify])[:5]}"
+        assert below["estimate"], "the estimate alone folded nothing below 0.8: the corpus is too easy"
+
     def test_index_near_duplicates_in_one_batch_share_a_cluster(self, storage_url):
         import diversify
 
@@ -532,6 +560,35 @@ def _doc(i: int, words: int = 120) -> str:
     """A deterministic text of ``words`` words from a 3,000-word vocabulary (independent per i)."""
     rng = np.random.default_rng(1_000_003 * (i + 1))
     return " ".join(f"w{x}" for x in rng.integers(0, 3000, words))
+
+
+def _edited(i: int, changes: int) -> str:
+    """``_doc(i)`` with ``changes`` words replaced at spread-out positions: Jaccard 0.74-0.86."""
+    words = _doc(i).split()
+    rng = np.random.default_rng(7 * i + changes)
+    for j, where in enumerate(rng.choice(len(words) // changes, changes, replace=False) + np.arange(changes) * (len(words) // changes)):
+        words[int(where)] = f"edit{j}"
+    return " ".join(words)
+
+
+def _jaccard(a: str, b: str) -> float:
+    """Exact Jaccard of two texts' 64-bit shingle sets, as the batch build computes it."""
+    from diversify.config import BuildConfig
+    from diversify.text import exact_jaccard, sorted_unique_shingles
+
+    cfg = BuildConfig()
+    starts, counts, hashes = sorted_unique_shingles([a, b], cfg.text, cfg.seed)
+    return exact_jaccard(hashes[starts[0]: starts[0] + counts[0]], hashes[starts[1]: starts[1] + counts[1]])
+
+
+def _other_index(url: str) -> str:
+    """A second, empty index next to the one ``url`` names (another file, or another ?index= name)."""
+    if url.startswith("sqlite"):
+        return url[:-3] + "-other.db" if url.endswith(".db") else url + "-other"
+    sep = "&" if "?" in url else "?"
+    if "index=" in url:
+        return url.replace("index=", "index=other")
+    return url + f"{sep}index=other"
 
 
 def _near(i: int, where: int = 60) -> str:

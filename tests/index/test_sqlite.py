@@ -86,3 +86,35 @@ def test_sqlite_band_tiers_merge_and_stay_exact(tmp_path, monkeypatch):
         idx.delete([f"d{b}-2" for b in range(6)])  # representatives whose rows sit in either tier
         assert idx.check() == []
         assert idx.stats()["band_rows"] == 30 * 16  # the promoted members took over the rows
+
+
+def test_sqlite_an_index_from_before_the_stored_shingle_sets_keeps_working(tmp_path):
+    """An index whose layout has no ``shingles`` (created before the sets were stored) takes new
+    batches without sets (one payload size per index), and stays consistent."""
+    import sqlite3
+
+    import diversify
+    from diversify.index.payload import Layout, record_dtype
+    from index.contract import _doc, _near
+
+    url = f"sqlite:///{tmp_path}/old.db"
+    with diversify.Index(url) as idx:
+        idx.add([_doc(i) for i in range(10)], ids=[f"b{i}" for i in range(10)])
+        cfg = idx.config
+    con = sqlite3.connect(tmp_path / "old.db")
+    (text,) = con.execute("SELECT v FROM meta WHERE k = 'layout'").fetchone()
+    layout = Layout.loads(text, url)
+    assert layout is not None and layout.shingles
+    size = record_dtype(cfg, layout).itemsize
+    old = Layout(layout.texts, layout.vector_dim, layout.key_columns)
+    assert "shingles" not in old.dumps()
+    with con:  # what such an index holds: the record alone, and a layout without the key
+        con.execute("UPDATE meta SET v = ? WHERE k = 'layout'", (old.dumps(),))
+        con.execute("UPDATE docs SET payload = substr(payload, 1, ?)", (size,))
+    con.close()
+    with diversify.Index(url) as idx:
+        got = idx.add([_near(i) for i in range(5)], ids=[f"n{i}" for i in range(5)])
+        assert [m.representative for m in got] == [f"b{i}" for i in range(5)]
+        assert idx.query([_near(7)])[0].representative == "b7"
+        assert idx.check() == []
+        assert {len(r.payload) for r in idx.scan()} == {size}
