@@ -279,19 +279,25 @@ class Index:
         rep_of_label = {int(labels[n_old + j]): n_old + j for j in np.flatnonzero(rep[n_old:]).tolist()}
         out: list[Match] = []
         docs: list[DocRow] = []
+        # plain Python values once (numpy scalar access per document costs more than the rest)
+        new_labels_l = labels[n_old:].tolist()
+        new_rep_l = rep[n_old:].tolist()
+        sim_l = res.similarity[n_old:].tolist()
+        stages_l = res.stages[n_old:].tolist()
+        old_out = {lab: (rows[lab].cluster, self._id_out(rows[lab].id, kind))
+                   for lab in set(new_labels_l) if lab < n_old}
         for j in range(n):
-            loc = n_old + j
-            lab = int(labels[loc])
+            lab = new_labels_l[j]
             if lab < n_old:
-                r = rows[lab]
-                cluster, joined, rep_id = r.cluster, True, self._id_out(r.id, kind)
+                cluster, rep_id = old_out[lab]
+                joined = True
             else:
                 cluster = cluster_of_label[lab]
-                joined = not bool(rep[loc])
+                joined = not new_rep_l[j]
                 rep_id = ids[rep_of_label[lab] - n_old]
             if joined:
-                s = float(res.similarity[loc])
-                stages = int(res.stages[loc])
+                s = sim_l[j]
+                stages = stages_l[j]
             else:
                 s, stages = 1.0, 0
             out.append(Match(ids[j], cluster, joined, rep_id, s, ((rep_id, s),) if joined else ()))
