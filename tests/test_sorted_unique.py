@@ -31,3 +31,32 @@ def test_exact_jaccard_equals_python_sets_of_the_sorted_unique_rows():
     empty = np.zeros(0, np.uint64)
     assert exact_jaccard(empty, empty) == 1.0, "two empty sets are identical, as in the builder's exact check"
     assert exact_jaccard(empty, rows[4]) == 0.0
+
+
+@pytest.mark.parametrize("cfg", [TextConfig(), TextConfig(shingle="char", k=3), TextConfig(shingle="auto")])
+def test_shingle_sets32_are_the_distinct_high_halves_of_each_document(cfg):
+    """The live index's stored sets: per document, np.unique of the 64-bit hashes' high 32 bits."""
+    from diversify.text import shingle_sets32
+
+    mixed = TEXTS + ["東京都の天気は晴れです", "Ελληνικά κείμενα εδώ"]  # "auto": word and char documents in one call
+    sh = shingle_hashes(mixed, cfg, 5)
+    indptr, values = shingle_sets32(mixed, cfg, 5)
+    assert values.dtype == np.uint32 and indptr.shape == (len(mixed) + 1,) and indptr[-1] == values.size
+    for i in range(len(mixed)):
+        want = np.unique((sh.doc(i) >> np.uint64(32)).astype(np.uint32))
+        assert np.array_equal(values[indptr[i]: indptr[i + 1]], want), mixed[i][:20]
+    empty_ptr, empty_vals = shingle_sets32([], cfg, 5)
+    assert empty_ptr.tolist() == [0] and empty_vals.size == 0
+
+
+def test_shingle_sets32_merges_two_shingles_sharing_their_high_half():
+    """Collisions of the high halves (rare at 550 words) merge: the set stays sorted and distinct."""
+    from diversify.text import shingle_sets32
+
+    cfg = TextConfig(k=1)
+    words = [f"w{i}" for i in range(200_000)]
+    sh = shingle_hashes([" ".join(words)], cfg, 1)
+    hi = (sh.doc(0) >> np.uint64(32)).astype(np.uint32)
+    assert np.unique(hi).size < np.unique(sh.doc(0)).size, "200k shingles must share some high halves"
+    indptr, values = shingle_sets32([" ".join(words)], cfg, 1)
+    assert np.array_equal(values, np.unique(hi))

@@ -329,9 +329,9 @@ class Index:
             if layout is None:  # an empty index matches nothing
                 return [Match(labels[j], None, False, None, 0.0) for j in range(sk.n)]
             layout.check_same(Layout.of(sk, self.config))
-            if layout.shingles:
-                attach_sets(sk, sk.texts, self.config)
             rows, old, owner, bkeys, ck, cs = self._reps_near(view, sk, layout)
+        if layout.shingles and rows:  # the sets only matter when there is something to verify against
+            attach_sets(sk, sk.texts, self.config)
         pos = {r.seq: i for i, r in enumerate(rows)}
         order = np.argsort(bkeys, kind="stable")
         sk_sorted = bkeys[order]

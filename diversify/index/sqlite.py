@@ -234,6 +234,10 @@ class SQLiteStorage(Storage):
             con = sqlite3.connect(self.path, timeout=self.options.lock_timeout, isolation_level=None,
                                   check_same_thread=False)
             con.execute(f"PRAGMA busy_timeout = {int(self.options.lock_timeout * 1000)}")
+            # 8 KiB pages for a new file (no effect on an existing one): a document row with its
+            # shingle set is ~3 KB, so 4 KiB pages held one row each (4.4 KB per document at 550
+            # words; 3.7 KB with 8 KiB pages, same add and query speed)
+            con.execute("PRAGMA page_size = 8192")
             mode = con.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 con.close()

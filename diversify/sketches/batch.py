@@ -253,6 +253,35 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
     gathered = _Gathered(config, n_hint)
     all_ids: list = []
     bar = progress_bar(n_hint, "sketching", progress)
+    if n_hint is not None and n_hint <= chunk_size and isinstance(texts, Sequence):
+        # one chunk: nothing to overlap, so no worker thread (a thread per call is most of the cost
+        # of sketching one document, as the live index's query does)
+        block = list(texts)
+        if block:
+            all_ids.extend(_ids_of_block(id_iter, len(block), 0, id_offset))
+            t0 = time.perf_counter()
+            buf, offsets = encode_batch(block, start_index=0)
+            _add_seconds(timings, "encode", time.perf_counter() - t0)
+            gathered.add(_sketch_chunk(buf, offsets, config), 0)
+            del buf, offsets
+        done = len(block)
+        if bar is not None:
+            bar.update(done)
+    else:
+        _sketch_pipelined(texts, id_iter, config, chunk_size, id_offset, gathered, all_ids, bar, timings)
+        done = len(all_ids)
+    if bar is not None:
+        bar.close()
+    _check_no_ids_left(id_iter, done)
+    _add_seconds(timings, "sketch", gathered.seconds_sketch)
+    if gathered.seconds_signatures > 0.001:
+        _add_seconds(timings, "signatures", gathered.seconds_signatures)
+    return gathered.sketches(all_ids, texts, id_offset)
+
+
+def _sketch_pipelined(texts: Iterable, id_iter, config: BuildConfig, chunk_size: int, id_offset: int,
+                      gathered: _Gathered, all_ids: list, bar, timings: dict) -> None:
+    """The one-deep pipeline of :func:`sketch_texts` (module docstring there)."""
     done = 0
     pending: Optional[tuple[Future, int, int]] = None  # (kernel work, first document, documents)
 
@@ -275,13 +304,6 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
             done += len(block)
         if pending is not None:
             collect(pending)
-    if bar is not None:
-        bar.close()
-    _check_no_ids_left(id_iter, done)
-    _add_seconds(timings, "sketch", gathered.seconds_sketch)
-    if gathered.seconds_signatures > 0.001:
-        _add_seconds(timings, "signatures", gathered.seconds_signatures)
-    return gathered.sketches(all_ids, texts, id_offset)
 
 
 _SENTINEL = object()
