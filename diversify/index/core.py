@@ -234,13 +234,17 @@ class Index:
         """
         from .assign import assign
 
+        prepared = self._prepare(texts, ids, vectors, keys)
+        with self._storage.write() as tx:
+            return self._add_locked(tx, *prepared, assign)
+
+    def _prepare(self, texts, ids, vectors, keys) -> tuple:
+        """Everything of ``add`` that needs no lock: validate, sketch, shingle sets, payloads."""
         sk = self._sketch(texts, ids, vectors, keys)
         layout = Layout.of(sk, self.config)
         if layout.shingles:
             attach_sets(sk, sk.texts, self.config)
-        payloads = encode(sk, self.config, layout)
-        with self._storage.write() as tx:
-            return self._add_locked(tx, sk, ids is None, layout, payloads, assign)
+        return sk, ids is None, layout, encode(sk, self.config, layout)
 
     def _add_locked(self, tx: Transaction, sk, default_ids: bool, layout: Layout, payloads: list[bytes],
                     assign) -> list[Match]:

@@ -79,3 +79,21 @@ def test_index_command_failures_are_one_line(tmp_path, capsys, corpus):
     assert status == 2 and "needs document ids" in err
     status, _, err = _run(capsys, "index", "add", "postgresql://u:secret@127.0.0.1:1/db", str(corpus))
     assert status == 2 and "secret" not in err
+
+
+def test_index_add_cli_with_a_bad_record_commits_exactly_what_it_printed(tmp_path, capsys):
+    """A bad record (its block of the file is parsed before any batch of it is added) is reported in
+    one line (exit 2), and the index holds exactly the documents printed, all of them whole batches."""
+    import diversify
+
+    path = tmp_path / "bad.jsonl"
+    good = [json.dumps({"id": f"d{i}", "text": _doc(i)}) for i in range(6)]
+    path.write_text("\n".join(good + ["{not json"]) + "\n")
+    url = f"sqlite:///{tmp_path}/i.db"
+    status = main(["index", "add", url, str(path), "--batch-size", "2"])
+    out, err = capsys.readouterr()
+    printed = [json.loads(x)["id"] for x in out.splitlines()]
+    assert status == 2 and "bad.jsonl:7" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert len(printed) % 2 == 0
+    with diversify.Index(url) as idx:
+        assert sorted(r.id for r in idx.scan()) == sorted(printed)

@@ -118,3 +118,23 @@ def test_sqlite_an_index_from_before_the_stored_shingle_sets_keeps_working(tmp_p
         assert idx.query([_near(7)])[0].representative == "b7"
         assert idx.check() == []
         assert {len(r.payload) for r in idx.scan()} == {size}
+
+
+def test_sqlite_mmap_mb_url_parameter(tmp_path):
+    """Reads go through a memory map of mmap_mb MiB (default 1024); ?mmap_mb=0 turns it off; a bad
+    value is refused naming the parameter."""
+    import diversify
+    from diversify.errors import ConfigError
+    from diversify.index.sqlite import MMAP_MB
+    from index.contract import _doc
+
+    for query, want in (("", MMAP_MB << 20), ("?mmap_mb=0", 0), ("?mmap_mb=64", 64 << 20)):
+        url = f"sqlite:///{tmp_path}/m{len(query)}.db{query}"
+        with diversify.Index(url) as idx:
+            idx.add([_doc(1), _doc(2)], ids=["a", "b"])
+            (got,) = idx.storage._connect().execute("PRAGMA mmap_size").fetchone()
+            assert got == want, (query, got)
+            assert idx.query([_doc(2)])[0].representative == "b"
+    for bad in ("-1", "lots", "99999999"):
+        with pytest.raises(ConfigError, match=rf"`mmap_mb`.*{bad}"):
+            diversify.Index(f"sqlite:///{tmp_path}/bad.db?mmap_mb={bad}")
