@@ -238,7 +238,7 @@ class Index:
         with self._storage.write() as tx:
             return self._add_locked(tx, *prepared, assign)
 
-    def _prepare(self, texts, ids, vectors, keys) -> tuple:
+    def _prepare(self, texts, ids, vectors, keys) -> tuple[Any, bool, Layout, list[bytes]]:
         """Everything of ``add`` that needs no lock: validate, sketch, shingle sets, payloads."""
         sk = self._sketch(texts, ids, vectors, keys)
         layout = Layout.of(sk, self.config)
