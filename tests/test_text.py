@@ -6,6 +6,8 @@ hash values), hostile (empty, whitespace-only, control bytes, lone surrogates, w
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import reference as R
@@ -210,3 +212,52 @@ def random_batch(rng, n: int) -> list[str]:
 def test_multi_block_batch_equals_reference(mode, k, rng):
     docs = random_batch(rng, 700)
     _check_against_reference(docs, mode, k, seed=21)
+
+
+# --------------------------------------------------------------------------- NFKC piece by piece
+
+
+def test_nfkc_by_pieces_equals_unicodedata_at_every_code_point():
+    """diversify.text.nfkc normalizes only around unstable characters; in every context that can
+    compose, reorder or decompose across a piece's edge it equals unicodedata.normalize."""
+    import unicodedata
+
+    from diversify.text import _UNSTABLE_TOP, nfkc
+
+    contexts = ("a{}", "{}b", "e{}\u0301", "\u1100{}\u1161", "\uac00{}\u11a8", "{}\u0301\u0327x", "\u0915{}\u093c",
+                "x\u0301{}{}", "\u2026{}\uff1a")
+    bad = []
+    for cp in range(0x80, 0x110000 if os.environ.get("DIVERSIFY_NFKC_ALL") else _UNSTABLE_TOP + 0x100):
+        if 0xD800 <= cp < 0xE000:
+            continue
+        ch = chr(cp)
+        for ctx in contexts:
+            s = ctx.format(ch, ch)
+            if nfkc(s) != unicodedata.normalize("NFKC", s):
+                bad.append((hex(cp), ctx))
+    assert not bad, bad[:10]
+
+
+def test_nothing_at_or_above_the_unstable_top_changes_under_nfkc():
+    import unicodedata
+
+    from diversify.text import _UNSTABLE_TOP
+
+    changed = [hex(cp) for cp in range(_UNSTABLE_TOP, 0x110000)
+               if unicodedata.combining(chr(cp)) or unicodedata.normalize("NFKC", chr(cp)) != chr(cp)]
+    assert changed == []
+
+
+_TRICKY = ("a", "e", " ", "\u0301", "\u0308", "\u0327", "\u0344", "\u1100", "\u1161", "\u11a8", "\uac00", "\u2026",
+           "\uff1a", "\ufb01", "\u00bd", "\u0915", "\u093c", "\u0958", "\u0f73", "\u0b47", "\u0b3e", "\u212b", "\u1e9b",
+           "\u0323", "\u3099", "\u304b", "\uff76", "\uff9e", "\U0001d400", "\u00a0", "\x00", "\ud800", "Å", "Ω")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_TRICKY), max_size=24).map("".join))
+def test_nfkc_by_pieces_equals_unicodedata_on_tricky_strings(s):
+    import unicodedata
+
+    from diversify.text import nfkc
+
+    assert nfkc(s) == unicodedata.normalize("NFKC", s)
