@@ -110,3 +110,22 @@ def test_folds_that_grow_shrink_or_leave_the_bmp(doc):
     buf, offsets = encode_batch(texts)
     want_buf, want_offsets = reference_encode(texts)
     assert same_for_kernels(buf, want_buf) and offsets.tolist() == want_offsets
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_doc, max_size=12))
+def test_fold_bytes_kernel_and_numpy_scan_agree(texts):
+    """The case fold on UTF-8 bytes gives the same bytes (and the same give-up) by its two paths:
+    the kernel scan (dense non-ASCII) and the numpy scan of lead bytes (mostly ASCII)."""
+    joined = "\x00".join(texts).encode("utf-8", "surrogatepass")
+    got = {}
+    for name, share in (("kernel", 0.0), ("numpy", 2.0)):
+        raw = np.frombuffer(bytearray(joined), dtype=np.uint8)
+        old = dtext._SPARSE_LEADS
+        dtext._SPARSE_LEADS = share
+        try:
+            ok = dtext._fold_bytes(raw)
+        finally:
+            dtext._SPARSE_LEADS = old
+        got[name] = (ok, raw.tobytes() if ok else joined)
+    assert got["kernel"] == got["numpy"]

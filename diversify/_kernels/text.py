@@ -419,3 +419,45 @@ def fill_unit_simhash(buf, offsets, lower, classes, out):
                 if votes[bit] > 0:
                     fp |= np.uint64(1) << np.uint64(bit)
             out[i] = fp
+
+
+@kernel
+def _utf8_fold_scan(raw, change, out, grows, top, write):
+    """One scan of :func:`fold_utf8` (``write`` False: check only; True: rewrite)."""
+    n = raw.size
+    i = 0
+    while i < n:
+        b = raw[i]
+        if b < 0xC0:  # ASCII, or a continuation byte (never a lead)
+            i += 1
+            continue
+        if b < 0xE0:
+            width, cp = 2, np.int64(b & 0x1F)
+        elif b < 0xF0:
+            width, cp = 3, np.int64(b & 0x0F)
+        else:
+            width, cp = 4, np.int64(b & 0x07)
+        if i + width > n:
+            return False
+        for j in range(1, width):
+            cp = (cp << 6) | np.int64(raw[i + j] & 0x3F)
+        if cp < top and change[cp]:
+            if grows[cp]:
+                return False
+            if write:
+                for j in range(width):
+                    raw[i + j] = out[cp, j]
+        i += width
+    return True
+
+
+@kernel
+def fold_utf8(raw, change, out, grows, top):
+    """Case-fold UTF-8 ``raw`` in place with the tables of :func:`diversify.text._fold_tables`:
+    every code point below ``top`` that changes gets its fold's bytes, NUL-padded to its own width.
+    Returns False, having written nothing, when one of them folds longer than itself (or a sequence
+    is cut short); the caller then folds those as str first.
+    """
+    if not _utf8_fold_scan(raw, change, out, grows, top, False):
+        return False
+    return _utf8_fold_scan(raw, change, out, grows, top, True)
