@@ -36,23 +36,15 @@ K = 10
 
 
 def corpus(n: int, dim: int, queries: int, seed: int = 0):
+    from benchmarks.refill_cost import clustered_vectors
+
     rng = np.random.default_rng(seed)
-    rows, groups, centers = [], [], []
-    g = 0
-    while len(rows) < n:
-        center = rng.normal(size=dim)
-        centers.append(center)
-        for _ in range(int(rng.integers(1, 9))):
-            rows.append(center + 0.05 * rng.normal(size=dim))
-            groups.append(g)
-        g += 1
-    x = np.asarray(rows[:n], dtype=np.float32)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    q = np.asarray([centers[int(i)] + 0.3 * rng.normal(size=dim) for i in rng.integers(0, g, size=queries)],
-                   dtype=np.float32)
+    x, groups, centers = clustered_vectors(rng, n, dim)
+    q = np.asarray([centers[int(i)] + 0.3 * rng.normal(size=dim)
+                    for i in rng.integers(0, len(centers), size=queries)], dtype=np.float32)
     q /= np.linalg.norm(q, axis=1, keepdims=True)
     ids = list(range(n))
-    return x, ids, {i: grp for i, grp in zip(ids, groups[:n])}, q
+    return x, ids, {i: grp for i, grp in zip(ids, groups)}, q
 
 
 def _stats(runs: list[tuple[list[float], float]]) -> dict[str, Any]:

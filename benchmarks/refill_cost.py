@@ -29,18 +29,23 @@ K = 25
 LENGTHS = (25, 100, 250, 470)
 
 
-def corpus(n: int, dim: int, seed: int = 0):
-    rng = np.random.default_rng(seed)
-    rows, groups = [], []
-    g = 0
+def clustered_vectors(rng: np.random.Generator, n: int, dim: int) -> tuple[np.ndarray, list[int], list[np.ndarray]]:
+    """``n`` unit float32 vectors in groups of 1-8 near-copies of random centers: (vectors, group of
+    each vector, the centers). Also the corpus of benchmarks/async_latency.py."""
+    rows, groups, centers = [], [], []
     while len(rows) < n:
         center = rng.normal(size=dim)
+        centers.append(center)
         for _ in range(int(rng.integers(1, 9))):
             rows.append(center + 0.05 * rng.normal(size=dim))
-            groups.append(g)
-        g += 1
+            groups.append(len(centers) - 1)
     x = np.asarray(rows[:n], dtype=np.float32)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x, groups[:n], centers
+
+
+def corpus(n: int, dim: int, seed: int = 0):
+    x, groups, _ = clustered_vectors(np.random.default_rng(seed), n, dim)
     ids = list(range(n))
     tenants = [("a", "b", "c")[i % 3] for i in ids]
     return x, ids, tenants, {i: groups[i] for i in ids}
@@ -192,7 +197,11 @@ def qdrant_disk_writes(x, ids, cm, tmp: str, n: int) -> dict:
 
 
 def measure_writes(build, cm) -> dict:
-    store = build(False)
+    return timed_write(build(False), cm)
+
+
+def timed_write(store, cm) -> dict:
+    """One ``store.write_clusters(cm)``: points written, seconds, points/s (also benchmarks/write_rate.py)."""
     t = time.perf_counter()
     written = store.write_clusters(cm)
     s = time.perf_counter() - t

@@ -24,7 +24,7 @@ import time
 import types
 from pathlib import Path
 
-from .refill_cost import cluster_map, corpus
+from .refill_cost import cluster_map, corpus, timed_write
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = "lorem ipsum dolor sit amet " * 40  # ~1 KB, like a chunk's text in its payload
@@ -107,13 +107,6 @@ def _build(store: str, x, ids, tenants, tmp: str, cls):
     raise ValueError(store)
 
 
-def _timed(store, cm) -> dict:
-    t = time.perf_counter()
-    written = store.write_clusters(cm)
-    s = time.perf_counter() - t
-    return {"points": written, "seconds": round(s, 3), "points_per_s": round(written / s) if s else None}
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=15_000)
@@ -137,9 +130,9 @@ def main(argv=None) -> int:
             old = adapter_at(args.baseline, module, name) if args.baseline else None
             new_store = _build(store, *sub, tmp, getattr(current, name))
             if old is not None:
-                row["baseline"] = _timed(_build(store, *sub, tmp, old), cm)
-            row["now"] = _timed(new_store, cm)
-            row["now_rerun"] = _timed(new_store, cm)
+                row["baseline"] = timed_write(_build(store, *sub, tmp, old), cm)
+            row["now"] = timed_write(new_store, cm)
+            row["now_rerun"] = timed_write(new_store, cm)
             if args.baseline and old is None:
                 row["baseline"] = "adapter unchanged"
             results["stores"][store] = row
