@@ -16,6 +16,10 @@ representative (and, for Jaccard, any two members of one cluster are within Jacc
 clusters, which is how ``add`` assigns new documents: existing representatives first, then new ones.
 
 ``clustering="components"`` keeps plain transitive components (the union-find clusters).
+
+The greedy runs in one kernel per batch of components (:mod:`diversify._kernels.fold`) for the
+text stages; with embeddings (the cosine stage), in the numpy path below, which is also the
+kernel's reference in the tests.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ __all__ = ["FoldStats", "Similarity", "priority_rank", "guaranteed_clusters"]
 
 #: documents whose shingle sets are held at once for the fold check's exact comparisons
 _PREFETCH_DOCS = 4096
+#: run every stage through the numpy reference path (tests compare it with the kernel path)
+_REFERENCE = False
 _POP8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
 
 
@@ -256,22 +262,124 @@ def guaranteed_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: 
         assert old_labels is not None and old_reps is not None and old_flags is not None
         labels[:n_old], reps[:n_old], flags[:n_old] = old_labels, old_reps, old_flags
     order = np.lexsort((rank, root))
-    sroot = root[order]
-    cuts = np.flatnonzero(np.diff(sroot)) + 1
-    groups = [m for m in np.split(order, cuts) if m.size >= 2 and not (n_old and m.max() < n_old)]
-    start = 0
-    while start < len(groups):  # batches of components, their exact-check texts shingled at once
-        stop, size = start, 0
-        while stop < len(groups) and (size == 0 or size + groups[stop].size <= _PREFETCH_DOCS):
-            size += groups[stop].size
-            stop += 1
-        sim.prefetch(np.concatenate(groups[start:stop]))
-        for members in groups[start:stop]:
-            _cut_component(members, n_old, sim, labels, reps, flags, stats)
-        start = stop
-    sim.prefetch(np.zeros(0, dtype=np.int64))
+    members, bounds = _components(root[order], order, n_old)
+    if sim.ham is None and not _REFERENCE:  # every stage has a kernel path: one kernel call per batch of components
+        _fold_kernel(members, bounds, n_old, sim, labels, reps, flags, stats)
+    else:  # vector SimHash (cosine of float vectors): the numpy reference path
+        groups = [members[a:b] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+        for lo, hi in _batches(bounds):
+            sim.prefetch(members[bounds[lo]: bounds[hi]])
+            for members in groups[lo:hi]:
+                _cut_component(members, n_old, sim, labels, reps, flags, stats)
+        sim.prefetch(np.zeros(0, dtype=np.int64))
     stats.similarity = sim.similarity
     return labels, reps, flags, stats
+
+
+def _components(sroot: np.ndarray, order: np.ndarray, n_old: int) -> tuple[np.ndarray, np.ndarray]:
+    """The components the fold check cuts (two or more members, at least one new, ``>= n_old``):
+    (members, bounds), component g being ``members[bounds[g]:bounds[g + 1]]`` in ``order``'s order."""
+    n = sroot.size
+    starts = np.flatnonzero(np.r_[True, sroot[1:] != sroot[:-1]]) if n else np.zeros(0, dtype=np.int64)
+    sizes = np.diff(np.r_[starts, n])
+    keep = sizes >= 2
+    if n_old and starts.size:
+        keep &= np.maximum.reduceat(order, starts) >= n_old
+    starts, sizes = starts[keep], sizes[keep]
+    bounds = np.zeros(starts.size + 1, dtype=np.int64)
+    np.cumsum(sizes, out=bounds[1:])
+    pos = np.repeat(starts - bounds[:-1], sizes) + np.arange(int(bounds[-1]), dtype=np.int64)
+    return order[pos], bounds
+
+
+def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Similarity, labels: np.ndarray,
+                 reps: np.ndarray, flags: np.ndarray, stats: FoldStats) -> None:
+    """The greedy of :func:`_cut_component` for every component, in :func:`fold_groups` (the
+    exact hash, MinHash and text SimHash stages; same decisions, similarities and counts)."""
+    from .._kernels.fold import BAND, EXACT_ALL, EXACT_WITH_TEXTS, FoldRule, FoldState, fold_groups
+    from .._kernels.linking import ShingleRows
+
+    sk, cfg = sim.sk, sim.cfg
+    n = sk.n
+    mc = cfg.minhash
+    use_minhash = mc is not None and sk.minhash is not None
+    ts = cfg.text_simhash if sk.text_simhash is not None else None
+    rows = np.full(n, -1, dtype=np.int64)
+    sets = ShingleRows(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.uint64))
+    mode, check_consider, count_exact, prefetch = BAND, False, False, False
+    lo = hi = np.zeros(1, np.int64)
+    thr = np.ones(1)
+    if use_minhash:
+        assert mc is not None
+        if sk.doc_threshold is not None:
+            thr = np.ascontiguousarray(sk.doc_threshold, dtype=np.float64)
+            lo, hi = agreement_bounds(thr, mc.num_perm, mc.borderline if mc.verify == "auto" else 0.0)
+        else:
+            lo, hi, thr = np.array([sim.band[0]]), np.array([sim.band[1]]), np.array([mc.threshold], np.float64)
+        if sk.sets32 is not None and mc.verify in ("auto", "exact"):  # the live index's stored sets
+            assert sk.sets32_indptr is not None
+            rows = np.arange(n, dtype=np.int64)
+            sets = ShingleRows(sk.sets32_indptr[:-1], np.diff(sk.sets32_indptr), sk.sets32)
+            mode, check_consider, count_exact = (EXACT_ALL, False, True) if mc.verify == "exact" else (BAND, True, False)
+        elif mc.verify == "exact" and sk.shingle_indptr is not None and sk.shingle_hashes is not None:
+            rows = np.arange(n, dtype=np.int64)
+            sets = ShingleRows(sk.shingle_indptr[:-1], np.diff(sk.shingle_indptr), sk.shingle_hashes)
+            mode = EXACT_ALL
+        elif sk.texts is not None and mc.verify in ("auto", "exact"):  # re-shingle the texts at hand
+            mode = EXACT_WITH_TEXTS if mc.verify == "exact" else BAND
+            check_consider = prefetch = True
+    rule = FoldRule(
+        text_ok=np.ascontiguousarray(sim.text_ok), use_exact=bool(cfg.exact), exact=np.ascontiguousarray(sk.exact),
+        use_minhash=use_minhash,
+        minhash=np.ascontiguousarray(sk.minhash) if use_minhash else np.zeros((1, 1), np.uint32),
+        per_doc=use_minhash and sk.doc_threshold is not None, agree_lo=np.ascontiguousarray(lo, dtype=np.int64),
+        agree_hi=np.ascontiguousarray(hi, dtype=np.int64), threshold=thr, minhash_mode=mode,
+        check_consider=check_consider, count_exact=count_exact, rows=rows, sets=sets,
+        use_text_simhash=ts is not None,
+        text_simhash=np.ascontiguousarray(sk.text_simhash) if ts is not None else np.zeros(1, np.uint64),
+        max_hamming=int(ts.max_hamming) if ts is not None else 0)
+    fold_bit = np.zeros(n, dtype=np.uint8)
+    state = FoldState(labels, reps, flags, fold_bit, sim.similarity, np.zeros(6, dtype=np.int64))
+    width = int(np.diff(bounds).max()) if bounds.size > 1 else 0
+    todo, got = np.empty(width, dtype=np.int64), np.empty(width, dtype=np.int64)
+    for g0, g1 in _batches(bounds):
+        docs = np.zeros(0, dtype=np.int64)
+        if prefetch:
+            from ..text import sorted_unique_shingles
+
+            docs = members[bounds[g0]: bounds[g1]]
+            docs = docs[(docs >= sk.text_offset) & sim.text_ok[docs]]
+            if docs.size:
+                texts, off = sk.texts, sk.text_offset
+                assert texts is not None and mc is not None
+                starts, counts, hashes = sorted_unique_shingles([texts[d - off] for d in docs.tolist()], cfg.text,
+                                                                cfg.seed)
+                rows[docs] = np.arange(docs.size, dtype=np.int64)
+                rule = rule._replace(sets=ShingleRows(starts, counts, hashes))
+        fold_groups(members, bounds[g0: g1 + 1], n_old, rule, state, todo, got)
+        rows[docs] = -1
+    c = state.counters.tolist()
+    stats.pairs_checked += c[0]
+    stats.exact_checks += c[1]
+    stats.components_cut += c[2]
+    for name, k in (("exact", c[3]), ("minhash", c[4]), ("text_simhash", c[5])):
+        if k:
+            stats.by_stage[name] = stats.by_stage.get(name, 0) + k
+    hamming = fold_bit == STAGE_TEXT_SIMHASH
+    if hamming.any():
+        sim.similarity[hamming] = np.cos(np.pi * sim.similarity[hamming] / 64)
+
+
+def _batches(bounds: np.ndarray):
+    """(first, end) component ranges of at most ``_PREFETCH_DOCS`` members (a larger component is
+    a batch of its own): the documents whose shingle sets are held at once."""
+    g = bounds.size - 1
+    lo = 0
+    while lo < g:
+        hi = int(np.searchsorted(bounds, bounds[lo] + _PREFETCH_DOCS, side="right")) - 1
+        hi = min(max(hi, lo + 1), g)
+        yield lo, hi
+        lo = hi
 
 
 def _cut_component(members: np.ndarray, n_old: int, sim: Similarity, labels: np.ndarray, reps: np.ndarray,

@@ -1,0 +1,194 @@
+"""The fold check's greedy in one kernel: cut components into clusters around representatives.
+
+The rule is :mod:`diversify.clusters.guarantee`'s (that module's Python loop is the reference and
+stays in use for the vector stages): within each component, in representative order, the stored
+representatives claim first, then the first unassigned member becomes a representative and folds
+every unassigned member verified similar to it. A member is verified by the first stage that
+accepts it, in the order exact hash, MinHash (the estimate's band, exact Jaccard where the sets are
+at hand), text SimHash. Per component this was a dozen numpy calls per representative; here it is
+one pass over the members.
+
+Similarities come out as the numbers the Python path computes with the same operations
+(agreements / num_perm, intersection / union); the text SimHash stage writes its Hamming distance,
+which the caller turns into a cosine with numpy (so that the transcendental function is numpy's on
+every machine).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import stages
+from ._common import kernel
+from .linking import ShingleRows, _jaccard_rows, _minhash_agreement
+
+__all__ = ["FoldRule", "FoldState", "fold_groups", "BAND", "EXACT_ALL", "EXACT_WITH_TEXTS"]
+
+# how MinHash candidates are decided (see FoldRule.minhash_mode)
+BAND = 0  # the estimate's band; pairs inside it (all pairs reaching it if ``check_consider``) by exact Jaccard
+EXACT_ALL = 1  # exact Jaccard for every pair (verify="exact" with every set at hand)
+EXACT_WITH_TEXTS = 2  # verify="exact" with texts: exact Jaccard where the sets are at hand, else the estimate
+
+STAGE_EXACT = np.uint8(stages.STAGE_EXACT)
+STAGE_MINHASH = np.uint8(stages.STAGE_MINHASH)
+STAGE_TEXT_SIMHASH = np.uint8(stages.STAGE_TEXT_SIMHASH)
+
+
+class FoldRule(NamedTuple):
+    """What the fold check reads per document; disabled stages carry 1-element dummies."""
+
+    text_ok: np.ndarray  # bool (n,) the document has words
+    use_exact: bool
+    exact: np.ndarray  # uint64 (n,) exact-text hashes
+    use_minhash: bool
+    minhash: np.ndarray  # uint32 (n, num_perm)
+    per_doc: bool  # bounds per document (per-source thresholds), else element 0 for all
+    agree_lo: np.ndarray  # int64 below this many agreements: not similar
+    agree_hi: np.ndarray  # int64 at or above: similar by the estimate (unless checked exactly)
+    threshold: np.ndarray  # float64 Jaccard threshold
+    minhash_mode: int  # BAND / EXACT_ALL / EXACT_WITH_TEXTS
+    check_consider: bool  # BAND: every pair reaching agree_lo is checked exactly when both sets are at hand
+    count_exact: bool  # EXACT_ALL: count the checks in ``exact_checks``
+    rows: np.ndarray  # int64 (n,) row of each document in ``sets``, -1 when its set is not at hand
+    sets: ShingleRows  # sorted distinct shingle hashes (uint64 or uint32)
+    use_text_simhash: bool
+    text_simhash: np.ndarray  # uint64 (n,)
+    max_hamming: int
+
+
+class FoldState(NamedTuple):
+    """What the greedy writes (updated in place)."""
+
+    labels: np.ndarray  # int64 (n,)
+    reps: np.ndarray  # bool (n,)
+    flags: np.ndarray  # uint8 (n,) stage bits
+    fold_bit: np.ndarray  # uint8 (n,) the stage that verified each document folded here
+    similarity: np.ndarray  # float64 (n,) its similarity (text SimHash: the Hamming distance)
+    #: int64 (6,) += [pairs checked, exact checks, components cut, folds by exact, minhash, text simhash]
+    counters: np.ndarray
+
+
+@kernel(inline="always")
+def _bound(rule, r, c):
+    """(lo, hi, threshold) of the pair: the stricter of the two documents' sources."""
+    if not rule.per_doc:
+        return rule.agree_lo[0], rule.agree_hi[0], rule.threshold[0]
+    s = c if rule.threshold[c] > rule.threshold[r] else r
+    return rule.agree_lo[s], rule.agree_hi[s], rule.threshold[s]
+
+
+@kernel(inline="always")
+def _similar(rule, state, r, c):
+    """The stage bit that verifies member c under representative r (0: not similar); writes the
+    similarity to ``state.similarity[c]`` when it does."""
+    if not (rule.text_ok[c] and rule.text_ok[r]):
+        return np.uint8(0)
+    if rule.use_exact and rule.exact[c] == rule.exact[r]:
+        state.similarity[c] = 1.0
+        return STAGE_EXACT
+    if rule.use_minhash:
+        agree = _minhash_agreement(rule.minhash, r, c)
+        lo, hi, t = _bound(rule, r, c)
+        val = agree / rule.minhash.shape[1]
+        rr = rule.rows[r]
+        rc = rule.rows[c]
+        mode = rule.minhash_mode
+        ok = agree >= hi
+        exact = False
+        if mode == EXACT_ALL:
+            exact = True
+        elif mode == EXACT_WITH_TEXTS:
+            ok = False
+            exact = rr >= 0 and rc >= 0
+            if not exact:
+                ok = 2 * agree >= lo + hi
+        elif agree >= lo and (rule.check_consider or not ok):
+            exact = rr >= 0 and rc >= 0
+            if not exact:
+                ok = ok or 2 * agree >= lo + hi
+        if exact:
+            val = _jaccard_rows(rule.sets, rr, rc)
+            if mode != EXACT_ALL or rule.count_exact:
+                state.counters[1] += 1
+            ok = val >= t
+        if ok:
+            state.similarity[c] = val
+            return STAGE_MINHASH
+    if rule.use_text_simhash:
+        x = rule.text_simhash[c] ^ rule.text_simhash[r]
+        h = 0
+        while x:
+            x &= x - np.uint64(1)
+            h += 1
+        if h <= rule.max_hamming:
+            state.similarity[c] = h
+            return STAGE_TEXT_SIMHASH
+    return np.uint8(0)
+
+
+@kernel
+def fold_groups(order, bounds, n_old, rule, state, todo, got):
+    """Run the greedy on the components ``order[bounds[g]:bounds[g + 1]]`` (members in
+    representative order). Documents below ``n_old`` are stored: their representatives claim
+    first and they are never reassigned. ``todo`` and ``got`` are int64 scratch of at least the
+    largest component's size.
+
+    Each claim folds the unassigned members ``todo[start:n_todo]`` verified similar to its
+    representative and moves the rest to the front, order kept. A new representative's cluster is
+    labelled by its smallest member; a stored one keeps its label.
+    """
+    labels = state.labels
+    counters = state.counters
+    for g in range(bounds.size - 1):
+        a = bounds[g]
+        b = bounds[g + 1]
+        n_todo = 0
+        for j in range(a, b):
+            if order[j] >= n_old:
+                todo[n_todo] = order[j]
+                n_todo += 1
+        n_clusters = 0
+        start = 0
+        j = a  # the stored representatives, in order, claim first
+        while start < n_todo:
+            if j < b:
+                r = order[j]
+                j += 1
+                if r >= n_old or not state.reps[r]:
+                    continue
+                new_rep = False
+            else:
+                r = todo[start]
+                start += 1
+                n_clusters += 1
+                state.reps[r] = True
+                new_rep = True
+            counters[0] += n_todo - start
+            keep = start
+            n_got = 0
+            label = r if new_rep else labels[r]
+            for k in range(start, n_todo):
+                c = todo[k]
+                bit = _similar(rule, state, r, c)
+                if bit == 0:
+                    todo[keep] = c
+                    keep += 1
+                    continue
+                got[n_got] = c
+                n_got += 1
+                state.reps[c] = False
+                state.flags[c] = bit
+                state.fold_bit[c] = bit
+                state.flags[r] |= bit
+                counters[3 if bit == STAGE_EXACT else (4 if bit == STAGE_MINHASH else 5)] += 1
+                if new_rep and c < label:
+                    label = c
+            if n_got:
+                labels[r] = label
+                for k in range(n_got):
+                    labels[got[k]] = label
+            n_todo = keep
+        if n_old == 0 and n_clusters > 1:
+            counters[2] += 1
