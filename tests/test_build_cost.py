@@ -82,7 +82,7 @@ SPECIALIZATIONS = textwrap.dedent("""
     import json
     import diversify
     from diversify._kernels import text as kt
-    from diversify._kernels._common import sort_run
+    from diversify._kernels._common import sort_run, sort_unique_run
     from diversify._kernels._runtime import compile_clock
     base = " ".join(f"w{i}" for i in range(60))
     ascii_docs = [base, base + " w999", "something else entirely here"]
@@ -93,7 +93,8 @@ SPECIALIZATIONS = textwrap.dedent("""
         sketch_oph=len(kt.sketch_oph.dispatcher.signatures),
         fill_sorted_unique=len(kt.fill_sorted_unique.dispatcher.signatures),
         _pass=len(kt._pass.signatures), _word_pass=len(kt._word_pass.signatures),
-        sort_run=len(sort_run.signatures), compiled=compile_clock.compiled)))
+        sort_run=len(sort_run.signatures), sort_unique_run=len(sort_unique_run.signatures),
+        compiled=compile_clock.compiled)))
 """)
 
 
@@ -103,7 +104,7 @@ def test_fresh_install_compiles_each_kernel_once(tmp_path):
                          timeout=900)
     assert got.returncode == 0, got.stderr[-3000:]
     counts = json.loads(got.stdout.strip().splitlines()[-1])
-    assert counts == dict(sketch_oph=1, fill_sorted_unique=1, _pass=1, _word_pass=1, sort_run=1,
+    assert counts == dict(sketch_oph=1, fill_sorted_unique=1, _pass=1, _word_pass=1, sort_run=1, sort_unique_run=1,
                           compiled=counts["compiled"]), counts
     assert counts["compiled"] >= 3  # the clock saw the compilations
 
@@ -128,3 +129,30 @@ def test_sort_run_sorts_exactly_its_range():
             sort_run(a, 4, 4 + n)
             assert np.array_equal(a[4:4 + n], np.sort(x)), (name, n)
             assert (a[:4] == 11).all() and (a[4 + n:] == 5).all(), (name, n)  # nothing outside the range moves
+
+
+def test_sort_unique_run_equals_np_unique_on_every_shape_of_input():
+    """The bucket sort of the exact checks' shingle sets, against np.unique: uniform hashes (the
+    usual case), repeats, values whose top bits all agree (every value in one bucket: the heapsort
+    fallback), runs longer than the scratch (heapsort in place) and the ends of the range."""
+    from diversify._kernels._common import sort_unique_run
+
+    rng = np.random.default_rng(1)
+    top = np.uint64(0xABCD) << np.uint64(48)
+    cases = {
+        "uniform": lambda n: rng.integers(0, 2**64 - 1, n, dtype=np.uint64),
+        "repeats": lambda n: rng.choice(rng.integers(0, 2**64 - 1, max(1, n // 5), dtype=np.uint64), n),
+        "one bucket": lambda n: top | rng.integers(0, 2**20, n).astype(np.uint64),
+        "two buckets": lambda n: rng.choice(np.array([top, top | np.uint64(1), np.uint64(5)], dtype=np.uint64), n),
+        "sorted": lambda n: np.sort(rng.integers(0, 2**64 - 1, n, dtype=np.uint64)),
+        "extremes": lambda n: rng.choice(np.array([0, 2**64 - 1, 2**63], dtype=np.uint64), n),
+    }
+    scratch, heads = np.empty(4096, np.uint64), np.empty(2049, np.int64)
+    for name, make in cases.items():
+        for n in (0, 1, 2, 47, 48, 49, 64, 100, 551, 4096, 4097, 20000):
+            x = make(n)
+            a = np.concatenate([np.full(3, 11, np.uint64), x, np.full(3, 5, np.uint64)])
+            count = sort_unique_run(a, 3, 3 + n, scratch, heads)
+            want = np.unique(x)
+            assert count == want.size and np.array_equal(a[3:3 + count], want), (name, n)
+            assert (a[:3] == 11).all() and (a[3 + n:] == 5).all(), (name, n)

@@ -101,3 +101,74 @@ def _sift_down(a, lo, root, n):
         root = child
         child = 2 * root + 1
     a[lo + root] = v
+
+
+#: runs shorter than this are heap-sorted whole; buckets longer than this too (see sort_unique_run)
+_SMALL_RUN = 48
+
+
+@kernel
+def sort_unique_run(a, lo, hi, scratch, heads):
+    """Sort ``a[lo:hi]`` ascending and drop repeats: the distinct values end up in
+    ``a[lo:lo + count]``; returns count. Values past that in the range are left unspecified.
+
+    For hash values (uniform bits): a bucket pass on the top bits into ``scratch`` (at least
+    ``hi - lo`` long, else the whole run is heap-sorted in place), then each bucket, a few values
+    on average, by insertion; a bucket holding more than ``_SMALL_RUN`` values (inputs whose top
+    bits agree) is heap-sorted, so no input costs more than n log n. ``heads`` (int64, at least 33
+    long) holds the bucket heads; its length caps the bucket count. About 3x faster than heap
+    sorting a 550-shingle document.
+    """
+    n = hi - lo
+    if n <= _SMALL_RUN or n > scratch.size:
+        sort_run(a, lo, hi)
+        return _drop_repeats(a, lo, hi)
+    bits = 1
+    while (2 << bits) <= n // 2 and (2 << bits) < heads.size:
+        bits += 1
+    m = 1 << bits  # about n/2 buckets: 2 values each on average
+    shift = np.uint64(64 - bits)
+    for b in range(m + 1):
+        heads[b] = 0
+    for t in range(lo, hi):
+        heads[(a[t] >> shift) + np.uint64(1)] += 1
+    for b in range(m):
+        heads[b + 1] += heads[b]
+    for t in range(lo, hi):  # heads[b]: start of bucket b, then (after its values) its end
+        b = a[t] >> shift
+        scratch[heads[b]] = a[t]
+        heads[b] += 1
+    w = lo
+    s = lo - lo  # int64 (a literal 0 here would compile a second sort_run)
+    for b in range(m):
+        e = heads[b]
+        if e - s > _SMALL_RUN:
+            sort_run(scratch, s, e)
+        else:
+            for i in range(s + 1, e):
+                v = scratch[i]
+                j = i - 1
+                while j >= s and scratch[j] > v:
+                    scratch[j + 1] = scratch[j]
+                    j -= 1
+                scratch[j + 1] = v
+        for t in range(s, e):  # equal values share a bucket: repeats are neighbours
+            v = scratch[t]
+            if w == lo or a[w - 1] != v:
+                a[w] = v
+                w += 1
+        s = e
+    return w - lo
+
+
+@kernel
+def _drop_repeats(a, lo, hi):
+    """Compact the sorted run ``a[lo:hi]`` to its distinct values; returns their count."""
+    if hi == lo:
+        return 0
+    w = lo + 1
+    for t in range(lo + 1, hi):
+        if a[t] != a[w - 1]:
+            a[w] = a[t]
+            w += 1
+    return w - lo

@@ -41,7 +41,7 @@ import numba
 import numpy as np
 
 from .. import hashing
-from ._common import FNV_OFFSET, FNV_PRIME, MASK32, S32, fmix64, kernel, sort_run
+from ._common import FNV_OFFSET, FNV_PRIME, MASK32, S32, fmix64, kernel, sort_unique_run
 from .minhash import EMPTY, densify
 
 #: unit modes of a :class:`TextRule`
@@ -57,6 +57,7 @@ SINK_CSR = 1
 SINK_OPH = 2
 
 _BLOCK = 256  # documents per parallel task
+_SORT_SCRATCH = 1 << 16  # shingles of a document sorted by buckets (longer ones: heapsort, no scratch)
 #: the first output slot of a pass that writes nowhere (a typed int64, not the literal 0: a literal
 #: argument would compile a second copy of every pass, seconds on a fresh install)
 _AT0 = np.int64(0)
@@ -362,19 +363,12 @@ def fill_sorted_unique(buf, offsets, rule, starts, out, counts):
     for blk in numba.prange(nblocks):
         window = _new_window(rule.k)
         sink = _csr_sink(out)
+        scratch = np.empty(_SORT_SCRATCH, dtype=np.uint64)
+        heads = np.empty(_SORT_SCRATCH // 2 + 1, dtype=np.int64)
         for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
             lo = starts[i]
             hi = lo + _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, lo)[0]
-            if hi == lo:
-                counts[i] = 0
-                continue
-            sort_run(out, lo, hi)
-            w = lo + 1
-            for t in range(lo + 1, hi):
-                if out[t] != out[w - 1]:
-                    out[w] = out[t]
-                    w += 1
-            counts[i] = w - lo
+            counts[i] = sort_unique_run(out, lo, hi, scratch, heads)
 
 
 @kernel(parallel=True)

@@ -43,8 +43,8 @@ class Sketches:
     vectors: Optional[np.ndarray] = None  # float32/64 (n, d), L2-normalized
     keys: Optional[np.ndarray] = None  # float64 (n,) or (n, m) representative keys
     doc_threshold: Optional[np.ndarray] = None  # float64 (n,) Jaccard threshold of each document's source
-    fold_similarity: Optional[np.ndarray] = None
-    char_docs: Optional[np.ndarray] = None  # bool (n,) documents shingle="auto" shingled by character  # float32 (n,) of an artifact `add` extends (see clusters)
+    fold_similarity: Optional[np.ndarray] = None  # float32 (n,) of an artifact `add` extends (see clusters)
+    char_docs: Optional[np.ndarray] = None  # bool (n,) documents shingle="auto" shingled by character
     # each document's sorted distinct shingle hashes cut to their high 32 bits, CSR over ALL
     # documents (the live index stores them so that borderline pairs with stored documents are
     # decided by exact Jaccard; see diversify.index.payload)
