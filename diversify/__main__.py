@@ -1,7 +1,5 @@
 """``python -m diversify``: the command line."""
 
-import sys
+from diversify.cli import run
 
-from diversify.cli import main
-
-sys.exit(main())
+run()

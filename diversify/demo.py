@@ -65,9 +65,11 @@ def _report_quality(say, corpus, res, cfg, threshold: float) -> None:
     pairs = corpus.planted_pairs()
     bp = corpus.is_boilerplate
     pairs = pairs[~(bp[pairs[:, 0]] | bp[pairs[:, 1]])]
-    set_starts, set_sizes, set_hashes = sorted_unique_shingles(corpus.texts, cfg.text, cfg.seed)
+    docs, rows = np.unique(pairs, return_inverse=True)  # shingle only the documents of the pairs
+    set_starts, set_sizes, set_hashes = sorted_unique_shingles([corpus.texts[d] for d in docs.tolist()], cfg.text,
+                                                               cfg.seed)
     sets = [set_hashes[s : s + c] for s, c in zip(set_starts.tolist(), set_sizes.tolist())]
-    jac = np.array([exact_jaccard(sets[i], sets[j]) for i, j in pairs.tolist()], dtype=np.float64)
+    jac = np.array([exact_jaccard(sets[i], sets[j]) for i, j in rows.reshape(-1, 2).tolist()], dtype=np.float64)
     same = res.cluster_ids[pairs[:, 0]] == res.cluster_ids[pairs[:, 1]]
     above = jac >= threshold
     say(f"planted near-duplicate pairs: {len(pairs):,}; with exact Jaccard >= {threshold}: {int(above.sum()):,}")

@@ -237,3 +237,26 @@ def test_missing_key_or_source_fields_are_named(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "`--source-field` 'src': record 1 (id 'b')" in err
     assert not out.exists(), "nothing is written when the input is refused"
+
+
+@pytest.mark.parametrize("ok", [True, False], ids=["success", "failure"])
+def test_console_script_skips_teardown_but_keeps_status_output_and_exit_handlers(tmp_path, jsonl, ok):
+    """``run()`` (the console script) leaves with os._exit after main(): the exit status, all
+    of stdout and stderr through pipes, the written artifact and registered exit handlers survive."""
+    marker = tmp_path / "handler-ran"
+    src = str(jsonl) if ok else str(tmp_path / "missing.jsonl")
+    code = ("import atexit, sys\n"
+            f"atexit.register(lambda: open({str(marker)!r}, 'w').write('yes'))\n"
+            f"sys.argv = ['diversify', 'build', {src!r}, '-o', {str(tmp_path / 'c.dvf')!r}, '--no-progress']\n"
+            "from diversify.cli import run\n"
+            "run()\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert marker.read_text() == "yes"
+    if ok:
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.rstrip().splitlines()[-1].startswith("wrote ")
+        import diversify
+
+        assert diversify.load(tmp_path / "c.dvf").n_docs == len(DOCS)
+    else:
+        assert r.returncode == 2 and "missing.jsonl" in r.stderr and not (tmp_path / "c.dvf").exists()

@@ -187,6 +187,12 @@ CASES: dict[str, Case] = {
     "build --stream: a bad record after good ones": Case(["build", "late.jsonl", "--stream", "-o", "x.dvf", NB], 2,
                                                          ("late.jsonl:5", "not valid JSON"),
                                                          lambda d: (d / "late.jsonl").write_text(_jsonl(DOCS) + "{no\n")),
+    "build: a bad record after good ones (read while sketching)": Case(
+        ["build", "late.jsonl", "-o", "x.dvf", NB], 2, ("late.jsonl:5", "not valid JSON"),
+        lambda d: (d / "late.jsonl").write_text(_jsonl(DOCS) + "{no\n")),
+    "add: a bad record after good ones (read while sketching)": Case(
+        ["add", "ok.dvf", "late2.jsonl", "-o", "x.dvf", NB], 2, ("late2.jsonl:5", "not valid JSON"),
+        lambda d: (d / "late2.jsonl").write_text(_jsonl([(f"n{i}", f"new text {i} here") for i in range(4)]) + "{no\n")),
     "build: --chunk-size 10**20": Case(["build", "ok.jsonl", "-o", "x.dvf", "--chunk-size", str(10**20), NB], 2,
                                        ("`chunk_size`", "--chunk-size")),
     "build: stdin without --format": Case(["build", "-", "-o", "x.dvf", NB], 2, ("--format jsonl",), stdin=b""),

@@ -4,6 +4,6 @@ Run ``diversify CMD --help``. Clustering flags and their defaults come from the 
 (:mod:`.options`), so the command line builds what ``diversify.build()`` builds.
 """
 
-from .main import main, make_parser
+from .main import main, make_parser, run
 
-__all__ = ["main", "make_parser"]
+__all__ = ["main", "make_parser", "run"]

@@ -1,7 +1,5 @@
 """``python -m diversify.cli``."""
 
-import sys
+from .main import run
 
-from .main import main
-
-sys.exit(main())
+run()

@@ -141,6 +141,32 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return _run(f"diversify {a.command}", a)
 
 
+def run() -> NoReturn:
+    """The ``diversify`` console script and ``python -m diversify``: :func:`main`, then leave
+    without the interpreter's teardown.
+
+    After a build of 100,000 documents the teardown (every object freed one by one, the compiled
+    kernels released) took 0.6-0.7 s of a 9 s whole process, with nothing in it to wait for. The
+    exit handlers still run and the standard streams are flushed first; every file a command writes
+    is complete and closed before it returns (written under a temporary name, then renamed).
+    """
+    import atexit
+    import logging
+
+    status = main()
+    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
+    if run_exit_handlers is None:  # not CPython: the ordinary exit
+        sys.exit(status)
+    run_exit_handlers()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more can reach it
+            pass
+    os._exit(status)
+
+
 def _run(prog: str, a: argparse.Namespace) -> int:
     restore = _on_sigterm()
     try:
