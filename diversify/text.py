@@ -351,7 +351,6 @@ _UNSPACED = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3
 _LETTER = re.compile(r"[^\W\d_]")
 
 
-_CHUNK_BYTES = 1 << 23  # unspaced_docs decodes this much of a batch at a time (x4 as code points)
 _tables: list[np.ndarray] = []
 
 
@@ -376,8 +375,8 @@ def unspaced_docs(buf: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
     The rule: at least half of the document's letters are in a script written without spaces
     between words (Thai, Lao, Myanmar, Khmer, Hiragana/Katakana, CJK ideographs). Documents without
-    a 3- or 4-byte UTF-8 character are skipped without decoding; the others are decoded to code points a chunk of the batch at a
-    time and counted with two tables (no Python work per character or per document).
+    a 3- or 4-byte UTF-8 character are skipped without decoding; the others are decoded and counted
+    against two code-point tables by one kernel pass over their bytes.
     """
     n = offsets.size - 1
     out = np.zeros(n, dtype=bool)
@@ -392,31 +391,13 @@ def unspaced_docs(buf: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     todo = np.flatnonzero(top >= 0xE0)
     if todo.size == 0:
         return out
+    from ._kernels import text as kt
+
     unspaced_table, letter_table = _script_tables()
-    pos = 0
-    while pos < todo.size:
-        # documents todo[pos:end]: one contiguous byte range of at most ~_CHUNK_BYTES (or one document)
-        first = int(todo[pos])
-        limit = offsets[first] + _CHUNK_BYTES
-        end = max(pos + 1, int(np.searchsorted(offsets[todo + 1], limit, side="right")))
-        docs = todo[pos:end]
-        pos = end
-        lo, hi = int(offsets[first]), int(offsets[int(docs[-1]) + 1])
-        chunk = buf[lo:hi]
-        text = chunk.tobytes().decode("utf-8", "surrogatepass")
-        cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-        # code-point offset of each document of the range: lead bytes (not 10xxxxxx) before it
-        lead = ((chunk & 0xC0) != 0x80).view(np.uint8)
-        starts = offsets[first:int(docs[-1]) + 1] - lo
-        sizes = np.diff(offsets[first:int(docs[-1]) + 2])
-        per_doc = np.zeros(starts.size, dtype=np.int64)
-        ne = np.flatnonzero(sizes > 0)
-        per_doc[ne] = np.add.reduceat(lead, starts[ne], dtype=np.int64)
-        cp_start = np.concatenate(([0], np.cumsum(per_doc)[:-1]))
-        want = docs - first  # positions of the non-ASCII documents inside the range (all non-empty)
-        unspaced = np.add.reduceat(unspaced_table[cps].view(np.uint8), cp_start, dtype=np.int64)[want]
-        letters = np.add.reduceat(letter_table[cps].view(np.uint8), cp_start, dtype=np.int64)[want]
-        out[docs] = (unspaced > 0) & (2 * unspaced >= letters)
+    unspaced = np.empty(todo.size, dtype=np.int64)
+    letters = np.empty(todo.size, dtype=np.int64)
+    kt.count_scripts(buf, offsets, todo, unspaced_table, letter_table, unspaced, letters)
+    out[todo] = (unspaced > 0) & (2 * unspaced >= letters)
     return out
 
 
@@ -425,8 +406,8 @@ def _subset(buf: np.ndarray, offsets: np.ndarray, idx: np.ndarray) -> tuple[np.n
     lens = offsets[idx + 1] - offsets[idx]
     sub = np.zeros(idx.size + 1, dtype=np.int64)
     np.cumsum(lens, out=sub[1:])
-    gather = np.repeat(offsets[idx] - sub[:-1], lens) + np.arange(int(sub[-1]), dtype=np.int64)
-    return _readonly(buf[gather]), sub
+    parts = [buf[a:b] for a, b in zip(offsets[idx].tolist(), offsets[idx + 1].tolist())]
+    return _readonly(np.concatenate(parts) if parts else buf[:0].copy()), sub
 
 
 def _readonly(buf: np.ndarray) -> np.ndarray:

@@ -80,13 +80,14 @@ def test_unspaced_docs_equals_regex_rule(texts):
     assert unspaced_docs(buf, offsets).tolist() == reference_unspaced([dtext._prepare(t) for t in texts])
 
 
-def test_unspaced_docs_across_chunks(monkeypatch):
-    # documents that straddle the decoding chunk, one larger than a chunk, empty ones between
-    monkeypatch.setattr(dtext, "_CHUNK_BYTES", 16)
+def test_unspaced_docs_on_every_utf8_width_and_empty_documents():
+    # 1- to 4-byte characters (CJK extension B is 4 bytes and unspaced), a lone surrogate, empty
+    # documents between, documents that end on a multi-byte character
     texts = ["中文文本没有空格" * 3, "", "plain ascii text", "mixed 中文 and words words words", "",
-             "ไทยไม่มีช่องว่าง", "Ünïcödé wörds only", "日本語のテキスト", ""]
+             "ไทยไม่มีช่องว่าง", "Ünïcödé wörds only", "日本語のテキスト", "", "\U00020000\U00020001\U0002a700 x",
+             "emoji \U0001f600\U0001f601 and words", "lone \ud800 surrogate 中", "…“quoted”…", "語"]
     buf, offsets = encode_batch(texts)
-    assert unspaced_docs(buf, offsets).tolist() == reference_unspaced(texts)
+    assert unspaced_docs(buf, offsets).tolist() == reference_unspaced([dtext._prepare(t) for t in texts])
 
 
 def test_batch_with_nul_falls_back_to_per_document():

@@ -455,3 +455,47 @@ def fold_utf8(raw, change, out, grows, top):
     if not _utf8_fold_scan(raw, change, out, grows, top, False):
         return False
     return _utf8_fold_scan(raw, change, out, grows, top, True)
+
+
+@kernel(parallel=True)
+def count_scripts(buf, offsets, docs, unspaced_table, letter_table, unspaced, letters):
+    """For each document ``docs[t]`` of the encoded batch: its code points marked in
+    ``unspaced_table`` and in ``letter_table`` (bool, one entry per code point), decoded from the
+    UTF-8 bytes in one pass (the batch is valid UTF-8, surrogates included, as ``encode_batch``
+    writes it).
+
+    unspaced, letters : int64 (len(docs),)  out
+    """
+    top = unspaced_table.size
+    for t in numba.prange(docs.size):
+        d = docs[t]
+        i = offsets[d]
+        end = offsets[d + 1]
+        nu = 0
+        nl = 0
+        while i < end:
+            b = buf[i]
+            if b < 0x80:
+                cp = np.int64(b)
+                width = 1
+            elif b < 0xE0:
+                cp = np.int64(b & 0x1F)
+                width = 2
+            elif b < 0xF0:
+                cp = np.int64(b & 0x0F)
+                width = 3
+            else:
+                cp = np.int64(b & 0x07)
+                width = 4
+            if i + width > end:
+                break
+            for j in range(1, width):
+                cp = (cp << 6) | np.int64(buf[i + j] & 0x3F)
+            if cp < top:
+                if unspaced_table[cp]:
+                    nu += 1
+                if letter_table[cp]:
+                    nl += 1
+            i += width
+        unspaced[t] = nu
+        letters[t] = nl
