@@ -64,55 +64,62 @@ _SPACES = re.compile("[" + "".join(map(chr, _UNICODE_SPACES)) + "]")
 # before it. That character is a starter NFKC leaves alone, and no composition or reordering crosses
 # such a starter, so the pieces normalize independently (a test compares with unicodedata.normalize
 # at every code point). unicodedata.normalize runs at ~12 MB/s on real text that fails the quick
-# check (a single ellipsis or full-width colon makes a whole document fail it).
+# check (a single ellipsis or full-width colon makes a whole document fail it); the pieces are found
+# by one kernel scan of the UTF-8 bytes against a code-point table (a regex over the str: 38 M
+# characters/s, a third of a multilingual build's time).
 _UNSTABLE_TOP = 0x30000  # every code point NFKC changes is below (a test checks it)
-_UNSTABLE: list[re.Pattern] = []
+_UNSTABLE: list[np.ndarray] = []
 
 
-def _unstable_pattern() -> re.Pattern:
+def _unstable_table() -> np.ndarray:
+    """bool over code points below ``_UNSTABLE_TOP``: the characters NFKC can change (see above)."""
     if not _UNSTABLE:
-        cps = []
+        table = np.zeros(_UNSTABLE_TOP, dtype=bool)
         for cp in range(0x80, _UNSTABLE_TOP):
             if 0xD800 <= cp < 0xE000:
                 continue
             ch = chr(cp)
             if unicodedata.combining(ch) or unicodedata.normalize("NFKC", ch) != ch:
-                cps.append(cp)
+                table[cp] = True
             else:
                 d = unicodedata.decomposition(ch)
                 if d and not d.startswith("<") and len(d.split()) == 2:  # a canonical pair: its second composes
-                    cps.append(int(d.split()[1], 16))
-        cps.extend(range(0x1161, 0x1176))  # Hangul vowel jamo (compose with a leading consonant)
-        cps.extend(range(0x11A8, 0x11C3))  # Hangul trailing consonants (compose with an LV syllable)
-        ranges: list[list[int]] = []
-        for cp in sorted(set(cps)):
-            if ranges and cp == ranges[-1][1] + 1:
-                ranges[-1][1] = cp
-            else:
-                ranges.append([cp, cp])
-        # a class of BMP characters only compiles to a bitmap; one astral range in it would make every
-        # test a walk over ~1,000 ranges (~60x slower). Astral characters (rare in text) are taken as
-        # unstable, all of them: a piece that holds stable characters as well normalizes the same.
-        bmp = [(a, min(b, 0xFFFF)) for a, b in ranges if a <= 0xFFFF]
-        cls = "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in bmp)
-        # runs only: an optional leading character would defeat the regex engine's fast scan (~7x)
-        _UNSTABLE.append(re.compile(f"(?:[{cls}]|[\U00010000-\U0010FFFF])+"))
+                    table[int(d.split()[1], 16)] = True
+        table[0x1161:0x1176] = True  # Hangul vowel jamo (compose with a leading consonant)
+        table[0x11A8:0x11C3] = True  # Hangul trailing consonants (compose with an LV syllable)
+        _UNSTABLE.append(table)
     return _UNSTABLE[0]
 
 
-def _nfkc_pieces(text: str) -> str:
-    """NFKC of ``text`` (which fails the quick check): each maximal run of unstable characters is
-    normalized together with the character before it (a stable starter)."""
+def _nfkc_utf8(raw: bytes) -> bytes:
+    """NFKC of the UTF-8 text ``raw`` (surrogates allowed): each piece that
+    :func:`diversify._kernels.text.unstable_pieces` finds is decoded, normalized and spliced in;
+    the bytes between pieces are kept as they are."""
+    from ._kernels import text as kt
+
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    table = _unstable_table()
+    room = buf.size // 256 + 1024  # real text: a piece every ~500 bytes; more, and the scan runs again
+    while True:
+        starts, ends = np.empty(room, dtype=np.int64), np.empty(room, dtype=np.int64)
+        count = int(kt.unstable_pieces(buf, table, starts, ends))
+        if count <= room:
+            break
+        room = count
     out = []
     last = 0
-    for m in _unstable_pattern().finditer(text):
-        s, e = m.span()
-        b = s - 1 if s > last else s  # runs are maximal, so text[s-1] is stable (or s is 0)
-        out.append(text[last:b])
-        out.append(unicodedata.normalize("NFKC", text[b:e]))
+    for s, e in zip(starts[:count].tolist(), ends[:count].tolist()):
+        out.append(raw[last:s])
+        piece = raw[s:e].decode("utf-8", "surrogatepass")
+        out.append(unicodedata.normalize("NFKC", piece).encode("utf-8", "surrogatepass"))
         last = e
-    out.append(text[last:])
-    return "".join(out)
+    out.append(raw[last:])
+    return b"".join(out)
+
+
+def _nfkc_pieces(text: str) -> str:
+    """NFKC of ``text`` (which fails the quick check), piece by piece (:func:`_nfkc_utf8`)."""
+    return _nfkc_utf8(text.encode("utf-8", "surrogatepass")).decode("utf-8", "surrogatepass")
 
 
 def nfkc(text: str) -> str:
@@ -277,14 +284,15 @@ def _encode_joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None
     joined = "\x00".join(texts)
     if joined.count("\x00") != n - 1:
         return None
+    encoded = joined.encode("utf-8", "surrogatepass")
     if not unicodedata.is_normalized("NFKC", joined):
         # NFKC of the joined string is the join of each document's NFKC (see above), normalized only
         # around the characters it can change (see nfkc; NUL is a starter NFKC leaves alone)
-        joined = _nfkc_pieces(joined)
-    raw = np.frombuffer(bytearray(joined.encode("utf-8", "surrogatepass")), dtype=np.uint8)
+        encoded = _nfkc_utf8(encoded)
+    raw = np.frombuffer(bytearray(encoded), dtype=np.uint8)
     seps = np.flatnonzero(raw == 0)
     if not _fold_bytes(raw):
-        joined = _grow_pattern().sub(lambda m: m.group().casefold(), joined)
+        joined = _grow_pattern().sub(lambda m: m.group().casefold(), encoded.decode("utf-8", "surrogatepass"))
         raw = np.frombuffer(bytearray(joined.encode("utf-8", "surrogatepass")), dtype=np.uint8)
         seps = np.flatnonzero(raw == 0)  # no fold has written yet: the NULs are the separators
         if not _fold_bytes(raw):  # pragma: no cover - every growing code point was folded above

@@ -499,3 +499,53 @@ def count_scripts(buf, offsets, docs, unspaced_table, letter_table, unspaced, le
             i += width
         unspaced[t] = nu
         letters[t] = nl
+
+
+@kernel
+def unstable_pieces(raw, unstable, starts, ends):
+    """The pieces NFKC is applied to in the UTF-8 text ``raw``: each maximal run of code points
+    marked in ``unstable`` (bool over code points; those at or above its size are stable), together
+    with the code point before it. Writes piece k's byte range to ``starts[k]:ends[k]`` while there
+    is room, and returns the number of pieces (call again with larger arrays when it exceeds them).
+    """
+    top = unstable.size
+    n = raw.size
+    count = 0
+    i = 0
+    prev = -1  # start of the code point before i (-1: none)
+    run_start = -1  # start of the current piece (-1: not in a run)
+    while i < n:
+        b = raw[i]
+        if b < 0x80:
+            cp = np.int64(b)
+            width = 1
+        elif b < 0xE0:
+            cp = np.int64(b & 0x1F)
+            width = 2
+        elif b < 0xF0:
+            cp = np.int64(b & 0x0F)
+            width = 3
+        else:
+            cp = np.int64(b & 0x07)
+            width = 4
+        if i + width > n:
+            width = n - i
+        for j in range(1, width):
+            cp = (cp << 6) | np.int64(raw[i + j] & 0x3F)
+        if cp < top and unstable[cp]:
+            if run_start < 0:
+                run_start = prev if prev >= 0 else i
+        elif run_start >= 0:
+            if count < starts.size:
+                starts[count] = run_start
+                ends[count] = i
+            count += 1
+            run_start = -1
+        prev = i
+        i += width
+    if run_start >= 0:
+        if count < starts.size:
+            starts[count] = run_start
+            ends[count] = n
+        count += 1
+    return count
