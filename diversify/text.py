@@ -195,14 +195,41 @@ def _fold_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return _fold[0], _fold[1], _fold[2], _fold[3]
 
 
-_GROWS: list[re.Pattern] = []
+_GROWS: list[np.ndarray] = []
 
 
-def _grow_pattern() -> re.Pattern:
+def _grow_tables() -> tuple[np.ndarray, np.ndarray]:
+    """(fold, length) over code points < _FOLD_TOP: the UTF-8 bytes of the casefold of each code
+    point whose fold is longer than itself (``_fold_tables()[2]``), NUL-padded; its byte count."""
     if not _GROWS:
         grows = _fold_tables()[2]
-        _GROWS.append(re.compile("[" + "".join(map(chr, np.flatnonzero(grows).tolist())) + "]"))
-    return _GROWS[0]
+        folds = {cp: chr(cp).casefold().encode("utf-8") for cp in np.flatnonzero(grows).tolist()}
+        width = max(map(len, folds.values()), default=1)
+        fold = np.zeros((_FOLD_TOP, width), dtype=np.uint8)
+        length = np.zeros(_FOLD_TOP, dtype=np.int64)
+        for cp, b in folds.items():
+            fold[cp, : len(b)] = np.frombuffer(b, dtype=np.uint8)
+            length[cp] = len(b)
+        _GROWS.extend((fold, length))
+    return _GROWS[0], _GROWS[1]
+
+
+def _fold_growing(raw: np.ndarray) -> np.ndarray:
+    """A copy of UTF-8 ``raw`` with the code points whose fold is longer than themselves folded
+    (the rest is :func:`_fold_bytes`'s, in place, afterwards)."""
+    from ._kernels.text import fold_growing_utf8, growing_at
+
+    grows = _fold_tables()[2]
+    fold, length = _grow_tables()
+    at = np.empty(raw.size // 64 + 64, dtype=np.int64)
+    count = int(growing_at(raw, grows, at))
+    if count > at.size:
+        at = np.empty(count, dtype=np.int64)
+        growing_at(raw, grows, at)
+    at = at[:count]
+    out = np.empty(int(fold_growing_utf8(raw, at, fold, length, np.empty(0, dtype=np.uint8))), dtype=np.uint8)
+    fold_growing_utf8(raw, at, fold, length, out)
+    return out
 
 
 def _code_points(raw: np.ndarray, lead: np.ndarray, width: int) -> np.ndarray:
@@ -292,8 +319,7 @@ def _encode_joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None
     raw = np.frombuffer(bytearray(encoded), dtype=np.uint8)
     seps = np.flatnonzero(raw == 0)
     if not _fold_bytes(raw):
-        joined = _grow_pattern().sub(lambda m: m.group().casefold(), encoded.decode("utf-8", "surrogatepass"))
-        raw = np.frombuffer(bytearray(joined.encode("utf-8", "surrogatepass")), dtype=np.uint8)
+        raw = _fold_growing(raw)
         seps = np.flatnonzero(raw == 0)  # no fold has written yet: the NULs are the separators
         if not _fold_bytes(raw):  # pragma: no cover - every growing code point was folded above
             return None

@@ -86,14 +86,15 @@ SPECIALIZATIONS = textwrap.dedent("""
     from diversify._kernels._runtime import compile_clock
     base = " ".join(f"w{i}" for i in range(60))
     ascii_docs = [base, base + " w999", "something else entirely here"]
-    accented = ["Ölçü éèê " + base, "Ölçü éèê " + base + " w999", "Привет мир τα ελληνικά 日本語のテキスト：…"]
+    accented = ["Ölçü éèê " + base, "Ölçü éèê " + base + " w999", "Привет мир τα ελληνικά 日本語のテキスト：… İstanbul"]
     for docs in (ascii_docs, accented):
         diversify.build(docs, config=dict(minhash=dict(threshold=0.5, verify="auto", borderline=0.5)))
     print(json.dumps(dict(
         sketch_oph=len(kt.sketch_oph.dispatcher.signatures),
         fill_sorted_unique=len(kt.fill_sorted_unique.dispatcher.signatures),
         count_scripts=len(kt.count_scripts.dispatcher.signatures),
-        unstable_pieces=len(kt.unstable_pieces.signatures),
+        unstable_pieces=len(kt.unstable_pieces.signatures), growing_at=len(kt.growing_at.signatures),
+        fold_growing_utf8=len(kt.fold_growing_utf8.signatures),
         _pass=len(kt._pass.signatures), _word_pass=len(kt._word_pass.signatures),
         sort_run=len(sort_run.signatures), sort_unique_run=len(sort_unique_run.signatures),
         compiled=compile_clock.compiled)))
@@ -106,7 +107,8 @@ def test_fresh_install_compiles_each_kernel_once(tmp_path):
                          timeout=900)
     assert got.returncode == 0, got.stderr[-3000:]
     counts = json.loads(got.stdout.strip().splitlines()[-1])
-    assert counts == dict(sketch_oph=1, fill_sorted_unique=1, count_scripts=1, unstable_pieces=1, _pass=1, _word_pass=1, sort_run=1, sort_unique_run=1,
+    assert counts == dict(sketch_oph=1, fill_sorted_unique=1, count_scripts=1, unstable_pieces=1, growing_at=1,
+                          fold_growing_utf8=1, _pass=1, _word_pass=1, sort_run=1, sort_unique_run=1,
                           compiled=counts["compiled"]), counts
     assert counts["compiled"] >= 3  # the clock saw the compilations
 

@@ -549,3 +549,66 @@ def unstable_pieces(raw, unstable, starts, ends):
             ends[count] = n
         count += 1
     return count
+
+
+@kernel
+def growing_at(raw, grows, at):
+    """Byte positions of the code points of UTF-8 ``raw`` marked in ``grows``: written to ``at``
+    while there is room; returns how many there are (call again with a larger ``at`` if more)."""
+    top = grows.size
+    n = raw.size
+    count = 0
+    i = 0
+    while i < n:
+        b = raw[i]
+        if b < 0xC0:
+            i += 1
+            continue
+        if b < 0xE0:
+            width, cp = 2, np.int64(b & 0x1F)
+        elif b < 0xF0:
+            width, cp = 3, np.int64(b & 0x0F)
+        else:
+            width, cp = 4, np.int64(b & 0x07)
+        if i + width > n:
+            break
+        for j in range(1, width):
+            cp = (cp << 6) | np.int64(raw[i + j] & 0x3F)
+        if cp < top and grows[cp]:
+            if count < at.size:
+                at[count] = i
+            count += 1
+        i += width
+    return count
+
+
+@kernel
+def fold_growing_utf8(raw, at, fold, fold_len, out):
+    """Copy the UTF-8 text ``raw`` into ``out`` with the code point at each byte position ``at``
+    (from :func:`growing_at`) replaced by its case fold ``fold[cp, :fold_len[cp]]``. Returns the
+    size of the copy; with an empty ``out`` only that (the caller sizes ``out`` with it)."""
+    write = out.size > 0
+    w = 0
+    last = 0
+    for t in range(at.size):
+        i = at[t]
+        if write:
+            out[w: w + i - last] = raw[last:i]
+        w += i - last
+        b = raw[i]
+        if b < 0xE0:
+            width, cp = 2, np.int64(b & 0x1F)
+        elif b < 0xF0:
+            width, cp = 3, np.int64(b & 0x0F)
+        else:
+            width, cp = 4, np.int64(b & 0x07)
+        for j in range(1, width):
+            cp = (cp << 6) | np.int64(raw[i + j] & 0x3F)
+        m = fold_len[cp]
+        if write:
+            out[w: w + m] = fold[cp, :m]
+        w += m
+        last = i + width
+    if write:
+        out[w: w + raw.size - last] = raw[last:]
+    return w + raw.size - last
