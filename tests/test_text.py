@@ -217,6 +217,7 @@ def test_multi_block_batch_equals_reference(mode, k, rng):
 # --------------------------------------------------------------------------- NFKC piece by piece
 
 
+@pytest.mark.slow  # 1.8M normalizations: ~10 s, ~21 s with the kernels run as Python
 def test_nfkc_by_pieces_equals_unicodedata_at_every_code_point():
     """diversify.text.nfkc normalizes only around unstable characters; in every context that can
     compose, reorder or decompose across a piece's edge it equals unicodedata.normalize."""
