@@ -415,26 +415,37 @@ def fill_unit_simhash(buf, offsets, lower, classes, out):
             out[i] = fp
 
 
+@kernel(inline="always")
+def _utf8_at(raw, i, end):
+    """(code point, width) of the UTF-8 sequence that starts at ``raw[i]``; a byte below 0xC0
+    reads as itself, width 1. ``width`` is the sequence's own length even when it runs past ``end``
+    (the caller decides what a cut sequence means); only bytes before ``end`` are read."""
+    b = raw[i]
+    if b < 0xC0:
+        return np.int64(b), 1
+    if b < 0xE0:
+        width, cp = 2, np.int64(b & 0x1F)
+    elif b < 0xF0:
+        width, cp = 3, np.int64(b & 0x0F)
+    else:
+        width, cp = 4, np.int64(b & 0x07)
+    for j in range(1, min(width, end - i)):
+        cp = (cp << 6) | np.int64(raw[i + j] & 0x3F)
+    return cp, width
+
+
 @kernel
 def _utf8_fold_scan(raw, change, out, grows, top, write):
     """One scan of :func:`fold_utf8` (``write`` False: check only; True: rewrite)."""
     n = raw.size
     i = 0
     while i < n:
-        b = raw[i]
-        if b < 0xC0:  # ASCII, or a continuation byte (never a lead)
+        if raw[i] < 0xC0:  # ASCII, or a continuation byte (never a lead)
             i += 1
             continue
-        if b < 0xE0:
-            width, cp = 2, np.int64(b & 0x1F)
-        elif b < 0xF0:
-            width, cp = 3, np.int64(b & 0x0F)
-        else:
-            width, cp = 4, np.int64(b & 0x07)
+        cp, width = _utf8_at(raw, i, n)
         if i + width > n:
             return False
-        for j in range(1, width):
-            cp = (cp << 6) | np.int64(raw[i + j] & 0x3F)
         if cp < top and change[cp]:
             if grows[cp]:
                 return False
@@ -474,23 +485,9 @@ def count_scripts(buf, offsets, docs, unspaced_table, letter_table, unspaced, le
         nu = 0
         nl = 0
         while i < end:
-            b = buf[i]
-            if b < 0x80:
-                cp = np.int64(b)
-                width = 1
-            elif b < 0xE0:
-                cp = np.int64(b & 0x1F)
-                width = 2
-            elif b < 0xF0:
-                cp = np.int64(b & 0x0F)
-                width = 3
-            else:
-                cp = np.int64(b & 0x07)
-                width = 4
+            cp, width = _utf8_at(buf, i, end)
             if i + width > end:
                 break
-            for j in range(1, width):
-                cp = (cp << 6) | np.int64(buf[i + j] & 0x3F)
             if cp < top:
                 if unspaced_table[cp]:
                     nu += 1
@@ -515,23 +512,9 @@ def unstable_pieces(raw, unstable, starts, ends):
     prev = -1  # start of the code point before i (-1: none)
     run_start = -1  # start of the current piece (-1: not in a run)
     while i < n:
-        b = raw[i]
-        if b < 0x80:
-            cp = np.int64(b)
-            width = 1
-        elif b < 0xE0:
-            cp = np.int64(b & 0x1F)
-            width = 2
-        elif b < 0xF0:
-            cp = np.int64(b & 0x0F)
-            width = 3
-        else:
-            cp = np.int64(b & 0x07)
-            width = 4
+        cp, width = _utf8_at(raw, i, n)
         if i + width > n:
             width = n - i
-        for j in range(1, width):
-            cp = (cp << 6) | np.int64(raw[i + j] & 0x3F)
         if cp < top and unstable[cp]:
             if run_start < 0:
                 run_start = prev if prev >= 0 else i
@@ -560,20 +543,12 @@ def growing_at(raw, grows, at):
     count = 0
     i = 0
     while i < n:
-        b = raw[i]
-        if b < 0xC0:
+        if raw[i] < 0xC0:
             i += 1
             continue
-        if b < 0xE0:
-            width, cp = 2, np.int64(b & 0x1F)
-        elif b < 0xF0:
-            width, cp = 3, np.int64(b & 0x0F)
-        else:
-            width, cp = 4, np.int64(b & 0x07)
+        cp, width = _utf8_at(raw, i, n)
         if i + width > n:
             break
-        for j in range(1, width):
-            cp = (cp << 6) | np.int64(raw[i + j] & 0x3F)
         if cp < top and grows[cp]:
             if count < at.size:
                 at[count] = i
@@ -595,15 +570,7 @@ def fold_growing_utf8(raw, at, fold, fold_len, out):
         if write:
             out[w: w + i - last] = raw[last:i]
         w += i - last
-        b = raw[i]
-        if b < 0xE0:
-            width, cp = 2, np.int64(b & 0x1F)
-        elif b < 0xF0:
-            width, cp = 3, np.int64(b & 0x0F)
-        else:
-            width, cp = 4, np.int64(b & 0x07)
-        for j in range(1, width):
-            cp = (cp << 6) | np.int64(raw[i + j] & 0x3F)
+        cp, width = _utf8_at(raw, i, raw.size)
         m = fold_len[cp]
         if write:
             out[w: w + m] = fold[cp, :m]
