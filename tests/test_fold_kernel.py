@@ -50,8 +50,10 @@ def _walks(seed: int, walks: int, steps: int, swaps: int, copies: bool) -> list[
 
 
 def _both(fn):
-    """fn() with the kernel path, then with the reference path."""
-    got = fn()
+    """fn() with the kernel path (whatever the corpus size), then with the reference path."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(guarantee, "_KERNEL_FROM", 0)
+        got = fn()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(guarantee, "_REFERENCE", True)
         ref = fn()
@@ -134,7 +136,9 @@ def test_kernel_equals_reference_on_the_live_index(tmp_path, verify):
         shutil.rmtree(db)
         return out
 
-    got = run("kernel")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(guarantee, "_KERNEL_FROM", 0)
+        got = run("kernel")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(guarantee, "_REFERENCE", True)
         ref = run("reference")
@@ -162,3 +166,41 @@ def test_text_simhash_stage_at_every_radius():
         _same(got, ref)
         folded.add(int((~got.is_representative).sum()))
     assert len(folded) > 3, f"the radii should fold different numbers of documents: {sorted(folded)}"
+
+
+READY = """
+import sys
+import numpy as np
+from diversify._kernels._runtime import kernel_ready
+from diversify._kernels.fold import FoldRule, FoldState, fold_groups
+from diversify._kernels.linking import ShingleRows
+from diversify.clusters import guarantee
+small, big = guarantee._kernel_pays(3), guarantee._kernel_pays(guarantee._KERNEL_FROM)
+if sys.argv[1] == "compile":  # one component of two identical documents, straight into the kernel
+    one, z = np.zeros(1, np.int64), np.zeros(1, np.uint64)
+    rule = FoldRule(np.ones(2, bool), True, np.zeros(2, np.uint64), False, np.zeros((1, 1), np.uint32), False,
+                    one, one, np.ones(1), 0, False, False, np.full(2, -1), ShingleRows(one, one, z), False, z, 0)
+    state = FoldState(np.arange(2), np.ones(2, bool), np.zeros(2, np.uint8), np.zeros(2, np.uint8),
+                      np.full(2, np.nan), np.zeros(6, np.int64))
+    fold_groups(np.arange(2), np.array([0, 2]), 0, rule, state, np.empty(2, np.int64), np.empty(2, np.int64))
+    assert state.labels.tolist() == [0, 0] and state.reps.tolist() == [True, False]
+print(small, big, guarantee._kernel_pays(3))
+"""
+
+
+def test_a_small_build_does_not_compile_the_fold_kernel_but_uses_a_compiled_one(tmp_path):
+    """On a fresh install a build of a few components takes the numpy path (compiling the kernel
+    costs ~3 s); once the kernel is compiled (here or in numba's on-disk cache) every build uses it."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+
+    def run(mode):
+        r = subprocess.run([sys.executable, "-c", READY, mode], capture_output=True, text=True, env=env, timeout=900)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return r.stdout.split()
+
+    assert run("compile") == ["False", "True", "True"]
+    assert run("look") == ["True", "True", "True"], "a new process finds the kernel in the on-disk cache"

@@ -340,3 +340,15 @@ def _install_compile_clock() -> None:
 
 
 _install_compile_clock()
+
+
+def kernel_ready(disp: Any) -> bool:
+    """Whether calling the kernel ``disp`` costs no compilation: it ran in this process, or numba's
+    on-disk cache holds an index for it (an index of stale entries would still compile: a guess
+    that errs toward using the kernel), or the kernels run as Python (``NUMBA_DISABLE_JIT``)."""
+    if not hasattr(disp, "signatures"):
+        return True
+    if disp.signatures:
+        return True
+    index = getattr(getattr(getattr(disp, "_cache", None), "_cache_file", None), "_index_path", None)
+    return isinstance(index, str) and os.path.exists(index)

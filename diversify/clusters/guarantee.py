@@ -18,8 +18,9 @@ clusters, which is how ``add`` assigns new documents: existing representatives f
 ``clustering="components"`` keeps plain transitive components (the union-find clusters).
 
 The greedy runs in one kernel per batch of components (:mod:`diversify._kernels.fold`) for the
-text stages; with embeddings (the cosine stage), in the numpy path below, which is also the
-kernel's reference in the tests.
+text stages (unless it is not compiled yet and the components are too few to pay for compiling
+it); with embeddings (the cosine stage), in the numpy path below, which is also the kernel's
+reference in the tests. Both give the same bits.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ __all__ = ["FoldStats", "Similarity", "priority_rank", "guaranteed_clusters"]
 _PREFETCH_DOCS = 4096
 #: run every stage through the numpy reference path (tests compare it with the kernel path)
 _REFERENCE = False
+#: components from which the kernel is worth compiling (~3 s, once per install) when it is not
+#: compiled yet; below, the numpy path takes under ~0.3 s. A compiled kernel is always used.
+_KERNEL_FROM = 1024
 _POP8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
 
 
@@ -263,7 +267,8 @@ def guaranteed_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: 
         labels[:n_old], reps[:n_old], flags[:n_old] = old_labels, old_reps, old_flags
     order = np.lexsort((rank, root))
     members, bounds = _components(root[order], order, n_old)
-    if sim.ham is None and not _REFERENCE:  # every stage has a kernel path: one kernel call per batch of components
+    if sim.ham is None and not _REFERENCE and _kernel_pays(bounds.size - 1):
+        # every stage has a kernel path: one kernel call per batch of components
         _fold_kernel(members, bounds, n_old, sim, labels, reps, flags, stats)
     else:  # vector SimHash (cosine of float vectors): the numpy reference path
         groups = [members[a:b] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
@@ -274,6 +279,13 @@ def guaranteed_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: 
         sim.prefetch(np.zeros(0, dtype=np.int64))
     stats.similarity = sim.similarity
     return labels, reps, flags, stats
+
+
+def _kernel_pays(n_components: int) -> bool:
+    from .._kernels._runtime import kernel_ready
+    from .._kernels.fold import fold_groups
+
+    return n_components >= _KERNEL_FROM or kernel_ready(fold_groups)
 
 
 def _components(sroot: np.ndarray, order: np.ndarray, n_old: int) -> tuple[np.ndarray, np.ndarray]:
