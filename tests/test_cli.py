@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import platform
 import subprocess
 import sys
 
@@ -260,3 +262,37 @@ def test_console_script_skips_teardown_but_keeps_status_output_and_exit_handlers
         assert diversify.load(tmp_path / "c.dvf").n_docs == len(DOCS)
     else:
         assert r.returncode == 2 and "missing.jsonl" in r.stderr and not (tmp_path / "c.dvf").exists()
+
+
+_FREED_PROBE = """
+import os, sys
+import numpy as np
+from diversify.cli.main import keep_freed_memory
+tuned = keep_freed_memory()
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) // 1024
+a = np.ones(200 << 20, dtype=np.uint8)  # 200 MiB, touched
+held = rss()
+del a
+print(tuned, held - rss())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+                    reason="the allocator tuning applies to glibc on Linux only")
+@pytest.mark.parametrize("env", [{}, {"MALLOC_ARENA_MAX": "2"}, {"GLIBC_TUNABLES": "glibc.malloc.tcache_count=7"}],
+                         ids=["default", "user-MALLOC", "user-TUNABLES"])
+def test_console_script_keeps_freed_memory_unless_the_user_tuned_malloc(env):
+    """Under the console script's tuning a freed 200 MiB buffer stays mapped for reuse (the next
+    stage does not fault it in again); by default glibc unmaps it. A user's own malloc settings win."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+    r = subprocess.run([sys.executable, "-c", _FREED_PROBE], env={**clean, **env}, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    tuned, released = r.stdout.split()
+    if env:
+        assert tuned == "False" and int(released) >= 190  # glibc's default: the buffer goes back to the kernel
+    else:
+        assert tuned == "True" and int(released) <= 10  # kept for the next allocation

@@ -232,7 +232,7 @@ def test_known_bad_messages(name, artifact):
 def test_100mb_single_document_does_not_crash(tmp_path):
     """One 100 MB document (plus small ones) builds, saves and loads; time and memory are bounded."""
     code = textwrap.dedent("""
-        import json, resource, time, tracemalloc, numpy as np, diversify
+        import json, time, tracemalloc, numpy as np, diversify
         def status(key):
             for line in open("/proc/self/status"):
                 if line.startswith(key + ":"):

@@ -141,6 +141,42 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return _run(f"diversify {a.command}", a)
 
 
+#: glibc ``mallopt`` parameters (malloc.h): M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
+
+
+def keep_freed_memory() -> bool:
+    """Ask glibc's allocator to keep freed memory for reuse instead of giving it back to the kernel.
+
+    A command allocates and frees buffers of tens to hundreds of MB one stage after another (the
+    file's blocks, the joined texts, the sketches, the candidate pairs). By default glibc maps each
+    one above 128 KB-32 MB afresh and unmaps it on free, so every stage faults its pages in again
+    from zeroed memory: a build of 100,000 documents took 330,000 page faults and 2.0 s of system
+    time, for a peak of 880 MiB. With allocations up to 1 GiB served from the heap, which is not
+    trimmed, it takes 178,000 faults; paired runs (6 each): 0.93x the CPU-seconds, 0.92x the wall
+    time, +64 MiB of peak memory. A command's process exits when it is done, so nothing is held
+    for long. Only the console script does this (library callers keep their allocator as it is),
+    only under glibc, and not when the user has tuned malloc themselves (``MALLOC_*`` or
+    ``GLIBC_TUNABLES`` set). Returns whether the allocator was tuned.
+    """
+    import platform
+
+    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+        return False
+    if "GLIBC_TUNABLES" in os.environ or any(k.startswith("MALLOC_") for k in os.environ):
+        return False
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):  # pragma: no cover - glibc without the usual soname
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    ok = mallopt(_M_MMAP_THRESHOLD, 1 << 30) == 1
+    ok = mallopt(_M_TOP_PAD, 1 << 28) == 1 and ok
+    return mallopt(_M_TRIM_THRESHOLD, (1 << 31) - 1) == 1 and ok
+
+
 def run() -> NoReturn:
     """The ``diversify`` console script and ``python -m diversify``: :func:`main`, then leave
     without the interpreter's teardown.
@@ -153,6 +189,7 @@ def run() -> NoReturn:
     import atexit
     import logging
 
+    keep_freed_memory()
     status = main()
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
     if run_exit_handlers is None:  # not CPython: the ordinary exit
