@@ -340,8 +340,7 @@ def encode_batch(texts: Sequence[str], *, start_index: int = 0) -> tuple[np.ndar
         if all(map(str.isascii, texts)):
             offsets = np.zeros(n + 1, dtype=np.int64)
             np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=n), out=offsets[1:])
-            buf = np.frombuffer("".join(texts).encode("ascii"), dtype=np.uint8)
-            return buf, offsets
+            return _ascii_bytes("".join(texts)), offsets
     except TypeError:
         pass  # a non-str somewhere; found and reported below
     _check_str(texts, start_index)
@@ -442,6 +441,41 @@ def _subset(buf: np.ndarray, offsets: np.ndarray, idx: np.ndarray) -> tuple[np.n
     np.cumsum(lens, out=sub[1:])
     parts = [buf[a:b] for a, b in zip(offsets[idx].tolist(), offsets[idx + 1].tolist())]
     return _readonly(np.concatenate(parts) if parts else buf[:0].copy()), sub
+
+
+def _ascii_view_of():
+    """CPython's ``PyUnicode_AsUTF8AndSize`` through ctypes, or None elsewhere."""
+    if sys.implementation.name != "cpython":  # pragma: no cover - other interpreters encode
+        return None
+    import ctypes
+
+    f = ctypes.pythonapi.PyUnicode_AsUTF8AndSize
+    f.argtypes, f.restype = [ctypes.py_object, ctypes.POINTER(ctypes.c_ssize_t)], ctypes.c_void_p
+    return f
+
+
+_AS_UTF8 = _ascii_view_of()
+
+
+def _ascii_bytes(joined: str) -> np.ndarray:
+    """The bytes of an all-ASCII str as a read-only uint8 array, without copying them.
+
+    A compact ASCII str holds its characters as bytes, and ``PyUnicode_AsUTF8AndSize`` (public C
+    API) returns them in place; the array keeps the str alive. ``str.encode`` would copy the whole
+    batch once more: for 100,000 documents (330 MB) one copy and 80,000 page faults, 0.3-0.4 s of
+    the encode stage. Elsewhere than CPython the str is encoded.
+    """
+    if _AS_UTF8 is None or not joined:
+        return np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
+    import ctypes
+
+    size = ctypes.c_ssize_t()
+    ptr = _AS_UTF8(joined, ctypes.byref(size))
+    if not ptr or size.value != len(joined):  # pragma: no cover - an ASCII str's UTF-8 is its characters
+        return np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
+    holder = (ctypes.c_uint8 * size.value).from_address(ptr)
+    holder._str = joined  # type: ignore[attr-defined]  # the bytes live as long as the str
+    return _readonly(np.frombuffer(memoryview(holder), dtype=np.uint8))
 
 
 def _readonly(buf: np.ndarray) -> np.ndarray:

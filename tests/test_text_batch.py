@@ -130,3 +130,25 @@ def test_fold_bytes_kernel_and_numpy_scan_agree(texts):
             dtext._SPARSE_LEADS = old
         got[name] = (ok, raw.tobytes() if ok else joined)
     assert got["kernel"] == got["numpy"]
+
+
+def test_ascii_batch_bytes_are_the_str_in_place_and_outlive_it():
+    """The ASCII path hands the kernels the joined str's own bytes: equal to encoding it,
+    read-only, alive after every other reference to the str is gone, and empty for no text."""
+    import gc
+
+    from diversify.text import _ascii_bytes
+
+    texts = [f"Doc {i} the quick brown fox\tjumps" * (i % 7) for i in range(2000)]
+    joined = "".join(texts)
+    want = joined.encode("ascii")
+    buf = _ascii_bytes(joined)
+    del joined
+    gc.collect()
+    _ = ["x" * 1000 for _ in range(20000)]  # reuse freed memory, if the str had been freed
+    assert bytes(buf) == want and buf.dtype == np.uint8 and not buf.flags.writeable
+    with pytest.raises(ValueError):
+        buf[0] = 1
+    assert _ascii_bytes("").size == 0
+    b, off = encode_batch(texts)
+    assert bytes(b) == want and off[-1] == len(want)
