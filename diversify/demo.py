@@ -15,6 +15,8 @@ import time
 
 import numpy as np
 
+from ._arrays import unique_sorted
+
 
 def _title(text: str, n: int = 9) -> str:
     words = text.split()
@@ -78,7 +80,7 @@ def _report_quality(say, corpus, res, cfg, threshold: float) -> None:
     say(f"  planted pairs below the threshold that were still joined: {int((same & ~above).sum()):,} of {int((~above).sum()):,}")
     n_bp = int(bp.sum())
     if n_bp:
-        bp_clusters = np.unique(res.cluster_ids[bp]).size
+        bp_clusters = unique_sorted(res.cluster_ids[bp]).size
         say(f"  boilerplate pages: {n_bp:,} folded into {bp_clusters:,} cluster(s)")
     say("")
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Optional, TypedDict, Union
 import numpy as np
 from typing_extensions import NotRequired  # typing.NotRequired is 3.11+; pydantic brings typing_extensions
 
+from .._arrays import unique_sorted
 from ..clusters import (
     cluster_report,
     component_roots,
@@ -84,7 +85,7 @@ class BuildResult:
 
     @property
     def n_clusters(self) -> int:
-        return int(np.unique(self.cluster_ids).size)
+        return int(unique_sorted(self.cluster_ids).size)
 
     @property
     def n_duplicates(self) -> int:
@@ -178,7 +179,7 @@ def finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray
         extras["fold_similarity"] = fold_sim
     if aliases.size:
         extras["aliases"] = aliases
-    n_clusters = int(np.unique(cluster_ids).size)
+    n_clusters = int(unique_sorted(cluster_ids).size)
     # no wall-clock timings in the artifact: same input, config and seed => same bytes
     build_info = {
         "n_docs": sk.n,

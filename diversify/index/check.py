@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._arrays import unique_sorted
 from ..clusters.guarantee import FoldStats, Similarity
 from ..linking.link import agreement_band
 from ..stages import STAGE_MINHASH
@@ -46,7 +47,7 @@ def check(index) -> list[str]:
         sk = decode([r.payload for r in rows], cfg, layout, index.url)
         owner, keys = band_rows(sk, np.flatnonzero([r.is_rep for r in rows]), cfg)
         want = set(zip(keys.tolist(), (np.array([r.seq for r in rows], dtype=np.int64)[owner]).tolist()))
-        ck, cs = view.candidates(np.unique(keys)) if keys.size else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        ck, cs = view.candidates(unique_sorted(keys)) if keys.size else (np.zeros(0, np.int64), np.zeros(0, np.int64))
         have = set(zip(ck.tolist(), cs.tolist()))
     if len(have) != counts.band_rows or have != want:
         missing, extra = len(want - have), counts.band_rows - len(have & want)
@@ -63,7 +64,7 @@ def check(index) -> list[str]:
     for i, r in enumerate(rows):
         if r.is_rep:
             reps.setdefault(r.cluster, []).append(i)
-    for c in np.unique(clusters).tolist():
+    for c in unique_sorted(clusters).tolist():
         if len(reps.get(c, [])) != 1:
             problems.append(f"cluster {c} has {len(reps.get(c, []))} representatives")
     sim = Similarity(sk, cfg, FoldStats())

@@ -73,6 +73,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
+from .._arrays import unique_sorted
 from ..errors import ConfigError, StorageError
 from .storage import (
     Assignment,
@@ -193,15 +194,15 @@ class _PgView(Transaction):
     def docs_by_seq(self, seqs: Sequence[int], *, payload: bool = True) -> list[DocRow]:
         if not len(seqs):
             return []
-        return self._docs("seq", np.unique(np.asarray(seqs, dtype=np.int64)), "int8[]", payload)
+        return self._docs("seq", unique_sorted(np.asarray(seqs, dtype=np.int64)), "int8[]", payload)
 
     def docs_in_clusters(self, clusters: Sequence[int], *, payload: bool = True) -> list[DocRow]:
         if not len(clusters):
             return []
-        return self._docs("cluster", np.unique(np.asarray(clusters, dtype=np.int64)), "int8[]", payload)
+        return self._docs("cluster", unique_sorted(np.asarray(clusters, dtype=np.int64)), "int8[]", payload)
 
     def candidates(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        uniq = np.unique(np.asarray(keys, dtype=np.int64))
+        uniq = unique_sorted(np.asarray(keys, dtype=np.int64))
         if uniq.size == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         rows = self.conn.execute(self._q("SELECT key, seq FROM {bands} WHERE key = ANY(%b)"), (uniq,),

@@ -67,6 +67,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from .._arrays import unique_sorted
 from ..errors import ConfigError, IncompatibleIndexError, StorageError
 from .storage import (
     Assignment,
@@ -470,7 +471,7 @@ class _RedisView(View):
         return out
 
     def candidates(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self._lookup(np.unique(np.asarray(keys, dtype=np.int64)))[:2]
+        return self._lookup(unique_sorted(np.asarray(keys, dtype=np.int64)))[:2]
 
     def _lookup(self, uniq: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(keys, seqs) of the band rows of the sorted unique ``uniq``, and a mask of the keys found."""
@@ -572,7 +573,7 @@ class _RedisTransaction(_RedisView, Transaction):
         return out
 
     def candidates(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        uniq = np.unique(np.asarray(keys, dtype=np.int64))
+        uniq = unique_sorted(np.asarray(keys, dtype=np.int64))
         k, s, found = self._lookup(uniq)
         self._absent.append(uniq[~found])
         if not self._band_ops:

@@ -36,6 +36,7 @@ from typing import Optional
 
 import numpy as np
 
+from .._arrays import unique_sorted
 from ..errors import ConfigError, StorageError
 from .storage import (
     Assignment,
@@ -146,7 +147,7 @@ class _SQLiteView(Transaction):
         return self._docs("cluster", list(dict.fromkeys(int(c) for c in clusters)), payload)
 
     def candidates(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        uniq = np.unique(np.asarray(keys, dtype=np.int64))
+        uniq = unique_sorted(np.asarray(keys, dtype=np.int64))
         if not uniq.size:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         # one statement: the keys travel as one JSON array (no per-key parameter binding)

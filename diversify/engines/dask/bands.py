@@ -16,6 +16,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..._arrays import unique_sorted
 from ...hashing import lsh_seed
 from ...linking.bands import LSHParams
 from .bloom import bloom, bloom_bits, bloom_has, bloom_or
@@ -77,7 +78,7 @@ def shared_keys(df) -> np.ndarray:
     if k.size < 2:
         return np.zeros(0, np.uint64)
     dup = k[1:] == k[:-1]
-    return np.unique(k[1:][dup])
+    return unique_sorted(k[1:][dup])
 
 
 def band_frame(skp: dict, offset: int, lo: int, hi: int, rows: int, bands: int, seed_h: int,

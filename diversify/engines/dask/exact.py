@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from ..._arrays import unique_sorted
 from .run import TARGET_EDGE_PARTITION_BYTES, Edges, Run, rows_of
 
 __all__ = ["exact_frame", "exact_edges", "exact_stage"]
@@ -31,7 +32,7 @@ def exact_edges(df) -> dict:
     first = d[np.flatnonzero(start)][np.cumsum(start) - 1]
     dup = ~start
     u, v = d[dup], first[dup]
-    return {"u": u, "v": v, "flagged": np.unique(np.concatenate([u, v]))}
+    return {"u": u, "v": v, "flagged": unique_sorted(np.concatenate([u, v]))}
 
 
 def exact_stage(run: Run, edges: Edges) -> None:

@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ..._arrays import unique_sorted
 from ...clusters import check_keys
 from ...errors import ConfigError
 from ...ids import check_ids, normalize_ids
@@ -134,7 +135,7 @@ def finish_build(run: Run, edges: Edges, cluster_ids: np.ndarray, *, metadata: O
     if guaranteed and run.cfg.minhash is not None and run.cfg.minhash.verify in ("auto", "exact"):
         sk.texts, sk.text_offset = _texts_in_components(run, cluster_ids), 0
     if run.cfg.minhash is not None and run.n_text:
-        run.stats.merged["minhash"] = int(run.n - np.unique(cluster_ids).size - edges.exact_merged)
+        run.stats.merged["minhash"] = int(run.n - unique_sorted(cluster_ids).size - edges.exact_merged)
     run.timings["dask_gather"] = time.perf_counter() - t0
     res = finish(sk, run.cfg, cluster_ids, flags, run.stats, run.timings, aliases=np.zeros((0, 2), np.int64),
                  raw_cluster=None, metadata=metadata, created_at=created_at)

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from ..._arrays import unique_sorted
 from ...clusters import component_roots
 from ...config import BuildConfig
 from ...linking.link import compact_rows, link_exact, make_forest, make_verifier, scan_buckets, shingle_rows
@@ -155,8 +156,8 @@ def decide_borderline(run: Run, scanned: list) -> tuple[list, int]:
     offsets = run.offsets
     owner = np.searchsorted(offsets, pairs, side="right") - 1
     tables = {}
-    for i in np.unique(owner):
-        local = np.unique(pairs[owner == i]) - offsets[i]
+    for i in unique_sorted(owner):
+        local = unique_sorted(pairs[owner == i]) - offsets[i]
         tables[int(i)] = delayed(shingle_docs, pure=True)(run.sources[int(i)], local, int(offsets[i]), run.cfg_json)
     o = np.lexsort((owner[:, 1], owner[:, 0]))
     pairs, owner = pairs[o], owner[o]

@@ -1,0 +1,27 @@
+"""Array helpers that numpy's own functions make slow on our inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["unique_sorted"]
+
+
+def unique_sorted(a) -> np.ndarray:
+    """``np.unique(a)`` for integer or boolean arrays (the sorted distinct values of ``a``, flattened).
+
+    numpy 2.3 moved ``np.unique`` without ``return_*`` options to a hash table, which on arrays of
+    mostly distinct integers (cluster ids, band keys, document numbers) runs 30-60x slower than the
+    sort it replaced: 100,000 int64 in 60-77 ms against 2 ms, 1,000,000 in 1.2-1.3 s against 22 ms.
+    This is that sort. Other dtypes (floats with NaN, objects) go to ``np.unique`` itself.
+    """
+    a = np.asarray(a)
+    if a.dtype.kind not in "iub":
+        return np.unique(a)
+    s = np.sort(a, axis=None)
+    if s.size < 2:
+        return s
+    keep = np.empty(s.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
