@@ -267,8 +267,14 @@ def test_console_script_skips_teardown_but_keeps_status_output_and_exit_handlers
 _FREED_PROBE = """
 import os, sys
 import numpy as np
-from diversify.cli.main import keep_freed_memory
-tuned = keep_freed_memory()
+import importlib
+cli = importlib.import_module("diversify.cli.main")
+if len(sys.argv) > 1:  # a command as the console script runs it, then the probe
+    cli._TUNE_ALLOCATOR = True
+    assert cli.main(sys.argv[1:]) == 0
+    tuned = "command"
+else:
+    tuned = cli.keep_freed_memory()
 def rss():
     for line in open("/proc/self/status"):
         if line.startswith("VmRSS:"):
@@ -296,3 +302,17 @@ def test_console_script_keeps_freed_memory_unless_the_user_tuned_malloc(env):
         assert tuned == "False" and int(released) >= 190  # glibc's default: the buffer goes back to the kernel
     else:
         assert tuned == "True" and int(released) <= 10  # kept for the next allocation
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+                    reason="the allocator tuning applies to glibc on Linux only")
+@pytest.mark.parametrize("stream", [False, True], ids=["held", "stream"])
+def test_build_tunes_the_allocator_except_under_stream(tmp_path, jsonl, stream):
+    """A console-script build keeps freed memory; ``--stream``, whose point is memory, does not."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+    cmd = ["build", str(jsonl), "-o", str(tmp_path / "c.dvf"), "--no-progress", *(["--stream"] if stream else [])]
+    r = subprocess.run([sys.executable, "-c", _FREED_PROBE, *cmd], env=clean, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    released = int(r.stdout.split()[-1])
+    assert released >= 190 if stream else released <= 10
