@@ -82,8 +82,18 @@ def _check_batch(a) -> None:
         raise DiversifyError(f"`--batch-size` must be between 1 and 1,000,000 documents; got {a.batch_size}.")
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode  # json.dumps makes one per call
+
+
 def _line(obj) -> None:
-    say(json.dumps(obj, ensure_ascii=False, allow_nan=False))
+    say(_ENCODE(obj))
+
+
+def _lines(matches) -> None:
+    """A batch's answers, one JSON line each, in one write (a write per line cost 40,000 system
+    calls for 40,000 documents)."""
+    if matches:
+        say("\n".join([_ENCODE(m.as_dict()) for m in matches]))
 
 
 def _batches(a):
@@ -119,8 +129,7 @@ def cmd_index_add(a) -> int:
                 raise DiversifyError("`index add` needs document ids (an index outlives one input file, so record "
                                      f"numbers would collide): the records have no 'id' field (fields: "
                                      f"{info.get('fields', [])}). Pass --id-field NAME.")
-            for m in idx.add(texts, ids=ids, vectors=vectors, keys=keys):
-                _line(m.as_dict())
+            _lines(idx.add(texts, ids=ids, vectors=vectors, keys=keys))
     return 0
 
 
@@ -130,12 +139,10 @@ def cmd_index_query(a) -> int:
         if a.text:
             if a.input is not None:
                 raise DiversifyError("give either INPUT or --text, not both.")
-            for m in idx.query(a.text, ids=list(range(len(a.text)))):
-                _line(m.as_dict())
+            _lines(idx.query(a.text, ids=list(range(len(a.text)))))
             return 0
         for texts, ids, vectors, keys, _info in _batches(a):
-            for m in idx.query(texts, ids=ids, vectors=vectors, keys=keys):
-                _line(m.as_dict())
+            _lines(idx.query(texts, ids=ids, vectors=vectors, keys=keys))
     return 0
 
 
