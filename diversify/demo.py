@@ -23,11 +23,17 @@ def _title(text: str, n: int = 9) -> str:
     return " ".join(words[:n]) + (" ..." if len(words) > n else "")
 
 
+def demo_config(threshold: float):
+    """The demo's build config: the defaults, MinHash at ``threshold``."""
+    from diversify.config import BuildConfig, MinHashConfig
+
+    return BuildConfig(minhash=MinHashConfig(threshold=threshold))
+
+
 def run_demo(*, n_docs: int = 20000, seed: int = 0, threshold: float = 0.8, queries: int = 3, out=None) -> int:
     import sys
 
     import diversify
-    from diversify.config import BuildConfig, MinHashConfig
     from diversify.corpus.datagen import generate_corpus, generate_vectors
 
     out = out or sys.stdout
@@ -40,7 +46,7 @@ def run_demo(*, n_docs: int = 20000, seed: int = 0, threshold: float = 0.8, quer
     say(f"generated {len(corpus):,} documents (~300 words; 20% planted copies at 0-2% word edits; "
         f"5% boilerplate pages) in {t_gen:.1f}s")
 
-    cfg = BuildConfig(minhash=MinHashConfig(threshold=threshold))
+    cfg = demo_config(threshold)
     t1 = time.perf_counter()
     res = diversify.build(corpus.texts, ids=corpus.ids, config=cfg, metadata={"demo_seed": str(seed)})
     t_build = time.perf_counter() - t1

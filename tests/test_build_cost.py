@@ -80,15 +80,27 @@ def test_cpu_seconds_include_finished_children():
 # a second one (a literal argument, a writable buffer) is a second compilation on a fresh install.
 SPECIALIZATIONS = textwrap.dedent("""
     import json
+    from numba.core import event
+    compiled, depth = [], []
+    class Names(event.Listener):  # the kernels this process compiled (outermost only)
+        def on_start(self, ev):
+            depth.append(getattr(ev.data.get("dispatcher"), "__name__", "?"))
+        def on_end(self, ev):
+            name = depth.pop()
+            if not depth:
+                compiled.append(name)
+    event.register("numba:compile", Names())
     import diversify
+    from diversify._kernels.ahead import ahead_kernels
     from diversify._kernels import text as kt
     from diversify._kernels._common import sort_run, sort_unique_run
     from diversify._kernels._runtime import compile_clock
+    CONFIG = dict(minhash=dict(threshold=0.5, verify="auto", borderline=0.5))
     base = " ".join(f"w{i}" for i in range(60))
     ascii_docs = [base, base + " w999", "something else entirely here"]
     accented = ["Ölçü éèê " + base, "Ölçü éèê " + base + " w999", "Привет мир τα ελληνικά 日本語のテキスト：… İstanbul"]
     for docs in (ascii_docs, accented):
-        diversify.build(docs, config=dict(minhash=dict(threshold=0.5, verify="auto", borderline=0.5)))
+        diversify.build(docs, config=CONFIG)
     print(json.dumps(dict(
         sketch_oph=len(kt.sketch_oph.dispatcher.signatures),
         fill_sorted_unique=len(kt.fill_sorted_unique.dispatcher.signatures),
@@ -97,20 +109,34 @@ SPECIALIZATIONS = textwrap.dedent("""
         fold_growing_utf8=len(kt.fold_growing_utf8.signatures),
         _pass=len(kt._pass.signatures), _word_pass=len(kt._word_pass.signatures),
         sort_run=len(sort_run.signatures), sort_unique_run=len(sort_unique_run.signatures),
-        compiled=compile_clock.compiled)))
+        compiled=compile_clock.compiled, compiled_names=compiled,
+        ran_ahead=[k.__name__ for k in ahead_kernels() if k.signatures])))
 """)
+CONFIG = dict(minhash=dict(threshold=0.5, verify="auto", borderline=0.5))
 
 
 def test_fresh_install_compiles_each_kernel_once(tmp_path):
+    """...and the cold-cache helper (diversify._kernels.ahead), run first into the same empty cache,
+    compiles the linking kernels with the very signatures a real build calls them with: the build
+    runs them, loaded from the cache, and compiles none of them itself."""
+    from diversify.config import BuildConfig
+
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    helper = subprocess.run([sys.executable, "-m", "diversify._kernels.ahead", BuildConfig(**CONFIG).model_dump_json()],
+                            capture_output=True, text=True, env=env, timeout=900)
+    assert helper.returncode == 0, helper.stderr[-3000:]
     got = subprocess.run([sys.executable, "-c", SPECIALIZATIONS], capture_output=True, text=True, env=env,
                          timeout=900)
     assert got.returncode == 0, got.stderr[-3000:]
     counts = json.loads(got.stdout.strip().splitlines()[-1])
+    names, ran_ahead = counts.pop("compiled_names"), counts.pop("ran_ahead")
     assert counts == dict(sketch_oph=1, fill_sorted_unique=1, count_scripts=1, unstable_pieces=1, growing_at=1,
                           fold_growing_utf8=1, _pass=1, _word_pass=1, sort_run=1, sort_unique_run=1,
                           compiled=counts["compiled"]), counts
-    assert counts["compiled"] >= 3  # the clock saw the compilations
+    assert counts["compiled"] >= 3 and counts["compiled"] == len(names)  # the clock saw the compilations
+    assert {"link_scan", "roots", "fold_groups"} <= set(ran_ahead), ran_ahead  # the build ran them...
+    assert not set(ran_ahead) & set(names), (ran_ahead, names)  # ...from the helper's cache entries
+    assert {"sketch_oph", "fill_sorted_unique"} <= set(names)  # what the helper leaves to the command
 
 
 def test_sort_run_sorts_exactly_its_range():

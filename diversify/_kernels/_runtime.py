@@ -194,6 +194,11 @@ def enable_cache(disp: Any) -> None:
         _fallback = ""
 
 
+def cache_unwritable() -> bool:
+    """True once kernels were found to run uncached (no writable cache place: see :func:`enable_cache`)."""
+    return _fallback == ""
+
+
 # --------------------------------------------------------------------------- threading layer
 
 _DEFAULT_PRIORITY = ["tbb", "omp", "workqueue"]

@@ -105,6 +105,11 @@ class Clock:
         if timings:
             lines.append("build stages     " + ", ".join(f"{k} {v:.2f}s" for k, v in timings.items()))
         c = compile_clock.snapshot()
+        from .._kernels import ahead
+
+        helper = ""
+        if ahead.last_helper is not None:  # the cold-cache helper ran beside the command (its CPU-s are counted above)
+            helper = f"; a helper process compiled the linking kernels alongside ({ahead.last_helper} with the command)"
         lines.append(f"kernels          compiled {c['compiled']} in {c['compile_s']:.2f}s, loaded from the numba cache "
-                     f"in {c['load_s']:.2f}s (part of the phases above)")
+                     f"in {c['load_s']:.2f}s (part of the phases above){helper}")
         return lines

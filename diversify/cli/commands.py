@@ -32,13 +32,14 @@ def cmd_build(a) -> int:
         with clock.phase("build"):
             res = _build_dask(a, cfg)
     else:
-        with clock.phase("read" if not a.stream else "open"):
-            texts, ids, keys, vectors, sources, info = streams(a)
-        with warnings.catch_warnings(), clock.phase("build" if not a.stream else "read+build"):
-            warnings.simplefilter("ignore", DiversifyWarning)  # the summary below prints them
-            res = diversify.build(texts, ids=ids, vectors=vectors, config=cfg, keys=keys, sources=sources,
-                                  metadata=parse_metadata(a.metadata), progress=not a.no_progress,
-                                  chunk_size=a.chunk_size)
+        with _ahead(a, cfg):  # a cold kernel cache: the linking kernels compile beside reading and sketching
+            with clock.phase("read" if not a.stream else "open"):
+                texts, ids, keys, vectors, sources, info = streams(a)
+            with warnings.catch_warnings(), clock.phase("build" if not a.stream else "read+build"):
+                warnings.simplefilter("ignore", DiversifyWarning)  # the summary below prints them
+                res = diversify.build(texts, ids=ids, vectors=vectors, config=cfg, keys=keys, sources=sources,
+                                      metadata=parse_metadata(a.metadata), progress=not a.no_progress,
+                                      chunk_size=a.chunk_size)
     with writing(a.output), clock.phase("write"):
         res.save(a.output)
     dt = clock.wall()
@@ -51,6 +52,17 @@ def cmd_build(a) -> int:
     if a.engine != "dask":
         _note_ids(a, info)
     return 0
+
+
+def _ahead(a, cfg):
+    """:func:`diversify._kernels.ahead.compile_ahead` under the console script, else nothing."""
+    import contextlib
+
+    if not getattr(a, "compile_ahead", False):
+        return contextlib.nullcontext()
+    from .._kernels.ahead import compile_ahead
+
+    return compile_ahead(cfg)
 
 
 def _note_ids(a, info: dict) -> None:
@@ -215,11 +227,12 @@ def cmd_export(a) -> int:
 
 
 def cmd_demo(a) -> int:
-    from ..demo import run_demo
+    from ..demo import demo_config, run_demo
 
     if a.n < 0 or a.n > 10_000_000:
         raise DiversifyError(f"`--n` must be a number of documents from 1 to 10,000,000 (the demo holds them in "
                              f"memory); got {a.n}. The default 20000 runs in seconds.")
     if a.seed < 0:
         raise DiversifyError(f"`--seed` must be an integer >= 0; got {a.seed}.")
-    return run_demo(n_docs=a.n, seed=a.seed, threshold=a.threshold)
+    with _ahead(a, demo_config(a.threshold)):
+        return run_demo(n_docs=a.n, seed=a.seed, threshold=a.threshold)
