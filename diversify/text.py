@@ -58,6 +58,41 @@ _UNICODE_SPACES = (0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028, 0x2029, 0
 _SPACES = re.compile("[" + "".join(map(chr, _UNICODE_SPACES)) + "]")
 
 
+# The byte scans of non-ASCII batches (NFKC pieces, case folds) are serial kernels that release the
+# GIL; a large batch is cut into segments at ASCII bytes (a code point boundary that starts no NFKC
+# piece and sits inside no fold) and the segments are scanned in threads, one per numba thread.
+# The results are put together in segment order: the same bytes as one scan.
+_SEGMENT_FROM = 1 << 20  # bytes: smaller buffers are scanned in one piece
+
+
+def _segments(raw: np.ndarray) -> list[tuple[int, int]]:
+    """``(start, end)`` byte ranges covering ``raw`` in order, each inner cut at an ASCII byte."""
+    import numba
+
+    n = raw.size
+    parts = min(int(numba.get_num_threads()), max(1, n // _SEGMENT_FROM))
+    cuts = [0]
+    for k in range(1, parts):
+        at = n * k // parts
+        ascii_at = np.flatnonzero(raw[at: at + (1 << 16)] < 0x80)  # a document's NUL separator at least
+        if ascii_at.size and at + int(ascii_at[0]) > cuts[-1]:
+            cuts.append(at + int(ascii_at[0]))
+    cuts.append(n)
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def _in_threads(fn, jobs: list) -> list:
+    """``[fn(*job) for job in jobs]``, the jobs after the first in threads (``fn`` releases the GIL)."""
+    if len(jobs) == 1:
+        return [fn(*jobs[0])]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(jobs) - 1, thread_name_prefix="diversify-scan") as pool:
+        rest = [pool.submit(fn, *job) for job in jobs[1:]]
+        first = fn(*jobs[0])
+        return [first] + [f.result() for f in rest]
+
+
 # NFKC piece by piece: a text that fails the quick check is normalized only around the characters
 # NFKC can change ("unstable": those NFKC maps to something else, the combining marks, and the
 # characters that compose with a preceding one), each run of them together with the one character
@@ -91,35 +126,55 @@ def _unstable_table() -> np.ndarray:
     return _UNSTABLE[0]
 
 
-def _nfkc_utf8(raw: bytes) -> bytes:
-    """NFKC of the UTF-8 text ``raw`` (surrogates allowed): each piece that
-    :func:`diversify._kernels.text.unstable_pieces` finds is decoded, normalized and spliced in;
-    the bytes between pieces are kept as they are."""
+def _nfkc_utf8(raw: bytes) -> np.ndarray:
+    """NFKC of the UTF-8 text ``raw`` (surrogates allowed), as a new writable uint8 array: each
+    piece that :func:`diversify._kernels.text.unstable_pieces` finds is normalized and spliced in;
+    the bytes between pieces are kept as they are.
+
+    The pieces are normalized in one ``unicodedata.normalize`` call over their join by NUL. NUL is a
+    starter that composes with nothing, so no decomposition, reordering or composition crosses it,
+    and NFKC neither makes nor removes one: the normalized join splits back at its NULs into the
+    normalized pieces. (A piece can hold a NUL only as its first byte, the document separator before
+    a document that starts with a mark; that NUL is left out of the piece, which changes nothing
+    for the same reason.) 92,000 pieces of a multilingual corpus took 0.23 s one call each, 0.02 s
+    in one.
+    """
     from ._kernels import text as kt
 
     buf = np.frombuffer(raw, dtype=np.uint8)
     table = _unstable_table()
-    room = buf.size // 256 + 1024  # real text: a piece every ~500 bytes; more, and the scan runs again
-    while True:
-        starts, ends = np.empty(room, dtype=np.int64), np.empty(room, dtype=np.int64)
-        count = int(kt.unstable_pieces(buf, table, starts, ends))
-        if count <= room:
-            break
-        room = count
-    out = []
-    last = 0
-    for s, e in zip(starts[:count].tolist(), ends[:count].tolist()):
-        out.append(raw[last:s])
-        piece = raw[s:e].decode("utf-8", "surrogatepass")
-        out.append(unicodedata.normalize("NFKC", piece).encode("utf-8", "surrogatepass"))
-        last = e
-    out.append(raw[last:])
-    return b"".join(out)
+
+    def pieces(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        seg = buf[lo:hi]
+        room = seg.size // 256 + 1024  # real text: a piece every ~500 bytes; more, and the scan runs again
+        while True:
+            starts, ends = np.empty(room, dtype=np.int64), np.empty(room, dtype=np.int64)
+            count = int(kt.unstable_pieces(seg, table, starts, ends))
+            if count <= room:
+                return starts[:count] + lo, ends[:count] + lo
+            room = count
+
+    found = _in_threads(pieces, _segments(buf))
+    starts = np.concatenate([f[0] for f in found])
+    ends = np.concatenate([f[1] for f in found])
+    if starts.size:
+        starts += buf[starts] == 0  # a leading NUL stays outside its piece (see above)
+    lo, hi = starts.tolist(), ends.tolist()
+    joined = b"\x00".join([raw[a:b] for a, b in zip(lo, hi)]).decode("utf-8", "surrogatepass")
+    new = np.frombuffer(unicodedata.normalize("NFKC", joined).encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    seps = np.flatnonzero(new == 0)
+    assert seps.size == max(starts.size - 1, 0), "NFKC made or removed a NUL"
+    new_starts = np.concatenate([[0], seps + 1]).astype(np.int64)
+    new_ends = np.concatenate([seps, [new.size]]).astype(np.int64)
+    size = buf.size - int((ends - starts).sum()) + int((new_ends - new_starts).sum()) if starts.size else buf.size
+    out = np.empty(size, dtype=np.uint8)
+    kt.splice_pieces(buf, starts, ends, new, new_starts[:starts.size], new_ends[:starts.size], out)
+    return out
 
 
 def _nfkc_pieces(text: str) -> str:
     """NFKC of ``text`` (which fails the quick check), piece by piece (:func:`_nfkc_utf8`)."""
-    return _nfkc_utf8(text.encode("utf-8", "surrogatepass")).decode("utf-8", "surrogatepass")
+    return _nfkc_utf8(text.encode("utf-8", "surrogatepass")).tobytes().decode("utf-8", "surrogatepass")
 
 
 def nfkc(text: str) -> str:
@@ -221,14 +276,24 @@ def _fold_growing(raw: np.ndarray) -> np.ndarray:
 
     grows = _fold_tables()[2]
     fold, length = _grow_tables()
-    at = np.empty(raw.size // 64 + 64, dtype=np.int64)
-    count = int(growing_at(raw, grows, at))
-    if count > at.size:
-        at = np.empty(count, dtype=np.int64)
-        growing_at(raw, grows, at)
-    at = at[:count]
-    out = np.empty(int(fold_growing_utf8(raw, at, fold, length, np.empty(0, dtype=np.uint8))), dtype=np.uint8)
-    fold_growing_utf8(raw, at, fold, length, out)
+
+    def positions(lo: int, hi: int) -> tuple[np.ndarray, int]:
+        seg = raw[lo:hi]
+        at = np.empty(seg.size // 64 + 64, dtype=np.int64)
+        count = int(growing_at(seg, grows, at))
+        if count > at.size:
+            at = np.empty(count, dtype=np.int64)
+            growing_at(seg, grows, at)
+        at = at[:count]
+        return at, int(fold_growing_utf8(seg, at, fold, length, np.empty(0, dtype=np.uint8)))
+
+    segments = _segments(raw)
+    found = _in_threads(positions, segments)
+    sizes = np.array([size for _, size in found], dtype=np.int64)
+    begin = np.concatenate([[0], np.cumsum(sizes)])
+    out = np.empty(int(begin[-1]), dtype=np.uint8)
+    _in_threads(fold_growing_utf8, [(raw[lo:hi], at, fold, length, out[int(begin[k]): int(begin[k + 1])])
+                                    for k, ((lo, hi), (at, _)) in enumerate(zip(segments, found))])
     return out
 
 
@@ -252,7 +317,8 @@ def _fold_bytes(raw: np.ndarray) -> bool:
     Mostly-ASCII text: numpy looks at the lead bytes only, and the first two bytes of each index a
     64 KiB table of "a sequence starting so may change", which leaves a few candidates (capitals,
     spaces) to decode and rewrite. Dense non-ASCII text (Cyrillic, Greek, CJK): one kernel scan
-    (:func:`diversify._kernels.text.fold_utf8`, ~10x the numpy pass), the same bytes.
+    (:func:`diversify._kernels.text.fold_utf8_scan`, ~10x the numpy pass; in threads over
+    segments of a large buffer), the same bytes.
     """
     change, out, grows, pairs = _fold_tables()
     if raw.size < 2:
@@ -262,9 +328,14 @@ def _fold_bytes(raw: np.ndarray) -> bool:
     if n_leads == 0:
         return True
     if n_leads >= _SPARSE_LEADS * raw.size:
-        from ._kernels.text import fold_utf8
+        from ._kernels.text import fold_utf8_scan
 
-        return bool(fold_utf8(raw, change, out, grows, np.int64(_FOLD_TOP)))
+        top = np.int64(_FOLD_TOP)
+        jobs = [(raw[lo:hi], change, out, grows, top) for lo, hi in _segments(raw)]
+        if not all(_in_threads(fold_utf8_scan, [job + (False,) for job in jobs])):  # nothing written yet
+            return False
+        _in_threads(fold_utf8_scan, [job + (True,) for job in jobs])
+        return True
     lead = np.flatnonzero(is_lead)
     if lead.size * 8 < raw.size:  # sparse (mostly ASCII): look at the lead bytes only
         at = lead[pairs[(raw[lead].astype(np.uint16) << 8) | raw[lead + 1]]]
@@ -315,8 +386,9 @@ def _encode_joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None
     if not unicodedata.is_normalized("NFKC", joined):
         # NFKC of the joined string is the join of each document's NFKC (see above), normalized only
         # around the characters it can change (see nfkc; NUL is a starter NFKC leaves alone)
-        encoded = _nfkc_utf8(encoded)
-    raw = np.frombuffer(bytearray(encoded), dtype=np.uint8)
+        raw = _nfkc_utf8(encoded)
+    else:
+        raw = np.frombuffer(bytearray(encoded), dtype=np.uint8)
     seps = np.flatnonzero(raw == 0)
     if not _fold_bytes(raw):
         raw = _fold_growing(raw)

@@ -73,6 +73,57 @@ def test_encode_batch_equals_per_document_rule(texts):
     assert offsets.tolist() == want_offsets
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_doc, max_size=12), st.integers(2, 5), st.sampled_from([8, 24, 64]))
+def test_encode_batch_in_segments_equals_per_document_rule(texts, threads, segment_from):
+    """Large batches are scanned in segments, in threads (NFKC pieces, case folds, growing folds):
+    here every batch is cut, into up to ``threads`` segments at ASCII bytes, and must give the
+    bytes of the per-document rule."""
+    import numba
+
+    old = dtext._SEGMENT_FROM, numba.get_num_threads
+    dtext._SEGMENT_FROM, numba.get_num_threads = segment_from, lambda: threads
+    try:
+        buf, offsets = encode_batch(texts)
+    finally:
+        dtext._SEGMENT_FROM, numba.get_num_threads = old
+    want_buf, want_offsets = reference_encode(texts)
+    assert same_for_kernels(buf, want_buf)
+    assert offsets.tolist() == want_offsets
+
+
+def test_segments_cut_at_ascii_bytes_and_cover_the_buffer():
+    import numba
+
+    rng = np.random.default_rng(4)
+    text = "".join(rng.choice(list("中文é́ a\x00…𠀀"), 400_000))
+    raw = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    old = numba.get_num_threads
+    numba.get_num_threads = lambda: 4
+    try:
+        segs = dtext._segments(raw)
+    finally:
+        numba.get_num_threads = old
+    assert len(segs) == 1 + (raw.size >= 2 * dtext._SEGMENT_FROM) * (min(4, raw.size // dtext._SEGMENT_FROM) - 1)
+    assert segs[0][0] == 0 and segs[-1][1] == raw.size
+    assert all(a[1] == b[0] for a, b in zip(segs, segs[1:]))
+    assert all(raw[lo] < 0x80 for lo, _ in segs[1:])
+
+
+def test_large_multilingual_batch_equals_per_document_rule():
+    """A batch of several MB (cut into segments by default) with marks at document starts, growing
+    folds and compatibility characters."""
+    rng = np.random.default_rng(11)
+    words = ["́e", "İstanbul", "ＡＢＣ", "…", "½", "café", "中文",
+             "ᾀ", "ß", "АБ", "Σα", "ﬁx", "각", "　", "plain"]
+    texts = [" ".join(rng.choice(words, 60)) for _ in range(30_000)]
+    buf, offsets = encode_batch(texts)
+    assert buf.size > 2 * dtext._SEGMENT_FROM
+    want_buf, want_offsets = reference_encode(texts)
+    assert same_for_kernels(buf, want_buf)
+    assert offsets.tolist() == want_offsets
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.lists(_doc, max_size=12))
 def test_unspaced_docs_equals_regex_rule(texts):

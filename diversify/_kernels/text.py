@@ -435,8 +435,13 @@ def _utf8_at(raw, i, end):
 
 
 @kernel
-def _utf8_fold_scan(raw, change, out, grows, top, write):
-    """One scan of :func:`fold_utf8` (``write`` False: check only; True: rewrite)."""
+def fold_utf8_scan(raw, change, out, grows, top, write):
+    """Case-fold UTF-8 ``raw`` in place with the tables of :func:`diversify.text._fold_tables`
+    (``write`` True), or only check that it can be (``write`` False): every code point below
+    ``top`` that changes gets its fold's bytes, NUL-padded to its own width. Returns False when one
+    of them folds longer than itself (or a sequence is cut short); the caller checks every segment
+    of a buffer before writing any, and folds those code points as str first when one fails.
+    """
     n = raw.size
     i = 0
     while i < n:
@@ -454,18 +459,6 @@ def _utf8_fold_scan(raw, change, out, grows, top, write):
                     raw[i + j] = out[cp, j]
         i += width
     return True
-
-
-@kernel
-def fold_utf8(raw, change, out, grows, top):
-    """Case-fold UTF-8 ``raw`` in place with the tables of :func:`diversify.text._fold_tables`:
-    every code point below ``top`` that changes gets its fold's bytes, NUL-padded to its own width.
-    Returns False, having written nothing, when one of them folds longer than itself (or a sequence
-    is cut short); the caller then folds those as str first.
-    """
-    if not _utf8_fold_scan(raw, change, out, grows, top, False):
-        return False
-    return _utf8_fold_scan(raw, change, out, grows, top, True)
 
 
 @kernel(parallel=True)
@@ -532,6 +525,24 @@ def unstable_pieces(raw, unstable, starts, ends):
             ends[count] = n
         count += 1
     return count
+
+
+@kernel
+def splice_pieces(raw, starts, ends, new, new_starts, new_ends, out):
+    """``raw`` with each byte range ``starts[k]:ends[k]`` (ascending, disjoint) replaced by
+    ``new[new_starts[k]:new_ends[k]]``, written to ``out`` (sized by the caller); returns its size."""
+    w = 0
+    last = 0
+    for k in range(starts.size):
+        s = starts[k]
+        out[w: w + s - last] = raw[last:s]
+        w += s - last
+        m = new_ends[k] - new_starts[k]
+        out[w: w + m] = new[new_starts[k]: new_ends[k]]
+        w += m
+        last = ends[k]
+    out[w: w + raw.size - last] = raw[last:]
+    return w + raw.size - last
 
 
 @kernel
