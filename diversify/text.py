@@ -269,6 +269,60 @@ def _grow_tables() -> tuple[np.ndarray, np.ndarray]:
     return _GROWS[0], _GROWS[1]
 
 
+_COMPACT: list[np.ndarray] = []
+
+
+def _compact_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(change, fold, length) over code points < _FOLD_TOP for :func:`_fold_dense`: whether the
+    fold (or the space rule) changes the code point, its UTF-8 bytes (NUL-padded to the longest),
+    their count. The same folds as :func:`_fold_tables` and :func:`_grow_tables`."""
+    if not _COMPACT:
+        change, short, grows, _ = _fold_tables()
+        grow_fold, grow_len = _grow_tables()
+        width = max(4, grow_fold.shape[1])
+        fold = np.zeros((_FOLD_TOP, width), dtype=np.uint8)
+        fold[:, :4] = short
+        length = np.count_nonzero(short, axis=1).astype(np.int64)  # fold bytes are never NUL
+        fold[grows, :] = 0
+        fold[grows, : grow_fold.shape[1]] = grow_fold[grows]
+        length[grows] = grow_len[grows]
+        _COMPACT.extend((change, fold, length))
+    return _COMPACT[0], _COMPACT[1], _COMPACT[2]
+
+
+def _fold_dense(raw: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Case-fold the NUL-joined batch ``raw`` of ``n`` documents and drop the NULs, in one kernel
+    pass per segment (:func:`diversify._kernels.text.fold_compact`, in threads): (buffer, offsets),
+    or None for a cut sequence. For text dense in non-ASCII code points; the same bytes as
+    :func:`_fold_bytes` (and :func:`_fold_growing`) followed by dropping the NULs."""
+    from ._kernels.text import fold_compact
+
+    change, fold, length = _compact_tables()
+    segments = _segments(raw)
+    none_u8, none_i64 = np.empty(0, dtype=np.uint8), np.empty(0, dtype=np.int64)
+    counted = _in_threads(fold_compact, [(raw[lo:hi], change, fold, length, none_u8, none_i64, False)
+                                         for lo, hi in segments])
+    if any(size < 0 for size, _ in counted):
+        return None
+    sizes = np.array([c[0] for c in counted], dtype=np.int64)
+    nuls = np.array([c[1] for c in counted], dtype=np.int64)
+    at = np.concatenate([[0], np.cumsum(sizes)])
+    sep_at = np.concatenate([[0], np.cumsum(nuls)])
+    if int(sep_at[-1]) != n - 1:  # a NUL inside a document (the caller joined with NULs): not this path
+        return None
+    out = np.empty(int(at[-1]), dtype=np.uint8)
+    seps = np.empty(int(sep_at[-1]), dtype=np.int64)
+    _in_threads(fold_compact, [(raw[lo:hi], change, fold, length, out[at[k]: at[k + 1]],
+                                seps[sep_at[k]: sep_at[k + 1]], True) for k, (lo, hi) in enumerate(segments)])
+    for k in range(1, len(segments)):
+        seps[sep_at[k]: sep_at[k + 1]] += at[k]
+    offsets = np.empty(n + 1, dtype=np.int64)
+    offsets[0] = 0
+    offsets[1:n] = seps
+    offsets[n] = out.size
+    return _readonly(out), offsets
+
+
 def _fold_growing(raw: np.ndarray) -> np.ndarray:
     """A copy of UTF-8 ``raw`` with the code points whose fold is longer than themselves folded
     (the rest is :func:`_fold_bytes`'s, in place, afterwards)."""
@@ -388,7 +442,13 @@ def _encode_joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None
         # around the characters it can change (see nfkc; NUL is a starter NFKC leaves alone)
         raw = _nfkc_utf8(encoded)
     else:
-        raw = np.frombuffer(bytearray(encoded), dtype=np.uint8)
+        raw = np.frombuffer(encoded, dtype=np.uint8)
+    if raw.size >= 2 and np.count_nonzero(raw[:-1] >= 0xC0) >= _SPARSE_LEADS * raw.size:
+        # dense non-ASCII text: fold and drop the NULs in one pass, into a new buffer (read-only
+        # input either way: one kernel specialization)
+        return _fold_dense(_readonly(raw.view()), n)
+    if not raw.flags.writeable:
+        raw = raw.copy()
     seps = np.flatnonzero(raw == 0)
     if not _fold_bytes(raw):
         raw = _fold_growing(raw)

@@ -157,8 +157,12 @@ def test_fold_tables_cover_every_code_point_that_folds():
 
 @pytest.mark.parametrize("doc", ["\u0130stanbul \u0130ZM\u0130R", "\u1f80\u1f81 \u0390 \u03b0 \u0149", "Stra\u00dfe \u1e9e \u017fs",
                                  "\u0587\u0587", "ASCII \u00c9T\u00c9 \u0410\u0411\u0412 \U00010400\U0001e900"])
-def test_folds_that_grow_shrink_or_leave_the_bmp(doc):
-    texts = ["plain Ascii", doc, "caf\u00e9", doc.upper()]
+@pytest.mark.parametrize("ascii_words", [0, 400])  # dense non-ASCII (one fold pass), mostly ASCII (numpy scan)
+def test_folds_that_grow_shrink_or_leave_the_bmp(doc, ascii_words):
+    texts = ["plain Ascii " + "words " * ascii_words, doc, "caf\u00e9", doc.upper()]
+    joined = np.frombuffer("\x00".join(texts).encode("utf-8"), dtype=np.uint8)
+    dense = np.count_nonzero(joined[:-1] >= 0xC0) >= dtext._SPARSE_LEADS * joined.size
+    assert dense == (ascii_words == 0)
     buf, offsets = encode_batch(texts)
     want_buf, want_offsets = reference_encode(texts)
     assert same_for_kernels(buf, want_buf) and offsets.tolist() == want_offsets

@@ -546,6 +546,51 @@ def splice_pieces(raw, starts, ends, new, new_starts, new_ends, out):
 
 
 @kernel
+def fold_compact(raw, change, fold, fold_len, out, seps, write):
+    """Case-fold UTF-8 ``raw`` (documents separated by NUL) into ``out`` in one pass, without the
+    separators: each code point below ``change.size`` marked in ``change`` becomes its fold
+    ``fold[cp, :fold_len[cp]]`` (shorter, as long or longer than itself), every other byte is
+    copied, and the output position of the k-th NUL goes to ``seps[k]``. Returns (output size,
+    NULs); with ``write`` False only counts them (the caller sizes ``out`` and ``seps``). Returns
+    (-1, 0) for a sequence cut short at the end of ``raw``.
+    """
+    top = change.size
+    n = raw.size
+    w = 0
+    k = 0
+    i = 0
+    while i < n:
+        b = raw[i]
+        if b < 0xC0:  # ASCII, or a continuation byte (never a lead)
+            if b == 0:
+                if write:
+                    seps[k] = w
+                k += 1
+            else:
+                if write:
+                    out[w] = b
+                w += 1
+            i += 1
+            continue
+        cp, width = _utf8_at(raw, i, n)
+        if i + width > n:
+            return -1, 0
+        if cp < top and change[cp]:
+            m = fold_len[cp]
+            if write:
+                for j in range(m):
+                    out[w + j] = fold[cp, j]
+            w += m
+        else:
+            if write:
+                for j in range(width):
+                    out[w + j] = raw[i + j]
+            w += width
+        i += width
+    return w, k
+
+
+@kernel
 def growing_at(raw, grows, at):
     """Byte positions of the code points of UTF-8 ``raw`` marked in ``grows``: written to ``at``
     while there is room; returns how many there are (call again with a larger ``at`` if more)."""
