@@ -728,6 +728,12 @@ def sorted_unique_shingles(texts: Sequence[str], config: TextConfig, seed: int) 
     Document i's set is ``hashes[starts[i]:starts[i] + counts[i]]``.
     """
     buf, offsets = encode_batch(texts)
+    return sorted_unique_of_buffer(buf, offsets, config, seed)
+
+
+def sorted_unique_of_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig,
+                            seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`sorted_unique_shingles` of an already encoded batch (see :func:`encode_batch`)."""
     parts = _auto_split(buf, offsets, config)
     if parts is not None and len(parts) == 1:
         return _sorted_unique_one(parts[0][1], parts[0][2], parts[0][3], seed)

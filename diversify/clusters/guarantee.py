@@ -201,13 +201,11 @@ class Similarity:
         kernel call for all those not cached yet (see :meth:`prefetch`)."""
         missing = [int(d) for d in docs.tolist() if int(d) not in self._sets]
         if missing:
-            from ..text import sorted_unique_shingles
+            from ..sketches.batch import reshingle
 
-            texts, off = self.sk.texts, self.sk.text_offset
-            assert texts is not None
+            assert self.sk.texts is not None
             missing = list(dict.fromkeys(missing))
-            starts, counts, hashes = sorted_unique_shingles([texts[d - off] for d in missing], self.cfg.text,
-                                                            self.cfg.seed)
+            starts, counts, hashes = reshingle(self.sk, missing, self.cfg)
             for d, s0, c in zip(missing, starts.tolist(), counts.tolist()):
                 self._sets[d] = hashes[s0: s0 + c]
         return [self._sets[int(d)] for d in docs.tolist()]
@@ -357,15 +355,13 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
     for g0, g1 in _batches(bounds):
         docs = np.zeros(0, dtype=np.int64)
         if prefetch:
-            from ..text import sorted_unique_shingles
+            from ..sketches.batch import reshingle
 
             docs = members[bounds[g0]: bounds[g1]]
             docs = docs[(docs >= sk.text_offset) & sim.text_ok[docs]]
             if docs.size:
-                texts, off = sk.texts, sk.text_offset
-                assert texts is not None and mc is not None
-                starts, counts, hashes = sorted_unique_shingles([texts[d - off] for d in docs.tolist()], cfg.text,
-                                                                cfg.seed)
+                assert sk.texts is not None and mc is not None
+                starts, counts, hashes = reshingle(sk, docs.tolist(), cfg)
                 rows[docs] = np.arange(docs.size, dtype=np.int64)
                 rule = rule._replace(sets=ShingleRows(starts, counts, hashes))
         fold_groups(members, bounds[g0: g1 + 1], n_old, rule, state, todo, got)

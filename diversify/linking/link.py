@@ -253,7 +253,8 @@ def link_exact(pairs: np.ndarray, rows: np.ndarray, shingles: ShingleRows, cfg: 
 def decide_deferred(pairs: np.ndarray, sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray,
                     counters: np.ndarray) -> int:
     """Exact Jaccard for borderline pairs whose texts are at hand; the estimate decides the rest."""
-    from .._kernels.linking import Forest, link_pairs_accept
+    from .._kernels.linking import Forest, ShingleRows, link_pairs_accept
+    from ..sketches.batch import reshingle
 
     if pairs.size == 0:
         return 0
@@ -277,7 +278,7 @@ def decide_deferred(pairs: np.ndarray, sk: Sketches, cfg: BuildConfig, parent: n
         assert texts is not None
         batch = exact_pairs[lo : lo + _EXACT_BATCH]
         docs, inv = np.unique(batch, return_inverse=True)
-        rows = shingle_rows([texts[int(d) - off] for d in docs], cfg)
+        rows = ShingleRows(*reshingle(sk, docs.tolist(), cfg))
         link_exact(batch, inv.reshape(-1, 2), rows, cfg, forest)
     rest = pairs[~have]
     if rest.size:

@@ -8,6 +8,7 @@ keeps in the artifact.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import sys
 import time
@@ -53,10 +54,82 @@ class Sketches:
     has_text: bool = True  # False for a vectors-only build
     texts: Optional[Sequence] = None  # random-access texts of documents text_offset.. (for verify="auto")
     text_offset: int = 0
+    # the encoded bytes of (some of) those texts, kept from sketching for the exact checks
+    encoded: Optional[EncodedTexts] = None
 
     @property
     def n(self) -> int:
         return len(self.ids)
+
+
+#: bytes of encoded non-ASCII chunks kept from sketching for the exact checks (see EncodedTexts)
+KEEP_ENCODED = 256 << 20
+
+
+class EncodedTexts:
+    """The encoded chunks of non-ASCII documents (``encode_batch``'s buffer and offsets), kept
+    after sketching while they fit in ``budget`` bytes, so that the exact checks of borderline
+    pairs and the fold check re-shingle those documents without normalizing them again.
+
+    A document's encoding does not depend on the batch it was encoded in (tests/test_text_batch.py
+    checks ``encode_batch`` against the per-document rule), so bytes taken from here are the bytes a
+    fresh ``encode_batch`` would give. All-ASCII chunks are not kept: their encoding is a view of
+    the joined str, cheap to make again. On the gettext corpus (20,000 documents, 72 MB, 30% of
+    them re-shingled) normalizing them again was a fifth of the build.
+    """
+
+    def __init__(self, budget: Optional[int] = None) -> None:
+        self.budget = KEEP_ENCODED if budget is None else budget
+        self.kept = 0
+        self.starts: list[int] = []  # first document (0-based, within the texts) of each kept chunk
+        self.ends: list[int] = []
+        self.chunks: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def keep(self, start: int, block: Sequence[str], buf: np.ndarray, offsets: np.ndarray) -> None:
+        if all(map(str.isascii, block)) or self.kept + buf.nbytes > self.budget:
+            return
+        self.kept += buf.nbytes
+        self.starts.append(start)
+        self.ends.append(start + len(block))
+        self.chunks.append((buf, offsets))
+
+    def encode(self, docs: Sequence[int], texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``encode_batch([texts[d] for d in docs])``, from the kept chunks where they hold ``d``."""
+        pieces: list = [None] * len(docs)
+        missing: list[int] = []
+        for j, d in enumerate(docs):
+            c = bisect.bisect_right(self.starts, d) - 1
+            if c >= 0 and d < self.ends[c]:
+                buf, offsets = self.chunks[c]
+                i = d - self.starts[c]
+                pieces[j] = buf[offsets[i]: offsets[i + 1]]
+            else:
+                missing.append(j)
+        if len(missing) == len(docs):
+            return encode_batch([texts[d] for d in docs])
+        if missing:
+            buf, offsets = encode_batch([texts[docs[j]] for j in missing])
+            for t, j in enumerate(missing):
+                pieces[j] = buf[offsets[t]: offsets[t + 1]]
+        offsets = np.zeros(len(docs) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter((p.size for p in pieces), dtype=np.int64, count=len(docs)), out=offsets[1:])
+        out = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.uint8)
+        out.flags.writeable = False  # the kernels' one buffer type
+        return out, offsets
+
+
+def reshingle(sk: Sketches, docs: Sequence[int], config: BuildConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`diversify.text.sorted_unique_shingles` of documents ``docs`` (indices into ``sk``,
+    at or after ``sk.text_offset``), from the kept encodings where there are some."""
+    from ..text import sorted_unique_of_buffer, sorted_unique_shingles
+
+    texts, off = sk.texts, sk.text_offset
+    assert texts is not None
+    local = [int(d) - off for d in docs]
+    if sk.encoded is None or not sk.encoded.chunks:
+        return sorted_unique_shingles([texts[d] for d in local], config.text, config.seed)
+    buf, offsets = sk.encoded.encode(local, texts)
+    return sorted_unique_of_buffer(buf, offsets, config.text, config.seed)
 
 
 def chunks(iterable: Iterable, size: int) -> Iterator[list]:
@@ -251,6 +324,10 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
     n_hint = len(texts) if isinstance(texts, Sized) else None
     id_iter = iter(ids) if ids is not None else None
     gathered = _Gathered(config, n_hint)
+    # re-shingled by the exact checks of verify="auto" (texts at hand only for a sequence)
+    keep = config.minhash is not None and config.minhash.verify == "auto" and isinstance(texts, Sequence) \
+        and not isinstance(texts, (str, bytes))
+    encoded = EncodedTexts() if keep else None
     all_ids: list = []
     bar = progress_bar(n_hint, "sketching", progress)
     if n_hint is not None and n_hint <= chunk_size and isinstance(texts, Sequence):
@@ -263,12 +340,14 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
             buf, offsets = encode_batch(block, start_index=0)
             _add_seconds(timings, "encode", time.perf_counter() - t0)
             gathered.add(_sketch_chunk(buf, offsets, config), 0)
+            if encoded is not None:
+                encoded.keep(0, block, buf, offsets)
             del buf, offsets
         done = len(block)
         if bar is not None:
             bar.update(done)
     else:
-        _sketch_pipelined(texts, id_iter, config, chunk_size, id_offset, gathered, all_ids, bar, timings)
+        _sketch_pipelined(texts, id_iter, config, chunk_size, id_offset, gathered, all_ids, bar, timings, encoded)
         done = len(all_ids)
     if bar is not None:
         bar.close()
@@ -276,11 +355,14 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
     _add_seconds(timings, "sketch", gathered.seconds_sketch)
     if gathered.seconds_signatures > 0.001:
         _add_seconds(timings, "signatures", gathered.seconds_signatures)
-    return gathered.sketches(all_ids, texts, id_offset)
+    sk = gathered.sketches(all_ids, texts, id_offset)
+    sk.encoded = encoded
+    return sk
 
 
 def _sketch_pipelined(texts: Iterable, id_iter, config: BuildConfig, chunk_size: int, id_offset: int,
-                      gathered: _Gathered, all_ids: list, bar, timings: dict) -> None:
+                      gathered: _Gathered, all_ids: list, bar, timings: dict,
+                      encoded: Optional[EncodedTexts]) -> None:
     """The one-deep pipeline of :func:`sketch_texts` (module docstring there)."""
     done = 0
     pending: Optional[tuple[Future, int, int]] = None  # (kernel work, first document, documents)
@@ -300,6 +382,8 @@ def _sketch_pipelined(texts: Iterable, id_iter, config: BuildConfig, chunk_size:
             if pending is not None:
                 collect(pending)
             pending = (pool.submit(_sketch_chunk, buf, offsets, config), done, len(block))
+            if encoded is not None:
+                encoded.keep(done, block, buf, offsets)
             del buf, offsets
             done += len(block)
         if pending is not None:

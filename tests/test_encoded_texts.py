@@ -1,0 +1,90 @@
+"""Encodings kept from sketching for the exact checks (diversify.sketches.batch.EncodedTexts): the
+bytes they give are the bytes encode_batch gives, and a build that uses them writes the artifact a
+build without them writes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import diversify
+from diversify.config import BuildConfig, MinHashConfig
+from diversify.sketches import batch as sb
+from diversify.text import encode_batch, sorted_unique_shingles
+
+WORDS = ["caf\u00e9", "\u0130stanbul", "\u4e2d\u6587\u672c", "\u0410\u0411\u0412", "\u2026", "\uff21\uff22", "stra\u00dfe",
+         "\u03a3\u03b1", "\u0301x", "plain", "words", "\u1f80"]
+
+
+def _texts(n, seed=0):
+    rng = np.random.default_rng(seed)
+    base = [" ".join(rng.choice(WORDS, 40)) for _ in range(n // 2)]
+    out = []
+    for t in base:  # each with a near copy: borderline pairs for the exact checks
+        out.append(t)
+        words = t.split()
+        words[int(rng.integers(0, len(words)))] = "zz"
+        out.append(" ".join(words))
+    return out + ["only ascii here " * 5] * (n - len(out))
+
+
+def test_kept_chunks_give_the_bytes_encode_batch_gives():
+    texts = _texts(400) + ["ascii only text"] * 100
+    kept = sb.EncodedTexts()
+    for start in range(0, len(texts), 100):  # chunks of 100; the last one all ASCII
+        block = texts[start: start + 100]
+        buf, offsets = encode_batch(block)
+        kept.keep(start, block, buf, offsets)
+    assert kept.starts == [0, 100, 200, 300]  # the ASCII chunk is not kept
+    rng = np.random.default_rng(1)
+    for docs in ([], [5], [499, 3, 250, 3], rng.integers(0, len(texts), 300).tolist()):  # kept, not kept, repeats
+        buf, offsets = kept.encode(docs, texts)
+        want_buf, want_offsets = encode_batch([texts[d] for d in docs])
+        assert buf.tobytes() == want_buf.tobytes() and offsets.tolist() == want_offsets.tolist()
+        assert not buf.flags.writeable
+
+
+def test_budget_bounds_what_is_kept():
+    texts = _texts(200)
+    kept = sb.EncodedTexts(budget=1)
+    buf, offsets = encode_batch(texts)
+    kept.keep(0, texts, buf, offsets)
+    assert kept.chunks == [] and kept.kept == 0
+    assert kept.encode([3, 1], texts)[0].tobytes() == encode_batch([texts[3], texts[1]])[0].tobytes()
+
+
+def test_reshingle_equals_sorted_unique_shingles():
+    texts = _texts(300)
+    cfg = BuildConfig()
+    sk = sb.sketch_texts(texts, None, cfg, chunk_size=64, timings={})
+    assert sk.encoded is not None and len(sk.encoded.chunks) == 5
+    docs = [299, 0, 17, 64, 65, 200, 17]
+    got = sb.reshingle(sk, docs, cfg)
+    want = sorted_unique_shingles([texts[d] for d in docs], cfg.text, cfg.seed)
+    for j in range(len(docs)):
+        a = got[2][got[0][j]: got[0][j] + got[1][j]]
+        b = want[2][want[0][j]: want[0][j] + want[1][j]]
+        assert np.array_equal(a, b), j
+
+
+def test_build_with_and_without_kept_encodings_writes_the_same_bytes(tmp_path, monkeypatch):
+    texts = _texts(3000, seed=2)
+    cfg = BuildConfig(minhash=MinHashConfig(threshold=0.8, verify="auto"))
+    calls = []
+    real = sb.EncodedTexts.encode
+
+    def counted(self, docs, texts_):
+        calls.append(len(docs))
+        return real(self, docs, texts_)
+
+    monkeypatch.setattr(sb.EncodedTexts, "encode", counted)
+    with_kept = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
+    assert sum(calls) > 100  # the exact checks and the fold check re-shingled from the kept chunks
+    monkeypatch.setattr(sb, "KEEP_ENCODED", 0)
+    calls.clear()
+    without = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
+    assert calls == []  # nothing kept: every document normalized again, as before
+    a, b = tmp_path / "a.dvf", tmp_path / "b.dvf"
+    with_kept.save(a)
+    without.save(b)
+    assert a.read_bytes() == b.read_bytes()
+
