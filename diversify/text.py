@@ -294,31 +294,42 @@ def _fold_dense(raw: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None
     """Case-fold the NUL-joined batch ``raw`` of ``n`` documents and drop the NULs, in one kernel
     pass per segment (:func:`diversify._kernels.text.fold_compact`, in threads): (buffer, offsets),
     or None for a cut sequence. For text dense in non-ASCII code points; the same bytes as
-    :func:`_fold_bytes` (and :func:`_fold_growing`) followed by dropping the NULs."""
+    :func:`_fold_bytes` (and :func:`_fold_growing`) followed by dropping the NULs.
+
+    Each segment writes into room for its own size plus a quarter (folds that grow are rare, and
+    the NULs and shrinking folds give room back); a segment that needs more is counted, then
+    written again into exactly its size.
+    """
     from ._kernels.text import fold_compact
 
     change, fold, length = _compact_tables()
+
+    def one(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray] | None:
+        seg = raw[lo:hi]
+        out, seps = np.empty(seg.size + seg.size // 4 + 64, dtype=np.uint8), np.empty(n, dtype=np.int64)
+        size, nuls = fold_compact(seg, change, fold, length, out, seps, True)
+        if size == -2:  # out of room: count, then write into exactly the room needed
+            size, nuls = fold_compact(seg, change, fold, length, out[:0], seps[:0], False)
+            out, seps = np.empty(max(size, 0), dtype=np.uint8), np.empty(max(nuls, 0), dtype=np.int64)
+            if size >= 0:
+                size, nuls = fold_compact(seg, change, fold, length, out, seps, True)
+        if size < 0:
+            return None
+        return out[:size], seps[:nuls]
+
     segments = _segments(raw)
-    none_u8, none_i64 = np.empty(0, dtype=np.uint8), np.empty(0, dtype=np.int64)
-    counted = _in_threads(fold_compact, [(raw[lo:hi], change, fold, length, none_u8, none_i64, False)
-                                         for lo, hi in segments])
-    if any(size < 0 for size, _ in counted):
+    parts = _in_threads(one, segments)
+    if any(p is None for p in parts):
         return None
-    sizes = np.array([c[0] for c in counted], dtype=np.int64)
-    nuls = np.array([c[1] for c in counted], dtype=np.int64)
-    at = np.concatenate([[0], np.cumsum(sizes)])
-    sep_at = np.concatenate([[0], np.cumsum(nuls)])
-    if int(sep_at[-1]) != n - 1:  # a NUL inside a document (the caller joined with NULs): not this path
+    done = [p for p in parts if p is not None]
+    sizes = [out.size for out, _ in done]
+    if sum(seps.size for _, seps in done) != n - 1:  # a NUL inside a document: not this path
         return None
-    out = np.empty(int(at[-1]), dtype=np.uint8)
-    seps = np.empty(int(sep_at[-1]), dtype=np.int64)
-    _in_threads(fold_compact, [(raw[lo:hi], change, fold, length, out[at[k]: at[k + 1]],
-                                seps[sep_at[k]: sep_at[k + 1]], True) for k, (lo, hi) in enumerate(segments)])
-    for k in range(1, len(segments)):
-        seps[sep_at[k]: sep_at[k + 1]] += at[k]
+    base = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    out = done[0][0] if len(done) == 1 else np.concatenate([o for o, _ in done])
     offsets = np.empty(n + 1, dtype=np.int64)
     offsets[0] = 0
-    offsets[1:n] = seps
+    offsets[1:n] = np.concatenate([seps + base[k] for k, (_, seps) in enumerate(done)])
     offsets[n] = out.size
     return _readonly(out), offsets
 

@@ -207,3 +207,13 @@ def test_ascii_batch_bytes_are_the_str_in_place_and_outlive_it():
     assert _ascii_bytes("").size == 0
     b, off = encode_batch(texts)
     assert bytes(b) == want and off[-1] == len(want)
+
+
+def test_folds_that_grow_past_the_room_of_one_pass():
+    """Documents made of code points whose fold is three times as long (U+0390, U+1F80): the one
+    pass runs out of room, counts, and writes again into exactly the room needed."""
+    texts = ["\u0390" * 60_000, "x \u1f80" * 30_000, "plain", "\u0130" * 100]
+    buf, offsets = encode_batch(texts)
+    assert buf.size > 1.25 * len("\x00".join(texts).encode("utf-8"))
+    want_buf, want_offsets = reference_encode(texts)
+    assert same_for_kernels(buf, want_buf) and offsets.tolist() == want_offsets

@@ -551,8 +551,8 @@ def fold_compact(raw, change, fold, fold_len, out, seps, write):
     separators: each code point below ``change.size`` marked in ``change`` becomes its fold
     ``fold[cp, :fold_len[cp]]`` (shorter, as long or longer than itself), every other byte is
     copied, and the output position of the k-th NUL goes to ``seps[k]``. Returns (output size,
-    NULs); with ``write`` False only counts them (the caller sizes ``out`` and ``seps``). Returns
-    (-1, 0) for a sequence cut short at the end of ``raw``.
+    NULs); with ``write`` False only counts them. Returns (-1, 0) for a sequence cut short at the
+    end of ``raw``, and (-2, 0) when ``out`` or ``seps`` is too small (the caller counts first then).
     """
     top = change.size
     n = raw.size
@@ -564,10 +564,14 @@ def fold_compact(raw, change, fold, fold_len, out, seps, write):
         if b < 0xC0:  # ASCII, or a continuation byte (never a lead)
             if b == 0:
                 if write:
+                    if k >= seps.size:
+                        return -2, 0
                     seps[k] = w
                 k += 1
             else:
                 if write:
+                    if w >= out.size:
+                        return -2, 0
                     out[w] = b
                 w += 1
             i += 1
@@ -578,11 +582,15 @@ def fold_compact(raw, change, fold, fold_len, out, seps, write):
         if cp < top and change[cp]:
             m = fold_len[cp]
             if write:
+                if w + m > out.size:
+                    return -2, 0
                 for j in range(m):
                     out[w + j] = fold[cp, j]
             w += m
         else:
             if write:
+                if w + width > out.size:
+                    return -2, 0
                 for j in range(width):
                     out[w + j] = raw[i + j]
             w += width
