@@ -67,10 +67,10 @@ _SEGMENT_FROM = 1 << 20  # bytes: smaller buffers are scanned in one piece
 
 def _segments(raw: np.ndarray) -> list[tuple[int, int]]:
     """``(start, end)`` byte ranges covering ``raw`` in order, each inner cut at an ASCII byte."""
-    import numba
+    from ._kernels._runtime import thread_count
 
     n = raw.size
-    parts = min(int(numba.get_num_threads()), max(1, n // _SEGMENT_FROM))
+    parts = min(thread_count(), max(1, n // _SEGMENT_FROM))
     cuts = [0]
     for k in range(1, parts):
         at = n * k // parts

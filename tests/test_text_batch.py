@@ -79,31 +79,31 @@ def test_encode_batch_in_segments_equals_per_document_rule(texts, threads, segme
     """Large batches are scanned in segments, in threads (NFKC pieces, case folds, growing folds):
     here every batch is cut, into up to ``threads`` segments at ASCII bytes, and must give the
     bytes of the per-document rule."""
-    import numba
+    from diversify._kernels import _runtime
 
-    old = dtext._SEGMENT_FROM, numba.get_num_threads
-    dtext._SEGMENT_FROM, numba.get_num_threads = segment_from, lambda: threads
+    old = dtext._SEGMENT_FROM, _runtime.thread_count
+    dtext._SEGMENT_FROM, _runtime.thread_count = segment_from, lambda: threads
     try:
         buf, offsets = encode_batch(texts)
     finally:
-        dtext._SEGMENT_FROM, numba.get_num_threads = old
+        dtext._SEGMENT_FROM, _runtime.thread_count = old
     want_buf, want_offsets = reference_encode(texts)
     assert same_for_kernels(buf, want_buf)
     assert offsets.tolist() == want_offsets
 
 
 def test_segments_cut_at_ascii_bytes_and_cover_the_buffer():
-    import numba
+    from diversify._kernels import _runtime
 
     rng = np.random.default_rng(4)
     text = "".join(rng.choice(list("中文é́ a\x00…𠀀"), 400_000))
     raw = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-    old = numba.get_num_threads
-    numba.get_num_threads = lambda: 4
+    old = _runtime.thread_count
+    _runtime.thread_count = lambda: 4
     try:
         segs = dtext._segments(raw)
     finally:
-        numba.get_num_threads = old
+        _runtime.thread_count = old
     assert len(segs) == 1 + (raw.size >= 2 * dtext._SEGMENT_FROM) * (min(4, raw.size // dtext._SEGMENT_FROM) - 1)
     assert segs[0][0] == 0 and segs[-1][1] == raw.size
     assert all(a[1] == b[0] for a, b in zip(segs, segs[1:]))
@@ -217,3 +217,17 @@ def test_folds_that_grow_past_the_room_of_one_pass():
     assert buf.size > 1.25 * len("\x00".join(texts).encode("utf-8"))
     want_buf, want_offsets = reference_encode(texts)
     assert same_for_kernels(buf, want_buf) and offsets.tolist() == want_offsets
+
+
+def test_segmenting_a_batch_does_not_start_numba_threads():
+    """Cutting a large batch into segments asks for the thread count without launching numba's
+    threading layer (diversify picks a fork-safe one at the first parallel kernel)."""
+    import subprocess
+    import sys
+
+    code = ("import numpy as np\nfrom diversify import text as t\nfrom diversify._kernels import _runtime\n"
+            "raw = np.frombuffer(('\\u4e2d\\u6587 ' * 1_000_000).encode(), dtype=np.uint8)\n"
+            "assert len(t._segments(raw)) >= 1\nprint(_runtime.started_layer())")
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert got.stdout.strip().splitlines()[-1] == "None"

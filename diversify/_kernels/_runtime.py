@@ -217,6 +217,14 @@ def started_layer() -> Optional[str]:
         return None
 
 
+def thread_count() -> int:
+    """Numba's thread count, without starting its threads: ``numba.get_num_threads()`` launches the
+    threading layer, which must wait for :func:`choose_threading_layer` (the first parallel kernel)."""
+    if started_layer() is not None:
+        return int(numba.get_num_threads())
+    return int(_config.NUMBA_NUM_THREADS)
+
+
 def choose_threading_layer() -> None:
     """Select Numba's ``forksafe`` layer unless the user chose a layer or the layer already started."""
     if started_layer() is not None:
