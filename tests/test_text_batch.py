@@ -76,17 +76,18 @@ def test_encode_batch_equals_per_document_rule(texts):
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_doc, max_size=12), st.integers(2, 5), st.sampled_from([8, 24, 64]))
 def test_encode_batch_in_segments_equals_per_document_rule(texts, threads, segment_from):
-    """Large batches are scanned in segments, in threads (NFKC pieces, case folds, growing folds):
-    here every batch is cut, into up to ``threads`` segments at ASCII bytes, and must give the
-    bytes of the per-document rule."""
+    """Large batches are scanned in segments, in threads (NFKC pieces, case folds, growing folds),
+    and their NFKC pieces spliced in by the kernel: here every batch is cut, into up to
+    ``threads`` segments at ASCII bytes, and takes the splice path, and must give the bytes of the
+    per-document rule. (Small batches take the Python splice: the test above.)"""
     from diversify._kernels import _runtime
 
-    old = dtext._SEGMENT_FROM, _runtime.thread_count
-    dtext._SEGMENT_FROM, _runtime.thread_count = segment_from, lambda: threads
+    old = dtext._SEGMENT_FROM, dtext._SPLICE_FROM, _runtime.thread_count
+    dtext._SEGMENT_FROM, dtext._SPLICE_FROM, _runtime.thread_count = segment_from, 0, lambda: threads
     try:
         buf, offsets = encode_batch(texts)
     finally:
-        dtext._SEGMENT_FROM, _runtime.thread_count = old
+        dtext._SEGMENT_FROM, dtext._SPLICE_FROM, _runtime.thread_count = old
     want_buf, want_offsets = reference_encode(texts)
     assert same_for_kernels(buf, want_buf)
     assert offsets.tolist() == want_offsets
@@ -231,3 +232,14 @@ def test_segmenting_a_batch_does_not_start_numba_threads():
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert got.returncode == 0, got.stderr[-2000:]
     assert got.stdout.strip().splitlines()[-1] == "None"
+
+
+@pytest.mark.parametrize("size", [100, 4000, 5000])
+def test_nfkc_of_texts_dense_in_pieces(size):
+    """A piece after every other character (a compatibility character between ASCII letters): as
+    many pieces as the text allows, on both sides of the Python / kernel splice threshold."""
+    text = ("a\uff21" * size)[:size]
+    assert dtext.nfkc(text) == unicodedata.normalize("NFKC", text)
+    buf, offsets = encode_batch([text, "x\u2026" * size])
+    want_buf, want_offsets = reference_encode([text, "x\u2026" * size])
+    assert same_for_kernels(buf, want_buf) and offsets.tolist() == want_offsets
