@@ -86,9 +86,10 @@ class EncodedTexts:
         self.chunks: list[tuple[np.ndarray, np.ndarray]] = []
 
     def keep(self, start: int, block: Sequence[str], buf: np.ndarray, offsets: np.ndarray) -> None:
-        if all(map(str.isascii, block)) or self.kept + buf.nbytes > self.budget:
+        held = buf.base.nbytes if isinstance(buf.base, np.ndarray) else buf.nbytes  # a view keeps all its base
+        if all(map(str.isascii, block)) or self.kept + held > self.budget:
             return
-        self.kept += buf.nbytes
+        self.kept += held
         self.starts.append(start)
         self.ends.append(start + len(block))
         self.chunks.append((buf, offsets))
