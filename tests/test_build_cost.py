@@ -99,7 +99,8 @@ SPECIALIZATIONS = textwrap.dedent("""
     base = " ".join(f"w{i}" for i in range(60))
     ascii_docs = [base, base + " w999", "something else entirely here"]
     accented = ["Ölçü " + base * 3, "İstanbul " + base * 3 + " w999", "x …" + base * 3]  # mostly ASCII (numpy fold scan)
-    dense = ["Привет мир τα ελληνικά " * 20, "日本語のテキスト：… İstanbul " * 30, "Привет мир τα ελληνικά " * 20 + "ﬁ"]
+    dense = ["Привет мир τα ελληνικά " * 80, "日本語のテキスト：… İstanbul " * 120,
+             "Привет мир τα ελληνικά " * 80 + "ﬁ"]  # over 4 KiB: the splice kernel
     for docs in (ascii_docs, accented, dense):
         diversify.build(docs, config=CONFIG)
     print(json.dumps(dict(
