@@ -318,7 +318,7 @@ def _fold_dense(raw: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None
     """Case-fold the NUL-joined batch ``raw`` of ``n`` documents and drop the NULs, in one kernel
     pass per segment (:func:`diversify._kernels.text.fold_compact`, in threads): (buffer, offsets),
     or None for a cut sequence. For text dense in non-ASCII code points; the same bytes as
-    :func:`_fold_bytes` (and :func:`_fold_growing`) followed by dropping the NULs.
+    :func:`_fold_bytes` followed by dropping the NULs, and folds that grow too.
 
     Each segment writes into room for its own size plus a quarter (folds that grow are rare, and
     the NULs and shrinking folds give room back); a segment that needs more is counted, then
@@ -358,34 +358,6 @@ def _fold_dense(raw: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None
     return _readonly(out), offsets
 
 
-def _fold_growing(raw: np.ndarray) -> np.ndarray:
-    """A copy of UTF-8 ``raw`` with the code points whose fold is longer than themselves folded
-    (the rest is :func:`_fold_bytes`'s, in place, afterwards)."""
-    from ._kernels.text import fold_growing_utf8, growing_at
-
-    grows = _fold_tables()[2]
-    fold, length = _grow_tables()
-
-    def positions(lo: int, hi: int) -> tuple[np.ndarray, int]:
-        seg = raw[lo:hi]
-        at = np.empty(seg.size // 64 + 64, dtype=np.int64)
-        count = int(growing_at(seg, grows, at))
-        if count > at.size:
-            at = np.empty(count, dtype=np.int64)
-            growing_at(seg, grows, at)
-        at = at[:count]
-        return at, int(fold_growing_utf8(seg, at, fold, length, np.empty(0, dtype=np.uint8)))
-
-    segments = _segments(raw)
-    found = _in_threads(positions, segments)
-    sizes = np.array([size for _, size in found], dtype=np.int64)
-    begin = np.concatenate([[0], np.cumsum(sizes)])
-    out = np.empty(int(begin[-1]), dtype=np.uint8)
-    _in_threads(fold_growing_utf8, [(raw[lo:hi], at, fold, length, out[int(begin[k]): int(begin[k + 1])])
-                                    for k, ((lo, hi), (at, _)) in enumerate(zip(segments, found))])
-    return out
-
-
 def _code_points(raw: np.ndarray, lead: np.ndarray, width: int) -> np.ndarray:
     """Code points of the ``width``-byte UTF-8 sequences starting at ``lead``."""
     masks = {2: 0x1F, 3: 0x0F, 4: 0x07}
@@ -400,39 +372,22 @@ _SPARSE_LEADS = 1 / 64
 
 
 def _fold_bytes(raw: np.ndarray) -> bool:
-    """Case-fold ``raw`` (UTF-8, writable) in place with the tables; False (nothing written) when
-    it holds a code point whose fold is longer than itself.
+    """Case-fold ``raw`` (UTF-8, writable, mostly ASCII) in place with the tables; False (nothing
+    written) when it holds a code point whose fold is longer than itself.
 
-    Mostly-ASCII text: numpy looks at the lead bytes only, and the first two bytes of each index a
-    64 KiB table of "a sequence starting so may change", which leaves a few candidates (capitals,
-    spaces) to decode and rewrite. Dense non-ASCII text (Cyrillic, Greek, CJK): one kernel scan
-    (:func:`diversify._kernels.text.fold_utf8_scan`, ~10x the numpy pass; in threads over
-    segments of a large buffer), the same bytes.
+    numpy looks at the lead bytes only, and the first two bytes of each index a 64 KiB table of
+    "a sequence starting so may change", which leaves a few candidates (capitals, spaces) to
+    decode and rewrite. Text dense in non-ASCII code points (or with a fold that grows) takes
+    :func:`_fold_dense` instead.
     """
     change, out, grows, pairs = _fold_tables()
     if raw.size < 2:
         return True
     is_lead = raw[:-1] >= 0xC0
-    n_leads = int(np.count_nonzero(is_lead))
-    if n_leads == 0:
-        return True
-    if n_leads >= _SPARSE_LEADS * raw.size:
-        from ._kernels.text import fold_utf8_scan
-
-        top = np.int64(_FOLD_TOP)
-        jobs = [(raw[lo:hi], change, out, grows, top) for lo, hi in _segments(raw)]
-        if not all(_in_threads(fold_utf8_scan, [job + (False,) for job in jobs])):  # nothing written yet
-            return False
-        _in_threads(fold_utf8_scan, [job + (True,) for job in jobs])
+    if not is_lead.any():
         return True
     lead = np.flatnonzero(is_lead)
-    if lead.size * 8 < raw.size:  # sparse (mostly ASCII): look at the lead bytes only
-        at = lead[pairs[(raw[lead].astype(np.uint16) << 8) | raw[lead + 1]]]
-    else:
-        key = raw[:-1].astype(np.uint16)
-        key <<= 8
-        key |= raw[1:]
-        at = np.flatnonzero(pairs[key])
+    at = lead[pairs[(raw[lead].astype(np.uint16) << 8) | raw[lead + 1]]]
     if at.size == 0:
         return True
     first = raw[at]
@@ -478,18 +433,16 @@ def _encode_joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None
         raw = _nfkc_utf8(encoded)
     else:
         raw = np.frombuffer(encoded, dtype=np.uint8)
-    if raw.size >= 2 and np.count_nonzero(raw[:-1] >= 0xC0) >= _SPARSE_LEADS * raw.size:
-        # dense non-ASCII text: fold and drop the NULs in one pass, into a new buffer (read-only
-        # input either way: one kernel specialization)
+    sparse = bool(raw.size < 2 or np.count_nonzero(raw[:-1] >= 0xC0) < _SPARSE_LEADS * raw.size)
+    if sparse:  # mostly ASCII: fold in place with numpy (below)
+        if not raw.flags.writeable:
+            raw = raw.copy()
+        seps = np.flatnonzero(raw == 0)  # before the fold pads shrinking folds with NULs
+        sparse = _fold_bytes(raw)  # False: a fold that grows, and nothing written
+    if not sparse:
+        # dense non-ASCII text, or a fold that grows: fold and drop the NULs in one kernel pass,
+        # into a new buffer (read-only input either way: one kernel specialization)
         return _fold_dense(_readonly(raw.view()), n)
-    if not raw.flags.writeable:
-        raw = raw.copy()
-    seps = np.flatnonzero(raw == 0)
-    if not _fold_bytes(raw):
-        raw = _fold_growing(raw)
-        seps = np.flatnonzero(raw == 0)  # no fold has written yet: the NULs are the separators
-        if not _fold_bytes(raw):  # pragma: no cover - every growing code point was folded above
-            return None
     # drop the separators and the NUL padding of folds that shrank; a document's offset is its start
     # less the NULs before it
     zeros = np.flatnonzero(raw == 0)

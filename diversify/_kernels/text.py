@@ -434,33 +434,6 @@ def _utf8_at(raw, i, end):
     return cp, width
 
 
-@kernel
-def fold_utf8_scan(raw, change, out, grows, top, write):
-    """Case-fold UTF-8 ``raw`` in place with the tables of :func:`diversify.text._fold_tables`
-    (``write`` True), or only check that it can be (``write`` False): every code point below
-    ``top`` that changes gets its fold's bytes, NUL-padded to its own width. Returns False when one
-    of them folds longer than itself (or a sequence is cut short); the caller checks every segment
-    of a buffer before writing any, and folds those code points as str first when one fails.
-    """
-    n = raw.size
-    i = 0
-    while i < n:
-        if raw[i] < 0xC0:  # ASCII, or a continuation byte (never a lead)
-            i += 1
-            continue
-        cp, width = _utf8_at(raw, i, n)
-        if i + width > n:
-            return False
-        if cp < top and change[cp]:
-            if grows[cp]:
-                return False
-            if write:
-                for j in range(width):
-                    raw[i + j] = out[cp, j]
-        i += width
-    return True
-
-
 @kernel(parallel=True)
 def count_scripts(buf, offsets, docs, unspaced_table, letter_table, unspaced, letters):
     """For each document ``docs[t]`` of the encoded batch: its code points marked in
@@ -596,50 +569,3 @@ def fold_compact(raw, change, fold, fold_len, out, seps, write):
             w += width
         i += width
     return w, k
-
-
-@kernel
-def growing_at(raw, grows, at):
-    """Byte positions of the code points of UTF-8 ``raw`` marked in ``grows``: written to ``at``
-    while there is room; returns how many there are (call again with a larger ``at`` if more)."""
-    top = grows.size
-    n = raw.size
-    count = 0
-    i = 0
-    while i < n:
-        if raw[i] < 0xC0:
-            i += 1
-            continue
-        cp, width = _utf8_at(raw, i, n)
-        if i + width > n:
-            break
-        if cp < top and grows[cp]:
-            if count < at.size:
-                at[count] = i
-            count += 1
-        i += width
-    return count
-
-
-@kernel
-def fold_growing_utf8(raw, at, fold, fold_len, out):
-    """Copy the UTF-8 text ``raw`` into ``out`` with the code point at each byte position ``at``
-    (from :func:`growing_at`) replaced by its case fold ``fold[cp, :fold_len[cp]]``. Returns the
-    size of the copy; with an empty ``out`` only that (the caller sizes ``out`` with it)."""
-    write = out.size > 0
-    w = 0
-    last = 0
-    for t in range(at.size):
-        i = at[t]
-        if write:
-            out[w: w + i - last] = raw[last:i]
-        w += i - last
-        cp, width = _utf8_at(raw, i, raw.size)
-        m = fold_len[cp]
-        if write:
-            out[w: w + m] = fold[cp, :m]
-        w += m
-        last = i + width
-    if write:
-        out[w: w + raw.size - last] = raw[last:]
-    return w + raw.size - last
