@@ -138,7 +138,7 @@ def test_fresh_install_compiles_each_kernel_once(tmp_path):
     assert counts["compiled"] >= 3 and counts["compiled"] == len(names)  # the clock saw the compilations
     assert {"link_scan", "roots", "fold_groups"} <= set(ran_ahead), ran_ahead  # the build ran them...
     assert not set(ran_ahead) & set(names), (ran_ahead, names)  # ...from the helper's cache entries
-    assert {"sketch_oph", "fill_sorted_unique"} <= set(names)  # what the helper leaves to the command
+    assert {"_sketch_oph_docs", "_fill_sorted_unique_docs"} <= set(names)  # what the helper leaves to the command
 
 
 def test_sort_run_sorts_exactly_its_range():

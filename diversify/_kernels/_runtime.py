@@ -286,6 +286,42 @@ def parallel_launcher(fn: Callable, disp: Callable) -> Callable:
     return launch
 
 
+def in_blocks(disp: Callable, args: tuple, n: int, block: int) -> None:
+    """Run the serial kernel ``disp(*args, lo, hi)`` over the documents ``0 .. n`` in blocks of at
+    least ``block``, the blocks taken in turn by up to :func:`thread_count` threads (``disp``
+    releases the GIL). Each document's outputs depend on that document alone, so the result is the
+    same for any number of threads.
+
+    Why not ``parallel=True``: on a fresh install a parallel kernel compiles ~2 s longer than the
+    same loop serial (measured on the sketch kernel: 6.4-7.1 s against 4.3 s), and the kernels
+    launched this way are compiled by the command itself, on its critical path (the others by the
+    helper of :mod:`diversify._kernels.ahead`). A batch of one block runs in the calling thread.
+    """
+    threads = thread_count()
+    size = max(block, -(-n // (threads * 8)))  # ~8 blocks a thread: balanced, few calls
+    nblocks = -(-n // size)
+    if nblocks <= 1 or threads <= 1:
+        disp(*args, 0, n)
+        return
+    import itertools
+    from concurrent.futures import ThreadPoolExecutor
+
+    taken = itertools.count()  # next() on it is atomic under the GIL
+    workers = min(threads, nblocks)
+
+    def work() -> None:
+        for b in taken:
+            if b >= nblocks:
+                return
+            disp(*args, b * size, min(n, (b + 1) * size))
+
+    with ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix="diversify-kernel") as pool:
+        rest = [pool.submit(work) for _ in range(workers - 1)]
+        work()
+        for f in rest:
+            f.result()
+
+
 def _after_fork_in_child() -> None:
     global _launch_lock, _concurrent, _forked_from_gnu_omp
     _launch_lock = threading.Lock()  # the parent's may be held by a thread the child does not have

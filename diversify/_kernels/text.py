@@ -41,6 +41,7 @@ import numba
 import numpy as np
 
 from .. import hashing
+from . import _runtime
 from ._common import FNV_OFFSET, FNV_PRIME, MASK32, S32, fmix64, kernel, sort_unique_run
 from .minhash import EMPTY, densify
 
@@ -320,36 +321,43 @@ def fill_shingles(buf, offsets, rule, indptr, out):
             _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, indptr[i])
 
 
-@kernel(parallel=True)
-def sketch_oph(buf, offsets, rule, mh_seed, stats, sigs):
-    """Fused fast path: one pass per document straight from bytes to a densified OPH signature.
+@kernel
+def _sketch_oph_docs(buf, offsets, rule, mh_seed, stats, sigs, lo, hi):
+    """Fused fast path: one pass per document ``lo .. hi`` straight from bytes to a densified OPH signature.
 
     mh_seed : uint64             mixed MinHash seed
     stats : DocStats             out, as in :func:`scan_docs`
     sigs : uint32 (n, num_perm)  out; equal to ``fill_minhash_oph`` over the CSR shingles
     """
-    n = offsets.size - 1
     num_perm = sigs.shape[1]
-    n_shingles, lengths, exact = stats  # locals: see the module docstring on prange
-    nblocks = (n + _BLOCK - 1) // _BLOCK
-    for blk in numba.prange(nblocks):
-        window = _new_window(rule.k)
-        no_csr = np.empty(0, dtype=np.uint64)
-        filled = np.empty(num_perm, dtype=np.bool_)
-        for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            sig = sigs[i]
-            for j in range(num_perm):
-                sig[j] = EMPTY
-                filled[j] = False
-            sink = Sink(SINK_OPH, no_csr, sig, filled, mh_seed)
-            n_shingles[i], lengths[i], exact[i] = _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, _AT0)
-            if n_shingles[i] > 0:
-                densify(sig, filled, mh_seed)
+    n_shingles, lengths, exact = stats
+    window = _new_window(rule.k)
+    no_csr = np.empty(0, dtype=np.uint64)
+    filled = np.empty(num_perm, dtype=np.bool_)
+    for i in range(lo, hi):
+        sig = sigs[i]
+        for j in range(num_perm):
+            sig[j] = EMPTY
+            filled[j] = False
+        sink = Sink(SINK_OPH, no_csr, sig, filled, mh_seed)
+        n_shingles[i], lengths[i], exact[i] = _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, _AT0)
+        if n_shingles[i] > 0:
+            densify(sig, filled, mh_seed)
 
 
-@kernel(parallel=True)
-def fill_sorted_unique(buf, offsets, rule, starts, out, counts):
-    """One pass per document: its shingles, sorted and deduplicated, at ``out[starts[i]:starts[i]+counts[i]]``.
+def sketch_oph(buf, offsets, rule, mh_seed, stats, sigs):
+    """:func:`_sketch_oph_docs` over every document, in blocks, in threads (see
+    :func:`diversify._kernels._runtime.in_blocks`)."""
+    _runtime.in_blocks(_sketch_oph_docs, (buf, offsets, rule, mh_seed, stats, sigs), offsets.size - 1, _BLOCK)
+
+
+sketch_oph.dispatcher = _sketch_oph_docs  # type: ignore[attr-defined]
+
+
+@kernel
+def _fill_sorted_unique_docs(buf, offsets, rule, starts, out, counts, lo, hi):
+    """One pass per document ``lo .. hi``: its shingles, sorted and deduplicated, at
+    ``out[starts[i]:starts[i]+counts[i]]``.
 
     ``starts`` must leave room for every shingle (a document of b bytes has at most b shingles).
     Used for exact Jaccard checks of a few documents without the two-pass CSR layout.
@@ -358,17 +366,22 @@ def fill_sorted_unique(buf, offsets, rule, starts, out, counts):
     out : uint64            out
     counts : int64 (n,)     out: distinct shingles of each document
     """
-    n = offsets.size - 1
-    nblocks = (n + _BLOCK - 1) // _BLOCK
-    for blk in numba.prange(nblocks):
-        window = _new_window(rule.k)
-        sink = _csr_sink(out)
-        scratch = np.empty(_SORT_SCRATCH, dtype=np.uint64)
-        heads = np.empty(_SORT_SCRATCH // 2 + 1, dtype=np.int64)
-        for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-            lo = starts[i]
-            hi = lo + _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, lo)[0]
-            counts[i] = sort_unique_run(out, lo, hi, scratch, heads)
+    window = _new_window(rule.k)
+    sink = _csr_sink(out)
+    scratch = np.empty(_SORT_SCRATCH, dtype=np.uint64)
+    heads = np.empty(_SORT_SCRATCH // 2 + 1, dtype=np.int64)
+    for i in range(lo, hi):
+        first = starts[i]
+        last = first + _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, first)[0]
+        counts[i] = sort_unique_run(out, first, last, scratch, heads)
+
+
+def fill_sorted_unique(buf, offsets, rule, starts, out, counts):
+    """:func:`_fill_sorted_unique_docs` over every document, in blocks, in threads."""
+    _runtime.in_blocks(_fill_sorted_unique_docs, (buf, offsets, rule, starts, out, counts), offsets.size - 1, _BLOCK)
+
+
+fill_sorted_unique.dispatcher = _fill_sorted_unique_docs  # type: ignore[attr-defined]
 
 
 @kernel(parallel=True)
