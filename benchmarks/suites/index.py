@@ -34,7 +34,7 @@ SUITE = Suite(
     name="index",
     summary="live index on SQLite: batch add docs/s into a large index, query p50/p99, bytes/doc, "
             "4 writers + 4 queriers, streaming vs batch quality",
-    results=("index*.json",), render="benchmarks.suites.index:render",
+    results=("index.json", "index-*.json"), render="benchmarks.suites.index:render",
     quick={"base": 5000, "measure": 2000, "duration": 10.0, "quality": ["clough"]},
     takes="~30 min at 200k on two busy cores")
 
@@ -292,6 +292,9 @@ def run(args, ctx) -> list:
 def render(d: dict) -> list[str]:
     b = d.get("backend") or {}
     c = d.get("concurrency") or {}
+    q = d.get("quality") or {}
+    if not (b or c or q):
+        return []
     lines = ["## Live index (SQLite)", ""]
     if b or c:
         lines += ["| measure | value | target |", "|---|---|---|"]
@@ -305,7 +308,6 @@ def render(d: dict) -> list[str]:
                   f"{c['docs_per_s']}, {c['query_p50_ms']} / {c['query_p99_ms']} | |",
                   f"| lost / duplicated / guarantee held | {c['lost']} / {c['duplicated']} / {c['guarantee_held']} | "
                   "0 / 0 / True |"]
-    q = d.get("quality") or {}
     if q:
         lines += ["", "| corpus | batch | batch fidelity | streamed fidelity | batch recall | streamed recall | gap (points) |",
                   "|---|---|---|---|---|---|---|"]
