@@ -297,7 +297,7 @@ def in_blocks(disp: Callable, args: tuple, n: int, block: int) -> None:
     launched this way are compiled by the command itself, on its critical path (the others by the
     helper of :mod:`diversify._kernels.ahead`). A batch of one block runs in the calling thread.
     """
-    threads = thread_count()
+    threads = 1 if _config.DISABLE_JIT else thread_count()  # kernels run as Python: threads only contend for the GIL
     size = max(block, -(-n // (threads * 8)))  # ~8 blocks a thread: balanced, few calls
     nblocks = -(-n // size)
     if nblocks <= 1 or threads <= 1:
