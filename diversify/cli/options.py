@@ -254,9 +254,8 @@ def streams(a) -> Inputs:
                 all_ids.extend(block_ids)
                 all_texts.extend(texts)
             return Inputs(all_texts, all_ids, None, vectors, None, info)
-        b1, b2 = itertools.tee(blocks)
-        return Inputs(itertools.chain.from_iterable(b[1] for b in b1),
-                      itertools.chain.from_iterable(b[0] for b in b2), None, vectors, None, info)
+        split = _Columns(blocks)
+        return Inputs(split.column(1), split.column(0), None, vectors, None, info)
     records = read_records(a.input, fmt=a.format, id_field=a.id_field, text_field=a.text_field,
                            key_field=fields or None, encoding_errors=a.encoding_errors, info=info)
 
@@ -282,6 +281,35 @@ def streams(a) -> Inputs:
         return Inputs([r[1] for r in recs], [r[0] for r in recs], keys, vectors, sources, info)
     r1, r2 = itertools.tee(tap(records))
     return Inputs((r[1] for r in r1), (r[0] for r in r2), keys, vectors, sources, info)
+
+
+class _Columns:
+    """Two lazy columns (ids, texts) of one iterator of ``(ids, texts, ...)`` blocks, each block
+    dropped as soon as both columns have passed it.
+
+    Not ``itertools.tee``: tee frees its buffer in links of 57 items, so with blocks of ~5,000
+    documents a streamed build kept the texts of the last ~280,000 documents alive (peak memory
+    grew by ~3.3 KB per document).
+    """
+
+    def __init__(self, blocks: typing.Iterable[tuple]):
+        import collections
+
+        self._blocks = iter(blocks)
+        self._pending: tuple[collections.deque, collections.deque] = (collections.deque(), collections.deque())
+
+    def _pull(self) -> bool:
+        block = next(self._blocks, None)
+        if block is None:
+            return False
+        self._pending[0].append(block[0])
+        self._pending[1].append(block[1])
+        return True
+
+    def column(self, k: int) -> typing.Iterator:
+        queue = self._pending[k]
+        while queue or self._pull():
+            yield from queue.popleft()
 
 
 def ids_note(a, info: dict) -> Optional[str]:
