@@ -780,19 +780,13 @@ def shingle_sets32(texts: Sequence[str], config: TextConfig, seed: int) -> tuple
     shingles whose hashes share their high 32 bits, about one pair in 10^4 documents) are merged.
     Jaccard of these sets differs from Jaccard of the 64-bit sets only by such merges.
     """
+    from ._kernels import text as kt
+
     starts, counts, hashes = sorted_unique_shingles(texts, config, seed)
-    n = counts.size
-    total = int(counts.sum())
-    first = np.zeros(n, dtype=np.int64)
-    np.cumsum(counts[:-1], out=first[1:])
-    pos = np.repeat(starts - first, counts) + np.arange(total, dtype=np.int64)
-    hi = (hashes[pos] >> np.uint64(32)).astype(np.uint32)
-    doc = np.repeat(np.arange(n, dtype=np.int64), counts)
-    keep = np.ones(total, dtype=bool)
-    keep[1:] = (hi[1:] != hi[:-1]) | (doc[1:] != doc[:-1])
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(doc[keep], minlength=n), out=indptr[1:])
-    return indptr, hi[keep]
+    indptr = np.empty(counts.size + 1, dtype=np.int64)
+    values = np.empty(int(counts.sum()), dtype=np.uint32)
+    kt.high_halves(starts, counts, hashes, indptr, values)
+    return indptr, values[: int(indptr[-1])]
 
 
 def exact_jaccard(a: np.ndarray, b: np.ndarray) -> float:

@@ -384,6 +384,29 @@ def fill_sorted_unique(buf, offsets, rule, starts, out, counts):
 fill_sorted_unique.dispatcher = _fill_sorted_unique_docs  # type: ignore[attr-defined]
 
 
+@kernel
+def high_halves(starts, counts, hashes, indptr, out):
+    """Each document's sorted distinct shingle hashes (as :func:`fill_sorted_unique` leaves them)
+    cut to their high 32 bits, equal neighbours merged, packed as CSR into ``indptr``/``out``.
+
+    starts, counts : int64 (n,)   document i's hashes are ``hashes[starts[i]:starts[i] + counts[i]]``
+    indptr : int64 (n+1,)         out: document i's values are ``out[indptr[i]:indptr[i+1]]``
+    out : uint32 (>= sum(counts)) out
+    """
+    w = 0
+    indptr[0] = 0
+    for i in range(counts.size):
+        first = starts[i]
+        prev = np.uint32(0)
+        for t in range(counts[i]):
+            v = np.uint32(hashes[first + t] >> S32)
+            if t == 0 or v != prev:
+                out[w] = v
+                w += 1
+                prev = v
+        indptr[i + 1] = w
+
+
 @kernel(parallel=True)
 def fill_unit_simhash(buf, offsets, lower, classes, out):
     """Charikar SimHash (64 bits) of each document over its word features, weight = count.
