@@ -97,3 +97,28 @@ def test_console_build_with_the_helper_writes_the_same_bytes(tmp_path):
     assert "a helper process compiled the linking kernels alongside" in outs["1"], outs["1"]
     assert "helper" not in outs["0"], outs["0"]
     assert (tmp_path / "a1.dvf").read_bytes() == (tmp_path / "a0.dvf").read_bytes()
+
+
+def test_warm_cache_loads_the_kernels_in_a_thread_that_ends_with_the_body(warm_kernels, monkeypatch):
+    """With nothing to compile, the kernels are loaded in a thread beside the input's reading;
+    the thread is joined when the body ends, and the switch turns it off."""
+    import threading
+
+    monkeypatch.delenv(ahead.ENV, raising=False)
+    loads = []
+    real = ahead._load
+    monkeypatch.setattr(ahead, "_load", lambda cfg: loads.append(threading.current_thread().name) or real(cfg))
+
+    def loaders():
+        return [t for t in threading.enumerate() if t.name == "diversify-kernel-load"]
+
+    with ahead.compile_ahead(CFG) as proc:
+        assert proc is None
+    assert loads == (["diversify-kernel-load"] if len(os.sched_getaffinity(0)) >= 2 else [])
+    assert loaders() == []  # joined
+    monkeypatch.setenv(ahead.ENV, "0")
+    loads.clear()
+    with ahead.compile_ahead(CFG):
+        pass
+    assert loads == []
+    assert not ahead._load_beside(BuildConfig(minhash=None, simhash={}))

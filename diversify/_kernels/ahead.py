@@ -79,17 +79,49 @@ def compile_ahead(cfg: BuildConfig) -> Iterator[Optional[subprocess.Popen]]:
     """Run the body with a helper compiling :func:`ahead_kernels` when :func:`worth_starting`;
     the helper is stopped when the body ends, if it has not finished by then."""
     proc = None
+    loader = None
     if worth_starting(cfg):
         try:
             proc = subprocess.Popen([sys.executable, "-m", __name__, cfg.model_dump_json()], stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True)
         except OSError:  # no process could be started (limits): compile here, as without the helper
             proc = None
+    elif _load_beside(cfg):
+        import threading
+
+        loader = threading.Thread(target=_load, args=(cfg,), name="diversify-kernel-load", daemon=True)
+        loader.start()
     try:
         yield proc
     finally:
         if proc is not None:
             _end(proc)
+        if loader is not None:
+            loader.join()
+
+
+def _load_beside(cfg: BuildConfig) -> bool:
+    """Whether to load the cached kernels in a thread beside the input's reading: a warm cache
+    (nothing for a helper to compile), the MinHash stage on, a second core, the switch not ``0``."""
+    if os.environ.get(ENV, "").strip() == "0" or cfg.minhash is None:
+        return False
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    return cores >= 2
+
+
+def _load(cfg: BuildConfig) -> None:
+    """Load (or compile) the kernels of a build: the sketch kernel on two short texts, then :func:`warm`.
+    Numba's loading is mostly LLVM work through ctypes, which releases the GIL, so it overlaps the
+    main thread's reading. Any failure is left for the build itself to meet."""
+    with contextlib.suppress(Exception):
+        from ..sketches.batch import sketch_texts
+
+        sketch_texts(["kernel warm up text one two three", "kernel warm up text four five six"], None, cfg,
+                     timings={})
+        warm(cfg)
 
 
 def _end(proc: subprocess.Popen) -> None:
