@@ -67,6 +67,67 @@ def thread_builds(tmp_path_factory):
     return out
 
 
+_SIMD_SCRIPT = textwrap.dedent(
+    """
+    import hashlib, sys
+    import numpy as np
+    sys.path.insert(0, {tests!r})
+    from test_build import planted, planted_vectors
+    from diversify import BuildConfig, MinHashConfig, TextConfig, build
+
+    rng = np.random.default_rng({seed})
+    texts, _ = planted(rng, 100, size=3)
+    vecs, _ = planted_vectors(rng, len(texts) // 3 + 1, 3, dim=24)
+    out = []
+    for cfg in (BuildConfig(), BuildConfig(text=TextConfig(shingle="char", k=4),
+                                           minhash=MinHashConfig(method="classic", threshold=0.6, num_perm=64))):
+        build(texts=texts, vectors=vecs[: len(texts)], config=cfg, created_at={created_at!r}).save(sys.argv[1])
+        out.append(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())
+    print(" ".join(out))
+    """
+)
+
+
+def test_artifact_bytes_do_not_depend_on_numpys_cpu_dispatch(tmp_path):
+    """numpy picks a loop per CPU (AVX-512 where there is one), and its AVX-512 ``power`` and
+    ``log`` differ from the C library's in the last bit: the LSH figures and the SimHash
+    hyperplanes changed with the machine (a golden artifact built on an AVX-512 Xeon differed from
+    one built on an AVX2 machine). A build with numpy's AVX-512 loops turned off must write the
+    bytes of one with them on."""
+    from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+
+    wide = [f for f in __cpu_dispatch__ if __cpu_features__.get(f) and (f == "X86_V4" or f.startswith("AVX512"))]
+    if not wide:
+        pytest.skip("this CPU has no AVX-512: numpy takes the same loops either way")
+    script = _SIMD_SCRIPT.format(tests=str(REPO / "tests"), seed=BASE_SEED, created_at=CREATED_AT)
+    got = []
+    for disable in ("", " ".join(wide)):
+        env = dict(os.environ, PYTHONPATH=str(REPO), NPY_DISABLE_CPU_FEATURES=disable)
+        env.pop("SOURCE_DATE_EPOCH", None)
+        proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "a.dvf")], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        got.append(proc.stdout.split())
+    assert got[0] == got[1], f"numpy's AVX-512 loops ({wide}) changed the artifact bytes"
+
+
+def test_lsh_curve_powers_are_the_c_librarys():
+    """The s-curve takes every power from the C library (math.pow), whatever loop numpy would pick."""
+    import math
+
+    from diversify.linking.bands import candidate_probability
+
+    xs = np.linspace(0.0, 1.0, 257)
+
+    def pw(v: float, e: int) -> float:  # numpy's shortcuts for e <= 2, else the C library
+        return 1.0 if e == 0 else v if e == 1 else v * v if e == 2 else math.pow(v, e)
+
+    for b, r in ((16, 8), (20, 5), (7, 3), (1, 1), (2, 2), (64, 1)):
+        want = [1.0 - pw(1.0 - pw(x, r), b) for x in xs]
+        assert candidate_probability(xs, b, r).tolist() == want, (b, r)
+    assert float(candidate_probability(0.8, 16, 8)) == 1.0 - math.pow(1.0 - math.pow(0.8, 8), 16)
+
+
 def test_artifact_bytes_do_not_depend_on_thread_count(thread_builds):
     # wall-clock timings used to be written into build_info, so no two builds were byte-identical
     one, two = thread_builds[1].read_bytes(), thread_builds[2].read_bytes()

@@ -41,10 +41,27 @@ class LSHParams:
         return {k: (float(v) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
 
 
+def _power(x: np.ndarray, e: int) -> np.ndarray:
+    """``x ** e`` for a float64 array and an int ``e``, the same values on every CPU.
+
+    numpy's ``power`` has an AVX-512 loop whose results differ in the last bit from the C library's
+    ``pow``, which numpy calls on other CPUs: the LSH figures stored in an artifact (and so its
+    bytes) changed with the machine. This keeps numpy's own shortcuts (``e`` 0, 1 and 2: ones, a
+    copy, ``x * x``) and takes every other power from the C library (``math.pow``), one by one.
+    """
+    if e == 0:
+        return np.ones_like(x)
+    if e == 1:
+        return x.copy()
+    if e == 2:
+        return np.square(x)
+    return np.array([math.pow(v, e) for v in x.ravel().tolist()], dtype=np.float64).reshape(x.shape)
+
+
 def candidate_probability(s, bands: int, rows: int):
     """P(candidate) for per-row collision probability ``s`` (scalar or array)."""
     s = np.asarray(s, dtype=np.float64)
-    return 1.0 - (1.0 - s**rows) ** bands
+    return 1.0 - _power(1.0 - _power(s, int(rows)), int(bands))
 
 
 def _areas(t: float, b: int, r: int, lo: float = 0.0, hi: float = 1.0) -> tuple[float, float]:

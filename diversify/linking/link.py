@@ -410,7 +410,7 @@ def _simhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, parent: 
     d["families"] = sc.families
     # a pair is a candidate when any family's bands collide: the recall actually used
     d["recall_per_family"] = d["recall_at_threshold"]
-    d["recall_at_threshold"] = float(1.0 - (1.0 - d["recall_per_family"]) ** sc.families)
+    d["recall_at_threshold"] = float(1.0 - (1.0 - float(d["recall_per_family"])) ** int(sc.families))  # C pow
     d["band_widths"] = sorted(set(np.diff(starts).tolist()))
     d["hamming_radius"] = hamming_radius(sc.threshold, sc.bits)
     stats.lsh["simhash"] = d

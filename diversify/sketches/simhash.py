@@ -33,7 +33,9 @@ def hyperplanes(seed: int, dim: int, bits: int, families: int = 1) -> np.ndarray
     # 53-bit uniforms in (0, 1]
     u = ((raw >> np.uint64(11)).astype(np.float64) + 1.0) * (1.0 / 9007199254740992.0)
     u1, u2 = u[:half], u[half:]
-    r = np.sqrt(-2.0 * np.log(u1))
+    # the C library's log, one by one: numpy's AVX-512 log differs from it in the last bit, and the
+    # hyperplanes (so every vector signature) must not depend on the CPU
+    r = np.sqrt(-2.0 * np.array([math.log(v) for v in u1.tolist()], dtype=np.float64))
     z = np.concatenate([r * np.cos(2 * math.pi * u2), r * np.sin(2 * math.pi * u2)])[:n]
     return z.reshape(families * bits, dim)
 
