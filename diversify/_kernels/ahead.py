@@ -58,11 +58,7 @@ def worth_starting(cfg: BuildConfig) -> bool:
     if switch == "1":  # always (a warm cache too: the helper then only loads what it finds)
         ahead_kernels()
         return not _runtime.cache_unwritable()
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        cores = os.cpu_count() or 1
-    if cores < 2:
+    if _cores() < 2:
         return False
     kernels = ahead_kernels()  # importing them decides where (and whether) the cache is written
     if _runtime.cache_unwritable():
@@ -103,13 +99,15 @@ def compile_ahead(cfg: BuildConfig) -> Iterator[Optional[subprocess.Popen]]:
 def _load_beside(cfg: BuildConfig) -> bool:
     """Whether to load the cached kernels in a thread beside the input's reading: a warm cache
     (nothing for a helper to compile), the MinHash stage on, a second core, the switch not ``0``."""
-    if os.environ.get(ENV, "").strip() == "0" or cfg.minhash is None:
-        return False
+    return os.environ.get(ENV, "").strip() != "0" and cfg.minhash is not None and _cores() >= 2
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
     try:
-        cores = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
-        cores = os.cpu_count() or 1
-    return cores >= 2
+        return os.cpu_count() or 1
 
 
 def _load(cfg: BuildConfig) -> None:

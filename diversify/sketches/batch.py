@@ -291,17 +291,14 @@ class _Gathered:
     def _signatures(self, num_perm: int) -> np.ndarray:
         if self.sig_buf is not None and not self.sig_parts:
             return self.sig_buf[: self.sig_rows]
-        parts: list[Optional[np.ndarray]] = [self.sig_buf[: self.sig_rows]] if self.sig_buf is not None else []
-        parts += self.sig_parts
+        parts = ([self.sig_buf[: self.sig_rows]] if self.sig_buf is not None else []) + self.sig_parts
         self.sig_buf, self.sig_parts = None, []
-        out = np.empty((sum(p.shape[0] for p in parts if p is not None), num_perm), dtype=np.uint32)
+        out = np.empty((sum(p.shape[0] for p in parts), num_perm), dtype=np.uint32)
         row = 0
-        for k in range(len(parts)):  # each part released once copied: the peak is one copy, not two
-            part, parts[k] = parts[k], None
-            assert part is not None
+        while parts:  # each part released once copied: the peak is one copy, not two
+            part = parts.pop(0)
             out[row: row + part.shape[0]] = part
             row += part.shape[0]
-            del part
         return out
 
 
