@@ -8,6 +8,7 @@ bits is ``cos(pi * h / bits)``.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -26,7 +27,15 @@ __all__ = [
 ]
 
 def hyperplanes(seed: int, dim: int, bits: int, families: int = 1) -> np.ndarray:
-    """Deterministic Gaussian hyperplanes, float64 (families * bits, dim)."""
+    """Deterministic Gaussian hyperplanes, float64 (families * bits, dim); a new array each call."""
+    return _planes(int(seed), int(dim), int(bits), int(families)).copy()
+
+
+@functools.lru_cache(maxsize=2)
+def _planes(seed: int, dim: int, bits: int, families: int) -> np.ndarray:
+    """:func:`hyperplanes`, computed once per (seed, dim, bits, families) for the signing below: a
+    live-index query of one vector would otherwise make them again (~20 ms at 384 x 512). Never
+    written to."""
     n = families * bits * dim
     half = (n + 1) // 2
     raw = splitmix64_stream(seed ^ SALT_HYPERPLANES, 2 * half)
@@ -96,7 +105,7 @@ def simhash_vectors(vectors, *, seed: int = 1, bits: int = 256, families: int = 
     if not 1 <= int(families) <= 16:
         raise ConfigError(f"`families` must be in [1, 16]; got {families!r}.")
     vecs = vectors if normalized else normalize_vectors(vectors)
-    planes = hyperplanes(seed, vecs.shape[1], bits, families)
+    planes = _planes(int(seed), int(vecs.shape[1]), int(bits), int(families))
     out = np.empty((vecs.shape[0], families * bits // 64), dtype=np.uint64)
     fill_simhash(np.ascontiguousarray(vecs), planes, out)
     return out
