@@ -734,6 +734,62 @@ def _sketch_oph_one(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, se
     return sigs, stats.n_shingles, stats.lengths, stats.exact
 
 
+def sketch_oph_sets_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, seed: int, num_perm: int
+                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`sketch_oph_buffer` and :func:`shingle_sets32` of the same batch in one pass over
+    its bytes (the live index stores both): (signatures, n_shingles, lengths, exact, sets indptr,
+    sets values), each equal to what those two functions return."""
+    from ._kernels import text as kt
+
+    n = offsets.size - 1
+    parts = _auto_split(buf, offsets, config)
+    if parts is None or len(parts) == 1:
+        b, o, c = (buf, offsets, config) if parts is None else parts[0][1:]
+        sigs, n_sh, lengths, exact, starts, counts, hashes = _sketch_oph_sets_one(b, o, c, seed, num_perm)
+    else:
+        sigs = np.empty((n, num_perm), dtype=np.uint32)
+        n_sh, lengths, exact = np.empty(n, np.int64), np.empty(n, np.uint32), np.empty(n, np.uint64)
+        starts, counts = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        chunks, base = [], 0
+        for idx, b, o, c in parts:
+            sigs[idx], n_sh[idx], lengths[idx], exact[idx], s_, counts[idx], h_ = _sketch_oph_sets_one(b, o, c, seed,
+                                                                                                      num_perm)
+            starts[idx] = s_ + base
+            chunks.append(h_)
+            base += h_.size
+        hashes = np.concatenate(chunks)
+    indptr = np.empty(n + 1, dtype=np.int64)
+    values = np.empty(int(counts.sum()), dtype=np.uint32)
+    kt.high_halves(starts, counts, hashes, indptr, values)
+    return sigs, n_sh, lengths, exact, indptr, values[: int(indptr[-1])]
+
+
+def _sketch_oph_sets_one(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, seed: int, num_perm: int):
+    from ._kernels import text as kt
+
+    n = offsets.size - 1
+    rule = _text_rule(config, seed)
+    starts = _shingle_room(offsets, rule)
+    hashes = np.empty(int(starts[-1]), dtype=np.uint64)
+    counts = np.empty(n, dtype=np.int64)
+    stats = _doc_stats(n)
+    sigs = np.empty((n, num_perm), dtype=np.uint32)
+    kt.sketch_oph_sets(buf, offsets, rule, minhash_seed(seed), stats, sigs, starts, hashes, counts)
+    return sigs, stats.n_shingles, stats.lengths, stats.exact, starts[:-1], counts, hashes
+
+
+def _shingle_room(offsets: np.ndarray, rule) -> np.ndarray:
+    """int64 (n+1,): where each document's shingles start in a buffer with room for all of them
+    (a document of b bytes has at most max(b, 1) shingles by code point, b // 2 + 1 by word: words
+    need a separator)."""
+    from ._kernels import text as kt
+
+    room = np.maximum(np.diff(offsets), 1) if rule.mode == kt.CHAR else np.diff(offsets) // 2 + 1
+    starts = np.zeros(offsets.size, dtype=np.int64)
+    np.cumsum(room, out=starts[1:])
+    return starts
+
+
 def sorted_unique_shingles(texts: Sequence[str], config: TextConfig, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each document's distinct shingle hashes, sorted, in one pass: (starts, counts, hashes).
 
@@ -768,10 +824,7 @@ def _sorted_unique_one(buf: np.ndarray, offsets: np.ndarray, config: TextConfig,
 
     n = offsets.size - 1
     rule = _text_rule(config, seed)
-    # a document of b bytes has at most max(b, 1) shingles (words need a separator; code points a byte)
-    room = np.maximum(np.diff(offsets), 1) if rule.mode == kt.CHAR else np.diff(offsets) // 2 + 1
-    starts = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(room, out=starts[1:])
+    starts = _shingle_room(offsets, rule)
     hashes = np.empty(int(starts[-1]), dtype=np.uint64)
     counts = np.empty(n, dtype=np.int64)
     kt.fill_sorted_unique(buf, offsets, rule, starts, hashes, counts)

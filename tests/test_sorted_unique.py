@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from diversify.config import TextConfig
 from diversify.text import exact_jaccard, shingle_hashes, sorted_unique_shingles
@@ -63,3 +65,54 @@ def test_shingle_sets32_merges_two_shingles_sharing_their_high_half():
     indptr, values = shingle_sets32([text, text + " w8"], cfg, 1)
     assert np.array_equal(values[indptr[0]: indptr[1]], np.unique(hi))
     assert indptr.tolist()[:2] == [0, 2] and indptr[2] - indptr[1] == 3
+
+
+MIXED = TEXTS + ["東京都の天気は晴れです", "Ελληνικά κείμενα εδώ", "Привет, мир! Привет", "ｆｕｌｌ　ｗｉｄｔｈ ﬁ"]
+
+
+@pytest.mark.parametrize("cfg", [TextConfig(shingle="word"), TextConfig(shingle="word", k=1), TextConfig(shingle="char", k=3),
+                                 TextConfig(shingle="auto"), TextConfig(shingle="auto", k=2)])
+@pytest.mark.parametrize("num_perm", [1, 64, 128])
+def test_one_pass_signatures_and_sets_equal_the_two_passes(cfg, num_perm):
+    """The live index's one pass (signature folded from the distinct shingles, plus the 32-bit
+    sets) gives the fused sketch's signatures and stats and shingle_sets32's sets, bit for bit."""
+    from diversify.text import encode_batch, shingle_sets32, sketch_oph_buffer, sketch_oph_sets_buffer
+
+    buf, offsets = encode_batch(MIXED)
+    sigs, n_sh, lengths, exact = sketch_oph_buffer(buf, offsets, cfg, 11, num_perm)
+    got = sketch_oph_sets_buffer(buf, offsets, cfg, 11, num_perm)
+    indptr, values = shingle_sets32(MIXED, cfg, 11)
+    for name, want, have in zip(["signatures", "n_shingles", "lengths", "exact", "indptr", "values"],
+                                [sigs, n_sh, lengths, exact, indptr, values], got):
+        assert have.dtype == want.dtype and np.array_equal(have, want), name
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from(list("ab cdé,Ж日\u0301\u00a0ﬁA")), max_size=40), max_size=12))
+def test_one_pass_equals_two_passes_on_any_text(texts):
+    from diversify.text import encode_batch, shingle_sets32, sketch_oph_buffer, sketch_oph_sets_buffer
+
+    cfg = TextConfig(shingle="auto", k=2)
+    buf, offsets = encode_batch(texts)
+    want = sketch_oph_buffer(buf, offsets, cfg, 3, 16) + shingle_sets32(texts, cfg, 3)
+    got = sketch_oph_sets_buffer(buf, offsets, cfg, 3, 16)
+    assert all(np.array_equal(a, b) for a, b in zip(want, got))
+
+
+def test_index_batches_sketch_their_sets_in_the_one_pass(tmp_path, monkeypatch):
+    """The index's add does not shingle its texts a second time for the stored sets."""
+    import diversify
+    from diversify.index import payload
+
+    def second_pass(*a, **k):
+        raise AssertionError("attach_sets ran: the sets were not taken from the sketch pass")
+
+    monkeypatch.setattr(payload, "attach_sets", second_pass)
+    monkeypatch.setattr("diversify.index.core.attach_sets", second_pass)
+    idx = diversify.Index(f"sqlite:///{tmp_path / 'i.db'}")
+    base = "the quick brown fox jumps over the lazy dog near the river bank today "
+    first = idx.add([base * 3, "something else entirely " * 5], ids=["a", "b"])
+    again = idx.add([base * 3 + "extra"], ids=["c"])
+    assert not first[0].joined and again[0].joined and again[0].cluster == first[0].cluster
+    assert idx.query([base * 3])[0].joined
+    idx.close()

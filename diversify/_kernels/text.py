@@ -43,7 +43,7 @@ import numpy as np
 from .. import hashing
 from . import _runtime
 from ._common import FNV_OFFSET, FNV_PRIME, MASK32, S32, fmix64, kernel, sort_unique_run
-from .minhash import EMPTY, densify
+from .minhash import EMPTY, _oph_row, densify
 
 #: unit modes of a :class:`TextRule`
 WORD = 0
@@ -382,6 +382,40 @@ def fill_sorted_unique(buf, offsets, rule, starts, out, counts):
 
 
 fill_sorted_unique.dispatcher = _fill_sorted_unique_docs  # type: ignore[attr-defined]
+
+
+@kernel
+def _sketch_oph_sets_docs(buf, offsets, rule, mh_seed, stats, sigs, starts, out, counts, lo, hi):
+    """:func:`_sketch_oph_docs` and :func:`_fill_sorted_unique_docs` in one pass per document
+    ``lo .. hi``, for the live index, which stores both: the shingles are written, sorted and
+    deduplicated as there, then the signature is folded from the distinct ones. A bin keeps the
+    minimum of what falls into it, which depends neither on order nor on repeats: the signature of
+    the fused pass, bit for bit (a test compares them).
+
+    Arguments as in those two kernels.
+    """
+    num_perm = sigs.shape[1]
+    n_shingles, lengths, exact = stats
+    window = _new_window(rule.k)
+    sink = _csr_sink(out)
+    scratch = np.empty(_SORT_SCRATCH, dtype=np.uint64)
+    heads = np.empty(_SORT_SCRATCH // 2 + 1, dtype=np.int64)
+    filled = np.empty(num_perm, dtype=np.bool_)
+    for i in range(lo, hi):
+        first = starts[i]
+        n_shingles[i], lengths[i], exact[i] = _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, first)
+        c = sort_unique_run(out, first, first + n_shingles[i], scratch, heads)
+        counts[i] = c
+        _oph_row(out, first, first + c, mh_seed, num_perm, sigs[i], filled)
+
+
+def sketch_oph_sets(buf, offsets, rule, mh_seed, stats, sigs, starts, out, counts):
+    """:func:`_sketch_oph_sets_docs` over every document, in blocks, in threads."""
+    _runtime.in_blocks(_sketch_oph_sets_docs, (buf, offsets, rule, mh_seed, stats, sigs, starts, out, counts),
+                       offsets.size - 1, _BLOCK)
+
+
+sketch_oph_sets.dispatcher = _sketch_oph_sets_docs  # type: ignore[attr-defined]
 
 
 @kernel

@@ -153,9 +153,10 @@ def linking_config(cfg: BuildConfig) -> BuildConfig:
 
 
 def sketch_inputs(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool, chunk_size: int, timings: dict,
-            id_offset: int = 0) -> Sketches:
+            id_offset: int = 0, sets32: bool = False) -> Sketches:
     """Validate and sketch a corpus as ``build`` does: texts (text stages), ids (diversify.ids rules),
-    vectors (SimHash), keys (representative rule). The live index sketches its batches with it too."""
+    vectors (SimHash), keys (representative rule). The live index sketches its batches with it too
+    (``sets32``: with the 32-bit shingle sets it stores, from the same pass where it can)."""
     t0 = time.perf_counter()
     if texts is not None:
         if cfg.minhash is None and not cfg.exact and cfg.text_simhash is None:
@@ -163,7 +164,8 @@ def sketch_inputs(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool
                 "texts were given but every text stage is off (`minhash=None`, `exact=False`, `text_simhash=None`). "
                 "Enable one of them, or pass only vectors."
             )
-        sk = sketch_texts(texts, ids, cfg, id_offset=id_offset, chunk_size=chunk_size, progress=progress, timings=timings)
+        sk = sketch_texts(texts, ids, cfg, id_offset=id_offset, chunk_size=chunk_size, progress=progress, timings=timings,
+                          sets32=sets32)
         if cfg.empty == "error" and sk.empty.any():
             bad = np.flatnonzero(sk.empty)
             raise InputError(

@@ -200,7 +200,10 @@ class Index:
             texts = list(texts)
         if ids is not None and not isinstance(ids, (Sequence, np.ndarray)):
             ids = list(ids)
-        sk = sketch_inputs(texts, ids, vectors, keys, self.config, progress=False, chunk_size=16384, timings={})
+        mh = self.config.minhash
+        sets32 = texts is not None and mh is not None and mh.verify in ("auto", "exact")  # stored: Layout.of
+        sk = sketch_inputs(texts, ids, vectors, keys, self.config, progress=False, chunk_size=16384, timings={},
+                           sets32=sets32)
         if sk.n == 0:
             raise InputError("the batch is empty: `texts`/`vectors` held no documents. Pass at least one document.")
         return sk
@@ -242,7 +245,7 @@ class Index:
         """Everything of ``add`` that needs no lock: validate, sketch, shingle sets, payloads."""
         sk = self._sketch(texts, ids, vectors, keys)
         layout = Layout.of(sk, self.config)
-        if layout.shingles:
+        if layout.shingles and sk.sets32 is None:  # sketched without them (not the fused kernel's config)
             attach_sets(sk, sk.texts, self.config)
         return sk, ids is None, layout, encode(sk, self.config, layout)
 
@@ -334,7 +337,9 @@ class Index:
                 return [Match(labels[j], None, False, None, 0.0) for j in range(sk.n)]
             layout.check_same(Layout.of(sk, self.config))
             rows, old, owner, bkeys, ck, cs = self._reps_near(view, sk, layout)
-        if layout.shingles and rows:  # the sets only matter when there is something to verify against
+        if not layout.shingles:  # an index created before the stored sets: none to compare with
+            sk.sets32 = sk.sets32_indptr = None
+        elif rows and sk.sets32 is None:  # the sets only matter when there is something to verify against
             attach_sets(sk, sk.texts, self.config)
         pos = {r.seq: i for i, r in enumerate(rows)}
         order = np.argsort(bkeys, kind="stable")

@@ -21,7 +21,15 @@ import numpy as np
 
 from ..config import BuildConfig
 from ..errors import ConfigError, InputError
-from ..text import Shingles, encode_batch, shingle_buffer, sketch_oph_buffer, text_simhash_buffer, unspaced_docs
+from ..text import (
+    Shingles,
+    encode_batch,
+    shingle_buffer,
+    sketch_oph_buffer,
+    sketch_oph_sets_buffer,
+    text_simhash_buffer,
+    unspaced_docs,
+)
 
 __all__ = ["Sketches", "sketch_texts", "sketch_vectors", "unique_shingles", "chunks", "progress_bar"]
 
@@ -184,30 +192,42 @@ class _ChunkSketch:
     seconds_sketch: float
     seconds_signatures: float
     char_docs: Optional[np.ndarray] = None  # bool (m,) shingled by character under shingle="auto"
+    sets32: Optional[tuple[np.ndarray, np.ndarray]] = None  # CSR (indptr, uint32 values), see Sketches.sets32
 
 
-def _sketch_chunk(buf: np.ndarray, offsets: np.ndarray, config: BuildConfig) -> _ChunkSketch:
+def _sketch_chunk(buf: np.ndarray, offsets: np.ndarray, config: BuildConfig, sets32: bool = False) -> _ChunkSketch:
     """Kernel work for one encoded chunk (runs in a worker thread; the kernels release the GIL).
 
     The fused kernel goes from bytes to signatures in one pass; other settings need the shingles.
+    ``sets32``: also each document's 32-bit shingle set, from the same pass where the fused
+    kernel runs (:class:`Sketches` ``.sets32``; left unset otherwise).
     """
 
     t0 = time.perf_counter()
-    chunk = _sketch_chunk_kernels(buf, offsets, config, t0)
+    chunk = _sketch_chunk_kernels(buf, offsets, config, t0, sets32)
     if config.text.shingle == "auto":
         chunk.char_docs = unspaced_docs(buf, offsets)
     return chunk
 
 
-def _sketch_chunk_kernels(buf: np.ndarray, offsets: np.ndarray, config: BuildConfig, t0: float) -> _ChunkSketch:
+def _sketch_chunk_kernels(buf: np.ndarray, offsets: np.ndarray, config: BuildConfig, t0: float,
+                          sets32: bool) -> _ChunkSketch:
     from .minhash import minhash_signatures
 
     fingerprints = text_simhash_buffer(buf, offsets) if config.text_simhash is not None else None
     mh_cfg = config.minhash
     if mh_cfg is not None and mh_cfg.method == "oph" and mh_cfg.verify != "exact":
-        sigs, n_shingles, lengths, exact = sketch_oph_buffer(buf, offsets, config.text, config.seed, mh_cfg.num_perm)
+        sets: Optional[tuple[np.ndarray, np.ndarray]] = None
+        if sets32:
+            sigs, n_shingles, lengths, exact, *csr = sketch_oph_sets_buffer(buf, offsets, config.text, config.seed,
+                                                                             mh_cfg.num_perm)
+            sets = (csr[0], csr[1])
+        else:
+            sigs, n_shingles, lengths, exact = sketch_oph_buffer(buf, offsets, config.text, config.seed,
+                                                                 mh_cfg.num_perm)
         return _ChunkSketch(lengths=lengths, exact=exact, empty=n_shingles == 0, signatures=sigs, unique_shingles=None,
-                            fingerprints=fingerprints, seconds_sketch=time.perf_counter() - t0, seconds_signatures=0.0)
+                            fingerprints=fingerprints, seconds_sketch=time.perf_counter() - t0, seconds_signatures=0.0,
+                            sets32=sets)
     shingles = shingle_buffer(buf, offsets, config.text, config.seed)
     t1 = time.perf_counter()
     signatures: Optional[np.ndarray] = None
@@ -237,6 +257,8 @@ class _Gathered:
         self.char_docs: list[np.ndarray] = []
         self.unique_indptrs: list[np.ndarray] = []
         self.unique_hashes: list[np.ndarray] = []
+        self.sets32_indptrs: list[np.ndarray] = []
+        self.sets32_values: list[np.ndarray] = []
         self.sig_rows = 0  # rows of sig_buf written, a prefix
         self.sig_parts: list[np.ndarray] = []  # signatures that did not fit sig_buf
         self.sig_buf: Optional[np.ndarray] = None
@@ -257,6 +279,9 @@ class _Gathered:
         if chunk.unique_shingles is not None:
             self.unique_indptrs.append(chunk.unique_shingles[0])
             self.unique_hashes.append(chunk.unique_shingles[1])
+        if chunk.sets32 is not None:
+            self.sets32_indptrs.append(chunk.sets32[0])
+            self.sets32_values.append(chunk.sets32[1])
         sigs = chunk.signatures
         if sigs is not None:
             stop = start + sigs.shape[0]
@@ -286,6 +311,9 @@ class _Gathered:
                 sk.shingle_indptr, sk.shingle_hashes = _concat_csr(self.unique_indptrs, self.unique_hashes)
         if self.char_docs:
             sk.char_docs = np.concatenate(self.char_docs)
+        if self.sets32_indptrs:
+            sk.sets32_indptr, sets = _concat_csr(self.sets32_indptrs, self.sets32_values)
+            sk.sets32 = sets.astype(np.uint32, copy=False)
         return sk
 
     def _signatures(self, num_perm: int) -> np.ndarray:
@@ -323,8 +351,11 @@ def _check_no_ids_left(id_iter: Optional[Iterator], n_texts: int) -> None:
 
 
 def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, *, id_offset: int = 0,
-                 chunk_size: int = 16384, progress: bool = False, timings: dict) -> Sketches:
+                 chunk_size: int = 16384, progress: bool = False, timings: dict, sets32: bool = False) -> Sketches:
     """Normalize, shingle and MinHash documents chunk by chunk (memory: one chunk of shingles).
+
+    ``sets32``: also each document's 32-bit shingle set where the fused kernel runs (see
+    :func:`_sketch_chunk`).
 
     A one-deep pipeline: the main thread reads and encodes chunk i+1 (Python, holds the GIL) while
     a worker runs the kernels on chunk i. Results are gathered in input order: deterministic.
@@ -347,7 +378,7 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
             t0 = time.perf_counter()
             buf, offsets = encode_batch(block, start_index=0)
             _add_seconds(timings, "encode", time.perf_counter() - t0)
-            gathered.add(_sketch_chunk(buf, offsets, config), 0)
+            gathered.add(_sketch_chunk(buf, offsets, config, sets32), 0)
             if encoded is not None:
                 encoded.keep(0, block, buf, offsets)
             del buf, offsets
@@ -355,7 +386,8 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
         if bar is not None:
             bar.update(done)
     else:
-        _sketch_pipelined(texts, id_iter, config, chunk_size, id_offset, gathered, all_ids, bar, timings, encoded)
+        _sketch_pipelined(texts, id_iter, config, chunk_size, id_offset, gathered, all_ids, bar, timings, encoded,
+                          sets32)
         done = len(all_ids)
     if bar is not None:
         bar.close()
@@ -370,7 +402,7 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
 
 def _sketch_pipelined(texts: Iterable, id_iter, config: BuildConfig, chunk_size: int, id_offset: int,
                       gathered: _Gathered, all_ids: list, bar, timings: dict,
-                      encoded: Optional[EncodedTexts]) -> None:
+                      encoded: Optional[EncodedTexts], sets32: bool = False) -> None:
     """The one-deep pipeline of :func:`sketch_texts` (module docstring there)."""
     done = 0
     pending: Optional[tuple[Future, int, int]] = None  # (kernel work, first document, documents)
@@ -389,7 +421,7 @@ def _sketch_pipelined(texts: Iterable, id_iter, config: BuildConfig, chunk_size:
             _add_seconds(timings, "encode", time.perf_counter() - t0)
             if pending is not None:
                 collect(pending)
-            pending = (pool.submit(_sketch_chunk, buf, offsets, config), done, len(block))
+            pending = (pool.submit(_sketch_chunk, buf, offsets, config, sets32), done, len(block))
             if encoded is not None:
                 encoded.keep(done, block, buf, offsets)
             del buf, offsets
