@@ -567,19 +567,12 @@ def unstable_pieces(raw, unstable, starts, ends):
     prev = -1  # start of the code point before i (-1: none)
     run_start = -1  # start of the current piece (-1: not in a run)
     while i < n:
-        if raw[i] < 0x80:  # ASCII: stable, and it ends a run
-            if run_start >= 0:
-                if count < starts.size:
-                    starts[count] = run_start
-                    ends[count] = i
-                count += 1
-                run_start = -1
-            prev = i
-            i += 1
-            continue
-        cp, width = _utf8_in(raw, i, n)
-        if i + width > n:
-            width = n - i
+        if raw[i] < 0x80:  # ASCII: stable (the table marks none), and no decoding
+            cp, width = np.int64(raw[i]), 1
+        else:
+            cp, width = _utf8_in(raw, i, n)
+            if i + width > n:
+                width = n - i
         if cp < top and unstable[cp]:
             if run_start < 0:
                 run_start = prev if prev >= 0 else i
