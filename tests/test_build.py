@@ -635,29 +635,6 @@ def test_auto_verification_decides_borderline_pairs_exactly(rng):
     assert stream_res.stats["exact_checks"]["minhash"] == 0
 
 
-@pytest.mark.parametrize("chunk_size", [7, 16384])
-def test_kept_texts_read_as_they_come_build_the_bytes_of_the_list(rng, tmp_path, chunk_size):
-    """The command line feeds its JSONL to the build as it is read (KeptTexts): the borderline pairs
-    are still decided exactly (every text kept), so the artifact is the list's, byte for byte, in
-    ASCII and non-ASCII text (whose encoded chunks are kept for the exact checks)."""
-    from diversify.sketches.batch import KeptTexts
-
-    texts = _shifted_pairs(rng, 12, 20) + _shifted_pairs(rng, 10, 20)
-    texts += [t.replace("a", "\u00e4").replace("o", "\u043e") for t in texts[:30]]  # accented Latin, Cyrillic
-    ids = [f"d{i}" for i in range(len(texts))]
-
-    def saved(res, name):
-        res.save(tmp_path / name)
-        return (tmp_path / name).read_bytes()
-
-    listed = build(texts=texts, ids=ids, chunk_size=chunk_size, created_at="2026-01-01T00:00:00Z")
-    kept = build(texts=KeptTexts(t for t in texts), ids=iter(ids), chunk_size=chunk_size,
-                 created_at="2026-01-01T00:00:00Z")
-    assert listed.stats["exact_checks"]["minhash"] > 0
-    assert kept.stats["exact_checks"] == listed.stats["exact_checks"]
-    assert saved(kept, "kept.dvf") == saved(listed, "listed.dvf")
-
-
 def test_each_borderline_pair_is_checked_exactly_once(rng):
     texts = _shifted_pairs(rng, 12, 30)  # 30 mutually unrelated pairs: at most 30 candidate pairs
     res = build(texts=texts)

@@ -76,12 +76,6 @@ class Clock:
 
         return _Phase()
 
-    def rename(self, old: str, new: str) -> None:
-        """Call phase ``old`` ``new`` from now on (its times kept)."""
-        if old in self.phases:
-            self.phases = {new if k == old else k: v for k, v in self.phases.items()}
-            self.phase_cpu = {new if k == old else k: v for k, v in self.phase_cpu.items()}
-
     def wall(self) -> float:
         return time.perf_counter() - self.t0
 

@@ -33,12 +33,9 @@ def cmd_build(a) -> int:
             res = _build_dask(a, cfg)
     else:
         with _ahead(a, cfg):  # a cold kernel cache: the linking kernels compile beside reading and sketching
-            with clock.phase("open"):
+            with clock.phase("read" if not a.stream else "open"):
                 texts, ids, keys, vectors, sources, info = streams(a)
-            lazy = _lazy(texts)
-            if not lazy:
-                clock.rename("open", "read")
-            with warnings.catch_warnings(), clock.phase("read+build" if lazy else "build"):
+            with warnings.catch_warnings(), clock.phase("build" if not a.stream else "read+build"):
                 warnings.simplefilter("ignore", DiversifyWarning)  # the summary below prints them
                 res = diversify.build(texts, ids=ids, vectors=vectors, config=cfg, keys=keys, sources=sources,
                                       metadata=parse_metadata(a.metadata), progress=not a.no_progress,
@@ -55,11 +52,6 @@ def cmd_build(a) -> int:
     if a.engine != "dask":
         _note_ids(a, info)
     return 0
-
-
-def _lazy(texts) -> bool:
-    """Whether the input is read while the build consumes it (then reading is part of the build's phase)."""
-    return texts is not None and not isinstance(texts, (list, tuple))
 
 
 def _ahead(a, cfg):
@@ -111,15 +103,12 @@ def cmd_add(a) -> int:
     clock = Clock()
     out = a.output or a.artifact
     check_output_path(out, param="-o" if a.output else "artifact", what="the artifact", inputs=_inputs(a))
-    with clock.phase("open"):
+    with clock.phase("read" if not a.stream else "open"):
         texts, ids, keys, vectors, sources, info = streams(a)
-    lazy = _lazy(texts)
-    if not lazy:
-        clock.rename("open", "read")
     # the lock is held from the read of the artifact to the write: concurrent adds serialize, none is lost
     with file_lock(out, timeout=a.lock_timeout, what="the artifact", param="-o" if a.output else "artifact",
                    timeout_param="--lock-timeout", on_wait=lambda note: warn_line("diversify add", note)):
-        with clock.phase("read+add" if lazy else "add"):
+        with clock.phase("add" if not a.stream else "read+add"):
             res = diversify.add(a.artifact, texts, ids=ids, vectors=vectors, keys=keys, sources=sources,
                                 progress=not a.no_progress, chunk_size=a.chunk_size)
         with writing(out), clock.phase("write"):

@@ -218,7 +218,6 @@ class Inputs(typing.NamedTuple):
 def streams(a) -> Inputs:
     """(texts, ids, keys, vectors, sources, info) for build/add from the CLI input arguments."""
     from ..corpus.readers import STDIN, read_blocks, read_records, read_vectors
-    from ..sketches.batch import KeptTexts
 
     if not 1 <= a.chunk_size <= MAX_CHUNK:
         raise DiversifyError(f"`chunk_size` (--chunk-size) must be between 1 and {MAX_CHUNK:,} documents; got "
@@ -248,11 +247,14 @@ def streams(a) -> Inputs:
     if keys is None and sources is None:  # blocks of ids and texts, no Python work per document
         blocks = read_blocks(a.input, fmt=a.format, id_field=a.id_field, text_field=a.text_field,
                              encoding_errors=a.encoding_errors, info=info)
-        split = _Columns(blocks)
         if not getattr(a, "stream", False):
-            # read as the build consumes it (sketching overlaps the reading), every text kept for the
-            # exact checks: the bytes of a build from the list of all texts
-            return Inputs(KeptTexts(split.column(1)), split.column(0), None, vectors, None, info)
+            all_ids: list = []
+            all_texts: list = []
+            for block_ids, texts, _ in blocks:
+                all_ids.extend(block_ids)
+                all_texts.extend(texts)
+            return Inputs(all_texts, all_ids, None, vectors, None, info)
+        split = _Columns(blocks)
         return Inputs(split.column(1), split.column(0), None, vectors, None, info)
     records = read_records(a.input, fmt=a.format, id_field=a.id_field, text_field=a.text_field,
                            key_field=fields or None, encoding_errors=a.encoding_errors, info=info)

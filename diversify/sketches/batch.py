@@ -31,7 +31,7 @@ from ..text import (
     unspaced_docs,
 )
 
-__all__ = ["Sketches", "sketch_texts", "sketch_vectors", "unique_shingles", "chunks", "progress_bar", "KeptTexts"]
+__all__ = ["Sketches", "sketch_texts", "sketch_vectors", "unique_shingles", "chunks", "progress_bar"]
 
 
 @dataclass
@@ -139,21 +139,6 @@ def reshingle(sk: Sketches, docs: Sequence[int], config: BuildConfig) -> tuple[n
         return sorted_unique_shingles([texts[d] for d in local], config.text, config.seed)
     buf, offsets = sk.encoded.encode(local, texts)
     return sorted_unique_of_buffer(buf, offsets, config.text, config.seed)
-
-
-class KeptTexts:
-    """Texts that arrive as they are read (a file's blocks of records) and that the build keeps,
-    as it keeps the texts of a list: sketching runs while the rest is still being read, and the
-    exact checks of borderline pairs have every text at hand. A build from a KeptTexts gives the
-    bytes a build from the list of the same texts gives (a plain iterator or generator is not
-    kept: its borderline pairs are decided by the estimate, as under ``--stream``).
-    """
-
-    def __init__(self, texts: Iterable[str]) -> None:
-        self._texts = texts
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._texts)
 
 
 def chunks(iterable: Iterable, size: int) -> Iterator[list]:
@@ -378,10 +363,9 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
     n_hint = len(texts) if isinstance(texts, Sized) else None
     id_iter = iter(ids) if ids is not None else None
     gathered = _Gathered(config, n_hint)
-    kept: Optional[list] = [] if isinstance(texts, KeptTexts) else None  # filled block by block as it is read
     # re-shingled by the exact checks of verify="auto" (texts at hand only for a sequence)
-    keep = config.minhash is not None and config.minhash.verify == "auto" and (
-        kept is not None or isinstance(texts, Sequence) and not isinstance(texts, (str, bytes)))
+    keep = config.minhash is not None and config.minhash.verify == "auto" and isinstance(texts, Sequence) \
+        and not isinstance(texts, (str, bytes))
     encoded = EncodedTexts() if keep else None
     all_ids: list = []
     bar = progress_bar(n_hint, "sketching", progress)
@@ -403,10 +387,8 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
             bar.update(done)
     else:
         _sketch_pipelined(texts, id_iter, config, chunk_size, id_offset, gathered, all_ids, bar, timings, encoded,
-                          sets32, kept)
+                          sets32)
         done = len(all_ids)
-        if kept is not None:
-            texts = kept
     if bar is not None:
         bar.close()
     _check_no_ids_left(id_iter, done)
@@ -420,9 +402,8 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
 
 def _sketch_pipelined(texts: Iterable, id_iter, config: BuildConfig, chunk_size: int, id_offset: int,
                       gathered: _Gathered, all_ids: list, bar, timings: dict,
-                      encoded: Optional[EncodedTexts], sets32: bool = False, kept: Optional[list] = None) -> None:
-    """The one-deep pipeline of :func:`sketch_texts` (module docstring there); ``kept`` (a list)
-    receives every text as it is read."""
+                      encoded: Optional[EncodedTexts], sets32: bool = False) -> None:
+    """The one-deep pipeline of :func:`sketch_texts` (module docstring there)."""
     done = 0
     pending: Optional[tuple[Future, int, int]] = None  # (kernel work, first document, documents)
 
@@ -434,8 +415,6 @@ def _sketch_pipelined(texts: Iterable, id_iter, config: BuildConfig, chunk_size:
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="diversify-sketch") as pool:
         for block in chunks(texts, chunk_size):
-            if kept is not None:
-                kept.extend(block)
             all_ids.extend(_ids_of_block(id_iter, len(block), done, id_offset))
             t0 = time.perf_counter()
             buf, offsets = encode_batch(block, start_index=done)
