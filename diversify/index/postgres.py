@@ -7,7 +7,11 @@ Layout (logical schema :data:`~diversify.index.storage.SCHEMA_VERSION`), in the 
   fields of :class:`State` (next_seq, next_cluster, id_kind, layout);
 * ``docs(seq int8 PRIMARY KEY, id bytea UNIQUE, cluster int8, is_rep bool, similarity float8,
   stages int4, payload bytea)`` with a btree on ``cluster``. The id is kept as its UTF-8 bytes: a
-  ``text`` column cannot hold NUL, which a valid ``str`` id may contain;
+  ``text`` column cannot hold NUL, which a valid ``str`` id may contain. The payload column is
+  ``STORAGE EXTERNAL``: a payload with its shingle set (~2.7 KB at 550 words) is moved to the
+  TOAST table as it is, without first trying to compress it (sketches and hash sets are random
+  bytes; the default ``EXTENDED`` spent a pglz attempt on every row and stored them uncompressed
+  anyway: the same bytes per document);
 * ``bands(key int8, seq int8, PRIMARY KEY (key, seq))``: ONE band table for all bands (the band index
   is folded into the int64 key by the index). Its primary key is the lookup index: a lookup of a
   batch's keys is one ``key = ANY($1)`` index scan. One table per band (``band0 ... bandN`` with an
@@ -396,6 +400,8 @@ class PostgresStorage(Storage):
                     "cluster int8 NOT NULL, is_rep bool NOT NULL, similarity float8 NOT NULL, "
                     "stages int4 NOT NULL, payload bytea NOT NULL)",
                     "CREATE INDEX IF NOT EXISTS docs_cluster ON {docs} (cluster)",
+                    # no compression attempt on random bytes (module docstring); idempotent
+                    "ALTER TABLE {docs} ALTER COLUMN payload SET STORAGE EXTERNAL",
                     "CREATE TABLE IF NOT EXISTS {bands} (key int8 NOT NULL, seq int8 NOT NULL, PRIMARY KEY (key, seq))",
                 ):
                     conn.execute(sql.SQL(stmt).format(**q))

@@ -599,3 +599,25 @@ def test_an_open_storage_survives_a_server_restart_between_operations(own_server
                 assert s.read_meta() == META
     with open_storage(url) as s, s.read() as view:
         assert view.counts().documents == 11
+
+
+def test_payloads_are_stored_external_without_a_compression_attempt(postgres_server):  # noqa: F811
+    """The payload column of a new index is STORAGE EXTERNAL (random bytes: no pglz attempt per row),
+    and a payload larger than a TOAST chunk comes back intact."""
+    import psycopg
+
+    import diversify
+    from index.contract import _doc
+
+    url = postgres_server.new_index()
+    long_doc = " ".join(_doc(i) for i in range(40))  # a shingle set of several KB: moved to the TOAST table
+    with diversify.Index(url) as idx:
+        idx.add([long_doc, _doc(1)], ids=["long", "short"])
+        assert idx.query([long_doc])[0].representative == "long"
+        assert idx.check() == []
+    db_url = url.split("?")[0]
+    with psycopg.connect(db_url) as con:
+        rows = con.execute("SELECT c.relnamespace::regnamespace::text, a.attstorage FROM pg_attribute a "
+                           "JOIN pg_class c ON c.oid = a.attrelid WHERE c.relname = 'docs' "
+                           "AND a.attname = 'payload'").fetchall()
+    assert rows and all(storage == "e" for _, storage in rows), rows
