@@ -392,3 +392,77 @@ def test_a_band_row_costs_one_small_string(redis_server):  # noqa: F811
     finally:
         c.close()
     assert used / rows < 130, used / rows
+
+
+def _on_first_exec(monkeypatch, action) -> list:
+    """Run ``action()`` (another client's command) just before the first commit body (MULTI ...
+    EXEC) reaches the server, i.e. between the lease check under WATCH and EXEC: the real
+    connection, delayed by one hook. Returns the list of bodies sent."""
+    import redis.connection
+
+    sent: list = []
+    original = redis.connection.AbstractConnection.send_packed_command
+
+    def send(self, command, check_health=True):
+        blob = command[0] if isinstance(command, list) and command else command
+        if isinstance(blob, bytes) and blob.startswith(b"*1\r\n$5\r\nMULTI"):
+            if not sent:
+                action()
+            sent.append(blob)
+        return original(self, command, check_health)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", send)
+    return sent
+
+
+def test_a_renewal_racing_the_commit_aborts_exec_and_the_commit_runs_again(redis_server, monkeypatch):  # noqa: F811
+    """The heartbeat's PEXPIRE of our own lock between WATCH and EXEC makes EXEC apply nothing; the
+    commit checks the lease again and commits once, whole."""
+    url = redis_server.fresh_url()
+    c = redis_server.client()
+    try:
+        with open_storage(url) as s:
+            s.initialize(META)
+            sent = _on_first_exec(monkeypatch, lambda: c.pexpire(s.p + "lock", 9000))
+            with s.write() as tx:
+                tx.insert_docs([_row(k) for k in range(5)])
+                tx.insert_bands(np.arange(10, dtype=np.int64), np.arange(10, dtype=np.int64) // 2)
+            assert len(sent) == 2  # the first EXEC aborted by the watched lock, the second committed
+            assert _seqs(s) == list(range(5))
+            with s.read() as view:
+                assert view.counts().band_rows == 10
+    finally:
+        c.close()
+    assert _consistent(redis_server, url)["documents"] == 5
+
+
+def test_a_lease_taken_over_between_the_check_and_exec_writes_nothing(redis_server, monkeypatch):  # noqa: F811
+    """Another writer takes the lease (INCR fence, SET lock) after our check under WATCH: our EXEC
+    aborts, the check runs again and finds the other token: the batch is refused and none of it,
+    bulk commands included, is written."""
+    url = redis_server.fresh_url()
+    c = redis_server.client()
+    try:
+        with open_storage(url) as s:
+            s.initialize(META)
+            with s.write() as tx:
+                tx.insert_docs([_row(0)])
+
+            def take_over():
+                other = c.incr(s.p + "fence")
+                c.set(s.p + "lock", str(other), px=60_000)
+
+            sent = _on_first_exec(monkeypatch, take_over)
+            with pytest.raises(StorageError, match="lease"):
+                with s.write() as tx:
+                    tx.insert_docs([_row(k, "late") for k in range(1, 6)])
+                    tx.insert_bands(np.arange(10, dtype=np.int64), np.arange(10, dtype=np.int64))
+            assert len(sent) == 1
+            c.delete(s.p + "lock")
+            assert _seqs(s) == [0]
+            with s.read() as view:
+                assert view.counts().band_rows == 0
+            assert c.hlen(s.p + "ids") == 1
+            assert not list(c.scan_iter(match=s.p.encode() + b"b:*"))
+    finally:
+        c.close()
