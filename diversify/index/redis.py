@@ -446,7 +446,7 @@ class _RedisView(View):
         uniq = list(dict.fromkeys(ids))
         out: list[DocRow] = []
         for lo in range(0, len(uniq), _CHUNK):
-            flat = self._call(self.st.scripts["docs_by_id"], [], [self.st.p, *uniq[lo:lo + _CHUNK]])
+            flat = self._call(self.st.evalsha, "docs_by_id", [], [self.st.p, *uniq[lo:lo + _CHUNK]])
             out += [_decode_doc(flat[i], flat[i + 1], payload) for i in range(0, len(flat), 2)]
         return out
 
