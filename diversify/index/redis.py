@@ -309,20 +309,26 @@ class _Raw(NamedTuple):
 def _pack(args: Sequence[Any]) -> bytes:
     """One command in the Redis protocol (RESP), built in one pass: redis-py's own packer costs
     several microseconds an argument, and a batch has tens of thousands."""
-    count = sum(a.n if isinstance(a, _Raw) else 1 for a in args)
-    out = [b"*%d" % count]
+    count = 0
+    out = [b""]
+    append = out.append
     heads: dict[int, bytes] = {}
     for a in args:
-        if isinstance(a, _Raw):
-            out.append(b"\r\n" + a.data[:-2])
-            continue
-        b = a if isinstance(a, bytes) else str(a).encode("utf-8")
-        n = len(b)
+        if a.__class__ is not bytes:
+            if isinstance(a, _Raw):
+                append(b"\r\n" + a.data[:-2])
+                count += a.n
+                continue
+            a = a if isinstance(a, bytes) else str(a).encode("utf-8")
+        n = len(a)
         h = heads.get(n)
         if h is None:
             h = heads[n] = b"\r\n$%d\r\n" % n
-        out += (h, b)
-    out.append(b"\r\n")
+        append(h)
+        append(a)
+        count += 1
+    out[0] = b"*%d" % count
+    append(b"\r\n")
     return b"".join(out)
 
 
