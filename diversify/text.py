@@ -359,6 +359,96 @@ def _fold_dense(raw: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None
     return _readonly(out), offsets
 
 
+def _nfkc_fold_dense(raw: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """NFKC, case fold and the space rule of the NUL-joined batch ``raw`` of ``n`` documents, the
+    NULs dropped: (buffer, offsets), or None for a cut sequence or a NUL inside a document. The
+    same bytes as :func:`_nfkc_utf8` followed by :func:`_fold_dense`, in one kernel pass per
+    segment instead of two passes and a splice over the whole batch.
+
+    The pass (:func:`diversify._kernels.text.nfkc_fold_compact`, in threads) folds every code point
+    outside the NFKC pieces (found as :func:`_nfkc_utf8` finds them) and copies the pieces
+    unchanged; the pieces of all segments are then normalized in one ``unicodedata.normalize`` call
+    over their join by NUL, folded by :func:`diversify._kernels.text.fold_compact` with the same
+    tables, and spliced into the output, each segment into its place in the result. Folding a piece
+    after NFKC is what the two-pass path does to the same code points.
+    """
+    from ._kernels.text import fold_compact, join_pieces, nfkc_fold_compact, splice_pieces
+
+    unstable = _unstable_table()
+    change, fold, length = _compact_tables()
+
+    def one(lo: int, hi: int):
+        seg = raw[lo:hi]
+        out, seps = np.empty(seg.size + seg.size // 4 + 64, dtype=np.uint8), np.empty(n, dtype=np.int64)
+        room = seg.size // 256 + 1024  # real text: a piece every ~500 bytes; more, and the pass runs again
+        ps, pe = np.empty(room, dtype=np.int64), np.empty(room, dtype=np.int64)
+        size, nuls, pieces = nfkc_fold_compact(seg, unstable, change, fold, length, out, seps, ps, pe, True)
+        if size == -2:  # out of room: count, then write into exactly the room needed
+            size, nuls, pieces = nfkc_fold_compact(seg, unstable, change, fold, length, out[:0], seps[:0], ps[:0],
+                                                   pe[:0], False)
+            if size >= 0:
+                out, seps = np.empty(size, dtype=np.uint8), np.empty(nuls, dtype=np.int64)
+                ps, pe = np.empty(pieces, dtype=np.int64), np.empty(pieces, dtype=np.int64)
+                size, nuls, pieces = nfkc_fold_compact(seg, unstable, change, fold, length, out, seps, ps, pe, True)
+        if size < 0:
+            return None
+        return out[:size], seps[:nuls], ps[:pieces], pe[:pieces]
+
+    parts = _in_threads(one, _segments(raw))
+    if any(p is None for p in parts):
+        return None
+    done = [p for p in parts if p is not None]
+    if sum(seps.size for _, seps, _, _ in done) != n - 1:  # a NUL inside a document: not this path
+        return None
+    npieces = sum(ps.size for _, _, ps, _ in done)
+    gathered = np.empty(sum(int((pe - ps).sum()) for _, _, ps, pe in done) + npieces, dtype=np.uint8)
+    at = 0
+    for out, _, ps, pe in done:
+        at = join_pieces(_readonly(out), ps, pe, gathered, at)
+    joined = gathered[:-1].tobytes() if npieces else b""  # the last piece's NUL dropped
+    nfkc = unicodedata.normalize("NFKC", joined.decode("utf-8", "surrogatepass")).encode("utf-8", "surrogatepass")
+    # folded by the same tables and kernel as the rest (ASCII capitals left for the sketch kernel, as
+    # the other paths leave them); the NULs between pieces come back as their output positions
+    raw_new = _readonly(np.frombuffer(nfkc, dtype=np.uint8))
+    new = np.empty(raw_new.size + raw_new.size // 4 + 64, dtype=np.uint8)
+    nuls = np.empty(max(npieces - 1, 0), dtype=np.int64)
+    size, count = fold_compact(raw_new, change, fold, length, new, nuls, True)
+    if size == -2:
+        size, count = fold_compact(raw_new, change, fold, length, new[:0], nuls[:0], False)
+        new = np.empty(max(size, 0), dtype=np.uint8)
+        size, count = fold_compact(raw_new, change, fold, length, new, nuls, True)
+    assert size >= 0 and count == nuls.size, "NFKC made or removed a NUL"
+    new = new[:size]
+    new_starts = np.concatenate([[0], nuls]).astype(np.int64)[:npieces]
+    new_ends = np.concatenate([nuls, [new.size]]).astype(np.int64)[:npieces]
+    sizes, shifts, first = [], [], 0
+    for out, seps, ps, pe in done:
+        grow = (new_ends[first:first + ps.size] - new_starts[first:first + ps.size]) - (pe - ps)
+        sizes.append(out.size + int(grow.sum()))
+        shift = np.concatenate([[0], np.cumsum(grow)]).astype(np.int64)
+        shifts.append(seps + shift[np.searchsorted(pe, seps, side="right")])  # pieces ending at or before each NUL
+        first += ps.size
+    base = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    result = np.empty(int(base[-1]), dtype=np.uint8)
+    jobs, first = [], 0
+    for k, (out, _, ps, pe) in enumerate(done):
+        jobs.append((_readonly(out), ps, pe, new_starts[first:first + ps.size], new_ends[first:first + ps.size],
+                     result[base[k]:base[k + 1]]))
+        first += ps.size
+    _readonly(new)
+    _in_threads(lambda o, ps, pe, ns, ne, dst: splice_pieces(o, ps, pe, new, ns, ne, dst), jobs)
+    offsets = np.empty(n + 1, dtype=np.int64)
+    offsets[0] = 0
+    offsets[1:n] = np.concatenate([seps + base[k] for k, seps in enumerate(shifts)])
+    offsets[n] = result.size
+    return _readonly(result), offsets
+
+
+#: from this share of non-ASCII code points on (estimated from the character and byte counts), a
+#: batch that fails the NFKC quick check takes :func:`_nfkc_fold_dense`
+_DENSE_FUSED = 1 / 64
+
+
 def _code_points(raw: np.ndarray, lead: np.ndarray, width: int) -> np.ndarray:
     """Code points of the ``width``-byte UTF-8 sequences starting at ``lead``."""
     masks = {2: 0x1F, 3: 0x0F, 4: 0x07}
@@ -431,9 +521,16 @@ def _encode_joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None
     # str, which is as wide as the widest document's characters (a single CJK document makes every
     # Latin-1 one two bytes per character before it is encoded back to one)
     encoded = b"\x00".join([t.encode("utf-8", "surrogatepass") for t in texts])
+    extra = len(encoded) - (n - 1) - sum(map(len, texts))  # UTF-8 bytes beyond one per character
+    if len(encoded) >= _SPLICE_FROM and extra / 2 >= _DENSE_FUSED * len(encoded):
+        # dense non-ASCII text: NFKC and the fold in one pass (the same bytes as the passes below;
+        # a text NFKC leaves alone has no piece it changes), which also counts the NULs (None: a
+        # document holds one)
+        return _nfkc_fold_dense(_readonly(np.frombuffer(encoded, dtype=np.uint8)), n)
+    normalized = all(map(_IS_NFKC, texts))
     if encoded.count(0) != n - 1:  # UTF-8 has a NUL byte only for U+0000
         return None
-    if not all(map(_IS_NFKC, texts)):
+    if not normalized:
         # NFKC of the joined string is the join of each document's NFKC (see above), normalized only
         # around the characters it can change (see nfkc; NUL is a starter NFKC leaves alone)
         raw = _nfkc_utf8(encoded)

@@ -250,3 +250,33 @@ def test_nfkc_of_texts_dense_in_pieces(size):
     buf, offsets = encode_batch([text, "x\u2026" * size])
     want_buf, want_offsets = reference_encode([text, "x\u2026" * size])
     assert same_for_kernels(buf, want_buf) and offsets.tolist() == want_offsets
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_doc.filter(lambda t: "\x00" not in t), min_size=1, max_size=12), st.integers(1, 4),
+       st.sampled_from([8, 24, 64, 1 << 20]))
+def test_one_pass_nfkc_and_fold_gives_the_bytes_of_the_two_passes(texts, threads, segment_from):
+    """Dense non-ASCII batches take NFKC and the fold in one kernel pass (pieces copied, normalized
+    and folded afterwards, spliced back segment by segment): byte for byte what NFKC of the whole
+    batch followed by the fold pass gives, ASCII capitals included, in any number of segments."""
+    from diversify._kernels import _runtime
+
+    joined = "\x00".join(texts).encode("utf-8", "surrogatepass")
+    old = dtext._SEGMENT_FROM, dtext._SPLICE_FROM, _runtime.thread_count
+    dtext._SEGMENT_FROM, dtext._SPLICE_FROM, _runtime.thread_count = segment_from, 0, lambda: threads
+    try:
+        one = dtext._nfkc_fold_dense(dtext._readonly(np.frombuffer(joined, dtype=np.uint8)), len(texts))
+        two = dtext._fold_dense(dtext._readonly(dtext._nfkc_utf8(joined).view()), len(texts))
+    finally:
+        dtext._SEGMENT_FROM, dtext._SPLICE_FROM, _runtime.thread_count = old
+    assert one is not None and two is not None
+    assert one[0].tobytes() == two[0].tobytes()
+    assert one[1].tolist() == two[1].tolist()
+
+
+def test_one_pass_nfkc_and_fold_refuses_a_nul_inside_a_document():
+    joined = "\x00".join(["caf\u00e9 \uff21", "a\x00b \u2026"]).encode("utf-8")
+    assert dtext._nfkc_fold_dense(dtext._readonly(np.frombuffer(joined, dtype=np.uint8)), 2) is None
+    buf, offsets = encode_batch(["caf\u00e9 \uff21" * 2000, "a\x00b \u2026" * 2000])  # the per-document path
+    want_buf, want_offsets = reference_encode(["caf\u00e9 \uff21" * 2000, "a\x00b \u2026" * 2000])
+    assert same_for_kernels(buf, want_buf) and offsets.tolist() == want_offsets

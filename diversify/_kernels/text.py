@@ -665,3 +665,129 @@ def fold_compact(raw, change, fold, fold_len, out, seps, write):
             w += width
         i += width
     return w, k
+
+
+@kernel
+def nfkc_fold_compact(raw, unstable, change, fold, fold_len, out, seps, pstarts, pends, write):
+    """:func:`unstable_pieces` and :func:`fold_compact` in one pass over UTF-8 ``raw`` (documents
+    separated by NUL): the code points outside the pieces NFKC is applied to are folded into
+    ``out`` as :func:`fold_compact` folds them, each piece (a maximal run of ``unstable`` code
+    points with the code point before it, unless that is a separator) is copied into ``out``
+    unchanged, and its output byte range goes to ``pstarts[k]:pends[k]``; the caller normalizes and
+    folds the pieces and splices them in. Returns (output size, NULs, pieces); with ``write``
+    False only counts them. Returns (-1, 0, 0) for a sequence cut short at the end of ``raw``, and
+    (-2, 0, 0) when ``out``, ``seps`` or the piece arrays are too small (the caller counts first then).
+    """
+    top_u = unstable.size
+    top = change.size
+    n = raw.size
+    w = 0
+    k = 0
+    p = 0
+    i = 0
+    prev_in = -1  # where the code point before i starts (-1: none, or a separator)
+    prev_out = 0  # where its output starts
+    piece_out = -1  # output start of the open piece (-1: none)
+    while i < n:
+        b = raw[i]
+        if b < 0x80:  # ASCII: stable, and folds as itself (the kernel lowercases A-Z later)
+            if piece_out >= 0:
+                if write:
+                    if p >= pstarts.size:
+                        return -2, 0, 0
+                    pstarts[p] = piece_out
+                    pends[p] = w
+                p += 1
+                piece_out = -1
+            if b == 0:
+                if write:
+                    if k >= seps.size:
+                        return -2, 0, 0
+                    seps[k] = w
+                k += 1
+                prev_in = -1
+            else:
+                if write:
+                    if w >= out.size:
+                        return -2, 0, 0
+                    out[w] = b
+                prev_in = i
+                prev_out = w
+                w += 1
+            i += 1
+            continue
+        cp, width = _utf8_in(raw, i, n)
+        if i + width > n:
+            return -1, 0, 0
+        if cp < top_u and unstable[cp]:
+            if piece_out < 0:  # a piece opens: with the code point before it, unfolded
+                if prev_in >= 0:
+                    w = prev_out
+                    if write:
+                        m = i - prev_in
+                        if w + m > out.size:
+                            return -2, 0, 0
+                        for j in range(m):
+                            out[w + j] = raw[prev_in + j]
+                    w += i - prev_in
+                piece_out = prev_out if prev_in >= 0 else w
+            if write:
+                if w + width > out.size:
+                    return -2, 0, 0
+                for j in range(width):
+                    out[w + j] = raw[i + j]
+            prev_in = i
+            prev_out = w
+            w += width
+            i += width
+            continue
+        if piece_out >= 0:
+            if write:
+                if p >= pstarts.size:
+                    return -2, 0, 0
+                pstarts[p] = piece_out
+                pends[p] = w
+            p += 1
+            piece_out = -1
+        prev_in = i
+        prev_out = w
+        if cp < top and change[cp]:
+            m = fold_len[cp]
+            if write:
+                if w + m > out.size:
+                    return -2, 0, 0
+                for j in range(m):
+                    out[w + j] = fold[cp, j]
+            w += m
+        else:
+            if write:
+                if w + width > out.size:
+                    return -2, 0, 0
+                out[w] = b
+                out[w + 1] = raw[i + 1]
+                if width > 2:
+                    out[w + 2] = raw[i + 2]
+                    if width > 3:
+                        out[w + 3] = raw[i + 3]
+            w += width
+        i += width
+    if piece_out >= 0:
+        if write:
+            if p >= pstarts.size:
+                return -2, 0, 0
+            pstarts[p] = piece_out
+            pends[p] = w
+        p += 1
+    return w, k, p
+
+
+@kernel
+def join_pieces(raw, starts, ends, out, at):
+    """Copy each byte range ``raw[starts[k]:ends[k]]`` to ``out`` from ``at`` on, each followed by a
+    NUL; returns the position after the last NUL."""
+    for k in range(starts.size):
+        m = ends[k] - starts[k]
+        out[at: at + m] = raw[starts[k]: ends[k]]
+        out[at + m] = 0
+        at += m + 1
+    return at
