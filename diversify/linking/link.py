@@ -173,6 +173,18 @@ def make_verifier(kind: int, cfg: BuildConfig, *, auto: bool, minhash: Optional[
     )
 
 
+def stable_argsort(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` as int64; hash keys (uint64) by a bucket pass
+    (:func:`diversify._kernels.linking.argsort_hashes`), the same permutation, ~5x faster."""
+    if keys.dtype == np.uint64 and keys.ndim == 1:
+        from .._kernels.linking import argsort_hashes
+
+        perm = np.empty(keys.size, dtype=np.int64)
+        if argsort_hashes(np.ascontiguousarray(keys), perm):
+            return perm
+    return np.argsort(keys, kind="stable").astype(np.int64)
+
+
 def sorted_buckets(keymat: np.ndarray, docs: np.ndarray, *, window: int, new_start: int = 0,
                    order_by: Optional[np.ndarray] = None) -> Buckets:
     """The band keys of ``docs`` (one row of ``keymat`` each) sorted into buckets.
@@ -186,7 +198,7 @@ def sorted_buckets(keymat: np.ndarray, docs: np.ndarray, *, window: int, new_sta
     stride = keymat.shape[1] if keymat.ndim == 2 else 1
     flat = keymat.reshape(-1)
     if order_by is None:
-        perm = np.argsort(flat, kind="stable").astype(np.int64)
+        perm = stable_argsort(flat)
     else:
         perm = np.lexsort((np.repeat(order_by, stride), flat)).astype(np.int64)
     return Buckets(perm, flat[perm], docs, int(stride), int(window), int(new_start))

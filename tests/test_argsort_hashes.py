@@ -1,0 +1,43 @@
+"""The bucket argsort of hash keys (diversify._kernels.linking.argsort_hashes) gives numpy's
+stable argsort, equal keys in their order, and hands keys it cannot sort fast back to numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from diversify._kernels.linking import argsort_hashes
+from diversify.linking.link import stable_argsort
+
+_U64 = st.integers(0, 2**64 - 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_U64, st.sampled_from([0, 1, 2**63, 2**64 - 1, 2**63 - 1])), max_size=300),
+       st.integers(0, 3))
+def test_the_permutation_of_numpys_stable_argsort(values, repeats):
+    keys = np.array(values * (repeats + 1), dtype=np.uint64)  # repeated runs: many equal keys
+    assert stable_argsort(keys).tolist() == np.argsort(keys, kind="stable").tolist()
+
+
+def test_random_band_keys_with_duplicates_take_the_bucket_pass():
+    rng = np.random.default_rng(3)
+    keys = rng.integers(0, 2**64 - 1, size=200_000, dtype=np.uint64, endpoint=True)
+    keys[::5] = keys[7]  # a giant bucket of one key: equal keys, no moves
+    perm = np.empty(keys.size, dtype=np.int64)
+    assert argsort_hashes(keys, perm)
+    assert np.array_equal(perm, np.argsort(keys, kind="stable"))
+
+
+def test_keys_far_from_uniform_fall_back_to_numpy():
+    keys = np.arange(50_000, dtype=np.uint64)[::-1].copy()  # one bucket, reversed: quadratic insertion
+    perm = np.empty(keys.size, dtype=np.int64)
+    assert not argsort_hashes(keys, perm)
+    assert np.array_equal(stable_argsort(keys), np.argsort(keys, kind="stable"))
+
+
+def test_empty_single_and_other_dtypes():
+    for keys in (np.zeros(0, np.uint64), np.array([5], np.uint64), np.array([3, -1, 3, 0], np.int64)):
+        assert stable_argsort(keys).tolist() == np.argsort(keys, kind="stable").tolist()
+        assert stable_argsort(keys).dtype == np.int64
