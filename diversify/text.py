@@ -315,9 +315,24 @@ def _compact_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return _COMPACT[0], _COMPACT[1], _COMPACT[2]
 
 
+_NO_TABLE = np.zeros(0, dtype=bool)  # no code point opens an NFKC piece: the plain fold
+_NO_PIECES = np.zeros(0, dtype=np.int64)
+
+
+def _fold_pass(raw: np.ndarray, out: np.ndarray, seps: np.ndarray, write: bool) -> tuple[int, int]:
+    """The case fold and space rule of UTF-8 ``raw`` into ``out``, the NULs dropped (their output
+    positions into ``seps``): :func:`diversify._kernels.text.nfkc_fold_compact` with no NFKC
+    pieces. Returns (size, NULs) as that kernel does."""
+    from ._kernels.text import nfkc_fold_compact
+
+    change, fold, length = _compact_tables()
+    size, nuls, _ = nfkc_fold_compact(raw, _NO_TABLE, change, fold, length, out, seps, _NO_PIECES, _NO_PIECES, write)
+    return int(size), int(nuls)
+
+
 def _fold_dense(raw: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
     """Case-fold the NUL-joined batch ``raw`` of ``n`` documents and drop the NULs, in one kernel
-    pass per segment (:func:`diversify._kernels.text.fold_compact`, in threads): (buffer, offsets),
+    pass per segment (:func:`_fold_pass`, in threads): (buffer, offsets),
     or None for a cut sequence. For text dense in non-ASCII code points; the same bytes as
     :func:`_fold_bytes` followed by dropping the NULs, and folds that grow too.
 
@@ -325,19 +340,15 @@ def _fold_dense(raw: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None
     the NULs and shrinking folds give room back); a segment that needs more is counted, then
     written again into exactly its size.
     """
-    from ._kernels.text import fold_compact
-
-    change, fold, length = _compact_tables()
-
     def one(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray] | None:
         seg = raw[lo:hi]
         out, seps = np.empty(seg.size + seg.size // 4 + 64, dtype=np.uint8), np.empty(n, dtype=np.int64)
-        size, nuls = fold_compact(seg, change, fold, length, out, seps, True)
+        size, nuls = _fold_pass(seg, out, seps, True)
         if size == -2:  # out of room: count, then write into exactly the room needed
-            size, nuls = fold_compact(seg, change, fold, length, out[:0], seps[:0], False)
+            size, nuls = _fold_pass(seg, out[:0], seps[:0], False)
             out, seps = np.empty(max(size, 0), dtype=np.uint8), np.empty(max(nuls, 0), dtype=np.int64)
             if size >= 0:
-                size, nuls = fold_compact(seg, change, fold, length, out, seps, True)
+                size, nuls = _fold_pass(seg, out, seps, True)
         if size < 0:
             return None
         return out[:size], seps[:nuls]
@@ -368,11 +379,11 @@ def _nfkc_fold_dense(raw: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] |
     The pass (:func:`diversify._kernels.text.nfkc_fold_compact`, in threads) folds every code point
     outside the NFKC pieces (found as :func:`_nfkc_utf8` finds them) and copies the pieces
     unchanged; the pieces of all segments are then normalized in one ``unicodedata.normalize`` call
-    over their join by NUL, folded by :func:`diversify._kernels.text.fold_compact` with the same
+    over their join by NUL, folded by :func:`_fold_pass` with the same
     tables, and spliced into the output, each segment into its place in the result. Folding a piece
     after NFKC is what the two-pass path does to the same code points.
     """
-    from ._kernels.text import fold_compact, join_pieces, nfkc_fold_compact, splice_pieces
+    from ._kernels.text import join_pieces, nfkc_fold_compact, splice_pieces
 
     unstable = _unstable_table()
     change, fold, length = _compact_tables()
@@ -412,11 +423,11 @@ def _nfkc_fold_dense(raw: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] |
     raw_new = _readonly(np.frombuffer(nfkc, dtype=np.uint8))
     new = np.empty(raw_new.size + raw_new.size // 4 + 64, dtype=np.uint8)
     nuls = np.empty(max(npieces - 1, 0), dtype=np.int64)
-    size, count = fold_compact(raw_new, change, fold, length, new, nuls, True)
+    size, count = _fold_pass(raw_new, new, nuls, True)
     if size == -2:
-        size, count = fold_compact(raw_new, change, fold, length, new[:0], nuls[:0], False)
+        size, count = _fold_pass(raw_new, new[:0], nuls[:0], False)
         new = np.empty(max(size, 0), dtype=np.uint8)
-        size, count = fold_compact(raw_new, change, fold, length, new, nuls, True)
+        size, count = _fold_pass(raw_new, new, nuls, True)
     assert size >= 0 and count == nuls.size, "NFKC made or removed a NUL"
     new = new[:size]
     new_starts = np.concatenate([[0], nuls]).astype(np.int64)[:npieces]

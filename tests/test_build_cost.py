@@ -107,7 +107,8 @@ SPECIALIZATIONS = textwrap.dedent("""
         sketch_oph=len(kt.sketch_oph.dispatcher.signatures),
         fill_sorted_unique=len(kt.fill_sorted_unique.dispatcher.signatures),
         count_scripts=len(kt.count_scripts.dispatcher.signatures),
-        unstable_pieces=len(kt.unstable_pieces.signatures), fold_compact=len(kt.fold_compact.signatures),
+        unstable_pieces=len(kt.unstable_pieces.signatures), nfkc_fold_compact=len(kt.nfkc_fold_compact.signatures),
+        join_pieces=len(kt.join_pieces.signatures),
         splice_pieces=len(kt.splice_pieces.signatures),
         _pass=len(kt._pass.signatures), _word_pass=len(kt._word_pass.signatures),
         sort_run=len(sort_run.signatures), sort_unique_run=len(sort_unique_run.signatures),
@@ -133,7 +134,7 @@ def test_fresh_install_compiles_each_kernel_once(tmp_path):
     counts = json.loads(got.stdout.strip().splitlines()[-1])
     names, ran_ahead = counts.pop("compiled_names"), counts.pop("ran_ahead")
     assert counts == dict(sketch_oph=1, fill_sorted_unique=1, count_scripts=1, unstable_pieces=1,
-                          fold_compact=1, splice_pieces=1, _pass=1, _word_pass=1, sort_run=1, sort_unique_run=1,
+                          nfkc_fold_compact=1, join_pieces=1, splice_pieces=1, _pass=1, _word_pass=1, sort_run=1, sort_unique_run=1,
                           compiled=counts["compiled"]), counts
     assert counts["compiled"] >= 3 and counts["compiled"] == len(names)  # the clock saw the compilations
     assert {"link_scan", "roots", "fold_groups"} <= set(ran_ahead), ran_ahead  # the build ran them...

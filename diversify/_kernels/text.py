@@ -610,73 +610,32 @@ def splice_pieces(raw, starts, ends, new, new_starts, new_ends, out):
     return w + raw.size - last
 
 
-@kernel
-def fold_compact(raw, change, fold, fold_len, out, seps, write):
-    """Case-fold UTF-8 ``raw`` (documents separated by NUL) into ``out`` in one pass, without the
-    separators: each code point below ``change.size`` marked in ``change`` becomes its fold
-    ``fold[cp, :fold_len[cp]]`` (shorter, as long or longer than itself), every other byte is
-    copied, and the output position of the k-th NUL goes to ``seps[k]``. Returns (output size,
-    NULs); with ``write`` False only counts them. Returns (-1, 0) for a sequence cut short at the
-    end of ``raw``, and (-2, 0) when ``out`` or ``seps`` is too small (the caller counts first then).
-    """
-    top = change.size
-    n = raw.size
-    w = 0
-    k = 0
-    i = 0
-    while i < n:
-        b = raw[i]
-        if b < 0xC0:  # ASCII, or a continuation byte (never a lead)
-            if b == 0:
-                if write:
-                    if k >= seps.size:
-                        return -2, 0
-                    seps[k] = w
-                k += 1
-            else:
-                if write:
-                    if w >= out.size:
-                        return -2, 0
-                    out[w] = b
-                w += 1
-            i += 1
-            continue
-        cp, width = _utf8_in(raw, i, n)
-        if i + width > n:
-            return -1, 0
-        if cp < top and change[cp]:
-            m = fold_len[cp]
-            if write:
-                if w + m > out.size:
-                    return -2, 0
-                for j in range(m):
-                    out[w + j] = fold[cp, j]
-            w += m
-        else:
-            if write:
-                if w + width > out.size:
-                    return -2, 0
-                out[w] = b
-                out[w + 1] = raw[i + 1]
-                if width > 2:
-                    out[w + 2] = raw[i + 2]
-                    if width > 3:
-                        out[w + 3] = raw[i + 3]
-            w += width
-        i += width
-    return w, k
+@kernel(inline="always")
+def _close_piece(pstarts, pends, p, start, end, write):
+    """Record piece ``p`` as ``start:end`` (when writing): p + 1, or -1 when the arrays are full."""
+    if write:
+        if p >= pstarts.size:
+            return -1
+        pstarts[p] = start
+        pends[p] = end
+    return p + 1
 
 
 @kernel
 def nfkc_fold_compact(raw, unstable, change, fold, fold_len, out, seps, pstarts, pends, write):
-    """:func:`unstable_pieces` and :func:`fold_compact` in one pass over UTF-8 ``raw`` (documents
-    separated by NUL): the code points outside the pieces NFKC is applied to are folded into
-    ``out`` as :func:`fold_compact` folds them, each piece (a maximal run of ``unstable`` code
-    points with the code point before it, unless that is a separator) is copied into ``out``
-    unchanged, and its output byte range goes to ``pstarts[k]:pends[k]``; the caller normalizes and
-    folds the pieces and splices them in. Returns (output size, NULs, pieces); with ``write``
-    False only counts them. Returns (-1, 0, 0) for a sequence cut short at the end of ``raw``, and
-    (-2, 0, 0) when ``out``, ``seps`` or the piece arrays are too small (the caller counts first then).
+    """Case-fold UTF-8 ``raw`` (documents separated by NUL) into ``out`` in one pass, without the
+    separators, leaving the pieces NFKC is applied to as they are: each code point below
+    ``change.size`` marked in ``change`` becomes its fold ``fold[cp, :fold_len[cp]]`` (shorter, as
+    long or longer than itself), every other byte is copied, and the output position of the k-th
+    NUL goes to ``seps[k]``. A piece is a maximal run of code points marked in ``unstable`` with
+    the code point before it, unless that is a separator (the pieces :func:`unstable_pieces`
+    finds); it is copied unfolded and its output byte range goes to ``pstarts[k]:pends[k]``, for
+    the caller to normalize, fold and splice in. An empty ``unstable`` makes this the plain fold.
+
+    Returns (output size, NULs, pieces); with ``write`` False only counts them. Returns (-1, 0, 0)
+    for a sequence cut short at the end of ``raw``, and (-2, 0, 0) when ``out``, ``seps`` or the
+    piece arrays are too small (the caller counts first then). A byte below 0xC0 that is not ASCII
+    (a continuation byte with no lead, which ``str.encode`` never writes) is copied as it is.
     """
     top_u = unstable.size
     top = change.size
@@ -690,14 +649,11 @@ def nfkc_fold_compact(raw, unstable, change, fold, fold_len, out, seps, pstarts,
     piece_out = -1  # output start of the open piece (-1: none)
     while i < n:
         b = raw[i]
-        if b < 0x80:  # ASCII: stable, and folds as itself (the kernel lowercases A-Z later)
+        if b < 0xC0:  # ASCII (stable, folds as itself: the kernel lowercases A-Z later), or a stray byte
             if piece_out >= 0:
-                if write:
-                    if p >= pstarts.size:
-                        return -2, 0, 0
-                    pstarts[p] = piece_out
-                    pends[p] = w
-                p += 1
+                p = _close_piece(pstarts, pends, p, piece_out, w, write)
+                if p < 0:
+                    return -2, 0, 0
                 piece_out = -1
             if b == 0:
                 if write:
@@ -742,12 +698,9 @@ def nfkc_fold_compact(raw, unstable, change, fold, fold_len, out, seps, pstarts,
             i += width
             continue
         if piece_out >= 0:
-            if write:
-                if p >= pstarts.size:
-                    return -2, 0, 0
-                pstarts[p] = piece_out
-                pends[p] = w
-            p += 1
+            p = _close_piece(pstarts, pends, p, piece_out, w, write)
+            if p < 0:
+                return -2, 0, 0
             piece_out = -1
         prev_in = i
         prev_out = w
@@ -772,12 +725,9 @@ def nfkc_fold_compact(raw, unstable, change, fold, fold_len, out, seps, pstarts,
             w += width
         i += width
     if piece_out >= 0:
-        if write:
-            if p >= pstarts.size:
-                return -2, 0, 0
-            pstarts[p] = piece_out
-            pends[p] = w
-        p += 1
+        p = _close_piece(pstarts, pends, p, piece_out, w, write)
+        if p < 0:
+            return -2, 0, 0
     return w, k, p
 
 
