@@ -22,6 +22,14 @@ serialized. Readers run in a deferred transaction: a WAL snapshot, never blocked
 ``synchronous=NORMAL`` under WAL: a killed process never corrupts or half-applies a batch (the
 uncommitted WAL frames are ignored at the next open); a power loss may lose the last batches
 committed before it, never leave a partial one.
+
+Checkpoints (copying committed WAL pages back into the file) run off the writer's path: after each
+commit, one background thread per process runs a PASSIVE checkpoint on a connection of its own,
+which overlaps the next batch's sketching instead of lengthening the commit (a 5,000-document
+batch into 1M documents wrote ~30 MB of WAL, and SQLite's own checkpoint at 1,000 pages ran inside
+the commit: 22% of the add time). SQLite's automatic checkpoint stays on as a backstop at
+:data:`AUTOCHECKPOINT_PAGES`, for a checkpointer that falls behind. A checkpoint is crash-safe; a
+killed process leaves the rest to the next one.
 """
 
 from __future__ import annotations
@@ -29,7 +37,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import sqlite3
+import threading
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import Optional
@@ -81,6 +91,71 @@ _COLS = "seq, id, cluster, is_rep, similarity, stages"
 PAGE_SIZE = 32768
 #: default of the ``mmap_mb`` URL parameter (MiB of the file SQLite reads through a memory map)
 MMAP_MB = 1024
+#: WAL pages at which a writer's commit checkpoints by itself (SQLite's default is 1,000): the
+#: backstop when the background checkpointer falls behind
+AUTOCHECKPOINT_PAGES = 8192
+
+
+class _Checkpointer:
+    """One daemon thread per process: PASSIVE checkpoints of the files whose commits asked for one.
+
+    Each checkpoint opens its own short-lived connection, read-write but never creating the file (a
+    connection kept per file would outlive the indexes); a file asked for twice before its turn is
+    checkpointed once. Errors are ignored: the writer's automatic checkpoint is the backstop.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[str, list[threading.Event]] = {}  # path -> events to set once it is done
+        self._wake: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: Optional[threading.Thread] = None
+        self._pid = 0
+        self.done = 0  # checkpoints run in this process
+
+    def request(self, path: str, done: Optional[threading.Event] = None) -> None:
+        with self._lock:
+            if self._thread is None or self._pid != os.getpid():  # first use, or a forked child
+                self._pending = {}
+                self._wake = queue.SimpleQueue()
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._run, name="diversify-sqlite-checkpoint", daemon=True)
+                self._thread.start()
+            waiters = self._pending.get(path)
+            if waiters is None:
+                self._pending[path] = [done] if done is not None else []
+                self._wake.put(None)
+            elif done is not None:
+                waiters.append(done)
+
+    def checkpoint_now(self, path: str, timeout: float = 60.0) -> bool:
+        """Ask for a checkpoint of ``path`` and wait for it; False if it did not finish in ``timeout``."""
+        done = threading.Event()
+        self.request(path, done)
+        return done.wait(timeout)
+
+    def _run(self) -> None:
+        while True:
+            self._wake.get()
+            with self._lock:
+                if not self._pending:
+                    continue
+                path = next(iter(self._pending))
+                waiters = self._pending.pop(path)
+            try:
+                uri = "file:" + urllib.parse.quote(path) + "?mode=rw"
+                con = sqlite3.connect(uri, uri=True, timeout=0, isolation_level=None, check_same_thread=False)
+                try:
+                    con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    self.done += 1
+                finally:
+                    con.close()
+            except Exception:  # noqa: BLE001 - the writer's automatic checkpoint is the backstop
+                pass
+            for event in waiters:
+                event.set()
+
+
+_CHECKPOINTER = _Checkpointer()
 
 
 def sqlite_mmap_mb(url: str) -> int:
@@ -267,6 +342,7 @@ class SQLiteStorage(Storage):
                 raise StorageError(f"cannot open {self.url} in WAL mode (the file system gave journal_mode={mode!r}); "
                                    "put the index on a local file system.")
             con.execute("PRAGMA synchronous = NORMAL")
+            con.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES}")
             con.execute("PRAGMA cache_size = -65536")  # 64 MiB page cache per connection
             # reads through a memory map of up to mmap_mb (URL parameter, default 1024): no copy into
             # the page cache per page read (200k-document adds +25%, query p50 -30% measured)
@@ -373,6 +449,7 @@ class SQLiteStorage(Storage):
                 con.execute("ROLLBACK")
             raise StorageError(f"committing to {self.url} failed: {type(exc).__name__}: {exc}. The batch was rolled "
                                "back; nothing of it was written.") from exc
+        _CHECKPOINTER.request(os.path.abspath(self.path))
 
 
 def _meta(rows: dict, url: str) -> Meta:

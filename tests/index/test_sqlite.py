@@ -174,3 +174,33 @@ def test_sqlite_mmap_mb_url_parameter(tmp_path):
     for bad in ("-1", "lots", "99999999"):
         with pytest.raises(ConfigError, match=rf"`mmap_mb`.*{bad}"):
             diversify.Index(f"sqlite:///{tmp_path}/bad.db?mmap_mb={bad}")
+
+
+def test_sqlite_commits_are_checkpointed_off_the_writer_path(tmp_path):
+    """After a commit the background thread copies the WAL back into the file (a passive checkpoint
+    on its own connection); the writer's own automatic checkpoint is raised to the backstop; the
+    checkpointer never creates a file that is gone."""
+    import sqlite3
+
+    import diversify
+    from diversify.index import sqlite as backend
+    from index.contract import _doc
+
+    path = tmp_path / "ck.db"
+    with diversify.Index(f"sqlite:///{path}") as idx:
+        before = backend._CHECKPOINTER.done
+        idx.add([_doc(i) for i in range(20)], ids=[f"d{i}" for i in range(20)])
+        assert backend._CHECKPOINTER.checkpoint_now(str(path.resolve()))
+        assert backend._CHECKPOINTER.done > before
+        (auto,) = idx.storage._connect().execute("PRAGMA wal_autocheckpoint").fetchone()
+        assert auto == backend.AUTOCHECKPOINT_PAGES
+        # every frame of the WAL is in the file already: a reader of the file alone sees the batch
+        probe = sqlite3.connect(path)
+        busy, log, done = probe.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert busy == 0 and log == done and log > 0
+        probe.close()
+        with idx.storage.read() as view:
+            assert view.con.execute("SELECT count(*) FROM docs").fetchone()[0] == 20  # type: ignore[attr-defined]
+    gone = tmp_path / "gone.db"
+    assert backend._CHECKPOINTER.checkpoint_now(str(gone))  # a file that does not exist: nothing happens
+    assert not gone.exists()
