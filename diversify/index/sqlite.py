@@ -14,7 +14,9 @@ one page per row (a 1,000-document batch rewrote ~40 MB of a 200k-document index
 tree stays in the page cache and its pages are shared by many rows of a batch. When
 ``bands_recent`` outgrows ``max(2**20, rows of bands / 8)`` rows, it is merged into ``bands`` in key
 order (each page of the big tree written once) inside the writer transaction that crossed the
-limit. Lookups read both tiers.
+limit. Lookups read both tiers; the big one only for the keys its Bloom filter (``band_filter``,
+kept up to date by the merges; see :class:`_SQLiteView`) cannot rule out, since most band keys of a
+new document match nothing and each miss still cost a B-tree descent.
 
 Writers take the file's write lock with ``BEGIN IMMEDIATE`` (waiting up to ``lock_timeout``), so the
 read-verify-write of an assignment runs against the latest committed state and two writers are
@@ -48,6 +50,7 @@ import numpy as np
 
 from .._arrays import unique_sorted
 from ..errors import ConfigError, StorageError
+from .keyfilter import KeyFilter, bits_for
 from .storage import (
     Assignment,
     Counts,
@@ -75,12 +78,17 @@ _SCHEMA = (
     "WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS bands_recent (key INTEGER NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (key, seq)) "
     "WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS band_filter (id INTEGER PRIMARY KEY, bits BLOB NOT NULL)",
 )
 #: rows of bands_recent before it is merged into bands (at least; see the module docstring)
 MERGE_MIN_ROWS = 1 << 20
 _LOOKUP = ("WITH q(k) AS (SELECT value FROM json_each(?)) "
            "SELECT b.key, b.seq FROM q JOIN bands b ON b.key = q.k "
            "UNION ALL SELECT r.key, r.seq FROM q JOIN bands_recent r ON r.key = q.k")
+_LOOKUP_TIER = "SELECT t.key, t.seq FROM json_each(?) q JOIN {} t ON t.key = q.value"
+#: meta keys of the main tier's key filter: its token (a fresh random value per version), its key
+#: count, and the (next_seq, main_rows) it was last known to cover (see _SQLiteView.candidates)
+_FILTER_KEYS = ("filter_token", "filter_keys", "filter_seq", "filter_main", "next_seq", "main_rows")
 
 _META_KEYS = ("schema_version", "config_json", "fingerprint", "created_by")
 _STATE_KEYS = ("next_seq", "next_cluster", "id_kind", "layout")
@@ -189,11 +197,87 @@ def sqlite_path(url: str) -> str:
     return path
 
 
-class _SQLiteView(Transaction):
-    """Reads (and, under the writer lock, writes) on one connection."""
+class _FilterCache:
+    """The last main-tier key filter a storage object loaded, by token (one per SQLiteStorage)."""
 
-    def __init__(self, con: sqlite3.Connection):
+    def __init__(self) -> None:
+        self.token = ""
+        self.filter: Optional[KeyFilter] = None
+
+
+class _SQLiteView(Transaction):
+    """Reads (and, under the writer lock, writes) on one connection.
+
+    The main band table has a Bloom filter of its keys (``band_filter``; :mod:`.keyfilter`), so a
+    lookup descends the big B-tree only for keys the filter cannot rule out. The filter is trusted
+    only while the meta stamp ``(filter_seq, filter_main)`` equals ``(next_seq, main_rows)``: every
+    write transaction of this code moves the stamp along (keys enter the main table only in a
+    merge, which adds them to the filter in the same transaction; a delete leaves the filter a
+    superset, which stays correct), while a writer that does not know the filter (an older
+    diversify) changes ``next_seq`` or ``main_rows`` without it, and the filter is then ignored
+    until the next merge rebuilds it from the table.
+    """
+
+    def __init__(self, con: sqlite3.Connection, cache: Optional[_FilterCache] = None, writing: bool = False):
         self.con = con
+        self._cache = cache if cache is not None else _FilterCache()
+        self._writing = writing
+        self._meta: Optional[dict] = None
+        self._valid = False
+        self._pending: Optional[tuple[str, KeyFilter]] = None  # a filter written in this transaction
+        if writing:
+            self._load_filter_meta()
+
+    # ---- the main tier's key filter
+    def _load_filter_meta(self) -> dict:
+        rows = dict(self.con.execute(f"SELECT k, v FROM meta WHERE k IN ({','.join('?' * len(_FILTER_KEYS))})",
+                                     _FILTER_KEYS).fetchall())
+        self._meta = rows
+        self._valid = bool(rows.get("filter_token")) and rows.get("filter_seq") == rows.get("next_seq", "0") and \
+            rows.get("filter_main") == rows.get("main_rows", "0")
+        return rows
+
+    def _filter(self) -> Optional[KeyFilter]:
+        """The main tier's filter when it is valid for this transaction's state, else None."""
+        if self._pending is not None:
+            return self._pending[1]
+        meta = self._meta if self._meta is not None else self._load_filter_meta()
+        if not self._valid:
+            return None
+        token = meta["filter_token"]
+        if self._cache.token != token or self._cache.filter is None:
+            row = self.con.execute("SELECT bits FROM band_filter WHERE id = 0").fetchone()
+            if row is None:
+                self._valid = False
+                return None
+            self._cache.filter = KeyFilter.from_bytes(bytes(row[0]), int(meta.get("filter_keys", 0)))
+            self._cache.token = token
+        return self._cache.filter
+
+    def finish(self) -> None:
+        """Before COMMIT: move the filter's stamp to this transaction's final state, if it is valid."""
+        if not self._writing or not (self._valid or self._pending is not None):
+            return
+        now = dict(self.con.execute("SELECT k, v FROM meta WHERE k IN ('next_seq', 'main_rows')").fetchall())
+        self.con.executemany("INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)",
+                             [("filter_seq", now.get("next_seq", "0")), ("filter_main", now.get("main_rows", "0"))])
+
+    def committed(self) -> None:
+        """After COMMIT: a filter written by this transaction becomes the cached one."""
+        if self._pending is not None:
+            self._cache.token, self._cache.filter = self._pending
+            self._pending = None
+
+    def _tier_keys(self, table: str) -> np.ndarray:
+        """Every key of a band table, in chunks of the key space (one JSON array each)."""
+        parts = []
+        edges = [-(1 << 63)] + [(-(1 << 63)) + i * (1 << 60) for i in range(1, 16)] + [(1 << 63) - 1]
+        for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:])):
+            op = "<=" if i == 15 else "<"
+            (text,) = self.con.execute(f"SELECT json_group_array(key) FROM {table} WHERE key >= ? AND key {op} ?",
+                                       (lo, hi)).fetchone()
+            parts.append(np.array(json.loads(text), dtype=np.int64))
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
     # ---- reads
     def state(self) -> State:
@@ -227,8 +311,15 @@ class _SQLiteView(Transaction):
         uniq = unique_sorted(np.asarray(keys, dtype=np.int64))
         if not uniq.size:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        # one statement: the keys travel as one JSON array (no per-key parameter binding)
-        rows = self.con.execute(_LOOKUP, (json.dumps(uniq.tolist()),)).fetchall()
+        flt = self._filter()
+        if flt is None:
+            # one statement: the keys travel as one JSON array (no per-key parameter binding)
+            rows = self.con.execute(_LOOKUP, (json.dumps(uniq.tolist()),)).fetchall()
+        else:  # the main table only for the keys its filter cannot rule out
+            rows = self.con.execute(_LOOKUP_TIER.format("bands_recent"), (json.dumps(uniq.tolist()),)).fetchall()
+            maybe = uniq[flt.may_contain(uniq)]
+            if maybe.size:
+                rows += self.con.execute(_LOOKUP_TIER.format("bands"), (json.dumps(maybe.tolist()),)).fetchall()
         if not rows:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         arr = np.array(rows, dtype=np.int64).reshape(-1, 2)
@@ -294,12 +385,31 @@ class _SQLiteView(Transaction):
                             main=max(0, self._tier_rows("main_rows") - (self.con.total_changes - mid)))
 
     def merge_tiers(self) -> None:
-        """Move every row of bands_recent into bands, in key order (inside the writer transaction)."""
+        """Move every row of bands_recent into bands, in key order (inside the writer transaction),
+        and add their keys to the main tier's filter (rebuilt from the table when it is not valid or
+        would fall below its bits per key)."""
+        recent_rows = self._tier_rows("recent_rows")
+        old = self._filter()
+        flt: Optional[KeyFilter] = None
+        if old is not None and not old.full(recent_rows):
+            grown = KeyFilter(old.bits.copy(), old.keys)
+            grown.add(self._tier_keys("bands_recent"))
+            flt = grown
         before = self.con.total_changes
         self.con.execute("INSERT OR IGNORE INTO bands (key, seq) SELECT key, seq FROM bands_recent ORDER BY key, seq")
         moved = self.con.total_changes - before
         self.con.execute("DELETE FROM bands_recent")
         self._set_tier_rows(recent=0, main=self._tier_rows("main_rows") + moved)
+        if flt is None:
+            keys = self._tier_keys("bands")
+            flt = KeyFilter.empty(bits_for(keys.size))
+            flt.add(keys)
+        token = os.urandom(8).hex()
+        self.con.execute(_SCHEMA[-1])  # a file created before the filter has no table for it yet
+        self.con.execute("INSERT OR REPLACE INTO band_filter (id, bits) VALUES (0, ?)", (flt.to_bytes(),))
+        self.con.executemany("INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)",
+                             [("filter_token", token), ("filter_keys", str(flt.keys))])
+        self._pending = (token, flt)
 
     def _tier_rows(self, name: str) -> int:
         row = self.con.execute("SELECT v FROM meta WHERE k = ?", (name,)).fetchone()
@@ -319,6 +429,7 @@ class SQLiteStorage(Storage):
         self.mmap_bytes = sqlite_mmap_mb(url) << 20
         self.options = options
         self._con: Optional[sqlite3.Connection] = None
+        self._filters = _FilterCache()
 
     # ---- connection
     def _connect(self) -> sqlite3.Connection:
@@ -419,7 +530,7 @@ class SQLiteStorage(Storage):
         except sqlite3.DatabaseError as exc:
             raise StorageError(f"cannot read {self.url}: {type(exc).__name__}: {exc}.") from exc
         try:
-            yield _SQLiteView(con)
+            yield _SQLiteView(con, self._filters)
         except sqlite3.DatabaseError as exc:
             raise StorageError(f"reading {self.url} failed: {type(exc).__name__}: {exc}.") from exc
         finally:
@@ -434,7 +545,9 @@ class SQLiteStorage(Storage):
         except sqlite3.DatabaseError as exc:
             raise StorageError(f"cannot write {self.url}: {type(exc).__name__}: {exc}; nothing was written.") from exc
         try:
-            yield _SQLiteView(con)
+            view = _SQLiteView(con, self._filters, writing=True)
+            yield view
+            view.finish()
         except BaseException as exc:
             with contextlib.suppress(sqlite3.Error):
                 con.execute("ROLLBACK")
@@ -449,6 +562,7 @@ class SQLiteStorage(Storage):
                 con.execute("ROLLBACK")
             raise StorageError(f"committing to {self.url} failed: {type(exc).__name__}: {exc}. The batch was rolled "
                                "back; nothing of it was written.") from exc
+        view.committed()
         _CHECKPOINTER.request(os.path.abspath(self.path))
 
 

@@ -1,0 +1,182 @@
+"""The main band table's Bloom filter: no false negatives, a false-positive rate within theory,
+and the SQLite backend trusting it only while its stamp matches the index."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from diversify.index.keyfilter import MIN_BITS, PROBES, KeyFilter, bits_for
+
+int64s = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(int64s, max_size=300), st.lists(int64s, max_size=50), st.sampled_from([64, 512, 1 << 14]))
+def test_every_added_key_may_be_contained(keys, more, n_bits):
+    f = KeyFilter.empty(n_bits)
+    f.add(np.array(keys, dtype=np.int64))
+    f.add(np.array(more, dtype=np.int64))  # a second add keeps the first one's bits
+    both = np.array(keys + more, dtype=np.int64)
+    assert f.may_contain(both).all()
+    assert f.keys == len(keys) + len(more)
+    g = KeyFilter.from_bytes(f.to_bytes(), f.keys)
+    assert np.array_equal(g.may_contain(both), f.may_contain(both)) and g.n_bits == n_bits
+
+
+@pytest.mark.parametrize("bits_per_key", [8, 16])
+def test_false_positive_rate_is_what_theory_says(bits_per_key):
+    rng = np.random.default_rng(bits_per_key)
+    n = 1 << 16
+    f = KeyFilter.empty(n * bits_per_key)
+    f.add(rng.integers(-(1 << 63), (1 << 63) - 1, n, dtype=np.int64))
+    probe = rng.integers(-(1 << 63), (1 << 63) - 1, 200_000, dtype=np.int64)
+    rate = f.may_contain(probe).mean()
+    theory = (1 - math.exp(-PROBES / bits_per_key)) ** PROBES
+    sd = math.sqrt(theory * (1 - theory) / probe.size)
+    assert abs(rate - theory) < 5 * sd + 0.1 * theory, (rate, theory)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(int64s, max_size=400), st.sampled_from([64, 1 << 12, 1 << 16]))
+def test_the_kernel_sets_the_bits_of_the_numpy_reference(keys, n_bits):
+    a, b = KeyFilter.empty(n_bits), KeyFilter.empty(n_bits)
+    a.add(np.array(keys, dtype=np.int64))
+    b.add_reference(np.array(keys, dtype=np.int64))
+    assert np.array_equal(a.bits, b.bits) and a.keys == b.keys
+
+
+def test_structured_keys_spread_like_random_ones():
+    """Band keys are hashes, but the mixing must not rely on it: consecutive integers too."""
+    f = KeyFilter.empty(1 << 20)
+    f.add(np.arange(65_536, dtype=np.int64))
+    assert f.may_contain(np.arange(65_536, dtype=np.int64)).all()
+    rate = f.may_contain(np.arange(1 << 40, (1 << 40) + 100_000, dtype=np.int64)).mean()
+    assert rate < 2 * (1 - math.exp(-PROBES / 16)) ** PROBES
+
+
+def test_sizes():
+    assert bits_for(0) == MIN_BITS and bits_for(10) == MIN_BITS
+    assert bits_for(1_000_000) == 1 << 24 and bits_for(14_000_000) == 1 << 28
+    f = KeyFilter.empty(1 << 10)
+    assert not f.full(128) and f.full(129)  # fewer than 8 bits per key
+    with pytest.raises(ValueError, match="power-of-two"):
+        KeyFilter(np.zeros(3, dtype=np.uint8), 0)
+
+
+# --------------------------------------------------------------------------- in the SQLite backend
+
+
+def _filled(tmp_path, monkeypatch, name="f.db"):
+    import diversify
+    from diversify.index import sqlite as backend
+    from index.contract import _doc
+
+    monkeypatch.setattr(backend, "MERGE_MIN_ROWS", 40)
+    idx = diversify.Index(f"sqlite:///{tmp_path}/{name}")
+    for b in range(6):
+        idx.add([_doc(100 * b + i) for i in range(5)], ids=[f"d{b}-{i}" for i in range(5)])
+    return idx
+
+
+def _plain(view, keys):
+    from diversify.index.sqlite import _LOOKUP
+
+    rows = view.con.execute(_LOOKUP, (__import__("json").dumps(sorted(set(keys.tolist()))),)).fetchall()
+    return sorted(map(tuple, rows))
+
+
+def test_sqlite_lookups_through_the_filter_equal_the_plain_lookup(tmp_path, monkeypatch):
+    idx = _filled(tmp_path, monkeypatch)
+    with idx.storage.read() as view:
+        assert view._filter() is not None  # merges happened, and the filter is valid
+        main_keys = np.array([k for (k,) in view.con.execute("SELECT key FROM bands")], dtype=np.int64)
+        assert main_keys.size and view._filter().may_contain(main_keys).all()
+        rng = np.random.default_rng(0)
+        keys = np.concatenate([main_keys[::3], rng.integers(-(1 << 62), 1 << 62, 500, dtype=np.int64)])
+        ck, cs = view.candidates(keys)
+        assert sorted(zip(ck.tolist(), cs.tolist())) == _plain(view, keys)
+    from index.contract import _near
+
+    got = idx.add([_near(100 * b + 2) for b in range(6)], ids=[f"n{b}" for b in range(6)])
+    assert all(m.joined for m in got) and [m.representative for m in got] == [f"d{b}-2" for b in range(6)]
+    idx.delete([f"d{b}-2" for b in range(6)])  # rows leave the main table; the filter stays a superset
+    assert idx.check() == []
+    with idx.storage.read() as view:
+        assert view._filter() is not None
+    idx.close()
+
+
+def test_sqlite_filter_is_ignored_once_a_writer_that_does_not_know_it_moved_the_index(tmp_path, monkeypatch):
+    """An older diversify merges without the filter: a key it put in the main table must be found.
+    Such a writer always moves next_seq (or main_rows) without moving the stamp."""
+    import sqlite3
+
+    idx = _filled(tmp_path, monkeypatch)
+    path = f"{tmp_path}/f.db"
+    stranger = 0x1234_5678_9ABC_DEF0
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("BEGIN IMMEDIATE")
+    con.execute("INSERT INTO bands (key, seq) VALUES (?, 0)", (stranger,))
+    con.execute("COMMIT")
+    with idx.storage.read() as view:  # the stamp still matches: the filter hides the stranger
+        assert view._filter() is not None
+        assert not view._filter().may_contain(np.array([stranger], dtype=np.int64)).any()
+        assert view.candidates(np.array([stranger], dtype=np.int64))[0].tolist() == []
+    con.execute("UPDATE meta SET v = CAST(v AS INTEGER) + 1 WHERE k = 'next_seq'")  # what that writer does too
+    con.close()
+    with idx.storage.read() as view:
+        assert view._filter() is None
+        assert view.candidates(np.array([stranger], dtype=np.int64))[0].tolist() == [stranger]
+    idx.close()
+
+
+def test_sqlite_a_rolled_back_merge_leaves_no_filter_behind(tmp_path, monkeypatch):
+    from diversify.index import sqlite as backend
+
+    idx = _filled(tmp_path, monkeypatch)
+    token = idx.storage._filters.token
+    assert token
+    with pytest.raises(RuntimeError, match="boom"):
+        with idx.storage.write() as tx:
+            tx.merge_tiers()
+            assert tx._pending is not None
+            raise RuntimeError("boom")
+    assert idx.storage._filters.token == token
+    with idx.storage.read() as view:
+        assert dict(view.con.execute("SELECT k, v FROM meta WHERE k = 'filter_token'"))["filter_token"] == token
+    assert idx.check() == []
+    # another process (another storage object) loads the filter of the committed state
+    other = backend.SQLiteStorage(f"sqlite:///{tmp_path}/f.db", idx.storage.options)
+    with other.read() as view:
+        assert view._filter() is not None and other._filters.token == token
+    other.close()
+    idx.close()
+
+
+def test_sqlite_an_index_from_before_the_filter_gets_one_at_its_next_merge(tmp_path, monkeypatch):
+    import sqlite3
+
+    idx = _filled(tmp_path, monkeypatch)
+    idx.close()
+    con = sqlite3.connect(f"{tmp_path}/f.db", isolation_level=None)  # as an older diversify left it
+    con.execute("DROP TABLE band_filter")
+    con.execute("DELETE FROM meta WHERE k LIKE 'filter_%'")
+    con.close()
+    import diversify
+    from index.contract import _doc, _near
+
+    with diversify.Index(f"sqlite:///{tmp_path}/f.db") as idx:
+        with idx.storage.read() as view:
+            assert view._filter() is None
+        assert idx.add([_near(2)], ids=["n"])[0].representative == "d0-2"  # the plain lookup finds it
+        for b in range(6, 10):
+            idx.add([_doc(100 * b + i) for i in range(5)], ids=[f"d{b}-{i}" for i in range(5)])
+        with idx.storage.read() as view:
+            assert view._filter() is not None
+        assert idx.add([_near(102)], ids=["m"])[0].representative == "d1-2"
+        assert idx.check() == []
