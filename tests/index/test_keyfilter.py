@@ -77,6 +77,7 @@ def _filled(tmp_path, monkeypatch, name="f.db"):
     from index.contract import _doc
 
     monkeypatch.setattr(backend, "MERGE_MIN_ROWS", 40)
+    monkeypatch.setattr(backend, "_FILTER_FROM_KEYS", 0)  # the filter for every lookup, however small
     idx = diversify.Index(f"sqlite:///{tmp_path}/{name}")
     for b in range(6):
         idx.add([_doc(100 * b + i) for i in range(5)], ids=[f"d{b}-{i}" for i in range(5)])
