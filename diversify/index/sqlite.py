@@ -43,6 +43,7 @@ import queue
 import sqlite3
 import threading
 import urllib.parse
+import zlib
 from collections.abc import Iterator, Sequence
 from typing import Optional
 
@@ -87,10 +88,10 @@ _LOOKUP = ("WITH q(k) AS (SELECT value FROM json_each(?)) "
            "UNION ALL SELECT r.key, r.seq FROM q JOIN bands_recent r ON r.key = q.k")
 _LOOKUP_TIER = "SELECT t.key, t.seq FROM json_each(?) q JOIN {} t ON t.key = q.value"
 #: meta keys of the main tier's key filter: its token (a fresh random value per version), its key
-#: count, and the (next_seq, main_rows) it was last known to cover (see _SQLiteView.candidates)
+#: count, the CRC-32 of its bits, and the (next_seq, main_rows) it was last known to cover (see _SQLiteView.candidates)
 #: lookups of fewer unique keys skip the filter
 _FILTER_FROM_KEYS = 1024
-_FILTER_KEYS = ("filter_token", "filter_keys", "filter_seq", "filter_main", "next_seq", "main_rows")
+_FILTER_KEYS = ("filter_token", "filter_keys", "filter_crc", "filter_seq", "filter_main", "next_seq", "main_rows")
 
 _META_KEYS = ("schema_version", "config_json", "fingerprint", "created_by")
 _STATE_KEYS = ("next_seq", "next_cluster", "id_kind", "layout")
@@ -249,11 +250,15 @@ class _SQLiteView(Transaction):
         token = meta["filter_token"]
         if self._cache.token != token or self._cache.filter is None:
             row = self.con.execute("SELECT bits FROM band_filter WHERE id = 0").fetchone()
-            if row is None:
+            blob = bytes(row[0]) if row is not None and isinstance(row[0], bytes) else b""
+            try:  # a damaged filter is only a lost shortcut: the plain lookup answers instead
+                if str(zlib.crc32(blob)) != meta.get("filter_crc"):
+                    raise ValueError("checksum")
+                flt = KeyFilter.from_bytes(blob, int(meta.get("filter_keys", "0")))
+            except ValueError:
                 self._valid = False
                 return None
-            self._cache.filter = KeyFilter.from_bytes(bytes(row[0]), int(meta.get("filter_keys", 0)))
-            self._cache.token = token
+            self._cache.filter, self._cache.token = flt, token
         return self._cache.filter
 
     def finish(self) -> None:
@@ -410,9 +415,11 @@ class _SQLiteView(Transaction):
             flt.add(keys)
         token = os.urandom(8).hex()
         self.con.execute(_SCHEMA[-1])  # a file created before the filter has no table for it yet
-        self.con.execute("INSERT OR REPLACE INTO band_filter (id, bits) VALUES (0, ?)", (flt.to_bytes(),))
+        blob = flt.to_bytes()
+        self.con.execute("INSERT OR REPLACE INTO band_filter (id, bits) VALUES (0, ?)", (blob,))
         self.con.executemany("INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)",
-                             [("filter_token", token), ("filter_keys", str(flt.keys))])
+                             [("filter_token", token), ("filter_keys", str(flt.keys)),
+                              ("filter_crc", str(zlib.crc32(blob)))])
         self._pending = (token, flt)
 
     def _tier_rows(self, name: str) -> int:

@@ -181,3 +181,33 @@ def test_sqlite_an_index_from_before_the_filter_gets_one_at_its_next_merge(tmp_p
             assert view._filter() is not None
         assert idx.add([_near(102)], ids=["m"])[0].representative == "d1-2"
         assert idx.check() == []
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "not-a-blob", "keys"])
+def test_sqlite_a_damaged_filter_is_ignored_and_lookups_stay_exact(tmp_path, monkeypatch, damage):
+    """Bits changed on disk (the CRC-32 in meta no longer matches), a blob cut short, a value of
+    another type, a key count that is not a number: the plain lookup answers, nothing crashes."""
+    import sqlite3
+
+    idx = _filled(tmp_path, monkeypatch)
+    idx.close()
+    con = sqlite3.connect(f"{tmp_path}/f.db", isolation_level=None)
+    (blob,) = con.execute("SELECT bits FROM band_filter WHERE id = 0").fetchone()
+    if damage == "flip":  # clear every bit: a filter that would rule out every key
+        con.execute("UPDATE band_filter SET bits = ? WHERE id = 0", (bytes(len(blob)),))
+    elif damage == "truncate":
+        con.execute("UPDATE band_filter SET bits = ? WHERE id = 0", (blob[:1000],))
+    elif damage == "not-a-blob":
+        con.execute("UPDATE band_filter SET bits = 'text' WHERE id = 0")
+    else:
+        con.execute("UPDATE meta SET v = 'many' WHERE k = 'filter_keys'")
+    con.close()
+    import diversify
+    from index.contract import _near
+
+    with diversify.Index(f"sqlite:///{tmp_path}/f.db") as idx:
+        with idx.storage.read() as view:
+            assert view._filter() is None
+        got = idx.query([_near(100 * b + 2) for b in range(6)])
+        assert [m.representative for m in got] == [f"d{b}-2" for b in range(6)]
+        assert idx.check() == []
