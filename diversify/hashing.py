@@ -25,6 +25,7 @@ __all__ = [
     "FNV_PRIME",
     "SHINGLE_BASE",
     "fmix64",
+    "fmix64_array",
     "splitmix64_stream",
     "seed_hash",
     "minhash_seed",
@@ -73,6 +74,15 @@ def fmix64(x: int) -> int:
     z = ((z ^ (z >> 30)) * MIX_M1) & MASK64
     z = ((z ^ (z >> 27)) * MIX_M2) & MASK64
     return z ^ (z >> 31)
+
+
+def fmix64_array(x: np.ndarray) -> np.ndarray:
+    """:func:`fmix64` of every element of a uint64 array (numpy arithmetic wraps modulo 2**64)."""
+    m1, m2 = np.uint64(MIX_M1), np.uint64(MIX_M2)
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * m1
+        x = (x ^ (x >> np.uint64(27))) * m2
+        return x ^ (x >> np.uint64(31))
 
 
 def splitmix64_stream(seed: int, count: int) -> np.ndarray:

@@ -28,8 +28,6 @@ MIN_BITS_PER_KEY = 8
 #: smallest filter (bits): 1 MiB
 MIN_BITS = 1 << 23
 
-_M1 = np.uint64(hashing.MIX_M1)
-_M2 = np.uint64(hashing.MIX_M2)
 _GOLDEN = np.uint64(hashing.GOLDEN)
 
 
@@ -39,19 +37,11 @@ def bits_for(n_keys: int) -> int:
     return 1 << (need - 1).bit_length()
 
 
-def _mix(x: np.ndarray) -> np.ndarray:
-    x = x ^ (x >> np.uint64(30))
-    x = x * _M1
-    x = x ^ (x >> np.uint64(27))
-    x = x * _M2
-    return x ^ (x >> np.uint64(31))
-
-
 def _positions(keys: np.ndarray, mask: np.uint64) -> np.ndarray:
     """(PROBES, n) bit positions of ``keys``."""
     with np.errstate(over="ignore"):
-        h1 = _mix(np.ascontiguousarray(keys, dtype=np.int64).view(np.uint64))
-        h2 = _mix(h1 + _GOLDEN) | np.uint64(1)
+        h1 = hashing.fmix64_array(np.ascontiguousarray(keys, dtype=np.int64).view(np.uint64))
+        h2 = hashing.fmix64_array(h1 + _GOLDEN) | np.uint64(1)
         return np.stack([(h1 + np.uint64(i) * h2) & mask for i in range(PROBES)])
 
 

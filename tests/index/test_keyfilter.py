@@ -211,3 +211,12 @@ def test_sqlite_a_damaged_filter_is_ignored_and_lookups_stay_exact(tmp_path, mon
         got = idx.query([_near(100 * b + 2) for b in range(6)])
         assert [m.representative for m in got] == [f"d{b}-2" for b in range(6)]
         assert idx.check() == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=(1 << 64) - 1), max_size=50))
+def test_the_array_finalizer_is_the_scalar_one(values):
+    from diversify import hashing
+
+    got = hashing.fmix64_array(np.array(values, dtype=np.uint64))
+    assert [int(v) for v in got] == [hashing.fmix64(v) for v in values]
