@@ -62,7 +62,8 @@ class KeyFilter:
 
     @classmethod
     def from_bytes(cls, blob: bytes, keys: int) -> KeyFilter:
-        return cls(np.frombuffer(blob, dtype=np.uint8).copy(), keys)
+        """A filter over ``blob`` itself (read-only; :meth:`add` copies it first)."""
+        return cls(np.frombuffer(blob, dtype=np.uint8), keys)
 
     def to_bytes(self) -> bytes:
         return self.bits.tobytes()
@@ -81,21 +82,9 @@ class KeyFilter:
             return
         from .._kernels.keyfilter import filter_set
 
+        if not self.bits.flags.writeable:
+            self.bits = self.bits.copy()
         filter_set(self.bits, np.ascontiguousarray(keys).view(np.uint64), self._mask, PROBES)
-        self.keys += int(keys.size)
-
-    def add_reference(self, keys: np.ndarray) -> None:
-        """:meth:`add` in numpy alone (the kernel's reference in the tests)."""
-        keys = np.asarray(keys, dtype=np.int64)
-        if not keys.size:
-            return
-        pos = _positions(keys, self._mask).ravel()
-        byte = (pos >> np.uint64(3)).astype(np.intp)
-        bit = (pos & np.uint64(7)).astype(np.uint8)
-        # one pass per bit value: within a pass every write to a byte sets the same bit, so repeated
-        # indices in the fancy-index update cannot lose one another
-        for j in range(8):
-            self.bits[byte[bit == j]] |= np.uint8(1 << j)
         self.keys += int(keys.size)
 
     def may_contain(self, keys: np.ndarray) -> np.ndarray:

@@ -87,10 +87,11 @@ _LOOKUP = ("WITH q(k) AS (SELECT value FROM json_each(?)) "
            "SELECT b.key, b.seq FROM q JOIN bands b ON b.key = q.k "
            "UNION ALL SELECT r.key, r.seq FROM q JOIN bands_recent r ON r.key = q.k")
 _LOOKUP_TIER = "SELECT t.key, t.seq FROM json_each(?) q JOIN {} t ON t.key = q.value"
-#: meta keys of the main tier's key filter: its token (a fresh random value per version), its key
-#: count, the CRC-32 of its bits, and the (next_seq, main_rows) it was last known to cover (see _SQLiteView.candidates)
 #: lookups of fewer unique keys skip the filter
 _FILTER_FROM_KEYS = 1024
+#: meta keys of the main tier's key filter: its token (a fresh random value per version), its key
+#: count, the CRC-32 of its bits, and the (next_seq, main_rows) it was last known to cover
+#: (see _SQLiteView), with the two it is compared with
 _FILTER_KEYS = ("filter_token", "filter_keys", "filter_crc", "filter_seq", "filter_main", "next_seq", "main_rows")
 
 _META_KEYS = ("schema_version", "config_json", "fingerprint", "created_by")
@@ -278,13 +279,12 @@ class _SQLiteView(Transaction):
     def _tier_keys(self, table: str) -> np.ndarray:
         """Every key of a band table, in chunks of the key space (one JSON array each)."""
         parts = []
-        edges = [-(1 << 63)] + [(-(1 << 63)) + i * (1 << 60) for i in range(1, 16)] + [(1 << 63) - 1]
-        for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:])):
-            op = "<=" if i == 15 else "<"
-            (text,) = self.con.execute(f"SELECT json_group_array(key) FROM {table} WHERE key >= ? AND key {op} ?",
-                                       (lo, hi)).fetchone()
+        for i in range(16):  # [lo, lo + 2**60) of the int64 range each; the last one up to its top
+            lo = -(1 << 63) + i * (1 << 60)
+            (text,) = self.con.execute(f"SELECT json_group_array(key) FROM {table} WHERE key >= ? AND key <= ?",
+                                       (lo, lo + (1 << 60) - 1)).fetchone()
             parts.append(np.array(json.loads(text), dtype=np.int64))
-        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        return np.concatenate(parts)
 
     # ---- reads
     def state(self) -> State:
@@ -400,10 +400,9 @@ class _SQLiteView(Transaction):
         recent_rows = self._tier_rows("recent_rows")
         old = self._filter()
         flt: Optional[KeyFilter] = None
-        if old is not None and not old.full(recent_rows):
-            grown = KeyFilter(old.bits.copy(), old.keys)
-            grown.add(self._tier_keys("bands_recent"))
-            flt = grown
+        if old is not None and not old.full(recent_rows):  # a copy: the cached one stays until COMMIT
+            flt = KeyFilter(old.bits.copy(), old.keys)
+            flt.add(self._tier_keys("bands_recent"))
         before = self.con.total_changes
         self.con.execute("INSERT OR IGNORE INTO bands (key, seq) SELECT key, seq FROM bands_recent ORDER BY key, seq")
         moved = self.con.total_changes - before
