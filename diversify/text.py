@@ -737,13 +737,14 @@ def _readonly(buf: np.ndarray) -> np.ndarray:
     return buf
 
 
-def _auto_split(buf: np.ndarray, offsets: np.ndarray, config: TextConfig):
+def _auto_split(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, char_docs: np.ndarray | None = None):
     """For ``shingle="auto"``: [(document indices, their batch, their word/char config)], one entry
-    when every document takes the same rule."""
+    when every document takes the same rule. ``char_docs``: :func:`unspaced_docs` of the batch,
+    when the caller has it already."""
     word = TextConfig(shingle="word", k=config.k)
     if config.shingle != "auto":
         return None
-    char = unspaced_docs(buf, offsets)
+    char = unspaced_docs(buf, offsets) if char_docs is None else char_docs
     if not char.any():
         return [(None, buf, offsets, word)]
     chars = TextConfig(shingle="char", k=config.char_k)
@@ -772,9 +773,10 @@ def _doc_stats(n: int) -> DocStats:
                        exact=np.empty(n, dtype=np.uint64))
 
 
-def shingle_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, seed: int) -> Shingles:
-    """Shingle an already encoded batch (see :func:`encode_batch`)."""
-    parts = _auto_split(buf, offsets, config)
+def shingle_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, seed: int,
+                   char_docs: np.ndarray | None = None) -> Shingles:
+    """Shingle an already encoded batch (see :func:`encode_batch`); ``char_docs`` as :func:`_auto_split` takes it."""
+    parts = _auto_split(buf, offsets, config, char_docs)
     if parts is not None:
         if len(parts) == 1:
             return _shingle_one(parts[0][1], parts[0][2], parts[0][3], seed)
@@ -813,13 +815,15 @@ def _shingle_one(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, seed:
 
 
 def sketch_oph_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, seed: int,
-                      num_perm: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                      num_perm: int, char_docs: np.ndarray | None = None
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Fused path: bytes -> one-permutation MinHash signatures, without materializing shingles.
 
     Returns (signatures uint32 (n, num_perm), n_shingles int64, lengths uint32, exact uint64).
-    Bit-identical to ``minhash_signatures(shingle_buffer(...), method="oph")``.
+    Bit-identical to ``minhash_signatures(shingle_buffer(...), method="oph")``. ``char_docs`` as
+    :func:`_auto_split` takes it.
     """
-    parts = _auto_split(buf, offsets, config)
+    parts = _auto_split(buf, offsets, config, char_docs)
     if parts is not None and len(parts) == 1:
         return _sketch_oph_one(parts[0][1], parts[0][2], parts[0][3], seed, num_perm)
     if parts is not None:
@@ -842,15 +846,17 @@ def _sketch_oph_one(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, se
     return sigs, stats.n_shingles, stats.lengths, stats.exact
 
 
-def sketch_oph_sets_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, seed: int, num_perm: int
+def sketch_oph_sets_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, seed: int, num_perm: int,
+                           char_docs: np.ndarray | None = None
                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`sketch_oph_buffer` and :func:`shingle_sets32` of the same batch in one pass over
     its bytes (the live index stores both): (signatures, n_shingles, lengths, exact, sets indptr,
-    sets values), each equal to what those two functions return."""
+    sets values), each equal to what those two functions return. ``char_docs`` as
+    :func:`_auto_split` takes it."""
     from ._kernels import text as kt
 
     n = offsets.size - 1
-    parts = _auto_split(buf, offsets, config)
+    parts = _auto_split(buf, offsets, config, char_docs)
     if parts is None or len(parts) == 1:
         b, o, c = (buf, offsets, config) if parts is None else parts[0][1:]
         sigs, n_sh, lengths, exact, starts, counts, hashes = _sketch_oph_sets_one(b, o, c, seed, num_perm)

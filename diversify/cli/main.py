@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import io
 import os
 import signal
@@ -211,10 +212,21 @@ def run() -> NoReturn:
     os._exit(status)
 
 
+#: commands the console script runs without Python's cycle collector. Reading a corpus makes a
+#: container per document (msgspec's record dicts, the lists of ids and texts), and every 700 new
+#: containers start a collection, every tenth of those a deeper one, each walking the containers
+#: alive: on 100,000 documents 2.7% of the samples of a whole-process profile. A build makes no
+#: cycles per document, and the process ends with the command. Paired runs of `build` on 100,000
+#: documents (5 each): 0.95x the CPU-seconds, 0.92x the wall time, the same peak memory.
+_NO_CYCLE_COLLECTOR = frozenset({"build", "add"})
+
+
 def _run(prog: str, a: argparse.Namespace) -> int:
     if _TUNE_ALLOCATOR and not getattr(a, "stream", False):
         keep_freed_memory()  # not under --stream, whose point is memory (see keep_freed_memory)
     a.compile_ahead = _TUNE_ALLOCATOR  # the console script may compile kernels in a helper (diversify._kernels.ahead)
+    if _TUNE_ALLOCATOR and a.command in _NO_CYCLE_COLLECTOR:
+        gc.disable()  # see _NO_CYCLE_COLLECTOR
     restore = _on_sigterm()
     try:
         with warnings.catch_warnings():

@@ -204,14 +204,15 @@ def _sketch_chunk(buf: np.ndarray, offsets: np.ndarray, config: BuildConfig, set
     """
 
     t0 = time.perf_counter()
-    chunk = _sketch_chunk_kernels(buf, offsets, config, t0, sets32)
-    if config.text.shingle == "auto":
-        chunk.char_docs = unspaced_docs(buf, offsets)
+    # which documents shingle="auto" shingles by character: found once, for the kernels and the artifact
+    char_docs = unspaced_docs(buf, offsets) if config.text.shingle == "auto" else None
+    chunk = _sketch_chunk_kernels(buf, offsets, config, t0, sets32, char_docs)
+    chunk.char_docs = char_docs
     return chunk
 
 
 def _sketch_chunk_kernels(buf: np.ndarray, offsets: np.ndarray, config: BuildConfig, t0: float,
-                          sets32: bool) -> _ChunkSketch:
+                          sets32: bool, char_docs: Optional[np.ndarray]) -> _ChunkSketch:
     from .minhash import minhash_signatures
 
     fingerprints = text_simhash_buffer(buf, offsets) if config.text_simhash is not None else None
@@ -220,15 +221,15 @@ def _sketch_chunk_kernels(buf: np.ndarray, offsets: np.ndarray, config: BuildCon
         sets: Optional[tuple[np.ndarray, np.ndarray]] = None
         if sets32:
             sigs, n_shingles, lengths, exact, *csr = sketch_oph_sets_buffer(buf, offsets, config.text, config.seed,
-                                                                             mh_cfg.num_perm)
+                                                                             mh_cfg.num_perm, char_docs)
             sets = (csr[0], csr[1])
         else:
             sigs, n_shingles, lengths, exact = sketch_oph_buffer(buf, offsets, config.text, config.seed,
-                                                                 mh_cfg.num_perm)
+                                                                 mh_cfg.num_perm, char_docs)
         return _ChunkSketch(lengths=lengths, exact=exact, empty=n_shingles == 0, signatures=sigs, unique_shingles=None,
                             fingerprints=fingerprints, seconds_sketch=time.perf_counter() - t0, seconds_signatures=0.0,
                             sets32=sets)
-    shingles = shingle_buffer(buf, offsets, config.text, config.seed)
+    shingles = shingle_buffer(buf, offsets, config.text, config.seed, char_docs)
     t1 = time.perf_counter()
     signatures: Optional[np.ndarray] = None
     unique: Optional[tuple[np.ndarray, np.ndarray]] = None
