@@ -1,5 +1,5 @@
 """``python -m diversify``: the command line."""
 
-from diversify.cli import run
+from diversify._console import run
 
 run()
