@@ -823,26 +823,22 @@ def sketch_oph_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, 
     Bit-identical to ``minhash_signatures(shingle_buffer(...), method="oph")``. ``char_docs`` as
     :func:`_auto_split` takes it.
     """
-    parts = _auto_split(buf, offsets, config, char_docs)
-    if parts is not None and len(parts) == 1:
-        return _sketch_oph_one(parts[0][1], parts[0][2], parts[0][3], seed, num_perm)
-    if parts is not None:
-        n = offsets.size - 1
-        sigs = np.empty((n, num_perm), dtype=np.uint32)
-        n_sh, lengths, exact = np.empty(n, np.int64), np.empty(n, np.uint32), np.empty(n, np.uint64)
-        for idx, b, o, c in parts:
-            sigs[idx], n_sh[idx], lengths[idx], exact[idx] = _sketch_oph_one(b, o, c, seed, num_perm)
-        return sigs, n_sh, lengths, exact
-    return _sketch_oph_one(buf, offsets, config, seed, num_perm)
-
-
-def _sketch_oph_one(buf: np.ndarray, offsets: np.ndarray, config: TextConfig, seed: int,
-                    num_perm: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     from ._kernels import text as kt
 
-    stats = _doc_stats(offsets.size - 1)
-    sigs = np.empty((offsets.size - 1, num_perm), dtype=np.uint32)
-    kt.sketch_oph(buf, offsets, _text_rule(config, seed), minhash_seed(seed), stats, sigs)
+    rule, char_rule, char = _text_rule(config, seed), None, kt.NO_CHAR_DOCS
+    if config.shingle == "auto":
+        # one call for both kinds of documents, each with its own rule (no batch copied per kind)
+        char = unspaced_docs(buf, offsets) if char_docs is None else char_docs
+        rule = _text_rule(TextConfig(shingle="word", k=config.k), seed)
+        char_rule = _text_rule(TextConfig(shingle="char", k=config.char_k), seed)
+        if char.size and char.all():
+            rule, char_rule, char = char_rule, None, kt.NO_CHAR_DOCS
+        elif not char.any():
+            char = kt.NO_CHAR_DOCS
+    n = offsets.size - 1
+    stats = _doc_stats(n)
+    sigs = np.empty((n, num_perm), dtype=np.uint32)
+    kt.sketch_oph(buf, offsets, rule, minhash_seed(seed), stats, sigs, char_rule, char)
     return sigs, stats.n_shingles, stats.lengths, stats.exact
 
 

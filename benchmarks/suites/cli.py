@@ -92,7 +92,7 @@ def _cmd(tool: str, corpus: str, out: str) -> list:
     import sys
 
     if tool.startswith("diversify"):
-        return [sys.executable, "-m", "diversify.cli", "build", corpus, "-o", out, "--no-progress", "--verbose",
+        return [sys.executable, "-m", "diversify", "build", corpus, "-o", out, "--no-progress", "--verbose",
                 *(["--stream"] if tool == "diversify-stream" else [])]
     return [sys.executable, "-m", "benchmarks.tools.whole_process", tool, corpus, out]
 
@@ -119,7 +119,7 @@ def _demo(env_extra: dict, tag: str) -> dict:
     from ..paths import CACHE
     from ..worker import child_env
 
-    return _timed([sys.executable, "-m", "diversify.cli", "demo"], str(CACHE / "cli" / f"demo-{tag}.txt"),
+    return _timed([sys.executable, "-m", "diversify", "demo"], str(CACHE / "cli" / f"demo-{tag}.txt"),
                   child_env(extra=env_extra))
 
 

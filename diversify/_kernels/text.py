@@ -322,9 +322,12 @@ def fill_shingles(buf, offsets, rule, indptr, out):
 
 
 @kernel
-def _sketch_oph_docs(buf, offsets, rule, mh_seed, stats, sigs, lo, hi):
+def _sketch_oph_docs(buf, offsets, rule, char_rule, char_docs, mh_seed, stats, sigs, lo, hi):
     """Fused fast path: one pass per document ``lo .. hi`` straight from bytes to a densified OPH signature.
 
+    char_rule, char_docs         documents marked in ``char_docs`` (bool (n,), or empty: none) take
+                                 ``char_rule``, the others ``rule``: shingle="auto" sketches a batch
+                                 of both kinds in one call, each document as a call on its kind alone
     mh_seed : uint64             mixed MinHash seed
     stats : DocStats             out, as in :func:`scan_docs`
     sigs : uint32 (n, num_perm)  out; equal to ``fill_minhash_oph`` over the CSR shingles
@@ -332,6 +335,8 @@ def _sketch_oph_docs(buf, offsets, rule, mh_seed, stats, sigs, lo, hi):
     num_perm = sigs.shape[1]
     n_shingles, lengths, exact = stats
     window = _new_window(rule.k)
+    char_window = _new_window(char_rule.k)
+    mixed = char_docs.size > 0
     no_csr = np.empty(0, dtype=np.uint64)
     filled = np.empty(num_perm, dtype=np.bool_)
     for i in range(lo, hi):
@@ -340,15 +345,25 @@ def _sketch_oph_docs(buf, offsets, rule, mh_seed, stats, sigs, lo, hi):
             sig[j] = EMPTY
             filled[j] = False
         sink = Sink(SINK_OPH, no_csr, sig, filled, mh_seed)
-        n_shingles[i], lengths[i], exact[i] = _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, _AT0)
+        if mixed and char_docs[i]:
+            n_shingles[i], lengths[i], exact[i] = _pass(buf, offsets[i], offsets[i + 1], char_rule, char_window, sink,
+                                                        _AT0)
+        else:
+            n_shingles[i], lengths[i], exact[i] = _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, _AT0)
         if n_shingles[i] > 0:
             densify(sig, filled, mh_seed)
 
 
-def sketch_oph(buf, offsets, rule, mh_seed, stats, sigs):
+#: ``char_docs`` of a batch with one rule for every document
+NO_CHAR_DOCS = np.zeros(0, dtype=np.bool_)
+
+
+def sketch_oph(buf, offsets, rule, mh_seed, stats, sigs, char_rule=None, char_docs=NO_CHAR_DOCS):
     """:func:`_sketch_oph_docs` over every document, in blocks, in threads (see
-    :func:`diversify._kernels._runtime.in_blocks`)."""
-    _runtime.in_blocks(_sketch_oph_docs, (buf, offsets, rule, mh_seed, stats, sigs), offsets.size - 1, _BLOCK)
+    :func:`diversify._kernels._runtime.in_blocks`); ``char_rule`` for the documents marked in
+    ``char_docs``."""
+    _runtime.in_blocks(_sketch_oph_docs, (buf, offsets, rule, rule if char_rule is None else char_rule, char_docs,
+                                          mh_seed, stats, sigs), offsets.size - 1, _BLOCK)
 
 
 sketch_oph.dispatcher = _sketch_oph_docs  # type: ignore[attr-defined]
