@@ -35,7 +35,8 @@ def cmd_build(a) -> int:
         with _ahead(a, cfg):  # a cold kernel cache: the linking kernels compile beside reading and sketching
             with clock.phase("read" if not a.stream else "open"):
                 texts, ids, keys, vectors, sources, info = streams(a)
-            with warnings.catch_warnings(), clock.phase("build" if not a.stream else "read+build"):
+            lazy = a.stream or _lazy(clock, info)
+            with warnings.catch_warnings(), clock.phase("read+build" if lazy else "build"):
                 warnings.simplefilter("ignore", DiversifyWarning)  # the summary below prints them
                 res = diversify.build(texts, ids=ids, vectors=vectors, config=cfg, keys=keys, sources=sources,
                                       metadata=parse_metadata(a.metadata), progress=not a.no_progress,
@@ -52,6 +53,15 @@ def cmd_build(a) -> int:
     if a.engine != "dask":
         _note_ids(a, info)
     return 0
+
+
+def _lazy(clock, info: dict) -> bool:
+    """Whether the texts stay in the input file, read while the build runs (see
+    diversify.corpus.filetexts); the phase that only opened the file is then called "open"."""
+    if info.get("texts") != "file":
+        return False
+    clock.phases["open"] = clock.phases.pop("read", 0.0)
+    return True
 
 
 def _ahead(a, cfg):
@@ -105,10 +115,11 @@ def cmd_add(a) -> int:
     check_output_path(out, param="-o" if a.output else "artifact", what="the artifact", inputs=_inputs(a))
     with clock.phase("read" if not a.stream else "open"):
         texts, ids, keys, vectors, sources, info = streams(a)
+    lazy = a.stream or _lazy(clock, info)
     # the lock is held from the read of the artifact to the write: concurrent adds serialize, none is lost
     with file_lock(out, timeout=a.lock_timeout, what="the artifact", param="-o" if a.output else "artifact",
                    timeout_param="--lock-timeout", on_wait=lambda note: warn_line("diversify add", note)):
-        with clock.phase("add" if not a.stream else "read+add"):
+        with clock.phase("read+add" if lazy else "add"):
             res = diversify.add(a.artifact, texts, ids=ids, vectors=vectors, keys=keys, sources=sources,
                                 progress=not a.no_progress, chunk_size=a.chunk_size)
         with writing(out), clock.phase("write"):

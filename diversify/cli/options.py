@@ -197,7 +197,8 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--chunk-size", type=int, default=16384, help="documents per processing chunk")
     p.add_argument("--stream", action="store_true",
-                   help="stream the input instead of holding the texts in memory; borderline pairs are then decided "
+                   help="keep no texts: without it a JSONL file's texts stay in the file and the few that exact checks "
+                        "need are read again (other inputs are held in memory); with it borderline pairs are decided "
                         "by the MinHash estimate instead of exact Jaccard")
     p.add_argument("--verbose", action="store_true",
                    help="also print start-up, read/build/write times, build stages, CPU seconds and the time spent "
@@ -217,7 +218,8 @@ class Inputs(typing.NamedTuple):
 
 def streams(a) -> Inputs:
     """(texts, ids, keys, vectors, sources, info) for build/add from the CLI input arguments."""
-    from ..corpus.readers import STDIN, read_blocks, read_records, read_vectors
+    from ..corpus.filetexts import JsonlTexts
+    from ..corpus.readers import STDIN, detect_format, read_blocks, read_records, read_vectors
 
     if not 1 <= a.chunk_size <= MAX_CHUNK:
         raise DiversifyError(f"`chunk_size` (--chunk-size) must be between 1 and {MAX_CHUNK:,} documents; got "
@@ -244,6 +246,13 @@ def streams(a) -> Inputs:
     fields = list(a.key_field or []) + ([source] if source else [])
     keys: Optional[list] = [] if nk else None
     sources: Optional[list] = [] if source else None
+    if keys is None and sources is None and not getattr(a, "stream", False) and a.input != STDIN \
+            and (a.format or detect_format(a.input)) == "jsonl":
+        # the texts stay in the file: read in blocks while the build sketches them, the few it checks
+        # exactly read again by their offsets (diversify.corpus.filetexts); the same decisions
+        texts = JsonlTexts(a.input, id_field=a.id_field, text_field=a.text_field, info=info)
+        info["texts"] = "file"
+        return Inputs(texts, texts.ids(), None, vectors, None, info)
     if keys is None and sources is None:  # blocks of ids and texts, no Python work per document
         blocks = read_blocks(a.input, fmt=a.format, id_field=a.id_field, text_field=a.text_field,
                              encoding_errors=a.encoding_errors, info=info)

@@ -250,11 +250,12 @@ def _jsonl_record(rec, lineno: int, recno: int, path: str, ids: _Ids, text_field
 _JSONL_BLOCK_BYTES = 1 << 24
 
 
-def _line_blocks(f) -> Iterator[tuple[int, list]]:
-    """(number of the first line, lines) per block of whole lines of ``f``, each line a memoryview
-    into the block (no copy); lines are split at b"\\n" only, as iterating a binary file does, and
-    the last line may lack its newline."""
-    lineno, carry = 1, b""
+def _line_blocks(f) -> Iterator[tuple[int, list, np.ndarray]]:
+    """(number of the first line, lines, byte spans) per block of whole lines of ``f``, each line a
+    memoryview into the block (no copy) and its span ``[start, end)`` in the file (int64 (m, 2),
+    counted from where ``f`` stood when the first block was read); lines are split at b"\\n" only,
+    as iterating a binary file does, and the last line may lack its newline."""
+    lineno, carry, base = 1, b"", 0  # base: the file offset of data[0]
     while True:
         data = f.read(_JSONL_BLOCK_BYTES)
         if not data:
@@ -271,16 +272,20 @@ def _line_blocks(f) -> Iterator[tuple[int, list]]:
         starts[1:] = ends[:-1] + 1
         view = memoryview(data)
         lines = list(map(view.__getitem__, map(slice, starts.tolist(), ends.tolist())))
-        yield lineno, lines
+        yield lineno, lines, np.stack([starts, ends], axis=1).astype(np.int64) + base
         lineno += len(lines)
+        base += int(ends[-1]) + 1
     if carry:
-        yield lineno, [memoryview(carry)]
+        yield lineno, [memoryview(carry)], np.array([[base, base + len(carry)]], dtype=np.int64)
 
 
-def _jsonl_blocks(f, path: str, ids: _Ids, text_field: str, key_field) -> Iterator[tuple]:
+def _jsonl_blocks(f, path: str, ids: _Ids, text_field: str, key_field, spans: bool = False) -> Iterator[tuple]:
+    """(ids, texts, keys or None) per block; with ``spans``, a fourth item: each record's line as a
+    byte span of the file (int64 (m, 2), see :func:`_line_blocks`)."""
     recno = 0
-    for first, lines in _line_blocks(f):
+    for first, lines, line_spans in _line_blocks(f):
         fast = None
+        rows = None  # the lines (0-based, within the block) the records came from; None: every line
         if not key_field:
             try:
                 recs = list(map(_fast_decode, lines))  # raises on a blank line or anything msgspec refuses
@@ -290,14 +295,19 @@ def _jsonl_blocks(f, path: str, ids: _Ids, text_field: str, key_field) -> Iterat
                 fast = _fast_columns(recs, first, recno, path, ids, text_field)
             del recs
         if fast is None:  # record by record: the first bad line raises its own error
-            out = [_jsonl_record(rec, lineno, recno + i, path, ids, text_field, key_field)
-                   for i, (lineno, rec) in enumerate(jsonl_records(map(bytes, lines), path, start=first))]
+            out, rows = [], []
+            for i, (lineno, rec) in enumerate(jsonl_records(map(bytes, lines), path, start=first)):
+                out.append(_jsonl_record(rec, lineno, recno + i, path, ids, text_field, key_field))
+                rows.append(lineno - first)
             fast = [o[0] for o in out], [o[1] for o in out], [o[2] for o in out] if key_field else None
             del out
         del lines
         recno += len(fast[1])
         if fast[1]:
-            yield fast
+            if spans:
+                yield (*fast, line_spans if rows is None else line_spans[rows])
+            else:
+                yield fast
 
 
 def _fast_columns(recs: list, first: int, recno: int, path: str, ids: _Ids, text_field: str) -> Optional[tuple]:

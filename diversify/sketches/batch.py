@@ -115,9 +115,9 @@ class EncodedTexts:
             else:
                 missing.append(j)
         if len(missing) == len(docs):
-            return encode_batch([texts[d] for d in docs])
+            return encode_batch(texts_at(texts, docs))
         if missing:
-            buf, offsets = encode_batch([texts[docs[j]] for j in missing])
+            buf, offsets = encode_batch(texts_at(texts, [docs[j] for j in missing]))
             for t, j in enumerate(missing):
                 pieces[j] = buf[offsets[t]: offsets[t + 1]]
         offsets = np.zeros(len(docs) + 1, dtype=np.int64)
@@ -136,9 +136,16 @@ def reshingle(sk: Sketches, docs: Sequence[int], config: BuildConfig) -> tuple[n
     assert texts is not None
     local = [int(d) - off for d in docs]
     if sk.encoded is None or not sk.encoded.chunks:
-        return sorted_unique_shingles([texts[d] for d in local], config.text, config.seed)
+        return sorted_unique_shingles(texts_at(texts, local), config.text, config.seed)
     buf, offsets = sk.encoded.encode(local, texts)
     return sorted_unique_of_buffer(buf, offsets, config.text, config.seed)
+
+
+def texts_at(texts: Sequence[str], docs: Sequence[int]) -> list:
+    """``[texts[d] for d in docs]``; a sequence that reads its texts from a file
+    (:class:`diversify.corpus.filetexts.JsonlTexts`) reads them in one call, in file order."""
+    take = getattr(texts, "take", None)
+    return take(docs) if take is not None else [texts[d] for d in docs]
 
 
 def chunks(iterable: Iterable, size: int) -> Iterator[list]:
@@ -361,7 +368,8 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
     A one-deep pipeline: the main thread reads and encodes chunk i+1 (Python, holds the GIL) while
     a worker runs the kernels on chunk i. Results are gathered in input order: deterministic.
     """
-    n_hint = len(texts) if isinstance(texts, Sized) else None
+    # a sequence read from a file knows its length only once read (diversify.corpus.filetexts)
+    n_hint = len(texts) if isinstance(texts, Sized) and getattr(texts, "length_known", True) else None
     id_iter = iter(ids) if ids is not None else None
     gathered = _Gathered(config, n_hint)
     # re-shingled by the exact checks of verify="auto" (texts at hand only for a sequence)
