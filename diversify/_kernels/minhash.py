@@ -66,10 +66,8 @@ def _oph_row(hashes, lo, hi, seed_h, num_perm, out, filled):
     for t in range(lo, hi):
         v = fmix64(hashes[t] ^ seed_h)
         b = ((v >> S32) * p) >> S32
-        val = np.uint32(v & MASK32)
-        if not filled[b] or val < out[b]:
-            out[b] = val
-            filled[b] = True
+        out[b] = min(np.uint32(v & MASK32), out[b])  # no branch: see diversify._kernels.text._emit
+        filled[b] = True
     if hi > lo:
         densify(out, filled, seed_h)
 
