@@ -152,3 +152,36 @@ def test_blocks_hold_every_record_once(tmp_path, monkeypatch):
     texts = [t for b in blocks for t in b[1]]
     assert ids == [f"d{i}" for i in range(n)] and texts == [f"t{i}" for i in range(n)]
     assert all(b[2] is None for b in blocks)
+
+
+@pytest.mark.parametrize("two", ['{"id": 3, "text": "a"} {"id": 4, "text": "b"}', '{"id": 3, "text": "a"}{"id": 4, "text": "b"}',
+                                 '{"id": 3, "text": "a"}\r{"id": 4, "text": "b"}'])
+@pytest.mark.parametrize("blank", ["", "   ", "\r"])
+def test_two_values_on_one_line_are_refused_even_beside_a_blank_line(tmp_path, monkeypatch, two, blank):
+    """A block is parsed in one call only when every line is one object: two values on a line and a
+    blank line elsewhere make as many values as lines, which must not pass for one record per line."""
+    lines = [json.dumps({"id": 1, "text": "x"}), blank, two, json.dumps({"id": 5, "text": "y"})]
+    p = tmp_path / "c.jsonl"
+    p.write_text("\n".join(lines) + "\n")
+    for block in (1 << 24, 64):
+        monkeypatch.setattr(readers, "_JSONL_BLOCK_BYTES", block)
+        with pytest.raises(InputError, match=":3: not valid JSON"):
+            list(readers.read_records(str(p)))
+
+
+def test_blocks_of_plain_lines_are_parsed_in_one_call(tmp_path, monkeypatch):
+    """The one-call path is the one taken for plain JSONL (CRLF included), and gives the per-line values."""
+    p = tmp_path / "c.jsonl"
+    p.write_bytes(b"".join(json.dumps({"id": i, "text": f"t{i}"}).encode() + (b"\r\n" if i % 2 else b"\n")
+                           for i in range(300)))
+    calls = []
+    one_call = readers._fast_lines
+
+    def spy(buf):
+        calls.append(len(buf))
+        return one_call(buf)
+
+    monkeypatch.setattr(readers, "_fast_lines", spy)
+    got = [(i, t) for i, t, _ in readers.read_records(str(p))]
+    assert got == [(i, f"t{i}") for i in range(300)]
+    assert calls and sum(calls) >= p.stat().st_size - 2

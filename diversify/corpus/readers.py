@@ -250,11 +250,12 @@ def _jsonl_record(rec, lineno: int, recno: int, path: str, ids: _Ids, text_field
 _JSONL_BLOCK_BYTES = 1 << 24
 
 
-def _line_blocks(f) -> Iterator[tuple[int, list, np.ndarray]]:
-    """(number of the first line, lines, byte spans) per block of whole lines of ``f``, each line a
-    memoryview into the block (no copy) and its span ``[start, end)`` in the file (int64 (m, 2),
-    counted from where ``f`` stood when the first block was read); lines are split at b"\\n" only,
-    as iterating a binary file does, and the last line may lack its newline."""
+def _line_blocks(f) -> Iterator[tuple[int, bytes, np.ndarray, np.ndarray, int]]:
+    """(number of the first line, data, starts, ends, base) per block of whole lines of ``f``: line
+    i of the block is ``data[starts[i]:ends[i]]`` (int64 offsets, newline excluded) and starts at
+    byte ``base + starts[i]`` of the file (counted from where ``f`` stood when the first block was
+    read); lines are split at b"\\n" only, as iterating a binary file does, and the last line may
+    lack its newline."""
     lineno, carry, base = 1, b"", 0  # base: the file offset of data[0]
     while True:
         data = f.read(_JSONL_BLOCK_BYTES)
@@ -270,41 +271,67 @@ def _line_blocks(f) -> Iterator[tuple[int, list, np.ndarray]]:
         starts = np.empty_like(ends)
         starts[0] = 0
         starts[1:] = ends[:-1] + 1
-        view = memoryview(data)
-        lines = list(map(view.__getitem__, map(slice, starts.tolist(), ends.tolist())))
-        yield lineno, lines, np.stack([starts, ends], axis=1).astype(np.int64) + base
-        lineno += len(lines)
+        yield lineno, data, starts, ends, base
+        lineno += ends.size
         base += int(ends[-1]) + 1
     if carry:
-        yield lineno, [memoryview(carry)], np.array([[base, base + len(carry)]], dtype=np.int64)
+        yield lineno, carry, np.zeros(1, np.int64), np.array([len(carry)], np.int64), base
+
+
+def _block_lines(data: bytes, starts: np.ndarray, ends: np.ndarray) -> list:
+    """The lines of a block as memoryviews into it (no copy)."""
+    view = memoryview(data)
+    return list(map(view.__getitem__, map(slice, starts.tolist(), ends.tolist())))
+
+
+def _decode_block(data: bytes, starts: np.ndarray, ends: np.ndarray) -> Optional[list]:
+    """One parsed value per line of a block in one msgspec call, or None when the block is not
+    plainly one object per line (the caller then parses line by line).
+
+    ``decode_lines`` reads a stream of values separated by any JSON whitespace, so it would take
+    ``{..} {..}`` on one line and a blank line elsewhere as two records of two lines. Hence the
+    check first: every line starts with ``{`` and ends with ``}`` (before an optional ``\\r``), so
+    a line holds whole top-level values only (a value cannot go on after ``}`` with a ``{``), and
+    as many values as lines means one per line. A block that fails it (blank lines, indentation)
+    takes the line-by-line path, which gives the same values.
+    """
+    b = np.frombuffer(data, dtype=np.uint8)
+    last = ends - 1
+    last[(last > starts) & (b[np.maximum(last, 0)] == 0x0D)] -= 1  # a CRLF line: the byte before the \r
+    if (ends <= starts).any() or not ((b[starts] == 0x7B) & (last > starts) & (b[np.maximum(last, 0)] == 0x7D)).all():
+        return None
+    try:
+        recs = _fast_lines(memoryview(data)[: int(ends[-1])])
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return recs if len(recs) == starts.size else None
 
 
 def _jsonl_blocks(f, path: str, ids: _Ids, text_field: str, key_field, spans: bool = False) -> Iterator[tuple]:
     """(ids, texts, keys or None) per block; with ``spans``, a fourth item: each record's line as a
     byte span of the file (int64 (m, 2), see :func:`_line_blocks`)."""
     recno = 0
-    for first, lines, line_spans in _line_blocks(f):
+    for first, data, starts, ends, base in _line_blocks(f):
         fast = None
         rows = None  # the lines (0-based, within the block) the records came from; None: every line
         if not key_field:
-            try:
-                recs = list(map(_fast_decode, lines))  # raises on a blank line or anything msgspec refuses
-            except (msgspec.DecodeError, RecursionError):
-                recs = None
+            recs = _decode_block(data, starts, ends)
             if recs is not None:
                 fast = _fast_columns(recs, first, recno, path, ids, text_field)
             del recs
         if fast is None:  # record by record: the first bad line raises its own error
             out, rows = [], []
-            for i, (lineno, rec) in enumerate(jsonl_records(map(bytes, lines), path, start=first)):
+            lines = map(bytes, _block_lines(data, starts, ends))
+            for i, (lineno, rec) in enumerate(jsonl_records(lines, path, start=first)):
                 out.append(_jsonl_record(rec, lineno, recno + i, path, ids, text_field, key_field))
                 rows.append(lineno - first)
             fast = [o[0] for o in out], [o[1] for o in out], [o[2] for o in out] if key_field else None
-            del out
-        del lines
+            del out, lines
+        del data
         recno += len(fast[1])
         if fast[1]:
             if spans:
+                line_spans = np.stack([starts, ends], axis=1) + base
                 yield (*fast, line_spans if rows is None else line_spans[rows])
             else:
                 yield fast
@@ -489,6 +516,7 @@ def read_table(path: str, columns: Optional[Sequence[str]] = None, delimiter: Op
 
 
 _fast_decode = msgspec.json.Decoder().decode
+_fast_lines = msgspec.json.Decoder().decode_lines
 
 
 def loads(raw: bytes) -> Any:
