@@ -183,3 +183,47 @@ def test_the_command_line_build_reads_the_file_lazily_and_writes_the_same_bytes(
     want = diversify.build(texts, ids=[f"d{i}" for i in range(len(texts))], created_at="2026-01-01T00:00:00Z")
     want.save(str(tmp_path / "api.dvf"))
     assert (tmp_path / "cli.dvf").read_bytes() == (tmp_path / "api.dvf").read_bytes()
+
+
+@given(st.lists(st.integers(0, 59), max_size=80), st.sampled_from([0, 1, 40, 1 << 16]),
+       st.sampled_from([1, 50, 300, 4 << 20]))
+@settings(max_examples=80, deadline=None)
+def test_lines_read_back_in_shared_reads_are_the_lines_asked_for(tmp_path_factory, order, gap, read_bytes):
+    """take() reads neighbouring lines in one read (bounded by the gap between them and the read's
+    size): any indices, in any order and with repeats, give the texts of those lines."""
+    import diversify.corpus.filetexts as ft
+
+    p = tmp_path_factory.mktemp("ft") / "c.jsonl"
+    texts = [f"text {i} " + "é" * (i % 7) + "x" * (i * 13 % 50) for i in range(60)]
+    p.write_text("".join(json.dumps({"text": t}) + ("\n\n" if i % 11 == 3 else "\n") for i, t in enumerate(texts)),
+                 "utf-8")
+    t = JsonlTexts(str(p))
+    list(t)
+    old = ft._GAP, ft._READ_BYTES
+    ft._GAP, ft._READ_BYTES = gap, read_bytes
+    try:
+        assert t.take(order) == [texts[i] for i in order]
+    finally:
+        ft._GAP, ft._READ_BYTES = old
+
+
+def test_neighbouring_lines_share_a_read(tmp_path, monkeypatch):
+    import diversify.corpus.filetexts as ft
+
+    p = write(tmp_path, [json.dumps({"text": f"doc {i}"}) for i in range(1000)])
+    t = JsonlTexts(str(p))
+    list(t)
+    reads = []
+    pread = os.pread
+
+    def counting(fd, n, offset):
+        reads.append(n)
+        return pread(fd, n, offset)
+
+    monkeypatch.setattr(ft.os, "pread", counting)
+    assert t.take(range(999, -1, -3)) == [f"doc {i}" for i in range(999, -1, -3)]
+    assert len(reads) == 1
+    monkeypatch.setattr(ft, "_GAP", 0)
+    reads.clear()
+    assert t.take([0, 2, 4]) == ["doc 0", "doc 2", "doc 4"]
+    assert len(reads) == 3  # a gap of one line is more than 0 bytes: a read each

@@ -27,6 +27,11 @@ __all__ = ["JsonlTexts"]
 
 #: texts read back per call of the reader when a finished sequence is iterated again
 _READ_BACK = 4096
+#: lines read back in one read when the bytes between them are at most _GAP and the read at most
+#: _READ_BYTES: at 1M documents the exact checks read 415,000 lines, one read each took 5.5 s in
+#: system calls (traced)
+_GAP = 64 << 10
+_READ_BYTES = 4 << 20
 
 
 class JsonlTexts(Sequence):
@@ -116,9 +121,7 @@ class JsonlTexts(Sequence):
 
     def take(self, indices: Iterable[int]) -> list[str]:
         """The texts of records ``indices`` (0-based, in the order given), read from the file in
-        offset order."""
-        from .readers import loads
-
+        offset order, neighbouring lines in one read (see _GAP)."""
         idx = [int(i) for i in indices]
         spans = self._spans
         n = 0 if spans is None else spans.shape[0]
@@ -129,19 +132,41 @@ class JsonlTexts(Sequence):
             return []
         self._check_unchanged()
         fd = self._file.fileno()
+        want = spans[np.asarray(idx, dtype=np.int64)] if idx else np.zeros((0, 2), np.int64)
+        order = np.argsort(want[:, 0], kind="stable").tolist()
         out: list = [None] * len(idx)
-        for j in sorted(range(len(idx)), key=lambda j: idx[j] % n):
-            start, end = spans[idx[j]].tolist()
-            raw = os.pread(fd, end - start, start)
+        group: list[int] = []  # positions in ``idx`` whose lines one read covers
+        lo = hi = 0
+        for j in order + [-1]:
+            if j >= 0:
+                s, e = int(want[j, 0]), int(want[j, 1])
+                if group and s - hi <= _GAP and max(hi, e) - lo <= _READ_BYTES:
+                    group.append(j)
+                    hi = max(hi, e)
+                    continue
+            if group:
+                self._decode_group(fd, lo, hi, group, want, out)
+            if j >= 0:
+                group, lo, hi = [j], s, e
+        return out
+
+    def _decode_group(self, fd: int, lo: int, hi: int, group: list[int], want: np.ndarray, out: list) -> None:
+        """The texts of the lines ``want[group]``, all within bytes ``lo .. hi`` of the file, from one read."""
+        from .readers import loads
+
+        raw = os.pread(fd, hi - lo, lo)
+        if len(raw) != hi - lo:
+            raise self._changed()
+        for j in group:
+            s, e = int(want[j, 0]) - lo, int(want[j, 1]) - lo
             try:
-                rec = loads(raw)
-                text = rec[self._text_field]
+                text = loads(raw[s:e])  # bytes: json.loads, the fallback, takes no memoryview
+                text = text[self._text_field]
             except (ValueError, UnicodeDecodeError, RecursionError, TypeError, KeyError):
                 text = None
-            if len(raw) != end - start or not isinstance(text, str):
+            if not isinstance(text, str):
                 raise self._changed()
             out[j] = text
-        return out
 
     def _check_unchanged(self) -> None:
         st = os.fstat(self._file.fileno())
