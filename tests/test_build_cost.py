@@ -37,6 +37,14 @@ def test_build_reports_cpu_seconds_and_verbose_breakdown(tmp_path, capsys):
     assert re.search(r"^process\s+.*; peak RSS [0-9,]+ MiB$", out, re.M), out
     for label in ("process", "per 100k docs", "phases", "build stages", "kernels"):
         assert re.search(rf"^{label}\s{{2,}}\S", out, re.M), (label, out)
+    # a JSONL file is read while the build sketches it (diversify.corpus.filetexts)
+    assert re.search(r"^phases\s+open [0-9.]+s, read\+build [0-9.]+s, write [0-9.]+s \(CPU-s: open [0-9.]+, "
+                     r"read\+build [0-9.]+, write [0-9.]+\)$", out, re.M), out
+    csv = tmp_path / "c.csv"  # a CSV file is read into memory first
+    csv.write_text("id,text\n" + "".join(f"c{i},words of document {i} here\n" for i in range(20)))
+    capsys.readouterr()
+    assert main(["build", str(csv), "-o", str(tmp_path / "b.dvf"), "--no-progress", "--verbose"]) == 0
+    out = capsys.readouterr().out
     assert re.search(r"^phases\s+read [0-9.]+s, build [0-9.]+s, write [0-9.]+s \(CPU-s: read [0-9.]+, build [0-9.]+, "
                      r"write [0-9.]+\)$", out, re.M), out
     assert re.search(r"^kernels\s+compiled \d+ in [0-9.]+s, loaded from the numba cache in [0-9.]+s", out, re.M)
@@ -53,7 +61,7 @@ def test_add_reports_cpu_seconds(tmp_path, capsys):
     assert main(["add", str(art), str(more), "--no-progress", "--verbose"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"^wrote .* in [0-9.]+s \([0-9.]+ CPU-s user\+sys \([0-9.]+ CPU-s per 100k docs\)\)$", out, re.M)
-    assert re.search(r"^phases\s+read [0-9.]+s, add [0-9.]+s, write [0-9.]+s \(CPU-s: ", out, re.M), out
+    assert re.search(r"^phases\s+open [0-9.]+s, read\+add [0-9.]+s, write [0-9.]+s \(CPU-s: open ", out, re.M), out
 
 
 def test_summary_total_counts_sketch_stages_once(tmp_path):

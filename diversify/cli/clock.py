@@ -76,6 +76,12 @@ class Clock:
 
         return _Phase()
 
+    def rename(self, old: str, new: str) -> None:
+        """Call phase ``old`` ``new`` (its wall and CPU seconds), e.g. a "read" that only opened a file."""
+        if old in self.phases:
+            self.phases[new] = self.phases.pop(old)
+            self.phase_cpu[new] = self.phase_cpu.pop(old)
+
     def wall(self) -> float:
         return time.perf_counter() - self.t0
 
