@@ -247,7 +247,7 @@ def streams(a) -> Inputs:
     keys: Optional[list] = [] if nk else None
     sources: Optional[list] = [] if source else None
     if keys is None and sources is None and not getattr(a, "stream", False) and a.input != STDIN \
-            and (a.format or detect_format(a.input)) == "jsonl":
+            and hasattr(os, "pread") and (a.format or detect_format(a.input)) == "jsonl":
         # the texts stay in the file: read in blocks while the build sketches them, the few it checks
         # exactly read again by their offsets (diversify.corpus.filetexts); the same decisions
         texts = JsonlTexts(a.input, id_field=a.id_field, text_field=a.text_field, info=info)
