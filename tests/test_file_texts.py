@@ -227,3 +227,38 @@ def test_neighbouring_lines_share_a_read(tmp_path, monkeypatch):
     reads.clear()
     assert t.take([0, 2, 4]) == ["doc 0", "doc 2", "doc 4"]
     assert len(reads) == 3  # a gap of one line is more than 0 bytes: a read each
+
+
+def test_length_hint_estimates_from_the_first_block_and_is_exact_at_the_end(tmp_path, monkeypatch):
+    import operator
+
+    p = write(tmp_path, [json.dumps({"id": f"{i:05d}", "text": f"doc {i:05d} " + "w" * 40}) for i in range(2000)])
+    monkeypatch.setattr(readers, "_JSONL_BLOCK_BYTES", 4096)
+    t = JsonlTexts(str(p))
+    hint = operator.length_hint(t)
+    assert 2000 <= hint <= 2000 * 1.03 + 2  # equal lines: the 2% margin and no more
+    assert list(t)[:2] == ["doc 00000 " + "w" * 40, "doc 00001 " + "w" * 40]  # the block read for it is not lost
+    assert operator.length_hint(t) == len(t) == 2000
+
+
+@pytest.mark.parametrize("short_first", [True, False])
+def test_a_wrong_length_hint_gives_the_same_build(tmp_path, monkeypatch, short_first):
+    import operator
+
+    """Lines of very different lengths make the estimate too high or too low: the signatures must
+    come out the same either way (the array sized by the hint, the rest copied in at the end)."""
+    texts = corpus(200)
+    cut = (lambda k: k < 30) if short_first else (lambda k: k >= 30)  # which lines are cut short
+    texts = [t[:60] if cut(k) else t for k, t in enumerate(texts)]
+    p = tmp_path / "c.jsonl"
+    p.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(texts)), "utf-8")
+    monkeypatch.setattr(readers, "_JSONL_BLOCK_BYTES", 2048)
+    ft = JsonlTexts(str(p))
+    hint = operator.length_hint(ft)
+    assert (hint > len(texts)) if short_first else (hint < len(texts))
+    got = diversify.build(ft, ids=ft.ids(), chunk_size=37, created_at="2026-01-01T00:00:00Z")
+    want = diversify.build(texts, ids=[f"d{i}" for i in range(len(texts))], created_at="2026-01-01T00:00:00Z")
+    a, b = tmp_path / "a.dvf", tmp_path / "b.dvf"
+    got.save(str(a))
+    want.save(str(b))
+    assert a.read_bytes() == b.read_bytes()

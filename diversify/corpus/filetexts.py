@@ -104,6 +104,23 @@ class JsonlTexts(Sequence):
 
     # -- reading back by index -------------------------------------------------------------------
 
+    def __length_hint__(self) -> int:
+        """The number of records, or before the end of the file an estimate from its size and the
+        lines read so far (the first block is read for it if nothing was), 2% over: the build sizes
+        its signature array with it (a short estimate only costs a copy at the end)."""
+        if self._spans is not None:
+            return int(self._spans.shape[0])
+        if not self._span_parts:
+            self._pull()
+            if self._spans is not None:
+                return int(self._spans.shape[0])
+        if not self._span_parts:
+            return 0
+        first, last = self._span_parts[0], self._span_parts[-1]
+        count = sum(p.shape[0] for p in self._span_parts)
+        per_line = max(1.0, (int(last[-1, 1]) + 1 - int(first[0, 0])) / count)
+        return count + int((self._stamp[0] - int(last[-1, 1])) / per_line * 1.02) + 1
+
     @property
     def length_known(self) -> bool:
         """Whether the first pass has reached the end of the file (``len`` works from then on)."""

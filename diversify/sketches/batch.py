@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence, Sized
@@ -371,7 +372,9 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
     # a sequence read from a file knows its length only once read (diversify.corpus.filetexts)
     n_hint = len(texts) if isinstance(texts, Sized) and getattr(texts, "length_known", True) else None
     id_iter = iter(ids) if ids is not None else None
-    gathered = _Gathered(config, n_hint)
+    # a file-backed sequence estimates its length from the file's size (its __length_hint__): the
+    # signatures then go into one array as they come, without a final copy, when the estimate holds
+    gathered = _Gathered(config, n_hint if n_hint is not None else (operator.length_hint(texts, 0) or None))
     # re-shingled by the exact checks of verify="auto" (texts at hand only for a sequence)
     keep = config.minhash is not None and config.minhash.verify == "auto" and isinstance(texts, Sequence) \
         and not isinstance(texts, (str, bytes))
