@@ -8,7 +8,7 @@ import os
 import sys
 from typing import NoReturn
 
-__all__ = ["QUIET_LIBRARIES", "run"]
+__all__ = ["BUILD_PAGES", "QUIET_LIBRARIES", "run"]
 
 #: set for the process unless the user set them. OpenBLAS (numpy's, and scipy's, which numba loads
 #: to check for BLAS) starts a thread per core when it loads, and they spin 2**28 cycles before they
@@ -19,11 +19,22 @@ __all__ = ["QUIET_LIBRARIES", "run"]
 #: a build of 200,000 vectors 1.05x slower.
 QUIET_LIBRARIES = {"OPENBLAS_THREAD_TIMEOUT": "4"}
 
+#: set for `build` and `add` of texts unless the user set it. numpy asks the kernel for huge pages
+#: (madvise) on every array of 4 MB or more, and a huge page is zeroed whole at its first touch:
+#: the buffers that hold re-shingled documents leave room for every byte's shingle and are touched
+#: in a third of it, and with huge pages all of it was zeroed. Paired runs (6 each) of `build` on
+#: 100,000 documents: 0.943x the CPU-seconds, 0.949x the wall time, system time 0.77 -> 0.55 s,
+#: 38 MiB less peak; at 1M documents two runs each showed no difference beyond the noise.
+BUILD_PAGES = {"NUMPY_MADVISE_HUGEPAGE": "0"}
+
 
 def run() -> NoReturn:
     if not any(arg == "--vectors" or arg.startswith("--vectors=") for arg in sys.argv[1:]):
         for name, value in QUIET_LIBRARIES.items():
             os.environ.setdefault(name, value)
+        if sys.argv[1:2] in (["build"], ["add"]):
+            for name, value in BUILD_PAGES.items():
+                os.environ.setdefault(name, value)
     from .cli import run as run_command_line
 
     run_command_line()
