@@ -325,7 +325,7 @@ def test_streamed_columns_release_each_block_once_both_columns_passed_it():
     The texts hold no reference cycles, so reference counting frees each one the moment the last
     holder drops it: no ``gc.collect()`` is needed (one per item took ~0.4 s each, 400 s in all, once
     the session had imported every framework)."""
-    from diversify.cli.options import _Columns
+    from diversify.corpus.filetexts import BlockColumns as _Columns
 
     alive = []
 

@@ -33,9 +33,9 @@ def cmd_build(a) -> int:
             res = _build_dask(a, cfg)
     else:
         with _ahead(a, cfg):  # a cold kernel cache: the linking kernels compile beside reading and sketching
-            with clock.phase("read" if not a.stream else "open"):
+            with clock.phase("read"):
                 texts, ids, keys, vectors, sources, info = streams(a)
-            lazy = a.stream or _lazy(clock, info)
+            lazy = _texts_read_while_building(a, clock, info)
             with warnings.catch_warnings(), clock.phase("read+build" if lazy else "build"):
                 warnings.simplefilter("ignore", DiversifyWarning)  # the summary below prints them
                 res = diversify.build(texts, ids=ids, vectors=vectors, config=cfg, keys=keys, sources=sources,
@@ -55,13 +55,13 @@ def cmd_build(a) -> int:
     return 0
 
 
-def _lazy(clock, info: dict) -> bool:
-    """Whether the texts stay in the input file, read while the build runs (see
-    diversify.corpus.filetexts); the phase that only opened the file is then called "open"."""
-    if info.get("texts") != "file":
-        return False
-    clock.rename("read", "open")
-    return True
+def _texts_read_while_building(a, clock, info: dict) -> bool:
+    """Whether the build reads the texts as it goes (``--stream``, or a JSONL file whose texts stay
+    in the file: diversify.corpus.filetexts); the phase before it only opened the input: "open"."""
+    lazy = bool(a.stream) or info.get("texts") == "file"
+    if lazy:
+        clock.rename("read", "open")
+    return lazy
 
 
 def _ahead(a, cfg):
@@ -113,9 +113,9 @@ def cmd_add(a) -> int:
     clock = Clock()
     out = a.output or a.artifact
     check_output_path(out, param="-o" if a.output else "artifact", what="the artifact", inputs=_inputs(a))
-    with clock.phase("read" if not a.stream else "open"):
+    with clock.phase("read"):
         texts, ids, keys, vectors, sources, info = streams(a)
-    lazy = a.stream or _lazy(clock, info)
+    lazy = _texts_read_while_building(a, clock, info)
     # the lock is held from the read of the artifact to the write: concurrent adds serialize, none is lost
     with file_lock(out, timeout=a.lock_timeout, what="the artifact", param="-o" if a.output else "artifact",
                    timeout_param="--lock-timeout", on_wait=lambda note: warn_line("diversify add", note)):

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import collections
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Optional
 
 import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["JsonlTexts"]
+__all__ = ["BlockColumns", "JsonlTexts"]
 
 #: texts read back per call of the reader when a finished sequence is iterated again
 _READ_BACK = 4096
@@ -32,6 +32,50 @@ _READ_BACK = 4096
 #: system calls (traced)
 _GAP = 64 << 10
 _READ_BYTES = 4 << 20
+
+
+class BlockColumns:
+    """Lazy columns of one iterator of blocks (tuples whose first items are lists of the same
+    length), each block dropped as soon as every column has passed it; ``on_block`` sees each block
+    as it is read, ``on_end`` is called once the blocks are exhausted.
+
+    Not ``itertools.tee``: tee frees its buffer in links of 57 items, so with blocks of ~5,000
+    documents a streamed build kept the texts of the last ~280,000 documents alive (peak memory
+    grew by ~3.3 KB per document).
+    """
+
+    def __init__(self, blocks: Iterable[tuple], width: int = 2, on_block: Optional[Callable[[tuple], None]] = None,
+                 on_end: Optional[Callable[[], None]] = None) -> None:
+        self._blocks: Optional[Iterator[tuple]] = iter(blocks)
+        self._pending: tuple[collections.deque, ...] = tuple(collections.deque() for _ in range(width))
+        self._on_block, self._on_end = on_block, on_end
+
+    def pull(self) -> bool:
+        """Read one more block into the columns; False once there is none."""
+        if self._blocks is None:
+            return False
+        block = next(self._blocks, None)
+        if block is None:
+            self._blocks = None
+            if self._on_end is not None:
+                self._on_end()
+            return False
+        for queue, items in zip(self._pending, block):
+            queue.append(items)
+        if self._on_block is not None:
+            self._on_block(block)
+        return True
+
+    def column(self, k: int) -> Iterator:
+        queue = self._pending[k]
+        while queue or self.pull():
+            yield from queue.popleft()
+
+    def drain(self) -> None:
+        """Read the remaining blocks, keeping none of their items (their hooks still run)."""
+        while self.pull():
+            for queue in self._pending:
+                queue.clear()
 
 
 class JsonlTexts(Sequence):
@@ -56,49 +100,31 @@ class JsonlTexts(Sequence):
         self._file = open_input(path, "input", stdin=True)  # stdin=True: the hints of the INPUT argument
         st = os.fstat(self._file.fileno())
         self._stamp = (st.st_size, st.st_mtime_ns)
-        self._blocks: Optional[Iterator[tuple]] = _jsonl_blocks(
-            self._file, path, _Ids(id_field, info), self._text_field, None, spans=True)
-        self._pending: tuple[collections.deque, collections.deque] = (collections.deque(), collections.deque())
         self._span_parts: list[np.ndarray] = []
         self._spans: Optional[np.ndarray] = None  # int64 (n, 2), once the file has been read to its end
+        self._columns = BlockColumns(_jsonl_blocks(self._file, path, _Ids(id_field, info), self._text_field, None,
+                                                   spans=True),
+                                     on_block=lambda block: self._span_parts.append(block[3]), on_end=self._ended)
         self._iterated = False
 
     # -- the one pass in order -------------------------------------------------------------------
 
-    def _pull(self) -> bool:
-        if self._blocks is None:
-            return False
-        block = next(self._blocks, None)
-        if block is None:
-            self._blocks = None
-            parts, self._span_parts = self._span_parts, []
-            self._spans = np.concatenate(parts) if parts else np.zeros((0, 2), np.int64)
-            return False
-        self._pending[0].append(block[0])
-        self._pending[1].append(block[1])
-        self._span_parts.append(block[3])
-        return True
-
-    def _column(self, k: int) -> Iterator:
-        queue = self._pending[k]
-        while queue or self._pull():
-            yield from queue.popleft()
+    def _ended(self) -> None:
+        parts, self._span_parts = self._span_parts, []
+        self._spans = np.concatenate(parts) if parts else np.zeros((0, 2), np.int64)
 
     def ids(self) -> Iterator:
         """The ids of the records, in order (read with the texts: see the class docstring)."""
-        return self._column(0)
+        return self._columns.column(0)
 
     def __iter__(self) -> Iterator[str]:
         if not self._iterated:
             self._iterated = True
-            return self._column(1)
+            return self._columns.column(1)
         return self._again()
 
     def _again(self) -> Iterator[str]:
-        while self._blocks is not None:  # the first pass was left unfinished: finish reading the spans
-            self._pending[1].clear()
-            self._pending[0].clear()
-            self._pull()
+        self._columns.drain()  # the first pass may have been left unfinished: read the rest of the spans
         for lo in range(0, len(self), _READ_BACK):
             yield from self.take(range(lo, min(lo + _READ_BACK, len(self))))
 
@@ -111,7 +137,7 @@ class JsonlTexts(Sequence):
         if self._spans is not None:
             return int(self._spans.shape[0])
         if not self._span_parts:
-            self._pull()
+            self._columns.pull()  # the first block, kept for the columns
             if self._spans is not None:
                 return int(self._spans.shape[0])
         if not self._span_parts:
