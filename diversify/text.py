@@ -37,7 +37,7 @@ from .hashing import minhash_seed, seed_hash
 if TYPE_CHECKING:  # the kernels import numba; only their record types are named here
     from ._kernels.text import DocStats, TextRule
 
-__all__ = ["normalize", "encode_batch", "Shingles", "shingle_hashes", "shingle_buffer", "sketch_oph_buffer",
+__all__ = ["normalize", "encode_batch", "encode_batch_scripts", "Shingles", "shingle_hashes", "shingle_buffer", "sketch_oph_buffer",
            "sorted_unique_shingles", "shingle_sets32", "exact_jaccard", "text_simhash", "text_simhash_buffer"]
 
 _LOWER = np.arange(256, dtype=np.uint8)
@@ -569,15 +569,41 @@ def _encode_joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None
 
 def encode_batch(texts: Sequence[str], *, start_index: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Normalize and encode many documents into one UTF-8 buffer plus int64 offsets (n+1)."""
+    buf, offsets, _ = _encode(texts, start_index)
+    return buf, offsets
+
+
+def encode_batch_scripts(texts: Sequence[str], *,
+                         start_index: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """:func:`encode_batch` and :func:`unspaced_docs` of its result where that came for free: an
+    ASCII batch has no document of an unspaced script, and one read from the strings' code units
+    is counted while it is written (a pass saved). None where it was not counted."""
+    return _encode(texts, start_index)
+
+
+def _encode(texts: Sequence[str], start_index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     n = len(texts)
     try:
         if all(map(str.isascii, texts)):
             offsets = np.zeros(n + 1, dtype=np.int64)
             np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=n), out=offsets[1:])
-            return _ascii_bytes("".join(texts)), offsets
+            return _ascii_bytes("".join(texts)), offsets, np.zeros(n, dtype=bool)
     except TypeError:
         pass  # a non-str somewhere; found and reported below
     _check_str(texts, start_index)
+    from . import strview
+
+    if sum(map(len, texts)) >= strview.FOLD_FROM:
+        folded = strview.fold_batch(texts)  # read from the strings' own code units (CPython), not encoded
+        if folded is not None:
+            return folded
+    buf, offsets = _encode_python(texts)
+    return buf, offsets, None
+
+
+def _encode_python(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`encode_batch` where the strings' code units cannot be read in place: encoded by Python."""
+    n = len(texts)
     encoded = _encode_joined(texts)
     if encoded is not None:
         return encoded

@@ -101,15 +101,19 @@ SPECIALIZATIONS = textwrap.dedent("""
     import diversify
     from diversify._kernels.ahead import ahead_kernels
     from diversify._kernels import text as kt
+    from diversify._kernels import strings as ks
     from diversify._kernels._common import sort_run, sort_unique_run
     from diversify._kernels._runtime import compile_clock
     CONFIG = dict(minhash=dict(threshold=0.5, verify="auto", borderline=0.5))
     base = " ".join(f"w{i}" for i in range(60))
     ascii_docs = [base, base + " w999", "something else entirely here"]
-    accented = ["Ölçü " + base * 3, "İstanbul " + base * 3 + " w999", "x …" + base * 3]  # mostly ASCII (numpy fold scan)
+    # batches under strview.FOLD_FROM characters are encoded by Python: mostly ASCII (numpy fold scan,
+    # NFKC pieces) and over 4 KiB of dense text (the splice kernel); larger ones are read in place
+    accented = ["Ölçü " + base, "İstanbul " + base + " w999", "x …" + base]
+    dense_small = ["日本語のテキスト：…" * 150]
     dense = ["Привет мир τα ελληνικά " * 80, "日本語のテキスト：… İstanbul " * 120,
-             "Привет мир τα ελληνικά " * 80 + "ﬁ"]  # over 4 KiB: the splice kernel
-    for docs in (ascii_docs, accented, dense):
+             "Привет мир τα ελληνικά " * 80 + "ﬁ"]
+    for docs in (ascii_docs, accented, dense_small, dense):
         diversify.build(docs, config=CONFIG)
     print(json.dumps(dict(
         sketch_oph=len(kt.sketch_oph.dispatcher.signatures),
@@ -117,7 +121,8 @@ SPECIALIZATIONS = textwrap.dedent("""
         count_scripts=len(kt.count_scripts.dispatcher.signatures),
         unstable_pieces=len(kt.unstable_pieces.signatures), nfkc_fold_compact=len(kt.nfkc_fold_compact.signatures),
         join_pieces=len(kt.join_pieces.signatures),
-        splice_pieces=len(kt.splice_pieces.signatures),
+        splice_pieces=len(kt.splice_pieces.signatures), str_layouts=len(ks.str_layouts.signatures),
+        fold_scan=len(ks.fold_scan.signatures), fold_write=len(ks.fold_write.signatures),
         _pass=len(kt._pass.signatures), _word_pass=len(kt._word_pass.signatures),
         sort_run=len(sort_run.signatures), sort_unique_run=len(sort_unique_run.signatures),
         compiled=compile_clock.compiled, compiled_names=compiled,
@@ -142,7 +147,8 @@ def test_fresh_install_compiles_each_kernel_once(tmp_path):
     counts = json.loads(got.stdout.strip().splitlines()[-1])
     names, ran_ahead = counts.pop("compiled_names"), counts.pop("ran_ahead")
     assert counts == dict(sketch_oph=1, fill_sorted_unique=1, count_scripts=1, unstable_pieces=1,
-                          nfkc_fold_compact=1, join_pieces=1, splice_pieces=1, _pass=1, _word_pass=1, sort_run=1, sort_unique_run=1,
+                          nfkc_fold_compact=1, join_pieces=1, splice_pieces=1, str_layouts=1, fold_scan=1,
+                          fold_write=1, _pass=1, _word_pass=1, sort_run=1, sort_unique_run=1,
                           compiled=counts["compiled"]), counts
     assert counts["compiled"] >= 3 and counts["compiled"] == len(names)  # the clock saw the compilations
     assert {"link_scan", "roots", "fold_groups"} <= set(ran_ahead), ran_ahead  # the build ran them...

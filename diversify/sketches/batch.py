@@ -25,6 +25,7 @@ from ..errors import ConfigError, InputError
 from ..text import (
     Shingles,
     encode_batch,
+    encode_batch_scripts,
     shingle_buffer,
     sketch_oph_buffer,
     sketch_oph_sets_buffer,
@@ -203,17 +204,22 @@ class _ChunkSketch:
     sets32: Optional[tuple[np.ndarray, np.ndarray]] = None  # CSR (indptr, uint32 values), see Sketches.sets32
 
 
-def _sketch_chunk(buf: np.ndarray, offsets: np.ndarray, config: BuildConfig, sets32: bool = False) -> _ChunkSketch:
+def _sketch_chunk(buf: np.ndarray, offsets: np.ndarray, config: BuildConfig, sets32: bool = False,
+                  char_docs: Optional[np.ndarray] = None) -> _ChunkSketch:
     """Kernel work for one encoded chunk (runs in a worker thread; the kernels release the GIL).
 
     The fused kernel goes from bytes to signatures in one pass; other settings need the shingles.
     ``sets32``: also each document's 32-bit shingle set, from the same pass where the fused
-    kernel runs (:class:`Sketches` ``.sets32``; left unset otherwise).
+    kernel runs (:class:`Sketches` ``.sets32``; left unset otherwise). ``char_docs``:
+    :func:`unspaced_docs` of the chunk when the encoder counted it already.
     """
 
     t0 = time.perf_counter()
     # which documents shingle="auto" shingles by character: found once, for the kernels and the artifact
-    char_docs = unspaced_docs(buf, offsets) if config.text.shingle == "auto" else None
+    if config.text.shingle != "auto":
+        char_docs = None
+    elif char_docs is None:
+        char_docs = unspaced_docs(buf, offsets)
     chunk = _sketch_chunk_kernels(buf, offsets, config, t0, sets32, char_docs)
     chunk.char_docs = char_docs
     return chunk
@@ -388,9 +394,9 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
         if block:
             all_ids.extend(_ids_of_block(id_iter, len(block), 0, id_offset))
             t0 = time.perf_counter()
-            buf, offsets = encode_batch(block, start_index=0)
+            buf, offsets, char_docs = encode_batch_scripts(block, start_index=0)
             _add_seconds(timings, "encode", time.perf_counter() - t0)
-            gathered.add(_sketch_chunk(buf, offsets, config, sets32), 0)
+            gathered.add(_sketch_chunk(buf, offsets, config, sets32, char_docs), 0)
             if encoded is not None:
                 encoded.keep(0, block, buf, offsets)
             del buf, offsets
@@ -429,11 +435,11 @@ def _sketch_pipelined(texts: Iterable, id_iter, config: BuildConfig, chunk_size:
         for block in chunks(texts, chunk_size):
             all_ids.extend(_ids_of_block(id_iter, len(block), done, id_offset))
             t0 = time.perf_counter()
-            buf, offsets = encode_batch(block, start_index=done)
+            buf, offsets, char_docs = encode_batch_scripts(block, start_index=done)
             _add_seconds(timings, "encode", time.perf_counter() - t0)
             if pending is not None:
                 collect(pending)
-            pending = (pool.submit(_sketch_chunk, buf, offsets, config, sets32), done, len(block))
+            pending = (pool.submit(_sketch_chunk, buf, offsets, config, sets32, char_docs), done, len(block))
             if encoded is not None:
                 encoded.keep(done, block, buf, offsets)
             del buf, offsets
