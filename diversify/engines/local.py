@@ -15,6 +15,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
+from .._memory import release_free_heap
 from ..clusters import (
     check_keys,
     union_pairs,
@@ -29,6 +30,9 @@ from ..stages import FLAG_CHAR_SHINGLES, FLAG_EMPTY_TEXT, FLAG_HAS_VECTOR
 from .finish import BuildResult, BuildStats, finish, resolve_config
 
 __all__ = ["build", "add", "BuildResult", "BuildStats", "sketch_inputs", "doc_thresholds"]
+
+#: documents from which a build gives the sketching's freed heap back before linking
+_TRIM_FROM = 65_536
 
 
 def build(
@@ -166,6 +170,8 @@ def sketch_inputs(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool
             )
         sk = sketch_texts(texts, ids, cfg, id_offset=id_offset, chunk_size=chunk_size, progress=progress, timings=timings,
                           sets32=sets32)
+        if sk.n >= _TRIM_FROM:  # the chunks' texts came and went: their heap pages go back (diversify._memory)
+            release_free_heap()
         if cfg.empty == "error" and sk.empty.any():
             bad = np.flatnonzero(sk.empty)
             raise InputError(
