@@ -13,7 +13,7 @@ Where the layout cannot be confirmed (another interpreter, a header that does no
 expected on probe strings), :func:`fold_batch` returns None and the caller encodes as before. A
 string that is not compact (possible only through deprecated C APIs before Python 3.12) is
 encoded to UTF-32 and read from that copy. Every address read lies inside a live ``str`` of the
-batch (or the copy), which the caller holds for the duration of the call.
+batch (or the copy), which this module holds references to for the duration of the call.
 """
 
 from __future__ import annotations
@@ -143,6 +143,9 @@ def fold_batch(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray
     of them, counted as they are written), or None where the layout is unknown or a document is a
     ``str`` subclass (the caller encodes then)."""
     layout = _layout()
+    # our own references to the strings for the kernels' reads (the caller's list could change
+    # under another thread while they run; a str it dropped would be freed under them)
+    texts = tuple(texts)
     if layout is None or set(map(type, texts)) - {str}:
         return None
     from ._kernels import strings as ks
