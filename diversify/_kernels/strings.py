@@ -46,6 +46,18 @@ KIND_ASCII = 9  # one byte per unit, every one below 0x80
 
 
 def _pointer_to(unit):
+    """A function from an address to a pointer to ``unit`` values, for ``numba.carray``: an LLVM
+    ``inttoptr`` in compiled code; a ctypes pointer where the kernels run as Python
+    (``NUMBA_DISABLE_JIT=1``, the line-coverage run), which ``numba.carray`` takes there too."""
+    if numba.config.DISABLE_JIT:
+        import ctypes
+
+        ctype = {types.uint8: ctypes.c_uint8, types.uint16: ctypes.c_uint16, types.uint32: ctypes.c_uint32}[unit]
+
+        def as_ctypes_pointer(address):
+            return ctypes.cast(int(address), ctypes.POINTER(ctype))
+
+        return as_ctypes_pointer
     ptr_type = types.CPointer(unit)
 
     @intrinsic
@@ -114,9 +126,9 @@ def _scan_units(units, d, table, piece_doc, piece_lo, piece_hi, piece_buf, p, at
     """:func:`fold_scan` of one document's code units: (output bytes outside pieces, pieces, piece
     bytes written so far)."""
     top = table.size
-    size = 0
+    size = np.int64(0)  # int64, not the table's uint8, also where the kernels run as Python
     prev = -1  # unit index of the code point before i (-1: none, or a NUL)
-    prev_len = 0  # its output length outside a piece
+    prev_len = np.int64(0)  # its output length outside a piece
     run = -1  # first unit of the open piece (-1: none)
     n = units.size
     for i in range(n):
@@ -133,9 +145,9 @@ def _scan_units(units, d, table, piece_doc, piece_lo, piece_hi, piece_buf, p, at
             if run >= 0:
                 p, at = _close(units, d, run, i, piece_doc, piece_lo, piece_hi, piece_buf, p, at)
                 run = -1
-            size += t & LENGTH
+            size += np.int64(t & LENGTH)
         prev = i if cp != 0 else -1
-        prev_len = t & LENGTH
+        prev_len = np.int64(t & LENGTH)
     if run >= 0:
         p, at = _close(units, d, run, n, piece_doc, piece_lo, piece_hi, piece_buf, p, at)
     return size, p, at
