@@ -20,12 +20,16 @@ Both run over a range of documents and release the GIL, so the caller runs range
 
 from __future__ import annotations
 
+from typing import Any
+
 import numba
 import numpy as np
 from numba.core import types
 from numba.extending import intrinsic
 
 from ._common import kernel
+
+_config: Any = numba.config  # DISABLE_JIT, which numba's stubs do not declare
 
 #: bits of the scan table (uint8 per code point below its size): the output length outside a piece
 #: (the fold's UTF-8 length where the fold or the space rule changes the code point, else its own)
@@ -49,7 +53,7 @@ def _pointer_to(unit):
     """A function from an address to a pointer to ``unit`` values, for ``numba.carray``: an LLVM
     ``inttoptr`` in compiled code; a ctypes pointer where the kernels run as Python
     (``NUMBA_DISABLE_JIT=1``, the line-coverage run), which ``numba.carray`` takes there too."""
-    if numba.config.DISABLE_JIT:
+    if _config.DISABLE_JIT:
         import ctypes
 
         ctype = {types.uint8: ctypes.c_uint8, types.uint16: ctypes.c_uint16, types.uint32: ctypes.c_uint32}[unit]
