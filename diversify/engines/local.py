@@ -31,8 +31,10 @@ from .finish import BuildResult, BuildStats, finish, resolve_config
 
 __all__ = ["build", "add", "BuildResult", "BuildStats", "sketch_inputs", "doc_thresholds"]
 
-#: documents from which a build gives the sketching's freed heap back before linking
-_TRIM_FROM = 65_536
+#: documents from which a build gives the sketching's freed heap back before linking: at 1M the peak
+#: fell by ~150 MiB; at 100k it did not move (545 MiB either way), and the pages the linking stage
+#: then faults in again cost 1.02x CPU-seconds in five paired runs, so smaller builds keep them
+_TRIM_FROM = 262_144
 
 
 def build(
