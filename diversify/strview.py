@@ -90,15 +90,14 @@ def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         table[:_FOLD_TOP][change] = length[change].astype(np.uint8) | CHANGE
         table[_unstable_table()] |= UNSTABLE
         # each code point's output bytes, little-endian in a uint32: its fold where that is at most
-        # four bytes (longer ones are marked LONG), else its own UTF-8 (surrogates as surrogatepass)
+        # four bytes (longer ones are marked LONG), else its own UTF-8 (surrogates as surrogatepass),
+        # cut from Python's own encoding of every code point in a row
+        utf8 = np.frombuffer("".join(map(chr, range(_UNSTABLE_TOP))).encode("utf-8", "surrogatepass"), dtype=np.uint8)
+        starts = np.cumsum(own) - own
         own_bytes = np.zeros((_UNSTABLE_TOP, 4), dtype=np.uint8)
-        utf8 = "".join(map(chr, range(_UNSTABLE_TOP))).encode("utf-32-le", "surrogatepass")
-        cp = np.frombuffer(utf8, dtype=np.uint32).astype(np.int64)
-        w = own.astype(np.int64)
-        lead = np.select([w == 1, w == 2, w == 3], [cp, 0xC0 | (cp >> 6), 0xE0 | (cp >> 12)], 0xF0 | (cp >> 18))
-        own_bytes[:, 0] = lead
-        for k in range(1, 4):  # continuation byte k of a w-byte sequence carries bits 6*(w-1-k) ..
-            own_bytes[:, k] = np.where(w > k, 0x80 | ((cp >> (6 * np.maximum(w - 1 - k, 0))) & 0x3F), 0)
+        for k in range(4):
+            has = own > k
+            own_bytes[has, k] = utf8[starts[has] + k]
         long = np.zeros(_UNSTABLE_TOP, dtype=bool)
         long[:_FOLD_TOP] = change & (length > 4)
         short = np.zeros(_UNSTABLE_TOP, dtype=bool)
@@ -111,19 +110,12 @@ def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         unspaced_all, letter_all = _script_tables()
         script = (letter_all[:_UNSTABLE_TOP].astype(np.uint8) | (unspaced_all[:_UNSTABLE_TOP].astype(np.uint8) << 4))
         for cp in np.flatnonzero(change).tolist():
-            out_cps = [ord(c) for c in _folded(cp)]
+            out_cps = [ord(c) for c in fold[cp, : length[cp]].tobytes().decode("utf-8", "surrogatepass")]
             script[cp] = sum(map(letter_all.__getitem__, out_cps)) | (sum(map(unspaced_all.__getitem__, out_cps)) << 4)
         for t in (table, packed, script):
             t.flags.writeable = False
         _TABLES.extend((table, packed, fold, script))
     return _TABLES[0], _TABLES[1], _TABLES[2], _TABLES[3]
-
-
-def _folded(cp: int) -> str:
-    """What the fold and the space rule make of code point ``cp`` (one it changes)."""
-    from .text import _UNICODE_SPACES
-
-    return " " if cp in _UNICODE_SPACES else chr(cp).casefold()
 
 
 def _ranges(weights: np.ndarray, parts: int) -> list[tuple[int, int]]:

@@ -569,7 +569,7 @@ def _encode_joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None
 
 def encode_batch(texts: Sequence[str], *, start_index: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Normalize and encode many documents into one UTF-8 buffer plus int64 offsets (n+1)."""
-    buf, offsets, _ = _encode(texts, start_index)
+    buf, offsets, _ = encode_batch_scripts(texts, start_index=start_index)
     return buf, offsets
 
 
@@ -578,10 +578,6 @@ def encode_batch_scripts(texts: Sequence[str], *,
     """:func:`encode_batch` and :func:`unspaced_docs` of its result where that came for free: an
     ASCII batch has no document of an unspaced script, and one read from the strings' code units
     is counted while it is written (a pass saved). None where it was not counted."""
-    return _encode(texts, start_index)
-
-
-def _encode(texts: Sequence[str], start_index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     n = len(texts)
     try:
         if all(map(str.isascii, texts)):
