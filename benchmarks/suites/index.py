@@ -51,6 +51,9 @@ def add_arguments(p) -> None:
     p.add_argument("--quality", nargs="*", default=["manpages", "licenses", "clough"],
                    help="quality_real corpora to stream")
     p.add_argument("--quality-batch", type=int, default=1000, help="documents per add when streaming a corpus")
+    p.add_argument("--verify", default="auto", choices=["auto", "exact", "estimate"],
+                   help="MinHashConfig(verify=...) of the measured index: auto/exact store each document's shingle "
+                        "set (every fold verified exactly); estimate stores the signature alone (default auto)")
     p.add_argument("--parts", nargs="+", default=["backend", "concurrency", "quality"],
                    choices=["backend", "concurrency", "quality"], help="which measurements to run")
 
@@ -65,13 +68,13 @@ def _texts(n: int) -> list[str]:
 
 
 def measure_backend(url: str, texts: list[str], *, base: int, measure: int, batch: int, queries: int,
-                    log=print) -> dict:
+                    log=print, verify: str = "auto") -> dict:
     """Fill ``url`` with ``texts[:base]``, then time adds of ``texts[base:base+measure]`` and queries."""
     import diversify
     from diversify.index.storage import mask_url
 
     assert len(texts) >= base + measure + queries, "not enough texts"
-    idx = diversify.Index(url)
+    idx = diversify.Index(url, config=diversify.BuildConfig(minhash=diversify.MinHashConfig(verify=verify)))
     idx.add(texts[:10], ids=list(range(-10, 0)))  # compile / load the kernels
     idx.delete(list(range(-10, 0)))
     t0 = time.perf_counter()
@@ -108,7 +111,7 @@ def measure_backend(url: str, texts: list[str], *, base: int, measure: int, batc
     st = idx.stats()
     idx.close()
     lat_ms = np.array(lat) * 1e3
-    return {"url": mask_url(url), "base": base, "measure": measure, "batch": batch,
+    return {"url": mask_url(url), "verify": verify, "base": base, "measure": measure, "batch": batch,
             "fill_docs_per_s": round(base / fill_s, 1), "add_docs_per_s": round(measure / add_s, 1),
             "add_docs_per_cpu_s": round(measure / add_cpu, 1) if add_cpu else None, "add_joined": joined,
             "query_p50_ms": round(float(np.percentile(lat_ms, 50)), 3),
@@ -273,7 +276,7 @@ def run(args, ctx) -> list:
             url = args.url or f"sqlite:///{tmp}/bench.db"
             log(f"measure_backend {url} base={args.base:,}")
             result["backend"] = measure_backend(url, texts, base=args.base, measure=args.measure, batch=args.batch,
-                                                queries=args.queries, log=log)
+                                                queries=args.queries, log=log, verify=args.verify)
             log(f"  {json.dumps(result['backend'])}")
         if "concurrency" in args.parts:
             conc_url = f"sqlite:///{tmp}/conc.db" if args.url is None else args.url
@@ -282,11 +285,18 @@ def run(args, ctx) -> list:
     result["quality"] = (streaming_quality(args.quality, batch=args.quality_batch, log=log)
                          if args.quality and "quality" in args.parts else {})
     name = "index.json" if len(args.parts) == 3 else f"index-{'-'.join(args.parts)}.json"
+    if args.verify != "auto" and "backend" in args.parts:
+        name = name[:-len(".json")] + f"-{args.verify}.json"
     if args.parts == ["quality"]:
         name = f"index-quality-{'-'.join(args.quality)}-b{args.quality_batch}.json"
     path = write_json(ctx.results / name, result)
     log(f"wrote {shown(path)}")
     return [path]
+
+
+def _stored(verify: str) -> str:
+    return ("verify=estimate: the signature alone" if verify == "estimate"
+            else f"verify={verify}: signature and exact shingle set")
 
 
 def render(d: dict) -> list[str]:
@@ -295,14 +305,20 @@ def render(d: dict) -> list[str]:
     q = d.get("quality") or {}
     if not (b or c or q):
         return []
-    lines = ["## Live index (SQLite)", ""]
+    parts = [name for name, part in (("batch adds and queries", b), ("concurrency", c), ("streaming quality", q))
+             if part]
+    env = d.get("env") or {}
+    when = f", measured {d['created']}" if d.get("created") else ""
+    at = f" at {(env.get('diversify_commit') or '')[:12]}" if env.get("diversify_commit") else ""
+    lines = [f"## Live index (SQLite): {', '.join(parts)}{when}{at}", ""]
     if b or c:
         lines += ["| measure | value | target |", "|---|---|---|"]
     if b:
         lines += [f"| batch add (batches of {b['batch']:,}) into an index of {b['base']:,}, docs/s | "
                   f"{b['add_docs_per_s']} ({b['add_docs_per_cpu_s']} per CPU-s) | >= 10,000 at 1M |",
                   f"| query of one document p50 / p99, ms | {b['query_p50_ms']} / {b['query_p99_ms']} | <= 2 / <= 10 |",
-                  f"| bytes per document | {b['bytes_per_document']} | <= 1,500 |"]
+                  f"| bytes per document ({_stored(b.get('verify', 'auto'))}) | {b['bytes_per_document']} | "
+                  "<= 1,500 |"]
     if c:
         lines += [f"| {c['writers']} writers + {c['queriers']} queriers: docs/s, query p50/p99 ms | "
                   f"{c['docs_per_s']}, {c['query_p50_ms']} / {c['query_p99_ms']} | |",
