@@ -80,7 +80,7 @@ def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     fold rule, and the same script rule, as its other paths)."""
     if not _TABLES:
         from ._kernels.strings import CHANGE, LENGTH, LONG, UNSTABLE
-        from .text import _FOLD_TOP, _UNSTABLE_TOP, _compact_tables, _script_tables, _unstable_table
+        from .text import _FOLD_TOP, _UNSTABLE_TOP, _compact_tables, _script_tables, _unstable_table, code_points
 
         change, fold, length = _compact_tables()
         assert int(length.max()) <= LENGTH, "a fold longer than the scan table's length bits"
@@ -92,7 +92,7 @@ def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         # each code point's output bytes, little-endian in a uint32: its fold where that is at most
         # four bytes (longer ones are marked LONG), else its own UTF-8 (surrogates as surrogatepass),
         # cut from Python's own encoding of every code point in a row
-        utf8 = np.frombuffer("".join(map(chr, range(_UNSTABLE_TOP))).encode("utf-8", "surrogatepass"), dtype=np.uint8)
+        utf8 = np.frombuffer(code_points(0, _UNSTABLE_TOP).encode("utf-8", "surrogatepass"), dtype=np.uint8)
         starts = np.cumsum(own) - own
         own_bytes = np.zeros((_UNSTABLE_TOP, 4), dtype=np.uint8)
         for k in range(4):
