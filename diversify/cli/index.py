@@ -96,8 +96,52 @@ def _lines(matches) -> None:
         say("\n".join([_ENCODE(m.as_dict()) for m in matches]))
 
 
+def _no_sources(a) -> None:
+    """The live index has one MinHash threshold for every document: refuse ``--source-field``
+    rather than read it and drop it (``--source-threshold`` is refused by the index's config check)."""
+    if getattr(a, "source_field", None):
+        raise DiversifyError(f"`--source-field` does not apply to `diversify {a.command}`: the live index has one "
+                             "threshold for every document (per-source thresholds are a batch feature: `diversify "
+                             f"build --source-field {a.source_field} --source-threshold NAME=T`). Leave it out.")
+
+
+class _Progress:
+    """The documents a command has done, on stderr: a bar (unless --no-progress) and, with
+    --verbose, one summary line at the end (stdout carries only the JSON lines)."""
+
+    def __init__(self, a, verb: str, counted: str):
+        import time
+
+        from ..sketches.batch import progress_bar
+
+        self.a, self.verb, self.counted = a, verb, counted
+        self.bar = progress_bar(None, verb, not a.no_progress)
+        self.docs = self.hits = 0
+        self.t0 = time.perf_counter()
+
+    def update(self, matches) -> None:
+        self.docs += len(matches)
+        self.hits += sum(1 for m in matches if m.joined)
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{self.counted} {self.hits:,}", refresh=False)
+            self.bar.update(len(matches))
+
+    def close(self) -> None:
+        import time
+
+        from .output import note_line
+
+        if self.bar is not None:
+            self.bar.close()
+        if self.a.verbose:
+            dt = time.perf_counter() - self.t0
+            note_line(f"diversify {self.a.command}", f"{self.verb} {self.docs:,} documents ({self.counted} "
+                      f"{self.hits:,}) in {dt:.2f}s ({self.docs / max(dt, 1e-9):,.0f} docs/s)")
+
+
 def _batches(a):
     """(texts, ids, vectors, keys) per batch of the input, read lazily."""
+    _no_sources(a)
     a.stream = True  # batches are read one at a time; the whole corpus is never held
     texts, ids, keys, vectors, _sources, info = streams(a)
     if texts is None:  # vectors only
@@ -123,26 +167,40 @@ def _batches(a):
 def cmd_index_add(a) -> int:
     _check_batch(a)
     config = config_from_args(a) if given_config_options(a) else None
+    _no_sources(a)
     with _open(a, create=True, config=config) as idx:
-        for texts, ids, vectors, keys, info in _batches(a):
-            if info.get("ids") == "numbers":
-                raise DiversifyError("`index add` needs document ids (an index outlives one input file, so record "
-                                     f"numbers would collide): the records have no 'id' field (fields: "
-                                     f"{info.get('fields', [])}). Pass --id-field NAME.")
-            _lines(idx.add(texts, ids=ids, vectors=vectors, keys=keys))
+        progress = _Progress(a, "added", "joined")
+        try:
+            for texts, ids, vectors, keys, info in _batches(a):
+                if info.get("ids") == "numbers":
+                    raise DiversifyError("`index add` needs document ids (an index outlives one input file, so "
+                                         "record numbers would collide): the records have no 'id' field (fields: "
+                                         f"{info.get('fields', [])}). Pass --id-field NAME.")
+                matches = idx.add(texts, ids=ids, vectors=vectors, keys=keys)
+                _lines(matches)
+                progress.update(matches)
+        finally:
+            progress.close()
     return 0
 
 
 def cmd_index_query(a) -> int:
     _check_batch(a)
+    _no_sources(a)
     with _open(a, create=False) as idx:
         if a.text:
             if a.input is not None:
                 raise DiversifyError("give either INPUT or --text, not both.")
             _lines(idx.query(a.text, ids=list(range(len(a.text)))))
             return 0
-        for texts, ids, vectors, keys, _info in _batches(a):
-            _lines(idx.query(texts, ids=ids, vectors=vectors, keys=keys))
+        progress = _Progress(a, "queried", "matched")
+        try:
+            for texts, ids, vectors, keys, _info in _batches(a):
+                matches = idx.query(texts, ids=ids, vectors=vectors, keys=keys)
+                _lines(matches)
+                progress.update(matches)
+        finally:
+            progress.close()
     return 0
 
 

@@ -13,7 +13,7 @@ import os
 import sys
 from typing import TextIO
 
-__all__ = ["printable", "say", "warn_line", "error_line", "STDOUT"]
+__all__ = ["printable", "say", "warn_line", "error_line", "note_line", "STDOUT"]
 
 STDOUT = "<stdout>"  # the file name of an error writing stdout
 
@@ -86,6 +86,11 @@ def warn_line(prog: str, message: object) -> None:
 def error_line(prog: str, message: object) -> None:
     """One ``PROG: error: MESSAGE`` line on stderr (``prog`` is ``diversify CMD``; escaped, one line)."""
     _stderr_line(f"{prog}: error: {message}")
+
+
+def note_line(prog: str, message: object) -> None:
+    """One ``PROG: MESSAGE`` line on stderr, for what a command reports beside its output."""
+    _stderr_line(f"{prog}: {message}")
 
 
 def _stderr_line(line: str) -> None:

@@ -93,7 +93,35 @@ def test_index_add_cli_with_a_bad_record_commits_exactly_what_it_printed(tmp_pat
     status = main(["index", "add", url, str(path), "--batch-size", "2"])
     out, err = capsys.readouterr()
     printed = [json.loads(x)["id"] for x in out.splitlines()]
-    assert status == 2 and "bad.jsonl:7" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    # the progress bar rewrites its line with \r and clears it: the error is the one line that ends
+    assert status == 2 and "bad.jsonl:7" in err and err.count("\n") == 1 and "Traceback" not in err
+    assert err.split("\r")[-1].startswith("diversify index add: error: ")
     assert len(printed) % 2 == 0
     with diversify.Index(url) as idx:
         assert sorted(r.id for r in idx.scan()) == sorted(printed)
+
+
+def test_index_add_and_query_refuse_a_source_field_instead_of_dropping_it(tmp_path, capsys, corpus):
+    """The live index has one threshold: --source-field was read and silently dropped before."""
+    url = f"sqlite:///{tmp_path}/i.db"
+    status, lines, err = _run(capsys, "index", "add", url, str(corpus), "--source-field", "src")
+    assert status == 2 and lines == [] and not (tmp_path / "i.db").exists()
+    assert err.count("\n") == 1 and "`--source-field` does not apply to `diversify index add`" in err
+    assert "--source-threshold NAME=T" in err
+    assert _run(capsys, "index", "add", url, str(corpus), "--no-progress")[0] == 0
+    status, lines, err = _run(capsys, "index", "query", url, str(corpus), "--source-field", "src")
+    assert status == 2 and lines == [] and err.count("\n") == 1 and "diversify index query" in err
+
+
+def test_index_add_and_query_report_progress_and_a_verbose_summary_on_stderr(tmp_path, capsys, corpus):
+    url = f"sqlite:///{tmp_path}/i.db"
+    status, lines, err = _run(capsys, "index", "add", url, str(corpus), "--batch-size", "4", "--verbose")
+    assert status == 0 and len(lines) == 15
+    assert "added:" in err and "joined 3" in err  # the bar, with the joined count of the last batch
+    assert err.rstrip("\n").splitlines()[-1].endswith(" docs/s)")
+    assert "diversify index add: added 15 documents (joined 3) in " in err
+    status, lines, err = _run(capsys, "index", "query", url, str(corpus), "--no-progress", "--verbose")
+    assert status == 0 and len(lines) == 15 and sum(x["joined"] for x in lines) == 15
+    assert err.startswith("diversify index query: queried 15 documents (matched 15) in ") and err.count("\n") == 1
+    status, lines, err = _run(capsys, "index", "query", url, str(corpus), "--no-progress")
+    assert status == 0 and err == ""
