@@ -96,15 +96,6 @@ def _lines(matches) -> None:
         say("\n".join([_ENCODE(m.as_dict()) for m in matches]))
 
 
-def _no_sources(a) -> None:
-    """The live index has one MinHash threshold for every document: refuse ``--source-field``
-    rather than read it and drop it (``--source-threshold`` is refused by the index's config check)."""
-    if getattr(a, "source_field", None):
-        raise DiversifyError(f"`--source-field` does not apply to `diversify {a.command}`: the live index has one "
-                             "threshold for every document (per-source thresholds are a batch feature: `diversify "
-                             f"build --source-field {a.source_field} --source-threshold NAME=T`). Leave it out.")
-
-
 class _Progress:
     """The documents a command has done, on stderr: a bar (unless --no-progress) and, with
     --verbose, one summary line at the end (stdout carries only the JSON lines)."""
@@ -140,16 +131,15 @@ class _Progress:
 
 
 def _batches(a):
-    """(texts, ids, vectors, keys) per batch of the input, read lazily."""
-    _no_sources(a)
+    """(texts, ids, vectors, keys, sources, info) per batch of the input, read lazily."""
     a.stream = True  # batches are read one at a time; the whole corpus is never held
-    texts, ids, keys, vectors, _sources, info = streams(a)
+    texts, ids, keys, vectors, sources, info = streams(a)
     if texts is None:  # vectors only
         n = len(vectors)
         id_list = list(ids) if ids is not None else None
         for lo in range(0, n, a.batch_size):
             hi = min(n, lo + a.batch_size)
-            yield None, (id_list[lo:hi] if id_list is not None else None), vectors[lo:hi], None, info
+            yield None, (id_list[lo:hi] if id_list is not None else None), vectors[lo:hi], None, None, info
         return
     it_t, it_i = iter(texts), iter(ids)
     done = 0
@@ -160,23 +150,23 @@ def _batches(a):
         bi = list(itertools.islice(it_i, len(bt)))
         bv = vectors[done: done + len(bt)] if vectors is not None else None
         bk = keys[done: done + len(bt)] if keys is not None else None
+        bs = sources[done: done + len(bt)] if sources is not None else None  # filled as the records are read
         done += len(bt)
-        yield bt, bi, bv, bk, info
+        yield bt, bi, bv, bk, bs, info
 
 
 def cmd_index_add(a) -> int:
     _check_batch(a)
     config = config_from_args(a) if given_config_options(a) else None
-    _no_sources(a)
     with _open(a, create=True, config=config) as idx:
         progress = _Progress(a, "added", "joined")
         try:
-            for texts, ids, vectors, keys, info in _batches(a):
+            for texts, ids, vectors, keys, sources, info in _batches(a):
                 if info.get("ids") == "numbers":
                     raise DiversifyError("`index add` needs document ids (an index outlives one input file, so "
                                          "record numbers would collide): the records have no 'id' field (fields: "
                                          f"{info.get('fields', [])}). Pass --id-field NAME.")
-                matches = idx.add(texts, ids=ids, vectors=vectors, keys=keys)
+                matches = idx.add(texts, ids=ids, vectors=vectors, keys=keys, sources=sources)
                 _lines(matches)
                 progress.update(matches)
         finally:
@@ -186,7 +176,6 @@ def cmd_index_add(a) -> int:
 
 def cmd_index_query(a) -> int:
     _check_batch(a)
-    _no_sources(a)
     with _open(a, create=False) as idx:
         if a.text:
             if a.input is not None:
@@ -195,8 +184,8 @@ def cmd_index_query(a) -> int:
             return 0
         progress = _Progress(a, "queried", "matched")
         try:
-            for texts, ids, vectors, keys, _info in _batches(a):
-                matches = idx.query(texts, ids=ids, vectors=vectors, keys=keys)
+            for texts, ids, vectors, keys, sources, _info in _batches(a):
+                matches = idx.query(texts, ids=ids, vectors=vectors, keys=keys, sources=sources)
                 _lines(matches)
                 progress.update(matches)
         finally:

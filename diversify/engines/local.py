@@ -129,7 +129,8 @@ def doc_thresholds(cfg: BuildConfig, sources, n: int) -> Optional[np.ndarray]:
     """Each document's Jaccard threshold from its source, float64 (n,); None without source thresholds."""
     if sources is None:
         if cfg.source_thresholds is not None:
-            raise ConfigError("`source_thresholds` needs `sources` (one source name per document).")
+            raise ConfigError(f"`source_thresholds` needs `sources` (one source name per document; on the command line "
+                              f"--source-field FIELD); the config has {cfg.source_thresholds}.")
         return None
     if cfg.source_thresholds is None:
         raise ConfigError("`sources` were given but the config has no `source_thresholds`; set "

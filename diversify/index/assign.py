@@ -45,12 +45,14 @@ class Assigned:
 
 def assign(old: Sketches, new: Sketches, cfg: BuildConfig) -> Assigned:
     """Cluster ``new`` against the stored representatives ``old`` (see the module docstring)."""
+    from ..engines.local import linking_config
     from ..linking.link import link
 
     sk = concat(old, new)
     n_old = old.n
     parent = np.arange(sk.n, dtype=np.int64)
-    link(sk, cfg, parent, np.zeros(sk.n, dtype=np.uint8), new_start=n_old, timings={})
+    # edges at the lowest source threshold, folds at each pair's own (sk.doc_threshold), as the build
+    link(sk, linking_config(cfg), parent, np.zeros(sk.n, dtype=np.uint8), new_start=n_old, timings={})
     root = component_roots(parent)
     rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
     labels, rep, bits, stats = guaranteed_clusters(root, sk, cfg, rank, n_old=n_old,

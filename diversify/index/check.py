@@ -20,7 +20,7 @@ import numpy as np
 
 from .._arrays import unique_sorted
 from ..clusters.guarantee import FoldStats, Similarity
-from ..linking.link import agreement_band
+from ..linking.link import agreement_band, agreement_bounds
 from ..stages import STAGE_MINHASH
 from .payload import Layout, band_rows, decode
 
@@ -88,8 +88,12 @@ def check(index) -> list[str]:
                 # verify="auto"): its stored similarity is that exact Jaccard, and the estimate lies in
                 # the borderline band; the texts are not stored, so that is what can be checked
                 agree = (sk.minhash[members] == sk.minhash[who[0]]).sum(axis=1)
-                exact_ok = ((stored_stages[members] & STAGE_MINHASH) != 0) & (
-                    stored_sim[members] >= cfg.minhash.threshold) & (agree >= agree_lo)
+                t, lo = cfg.minhash.threshold, agree_lo
+                if sk.doc_threshold is not None:  # a pair meets the stricter of its two sources' thresholds
+                    t = np.maximum(sk.doc_threshold[members], sk.doc_threshold[who[0]])
+                    lo = agreement_bounds(t, cfg.minhash.num_perm,
+                                          cfg.minhash.borderline if cfg.minhash.verify == "auto" else 0.0)[0]
+                exact_ok = ((stored_stages[members] & STAGE_MINHASH) != 0) & (stored_sim[members] >= t) & (agree >= lo)
                 ok |= exact_ok
             bad = members[~ok]
             for b in bad[:5].tolist():

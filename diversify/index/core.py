@@ -77,9 +77,6 @@ def check_index_config(cfg: BuildConfig) -> None:
         raise ConfigError("the live index keeps guaranteed clusters (every member verified similar to its "
                           "representative); got clustering='components'. Use clustering='guaranteed', or the batch "
                           "build for components.")
-    if cfg.source_thresholds is not None:
-        raise ConfigError("`source_thresholds` are not available in the live index yet; got "
-                          f"{cfg.source_thresholds}. Use one MinHash threshold, or the batch build.")
 
 
 def config_difference(stored: BuildConfig, given: BuildConfig) -> list[str]:
@@ -189,8 +186,8 @@ class Index:
 
     # ------------------------------------------------------------------ helpers
 
-    def _sketch(self, texts, ids, vectors, keys):
-        from ..engines.local import sketch_inputs
+    def _sketch(self, texts, ids, vectors, keys, sources=None):
+        from ..engines.local import doc_thresholds, sketch_inputs
 
         if texts is None and vectors is None:
             raise InputError("`texts` or `vectors` (or both) must be given; got neither. Pass texts=[...].")
@@ -206,6 +203,7 @@ class Index:
                            sets32=sets32)
         if sk.n == 0:
             raise InputError("the batch is empty: `texts`/`vectors` held no documents. Pass at least one document.")
+        sk.doc_threshold = doc_thresholds(self.config, sources, sk.n)  # stored in each payload (source_thresholds)
         return sk
 
     def _layout(self, st: State) -> Optional[Layout]:
@@ -228,22 +226,23 @@ class Index:
     # ------------------------------------------------------------------ add
 
     def add(self, texts: Optional[Iterable[str]] = None, *, ids: Optional[Iterable] = None, vectors: Any = None,
-            keys: Any = None) -> list[Match]:
+            keys: Any = None, sources: Any = None) -> list[Match]:
         """Add a batch of documents; returns one :class:`Match` per document, in input order.
 
         ``ids``: one unique str or int per document, none already in the index
         (:class:`DuplicateIdError` otherwise, and nothing is added); default: the documents'
-        sequence numbers in the index (int ids). ``vectors`` and ``keys`` as in ``build``.
+        sequence numbers in the index (int ids). ``vectors``, ``keys`` and ``sources`` (one source
+        name per document, for an index created with ``source_thresholds``) as in ``build``.
         """
         from .assign import assign
 
-        prepared = self._prepare(texts, ids, vectors, keys)
+        prepared = self._prepare(texts, ids, vectors, keys, sources)
         with self._storage.write() as tx:
             return self._add_locked(tx, *prepared, assign)
 
-    def _prepare(self, texts, ids, vectors, keys) -> tuple[Any, bool, Layout, list[bytes]]:
+    def _prepare(self, texts, ids, vectors, keys, sources=None) -> tuple[Any, bool, Layout, list[bytes]]:
         """Everything of ``add`` that needs no lock: validate, sketch, shingle sets, payloads."""
-        sk = self._sketch(texts, ids, vectors, keys)
+        sk = self._sketch(texts, ids, vectors, keys, sources)
         layout = Layout.of(sk, self.config)
         if layout.shingles and sk.sets32 is None:  # sketched without them (not the fused kernel's config)
             attach_sets(sk, sk.texts, self.config)
@@ -322,13 +321,14 @@ class Index:
     # ------------------------------------------------------------------ query
 
     def query(self, texts: Optional[Iterable[str]] = None, *, vectors: Any = None, keys: Any = None,
-              ids: Optional[Iterable] = None) -> list[Match]:
+              ids: Optional[Iterable] = None, sources: Any = None) -> list[Match]:
         """Is each document a near-duplicate of an indexed one, of which, how similar? Nothing is
         written. Each document is checked against the index alone (not against the others of the
-        batch): the answer for a test set against a train set. ``ids`` only label the answers."""
+        batch): the answer for a test set against a train set. ``ids`` only label the answers;
+        ``sources`` as in :meth:`add` (a pair must meet the stricter of its two thresholds)."""
         from .assign import verify_pairs
 
-        sk = self._sketch(texts, ids, vectors, keys)
+        sk = self._sketch(texts, ids, vectors, keys, sources)
         labels = list(ids) if ids is not None else list(range(sk.n))
         with self._storage.read() as view:
             st = view.state()

@@ -12,6 +12,7 @@ little-endian record whose fields depend only on the index's config and :class:`
 ``simhash``    uint64 x words      vector SimHash, all families (when vectors are given)
 ``vector``     float64 x dim       the normalized vector (float32 under the vector stage's ``verify="estimate"``)
 ``keys``       float64 x columns   representative keys (``representative="key"`` only)
+``threshold``  float64             the document's Jaccard threshold (``source_thresholds`` only)
 =============  ==================  ==============================================================
 
 At 128 permutations a text document's record is 525 bytes. Band rows are derived from the record
@@ -112,6 +113,8 @@ def record_dtype(cfg: BuildConfig, layout: Layout) -> np.dtype:
         fields.append(("vector", "<f8" if cfg.simhash.verify == "exact" else "<f4", (layout.vector_dim,)))
     if layout.key_columns:
         fields.append(("keys", "<f8", (layout.key_columns,)))
+    if layout.texts and cfg.source_thresholds is not None:
+        fields.append(("threshold", "<f8"))
     return np.dtype(fields)
 
 
@@ -140,6 +143,9 @@ def encode(sk: Sketches, cfg: BuildConfig, layout: Layout) -> list[bytes]:
     if "keys" in names:
         assert sk.keys is not None
         rec["keys"] = sk.keys.reshape(sk.n, -1)
+    if "threshold" in names:
+        assert sk.doc_threshold is not None, "an index with source_thresholds needs each document's threshold"
+        rec["threshold"] = sk.doc_threshold
     buf = rec.tobytes()
     size = dt.itemsize
     if not layout.shingles:
@@ -199,6 +205,8 @@ def decode(payloads: Sequence[bytes], cfg: BuildConfig, layout: Layout, url: str
     if "keys" in names:
         k = np.ascontiguousarray(rec["keys"], dtype=np.float64)
         sk.keys = k[:, 0].copy() if layout.key_columns == 1 else k
+    if "threshold" in names:
+        sk.doc_threshold = np.ascontiguousarray(rec["threshold"], dtype=np.float64)
     return sk
 
 
@@ -214,7 +222,7 @@ def concat(a: Sketches, b: Sketches) -> Sketches:
                   empty=cat(a.empty, b.empty), minhash=cat(a.minhash, b.minhash),
                   text_simhash=cat(a.text_simhash, b.text_simhash), simhash=cat(a.simhash, b.simhash),
                   vectors=cat(a.vectors, b.vectors), keys=cat(a.keys, b.keys), char_docs=cat(a.char_docs, b.char_docs),
-                  has_text=a.has_text or b.has_text)
+                  doc_threshold=cat(a.doc_threshold, b.doc_threshold), has_text=a.has_text or b.has_text)
     if a.sets32 is not None and b.sets32 is not None:  # every document's set: exact checks for every pair
         assert a.sets32_indptr is not None and b.sets32_indptr is not None
         sk.sets32 = np.concatenate([a.sets32, b.sets32])
@@ -229,8 +237,10 @@ def band_rows(sk: Sketches, docs: np.ndarray, cfg: BuildConfig) -> tuple[np.ndar
 
     Documents with no words get no text keys (no text stage joins them), as in the build.
     """
+    from ..engines.local import linking_config
     from ..linking.link import minhash_band_keys, simhash_band_keys, text_simhash_band_keys
 
+    cfg = linking_config(cfg)  # with source thresholds: the bands of the lowest, as the build's edges
     docs = np.asarray(docs, dtype=np.int64)
     owners: list[np.ndarray] = []
     keys: list[np.ndarray] = []

@@ -324,6 +324,60 @@ class IndexContract:
                 assert min(jac) >= 0.8, f"folds below the threshold: {sorted(below[verify])[:5]}"
         assert below["estimate"], "the estimate alone folded nothing below 0.8: the corpus is too easy"
 
+    def test_index_source_thresholds_fold_each_pair_at_the_stricter_of_its_two(self, storage_url, tmp_path):
+        """``source_thresholds`` as in the build: edges at the lowest threshold, every fold checked
+        against the stricter of its two documents' thresholds, each stored with its document."""
+        import diversify
+        from diversify.config import BuildConfig, MinHashConfig
+        from diversify.errors import ConfigError
+
+        cfg = BuildConfig(minhash=MinHashConfig(threshold=0.8), source_thresholds={"strict": 0.97, "lax": 0.7})
+        src = {i: "lax" if i % 2 == 0 else "strict" for i in range(12)}
+        with diversify.Index(storage_url, cfg) as idx:
+            idx.add([_doc(i) for i in range(12)], ids=[f"b{i}" for i in range(12)], sources=[src[i] for i in range(12)])
+            # one at a time, so each is judged against stored documents and their stored thresholds
+            got = {}
+            for i in range(12):
+                for tag, text in (("n", _near(i)), ("e", _edited(i, 3))):  # J ~0.92 and 0.74-0.86
+                    got[f"{tag}{i}"] = idx.add([text], ids=[f"{tag}{i}"], sources=["lax"])[0]
+            for i in range(12):
+                for tag in ("n", "e"):
+                    m = got[f"{tag}{i}"]
+                    if src[i] == "lax":  # both lax: 0.7 decides, below the config's own 0.8 for most "e"
+                        assert m.joined and m.representative == f"b{i}", (tag, i, m)
+                    else:  # a strict base: 0.97 decides, so neither folds under it
+                        assert m.representative != f"b{i}", (tag, i, m)
+            rows = list(idx.scan())
+            text_of = {f"b{i}": _doc(i) for i in range(12)}
+            text_of.update({f"n{i}": _near(i) for i in range(12)})
+            text_of.update({f"e{i}": _edited(i, 3) for i in range(12)})
+            thr = {**{f"b{i}": cfg.source_thresholds[src[i]] for i in range(12)},
+                   **{f"{t}{i}": 0.7 for t in "ne" for i in range(12)}}
+            rep_of = {r.cluster: r.id for r in rows if r.is_rep}
+            for r in rows:
+                if not r.is_rep:
+                    rep = rep_of[r.cluster]
+                    assert _jaccard(text_of[r.id], text_of[rep]) >= max(thr[r.id], thr[rep]), (r.id, rep)
+            assert any(_jaccard(text_of[r.id], text_of[rep_of[r.cluster]]) < 0.8 for r in rows if not r.is_rep)
+            assert idx.check() == []
+            # query: each document at its own source's threshold against the stored ones'
+            q = idx.query([_near(0), _near(0), _near(1)], sources=["lax", "strict", "lax"])
+            assert q[0].representative == "b0" and q[1].cluster is None and q[2].representative != "b1"
+            with pytest.raises(ConfigError, match="needs `sources`"):
+                idx.query([_near(0)])
+            with pytest.raises(ConfigError, match="needs `sources`"):
+                idx.add([_near(30)], ids=["x"])
+            # delete a lax representative: its members are re-assigned under the same thresholds
+            idx.delete(["b0"])
+            assert idx.check() == []
+            cm = idx.export(tmp_path / "src.dvf")
+            _assert_export_matches(idx, diversify.load(tmp_path / "src.dvf"))
+            assert cm.n_docs == len(rows) - 1
+            # the export is the build's artifact: `add` with sources extends it under the same rule
+            ext = diversify.add(tmp_path / "src.dvf", [_near(2), _near(3)], ids=["m2", "m3"],
+                                sources=["lax", "lax"]).cluster_map
+            assert ext.lookup(["m2"])[0] == ext.lookup(["b2"])[0] and ext.lookup(["m3"])[0] != ext.lookup(["b3"])[0]
+
     def test_index_near_duplicates_in_one_batch_share_a_cluster(self, storage_url):
         import diversify
 

@@ -101,16 +101,26 @@ def test_index_add_cli_with_a_bad_record_commits_exactly_what_it_printed(tmp_pat
         assert sorted(r.id for r in idx.scan()) == sorted(printed)
 
 
-def test_index_add_and_query_refuse_a_source_field_instead_of_dropping_it(tmp_path, capsys, corpus):
-    """The live index has one threshold: --source-field was read and silently dropped before."""
+def test_index_add_and_query_apply_source_thresholds(tmp_path, capsys):
+    """--source-field and --source-threshold as in `build`: a pair folds at the stricter of its two
+    documents' thresholds (they were read and silently dropped by `index add` before)."""
+    path = tmp_path / "s.jsonl"
+    recs = [("a", _doc(1), "strict"), ("a2", _near(1), "lax"), ("b", _doc(2), "lax"), ("b2", _near(2), "lax")]
+    path.write_text("".join(json.dumps({"id": i, "text": t, "src": s}) + "\n" for i, t, s in recs))
     url = f"sqlite:///{tmp_path}/i.db"
-    status, lines, err = _run(capsys, "index", "add", url, str(corpus), "--source-field", "src")
-    assert status == 2 and lines == [] and not (tmp_path / "i.db").exists()
-    assert err.count("\n") == 1 and "`--source-field` does not apply to `diversify index add`" in err
-    assert "--source-threshold NAME=T" in err
-    assert _run(capsys, "index", "add", url, str(corpus), "--no-progress")[0] == 0
-    status, lines, err = _run(capsys, "index", "query", url, str(corpus), "--source-field", "src")
-    assert status == 2 and lines == [] and err.count("\n") == 1 and "diversify index query" in err
+    status, lines, err = _run(capsys, "index", "add", url, str(path), "--source-field", "src", "--source-threshold",
+                              "strict=0.97", "--source-threshold", "lax=0.7", "--batch-size", "1", "--no-progress")
+    assert status == 0 and err == ""
+    assert [x["joined"] for x in lines] == [False, False, False, True] and lines[3]["representative"] == "b"
+    q = tmp_path / "q.jsonl"
+    q.write_text(json.dumps({"id": "q", "text": _near(2), "src": "strict"}) + "\n"
+                 + json.dumps({"id": "r", "text": _near(2), "src": "lax"}) + "\n")
+    status, lines, _ = _run(capsys, "index", "query", url, str(q), "--source-field", "src", "--no-progress")
+    assert status == 0 and [x["joined"] for x in lines] == [False, True]
+    status, lines, err = _run(capsys, "index", "query", url, "--text", _near(2))
+    assert status == 2 and lines == [] and "--source-field" in err and err.count("\n") == 1
+    status, lines, err = _run(capsys, "index", "add", url, str(path), "--no-progress")  # same ids: refused anyway
+    assert status == 2 and "--source-field" in err
 
 
 def test_index_add_and_query_report_progress_and_a_verbose_summary_on_stderr(tmp_path, capsys, corpus):
