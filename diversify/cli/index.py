@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 
 from ..errors import DiversifyError
 from .options import add_config_args, add_input_args, config_from_args, given_config_options, streams
@@ -101,8 +102,6 @@ class _Progress:
     --verbose, one summary line at the end (stdout carries only the JSON lines)."""
 
     def __init__(self, a, verb: str, counted: str):
-        import time
-
         from ..sketches.batch import progress_bar
 
         self.a, self.verb, self.counted = a, verb, counted
@@ -118,8 +117,6 @@ class _Progress:
             self.bar.update(len(matches))
 
     def close(self) -> None:
-        import time
-
         from .output import note_line
 
         if self.bar is not None:

@@ -107,8 +107,9 @@ class Similarity:
             sc = cfg.simhash
             self.ham = hamming_radius(sc.threshold, sc.bits * sc.families)
 
-    def _bounds(self, r: int, cand: np.ndarray):
-        """(lo, hi) agreement counts and the Jaccard threshold, per candidate or scalar."""
+    def bounds(self, r: int, cand: np.ndarray):
+        """(lo, hi) agreement counts and the Jaccard threshold of the pairs of ``r`` and each of
+        ``cand``: per candidate with per-source thresholds (the stricter of the two), else scalars."""
         mc = self.cfg.minhash
         assert mc is not None
         thr_doc = self.sk.doc_threshold
@@ -155,7 +156,7 @@ class Similarity:
         band rule of the edges decides."""
         sk, mc = self.sk, self.cfg.minhash
         assert sk.minhash is not None and mc is not None
-        lo, hi, t = self._bounds(r, cand)
+        lo, hi, t = self.bounds(r, cand)
         if sk.sets32 is not None and mc.verify in ("auto", "exact"):
             # the live index: every document's (32-bit) shingle set is at hand
             assert sk.sets32_indptr is not None

@@ -20,7 +20,6 @@ import numpy as np
 
 from .._arrays import unique_sorted
 from ..clusters.guarantee import FoldStats, Similarity
-from ..linking.link import agreement_band, agreement_bounds
 from ..stages import STAGE_MINHASH
 from .payload import Layout, band_rows, decode
 
@@ -70,7 +69,6 @@ def check(index) -> list[str]:
     sim = Similarity(sk, cfg, FoldStats())
     stored_sim = np.array([r.similarity for r in rows], dtype=np.float64)
     stored_stages = np.array([r.stages for r in rows], dtype=np.int64)
-    agree_lo = agreement_band(cfg, auto=True)[0] if cfg.minhash is not None else 0
     is_rep = np.array([r.is_rep for r in rows], dtype=bool)
     folded = np.flatnonzero(~is_rep)
     order = folded[np.argsort(clusters[folded], kind="stable")]  # members grouped by cluster, once
@@ -88,11 +86,7 @@ def check(index) -> list[str]:
                 # verify="auto"): its stored similarity is that exact Jaccard, and the estimate lies in
                 # the borderline band; the texts are not stored, so that is what can be checked
                 agree = (sk.minhash[members] == sk.minhash[who[0]]).sum(axis=1)
-                t, lo = cfg.minhash.threshold, agree_lo
-                if sk.doc_threshold is not None:  # a pair meets the stricter of its two sources' thresholds
-                    t = np.maximum(sk.doc_threshold[members], sk.doc_threshold[who[0]])
-                    lo = agreement_bounds(t, cfg.minhash.num_perm,
-                                          cfg.minhash.borderline if cfg.minhash.verify == "auto" else 0.0)[0]
+                lo, _, t = sim.bounds(who[0], members)  # with per-source thresholds: each pair's stricter one
                 exact_ok = ((stored_stages[members] & STAGE_MINHASH) != 0) & (stored_sim[members] >= t) & (agree >= lo)
                 ok |= exact_ok
             bad = members[~ok]
