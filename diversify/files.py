@@ -510,3 +510,85 @@ def _fsync_dir(directory: str) -> None:
             os.close(dfd)
     except OSError:
         pass
+
+
+# ----------------------------------------------------------------------------- large writes
+
+#: writes of at least this many bytes bypass the page cache where the file system allows it
+DIRECT_MIN_BYTES = 32 << 20
+_DIRECT_ALIGN = 4096  # O_DIRECT: buffer address, file offset and length in multiples of the block size
+_DIRECT_BLOCK = 8 << 20  # the staging buffer: the pieces are copied through it, one block a write
+
+
+def write_pieces(f: IO[bytes], pieces: list, total: int) -> None:
+    """Write the byte buffers ``pieces`` (``total`` bytes in all) to the start of the new, empty file ``f``.
+
+    A file of at least :data:`DIRECT_MIN_BYTES` goes past the page cache (``O_DIRECT``, Linux)
+    through an aligned staging buffer, and is then truncated to ``total``: the same bytes. Why:
+    buffered, every page of a new file is first a fresh page of the page cache, and on virtual
+    machines whose free memory is handed back to the host a fresh page is a fault into the
+    hypervisor; writing a 613 MB artifact measured 142 MB/s (3.6 s of system time) there against
+    1.5 GB/s with ``O_DIRECT``. A file system that refuses ``O_DIRECT`` (e.g. tmpfs on older
+    kernels) gets the buffered writes.
+    """
+    if total >= DIRECT_MIN_BYTES and _write_direct(f, pieces, total):
+        return
+    for piece in pieces:
+        f.write(piece)
+
+
+def _write_direct(f: IO[bytes], pieces: list, total: int) -> bool:
+    """:func:`write_pieces` with ``O_DIRECT``; False (nothing written) where the file refuses it."""
+    o_direct = getattr(os, "O_DIRECT", 0)
+    if not o_direct or fcntl is None:
+        return False
+    import numpy as np
+
+    f.flush()
+    fd = f.fileno()
+    try:  # a pipe or a socket cannot seek: not a file to write past the page cache
+        if not stat.S_ISREG(os.fstat(fd).st_mode) or os.lseek(fd, 0, os.SEEK_CUR) != 0:
+            return False
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags | o_direct)
+    except OSError:
+        return False
+    raw = np.empty(_DIRECT_BLOCK + _DIRECT_ALIGN, dtype=np.uint8)
+    start = -raw.ctypes.data % _DIRECT_ALIGN
+    block = raw[start : start + _DIRECT_BLOCK]
+    done = 0  # bytes of the file written
+
+    def put(n: int) -> None:
+        nonlocal done
+        view = block.data[:n]
+        while view:
+            k = os.write(fd, view)
+            view = view[k:]
+            done += k
+
+    try:
+        fill = 0
+        for piece in pieces:
+            src = np.frombuffer(piece, dtype=np.uint8)
+            pos = 0
+            while pos < src.size:
+                n = min(_DIRECT_BLOCK - fill, src.size - pos)
+                block[fill : fill + n] = src[pos : pos + n]
+                fill += n
+                pos += n
+                if fill == _DIRECT_BLOCK:
+                    put(fill)
+                    fill = 0
+        if fill:
+            padded = -(-fill // _DIRECT_ALIGN) * _DIRECT_ALIGN
+            block[fill:padded] = 0
+            put(padded)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL or done:
+            raise
+        return False  # the file system took the flag but not the writes; nothing was written
+    finally:
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags)
+    os.ftruncate(fd, total)
+    os.lseek(fd, total, os.SEEK_SET)
+    return True

@@ -121,16 +121,13 @@ def test_failed_write_leaves_old_file_and_no_temp(tmp_path, monkeypatch):
     path = tmp_path / "a.dvf"
     write_container(path, {"v": 1}, {"x": np.arange(10)})
     before = path.read_bytes()
-    calls = []
-    real = fmt._write_array
+    real = fmt.write_pieces
 
-    def exploding(f, arr):
-        calls.append(1)
-        if len(calls) == 2:
-            raise RuntimeError("disk on fire")
-        real(f, arr)
+    def exploding(f, pieces, total):
+        real(f, pieces[:-1], total)  # all but the last array written, then the failure
+        raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(fmt, "_write_array", exploding)
+    monkeypatch.setattr(fmt, "write_pieces", exploding)
     with pytest.raises(RuntimeError, match="disk on fire"):
         write_container(path, {"v": 2}, {"x": np.arange(1000), "y": np.arange(1000)})
     assert path.read_bytes() == before

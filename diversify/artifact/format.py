@@ -53,7 +53,7 @@ from diversify.artifact.layout import (
     dtype_code,
 )
 from diversify.errors import ArtifactError, ArtifactNotFoundError, InputError, InputTypeError
-from diversify.files import atomic_replace
+from diversify.files import atomic_replace, write_pieces
 
 __all__ = [
     "MAGIC",
@@ -100,11 +100,6 @@ def prepare_arrays(arrays: Mapping[str, Any]) -> list[tuple[str, str, np.ndarray
         arr = np.asarray(arr, dtype=DTYPES[code], order="C")  # (ascontiguousarray makes 0-d 1-d)
         out.append((name, code, arr))
     return out
-
-
-def _write_array(f: IO[bytes], arr: np.ndarray) -> None:
-    if arr.nbytes:
-        f.write(arr.reshape(-1).view(np.uint8).data)
 
 
 def write_container(path: str | os.PathLike, header: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
@@ -157,15 +152,16 @@ def write_container(path: str | os.PathLike, header: Mapping[str, Any], arrays: 
     prefix = PREFIX.pack(MAGIC, FORMAT_MAJOR, FORMAT_MINOR, zlib.crc32(raw), len(raw))
     head_end = PREFIX.size + len(raw)
 
+    pieces: list = [prefix, raw, b"\0" * (align(head_end) - head_end)]
+    written = 0
+    for offset, (_, _, arr) in zip(offsets, prepared):
+        if offset > written:
+            pieces.append(b"\0" * (offset - written))
+        if arr.nbytes:
+            pieces.append(arr.reshape(-1).view(np.uint8).data)
+        written = offset + arr.nbytes
     with atomic_replace(path, what="the artifact", param="path", error=ArtifactError, suffix=ARTIFACT_SUFFIX) as f:
-        f.write(prefix)
-        f.write(raw)
-        f.write(b"\0" * (align(head_end) - head_end))
-        written = 0
-        for offset, (_, _, arr) in zip(offsets, prepared):
-            f.write(b"\0" * (offset - written))
-            _write_array(f, arr)
-            written = offset + arr.nbytes
+        write_pieces(f, pieces, align(head_end) + pos)
 
 
 # --------------------------------------------------------------------------- the array table
