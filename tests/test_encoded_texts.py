@@ -9,7 +9,7 @@ import numpy as np
 import diversify
 from diversify.config import BuildConfig, MinHashConfig
 from diversify.sketches import batch as sb
-from diversify.text import encode_batch, sorted_unique_shingles
+from diversify.text import encode_batch, shingle_hashes, sorted_unique_shingles
 
 WORDS = ["caf\u00e9", "\u0130stanbul", "\u4e2d\u6587\u672c", "\u0410\u0411\u0412", "\u2026", "\uff21\uff22", "stra\u00dfe",
          "\u03a3\u03b1", "\u0301x", "plain", "words", "\u1f80"]
@@ -57,6 +57,9 @@ def test_reshingle_equals_sorted_unique_shingles():
     cfg = BuildConfig()
     sk = sb.sketch_texts(texts, None, cfg, chunk_size=64, timings={})
     assert sk.encoded is not None and len(sk.encoded.chunks) == 5
+    # the room of each re-shingled document comes from the sketching pass's counts
+    assert sk.text_shingles is not None and sk.text_shingles.dtype == np.uint32
+    assert sk.text_shingles.tolist() == [shingle_hashes([t], cfg.text, cfg.seed).doc(0).size for t in texts]
     docs = [299, 0, 17, 64, 65, 200, 17]
     got = sb.reshingle(sk, docs, cfg)
     want = sorted_unique_shingles([texts[d] for d in docs], cfg.text, cfg.seed)

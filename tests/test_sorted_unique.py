@@ -116,3 +116,39 @@ def test_index_batches_sketch_their_sets_in_the_one_pass(tmp_path, monkeypatch):
     assert not first[0].joined and again[0].joined and again[0].cluster == first[0].cluster
     assert idx.query([base * 3])[0].joined
     idx.close()
+
+
+MIXED = TEXTS + ["東京都の天気は晴れです", "Ελληνικά κείμενα εδώ", "Привет, мир! Привет", "ｆｕｌｌ　ｗｉｄｔｈ ﬁ"]
+
+
+def _rows(result) -> list:
+    starts, counts, hashes = result
+    return [hashes[s: s + c].tolist() for s, c in zip(starts.tolist(), counts.tolist())]
+
+
+@pytest.mark.parametrize("cfg", [TextConfig(), TextConfig(k=1), TextConfig(shingle="char", k=3), TextConfig(shingle="auto")])
+def test_room_from_the_sketch_counts_gives_the_same_sets(cfg):
+    """The output sized by the sketching pass's shingle counts (what a build re-shingles with)
+    holds the same sets as the output sized by the length bound, in less memory."""
+    from diversify.text import encode_batch, sketch_oph_buffer, sorted_unique_of_buffer
+
+    buf, offsets = encode_batch(MIXED)
+    n_shingles = sketch_oph_buffer(buf, offsets, cfg, 7, 16)[1]
+    bound = sorted_unique_of_buffer(buf, offsets, cfg, 7)
+    sized = sorted_unique_of_buffer(buf, offsets, cfg, 7, n_shingles.astype(np.uint32))
+    assert _rows(sized) == _rows(bound)
+    assert sized[2].size == int(np.maximum(n_shingles, 1).sum()) < bound[2].size
+
+
+@settings(max_examples=80, deadline=None)
+@given(texts=st.lists(st.text(alphabet=st.sampled_from(list("ab cdé,Ж日\u0301\u00a0ﬁA")), max_size=60), max_size=10),
+       room=st.lists(st.integers(0, 40), min_size=10, max_size=10), shingle=st.sampled_from(["word", "char", "auto"]))
+def test_any_room_gives_the_same_sets(texts, room, shingle):
+    """A room too small for a document (a count that is not its rule's) is never overrun: that
+    document is shingled again with the bound, and the sets do not depend on the room given."""
+    from diversify.text import encode_batch, sorted_unique_of_buffer
+
+    cfg = TextConfig(shingle=shingle, k=2)
+    buf, offsets = encode_batch(texts)
+    given_room = np.array(room[: len(texts)], dtype=np.uint32)
+    assert _rows(sorted_unique_of_buffer(buf, offsets, cfg, 3, given_room)) == _rows(sorted_unique_of_buffer(buf, offsets, cfg, 3))

@@ -375,21 +375,38 @@ def _fill_sorted_unique_docs(buf, offsets, rule, starts, out, counts, lo, hi):
     """One pass per document ``lo .. hi``: its shingles, sorted and deduplicated, at
     ``out[starts[i]:starts[i]+counts[i]]``.
 
-    ``starts`` must leave room for every shingle (a document of b bytes has at most b shingles).
-    Used for exact Jaccard checks of a few documents without the two-pass CSR layout.
+    Each document is shingled and sorted in a scratch buffer with room for any document of the
+    block (b bytes: at most max(b, 1) shingles by code point, b // 2 + 1 by word), then its
+    distinct shingles are copied to ``out``: the room ``starts`` gives may be just the document's
+    shingle count. A document whose distinct shingles do not fit its room gets ``counts[i] = -1``
+    and nothing written (the caller sizes the room again). Used for exact Jaccard checks of a few
+    documents without the two-pass CSR layout.
 
     starts : int64 (n+1,)   room of document i: ``out[starts[i]:starts[i+1]]``
     out : uint64            out
-    counts : int64 (n,)     out: distinct shingles of each document
+    counts : int64 (n,)     out: distinct shingles of each document, or -1 (no room)
     """
     window = _new_window(rule.k)
-    sink = _csr_sink(out)
+    need = 1
+    for i in range(lo, hi):
+        b = offsets[i + 1] - offsets[i]
+        room = b if rule.mode == CHAR else b // 2 + 1
+        if room > need:
+            need = room
+    shingles = np.empty(need, dtype=np.uint64)
+    sink = _csr_sink(shingles)
     scratch = np.empty(_SORT_SCRATCH, dtype=np.uint64)
     heads = np.empty(_SORT_SCRATCH // 2 + 1, dtype=np.int64)
     for i in range(lo, hi):
+        m = _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, _AT0)[0]
+        c = sort_unique_run(shingles, _AT0, _AT0 + m, scratch, heads)
         first = starts[i]
-        last = first + _pass(buf, offsets[i], offsets[i + 1], rule, window, sink, first)[0]
-        counts[i] = sort_unique_run(out, first, last, scratch, heads)
+        if c > starts[i + 1] - first:
+            counts[i] = -1
+            continue
+        for t in range(c):
+            out[first + t] = shingles[t]
+        counts[i] = c
 
 
 def fill_sorted_unique(buf, offsets, rule, starts, out, counts):

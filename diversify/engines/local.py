@@ -368,7 +368,7 @@ def _extend(cmap, cfg: BuildConfig, new: Sketches, all_ids: list, old_flags: np.
         exact=np.concatenate([np.asarray(ex["exact_hash"]), new.exact]),
         empty=np.concatenate([(old_flags & FLAG_EMPTY_TEXT).astype(bool), new.empty]),
     )
-    sk.texts, sk.text_offset, sk.encoded = new.texts, n_old, new.encoded
+    sk.texts, sk.text_offset, sk.encoded, sk.text_shingles = new.texts, n_old, new.encoded, new.text_shingles
     if new.char_docs is not None:
         sk.char_docs = np.concatenate([(old_flags & FLAG_CHAR_SHINGLES).astype(bool), new.char_docs])
     if new.minhash is not None:

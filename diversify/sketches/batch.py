@@ -66,6 +66,9 @@ class Sketches:
     text_offset: int = 0
     # the encoded bytes of (some of) those texts, kept from sketching for the exact checks
     encoded: Optional[EncodedTexts] = None
+    # uint32 (len(texts),): the shingles (repeats included) sketching found in texts[j], the room
+    # re-shingling them for an exact check needs (see diversify.text.sorted_unique_of_buffer)
+    text_shingles: Optional[np.ndarray] = None
 
     @property
     def n(self) -> int:
@@ -137,10 +140,11 @@ def reshingle(sk: Sketches, docs: Sequence[int], config: BuildConfig) -> tuple[n
     texts, off = sk.texts, sk.text_offset
     assert texts is not None
     local = [int(d) - off for d in docs]
+    room = sk.text_shingles[local] if sk.text_shingles is not None else None
     if sk.encoded is None or not sk.encoded.chunks:
-        return sorted_unique_shingles(texts_at(texts, local), config.text, config.seed)
+        return sorted_unique_shingles(texts_at(texts, local), config.text, config.seed, room)
     buf, offsets = sk.encoded.encode(local, texts)
-    return sorted_unique_of_buffer(buf, offsets, config.text, config.seed)
+    return sorted_unique_of_buffer(buf, offsets, config.text, config.seed, room)
 
 
 def texts_at(texts: Sequence[str], docs: Sequence[int]) -> list:
@@ -195,6 +199,7 @@ class _ChunkSketch:
     lengths: np.ndarray  # uint32 (m,)
     exact: np.ndarray  # uint64 (m,)
     empty: np.ndarray  # bool (m,)
+    n_shingles: np.ndarray  # int64 (m,) shingles of each document, repeats included
     signatures: Optional[np.ndarray]  # uint32 (m, P) when MinHash is on
     unique_shingles: Optional[tuple[np.ndarray, np.ndarray]]  # CSR (indptr, hashes) for verify="exact"
     fingerprints: Optional[np.ndarray]  # uint64 (m,) when the text SimHash stage is on
@@ -240,7 +245,8 @@ def _sketch_chunk_kernels(buf: np.ndarray, offsets: np.ndarray, config: BuildCon
         else:
             sigs, n_shingles, lengths, exact = sketch_oph_buffer(buf, offsets, config.text, config.seed,
                                                                  mh_cfg.num_perm, char_docs)
-        return _ChunkSketch(lengths=lengths, exact=exact, empty=n_shingles == 0, signatures=sigs, unique_shingles=None,
+        return _ChunkSketch(lengths=lengths, exact=exact, empty=n_shingles == 0, n_shingles=n_shingles,
+                            signatures=sigs, unique_shingles=None,
                             fingerprints=fingerprints, seconds_sketch=time.perf_counter() - t0, seconds_signatures=0.0,
                             sets32=sets)
     shingles = shingle_buffer(buf, offsets, config.text, config.seed, char_docs)
@@ -251,7 +257,8 @@ def _sketch_chunk_kernels(buf: np.ndarray, offsets: np.ndarray, config: BuildCon
         signatures = minhash_signatures(shingles, num_perm=mh_cfg.num_perm, method=mh_cfg.method, seed=config.seed)
         if mh_cfg.verify == "exact":
             unique = unique_shingles(shingles)
-    return _ChunkSketch(lengths=shingles.lengths, exact=shingles.exact, empty=np.diff(shingles.indptr) == 0,
+    counts = np.diff(shingles.indptr)
+    return _ChunkSketch(lengths=shingles.lengths, exact=shingles.exact, empty=counts == 0, n_shingles=counts,
                         signatures=signatures, unique_shingles=unique, fingerprints=fingerprints,
                         seconds_sketch=t1 - t0, seconds_signatures=time.perf_counter() - t1)
 
@@ -268,6 +275,7 @@ class _Gathered:
         self.lengths: list[np.ndarray] = []
         self.exact: list[np.ndarray] = []
         self.empty: list[np.ndarray] = []
+        self.n_shingles: list[np.ndarray] = []
         self.fingerprints: list[np.ndarray] = []
         self.char_docs: list[np.ndarray] = []
         self.unique_indptrs: list[np.ndarray] = []
@@ -289,6 +297,7 @@ class _Gathered:
         self.lengths.append(chunk.lengths)
         self.exact.append(chunk.exact)
         self.empty.append(chunk.empty)
+        self.n_shingles.append(np.minimum(chunk.n_shingles, np.iinfo(np.uint32).max).astype(np.uint32))
         if chunk.char_docs is not None:
             self.char_docs.append(chunk.char_docs)
         if chunk.unique_shingles is not None:
@@ -318,6 +327,8 @@ class _Gathered:
             exact=np.concatenate(self.exact) if self.exact else np.zeros(0, np.uint64),
             empty=np.concatenate(self.empty) if self.empty else np.zeros(0, bool),
         )
+        if sk.texts is not None:
+            sk.text_shingles = np.concatenate(self.n_shingles) if self.n_shingles else np.zeros(0, np.uint32)
         if config.text_simhash is not None:
             sk.text_simhash = np.concatenate(self.fingerprints) if self.fingerprints else np.zeros(0, np.uint64)
         if config.minhash is not None:
