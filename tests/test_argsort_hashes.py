@@ -41,3 +41,27 @@ def test_empty_single_and_other_dtypes():
     for keys in (np.zeros(0, np.uint64), np.array([5], np.uint64), np.array([3, -1, 3, 0], np.int64)):
         assert stable_argsort(keys).tolist() == np.argsort(keys, kind="stable").tolist()
         assert stable_argsort(keys).dtype == np.int64
+
+
+def test_millions_of_keys_sorted_by_buckets_in_threads():
+    """Enough keys for hundreds of top buckets shared between threads, with runs of equal keys:
+    numpy's permutation. Keys that agree on their top 16 bits make one bucket too slow to insert
+    into: numpy sorts them, and the permutation is the same."""
+    rng = np.random.default_rng(11)
+    keys = rng.integers(0, 2**64 - 1, size=1_000_000, dtype=np.uint64, endpoint=True)
+    keys[::9] = keys[4]
+    perm = np.empty(keys.size, dtype=np.int64)
+    assert argsort_hashes(keys, perm)
+    assert np.array_equal(perm, np.argsort(keys, kind="stable"))
+    keys[1::13] = (keys[1::13] & np.uint64(0xFFFF)) | np.uint64(0xABCD << 48)
+    assert not argsort_hashes(keys, perm)
+    assert np.array_equal(stable_argsort(keys), np.argsort(keys, kind="stable"))
+
+
+def test_one_bad_bucket_among_good_ones_falls_back():
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 2**64 - 1, size=300_000, dtype=np.uint64, endpoint=True)
+    keys[:40_000] = np.arange(40_000, dtype=np.uint64)[::-1]  # one bucket, reversed: quadratic
+    perm = np.empty(keys.size, dtype=np.int64)
+    assert not argsort_hashes(keys, perm)
+    assert np.array_equal(stable_argsort(keys), np.argsort(keys, kind="stable"))

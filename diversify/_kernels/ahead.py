@@ -45,7 +45,7 @@ def ahead_kernels() -> list:
     from .fold import fold_groups
     from .union import roots
 
-    return [kl.link_scan, kl.link_pairs_exact, roots, fold_groups]
+    return [kl.link_scan, kl.link_pairs_exact, kl._scatter_top, kl._sort_buckets, roots, fold_groups]
 
 
 def worth_starting(cfg: BuildConfig) -> bool:
