@@ -4,7 +4,10 @@ build without them writes."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
+import pytest
 
 import diversify
 from diversify.config import BuildConfig, MinHashConfig
@@ -91,3 +94,45 @@ def test_build_with_and_without_kept_encodings_writes_the_same_bytes(tmp_path, m
     without.save(b)
     assert a.read_bytes() == b.read_bytes()
 
+
+
+def _sets(result) -> list:
+    starts, counts, hashes = result
+    return [hashes[a: a + c].tolist() for a, c in zip(starts.tolist(), counts.tolist())]
+
+
+def test_reshingled_batches_equal_reshingle_of_each(tmp_path):
+    """The texts of the next batch are read in a thread: each batch's sets are still its own, in
+    order, from a JSONL file's texts as from a list's; no batches, nothing."""
+    from diversify.corpus.filetexts import JsonlTexts
+
+    texts = _texts(400, seed=4)
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(f'{{"id": {i}, "text": {json.dumps(t)}}}\n' for i, t in enumerate(texts)), encoding="utf-8")
+    cfg = BuildConfig()
+    batches = [[3, 1, 399], [0], [17, 17, 250, 64], list(range(100, 180))]
+    for source in (texts, JsonlTexts(str(path))):
+        if isinstance(source, JsonlTexts):
+            assert sum(1 for _ in source) == 400  # the first pass, in order
+        sk = sb.sketch_texts(source, None, cfg, chunk_size=64, timings={})
+        got = list(sb.reshingled(sk, batches, cfg))
+        assert len(got) == len(batches)
+        for docs, result in zip(batches, got):
+            want = sb.reshingle(sk, docs, cfg)
+            assert _sets(result) == _sets(want)
+            assert _sets(result) == _sets(sorted_unique_shingles([texts[d] for d in docs], cfg.text, cfg.seed))
+        assert list(sb.reshingled(sk, [], cfg)) == []
+
+
+def test_reshingled_raises_what_reading_raises(tmp_path):
+    """A text that cannot be read back (the file changed under the build) fails the consumer."""
+    from diversify.corpus.filetexts import JsonlTexts
+
+    texts = [f"plain ascii text number {i} " * 8 for i in range(50)]  # nothing kept encoded: read back from the file
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(f'{{"id": {i}, "text": {json.dumps(t)}}}\n' for i, t in enumerate(texts)), encoding="utf-8")
+    source = JsonlTexts(str(path))
+    sk = sb.sketch_texts(source, None, BuildConfig(), chunk_size=16, timings={})
+    path.write_text("changed\n", encoding="utf-8")
+    with pytest.raises(Exception, match="changed"):
+        list(sb.reshingled(sk, [[0], [1]], BuildConfig()))

@@ -25,6 +25,7 @@ reference in the tests. Both give the same bits.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -353,18 +354,22 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
     state = FoldState(labels, reps, flags, fold_bit, sim.similarity, np.zeros(6, dtype=np.int64))
     width = int(np.diff(bounds).max()) if bounds.size > 1 else 0
     todo, got = np.empty(width, dtype=np.int64), np.empty(width, dtype=np.int64)
-    for g0, g1 in _batches(bounds):
-        docs = np.zeros(0, dtype=np.int64)
-        if prefetch:
-            from ..sketches.batch import reshingle
+    ranges = list(_batches(bounds))
+    batch_docs = [np.zeros(0, dtype=np.int64)] * len(ranges)
+    shingled: Iterator = iter(())
+    if prefetch:  # the documents each batch may check exactly, shingled batch by batch (texts read ahead)
+        from ..sketches.batch import reshingled
 
+        for b, (g0, g1) in enumerate(ranges):
             docs = members[bounds[g0]: bounds[g1]]
-            docs = docs[(docs >= sk.text_offset) & sim.text_ok[docs]]
-            if docs.size:
-                assert sk.texts is not None and mc is not None
-                starts, counts, hashes = reshingle(sk, docs.tolist(), cfg)
-                rows[docs] = np.arange(docs.size, dtype=np.int64)
-                rule = rule._replace(sets=ShingleRows(starts, counts, hashes))
+            batch_docs[b] = docs[(docs >= sk.text_offset) & sim.text_ok[docs]]
+        assert sk.texts is not None and mc is not None
+        shingled = reshingled(sk, (docs.tolist() for docs in batch_docs if docs.size), cfg)
+    for (g0, g1), docs in zip(ranges, batch_docs):
+        if docs.size:
+            starts, counts, hashes = next(shingled)
+            rows[docs] = np.arange(docs.size, dtype=np.int64)
+            rule = rule._replace(sets=ShingleRows(starts, counts, hashes))
         fold_groups(members, bounds[g0: g1 + 1], n_old, rule, state, todo, got)
         rows[docs] = -1
     c = state.counters.tolist()

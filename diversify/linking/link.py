@@ -266,7 +266,7 @@ def decide_deferred(pairs: np.ndarray, sk: Sketches, cfg: BuildConfig, parent: n
                     counters: np.ndarray) -> int:
     """Exact Jaccard for borderline pairs whose texts are at hand; the estimate decides the rest."""
     from .._kernels.linking import Forest, ShingleRows, link_pairs_accept
-    from ..sketches.batch import reshingle
+    from ..sketches.batch import reshingled
 
     if pairs.size == 0:
         return 0
@@ -285,13 +285,12 @@ def decide_deferred(pairs: np.ndarray, sk: Sketches, cfg: BuildConfig, parent: n
     texts = sk.texts
     have = (pairs >= off).all(axis=1) if texts is not None else np.zeros(len(pairs), bool)
     exact_pairs = pairs[have]
-    # in batches, so that only a bounded number of documents is re-shingled at a time
-    for lo in range(0, exact_pairs.shape[0], _EXACT_BATCH):
-        assert texts is not None
-        batch = exact_pairs[lo : lo + _EXACT_BATCH]
-        docs, inv = np.unique(batch, return_inverse=True)
-        rows = ShingleRows(*reshingle(sk, docs.tolist(), cfg))
-        link_exact(batch, inv.reshape(-1, 2), rows, cfg, forest)
+    # in batches, so that only a bounded number of documents is re-shingled at a time (the next
+    # batch's texts are read while this one is shingled and checked)
+    batches = [exact_pairs[lo : lo + _EXACT_BATCH] for lo in range(0, exact_pairs.shape[0], _EXACT_BATCH)]
+    split = [np.unique(batch, return_inverse=True) for batch in batches]
+    for batch, (_, inv), sets in zip(batches, split, reshingled(sk, (docs.tolist() for docs, _ in split), cfg)):
+        link_exact(batch, inv.reshape(-1, 2), ShingleRows(*sets), cfg, forest)
     rest = pairs[~have]
     if rest.size:
         assert sk.minhash is not None, "borderline pairs come from the MinHash stage"

@@ -29,6 +29,7 @@ from ..text import (
     shingle_buffer,
     sketch_oph_buffer,
     sketch_oph_sets_buffer,
+    sorted_unique_of_buffer,
     text_simhash_buffer,
     unspaced_docs,
 )
@@ -135,15 +136,44 @@ class EncodedTexts:
 def reshingle(sk: Sketches, docs: Sequence[int], config: BuildConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`diversify.text.sorted_unique_shingles` of documents ``docs`` (indices into ``sk``,
     at or after ``sk.text_offset``), from the kept encodings where there are some."""
-    from ..text import sorted_unique_of_buffer, sorted_unique_shingles
+    return _shingle_gathered(_gather(sk, docs), config)
 
+
+def reshingled(sk: Sketches, batches: Iterable[Sequence[int]], config: BuildConfig
+               ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """:func:`reshingle` of each batch of documents in turn, the texts of the next batch read
+    (from the file, decoded and encoded: Python work, under the GIL) in a thread while the kernels
+    (which release it) shingle this one, and while the caller uses what this yields. At 1M
+    documents reading the texts back was ~3.6 s of the exact checks' ~9 s, on one core of two."""
+    it = iter(batches)
+    first = next(it, None)
+    if first is None:
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="diversify-texts") as pool:
+        ahead = pool.submit(_gather, sk, first)
+        for batch in it:
+            gathered = ahead.result()
+            ahead = pool.submit(_gather, sk, batch)
+            yield _shingle_gathered(gathered, config)
+        yield _shingle_gathered(ahead.result(), config)
+
+
+def _gather(sk: Sketches, docs: Sequence[int]) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+    """The encoded texts of ``docs`` (see :func:`reshingle`): (buffer, offsets, room or None)."""
     texts, off = sk.texts, sk.text_offset
     assert texts is not None
     local = [int(d) - off for d in docs]
     room = sk.text_shingles[local] if sk.text_shingles is not None else None
     if sk.encoded is None or not sk.encoded.chunks:
-        return sorted_unique_shingles(texts_at(texts, local), config.text, config.seed, room)
-    buf, offsets = sk.encoded.encode(local, texts)
+        buf, offsets = encode_batch(texts_at(texts, local))
+    else:
+        buf, offsets = sk.encoded.encode(local, texts)
+    return buf, offsets, room
+
+
+def _shingle_gathered(gathered: tuple[np.ndarray, np.ndarray, Optional[np.ndarray]], config: BuildConfig
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    buf, offsets, room = gathered
     return sorted_unique_of_buffer(buf, offsets, config.text, config.seed, room)
 
 
