@@ -116,10 +116,12 @@ class BuildResult:
                 self.origin = file_identity(path)
 
     def summary(self) -> str:
+        n_clusters = self.n_clusters  # a sort of every cluster id (0.12 s at 1M documents): once
+        n_dup = self.n_docs - n_clusters
         lines = [
             f"documents        {self.n_docs:,}",
-            f"clusters         {self.n_clusters:,}",
-            f"duplicates       {self.n_duplicates:,} ({(self.n_duplicates / max(1, self.n_docs)):.1%} would be folded away)",
+            f"clusters         {n_clusters:,}",
+            f"duplicates       {n_dup:,} ({(n_dup / max(1, self.n_docs)):.1%} would be folded away)",
         ]
         for name, p in self.stats.get("lsh", {}).items():
             lines.append(
