@@ -65,3 +65,30 @@ def test_one_bad_bucket_among_good_ones_falls_back():
     perm = np.empty(keys.size, dtype=np.int64)
     assert not argsort_hashes(keys, perm)
     assert np.array_equal(stable_argsort(keys), np.argsort(keys, kind="stable"))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_U64, max_size=400), st.integers(0, 2))
+def test_sort_keys_gives_the_keys_in_their_sorted_order(values, repeats):
+    """The sorted keys come out of the same passes: ``keys[perm]``, whichever way they were sorted."""
+    from diversify.linking.link import sort_keys
+
+    keys = np.array(values * (repeats + 1), dtype=np.uint64)
+    for k in (keys, keys.astype(np.int64) if keys.size and keys.max() < 2**63 else keys):
+        perm, ordered = sort_keys(k)
+        assert perm.tolist() == np.argsort(k, kind="stable").tolist()
+        assert ordered is not None and ordered.dtype == k.dtype and ordered.tolist() == k[perm].tolist()
+    assert sort_keys(keys, with_sorted=False)[1] is None
+
+
+def test_sorted_keys_of_millions_and_of_the_numpy_fallback():
+    from diversify.linking.link import sort_keys
+
+    rng = np.random.default_rng(2)
+    keys = rng.integers(0, 2**64 - 1, size=600_000, dtype=np.uint64, endpoint=True)
+    keys[::4] = keys[9]
+    perm, ordered = sort_keys(keys)
+    assert np.array_equal(ordered, keys[np.argsort(keys, kind="stable")])
+    bad = np.arange(50_000, dtype=np.uint64)[::-1].copy()  # the kernel gives up: numpy sorts, same outputs
+    perm, ordered = sort_keys(bad)
+    assert np.array_equal(perm, np.argsort(bad, kind="stable")) and np.array_equal(ordered, np.sort(bad))

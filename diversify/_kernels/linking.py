@@ -355,10 +355,12 @@ def link_pairs_accept(pairs, forest):
 _ARGSORT_MOVES = 8
 
 
-def argsort_hashes(keys, perm) -> bool:
+def argsort_hashes(keys, perm, sorted_keys=None) -> bool:
     """Stable argsort of the uint64 hash values ``keys`` into ``perm`` (int64, same length): the
-    permutation ``np.argsort(keys, kind="stable")`` gives. Returns False (``perm`` unspecified) when
-    the keys are too far from uniform for this method; the caller then sorts them with numpy.
+    permutation ``np.argsort(keys, kind="stable")`` gives, and ``keys[perm]`` into ``sorted_keys``
+    when given (uint64, same length; a gather of n random reads spared). Returns False (``perm``
+    and ``sorted_keys`` unspecified) when the keys are too far from uniform for this method; the
+    caller then sorts them with numpy.
 
     Two bucket passes, each stable: the positions are scattered by the keys' top ``top`` bits into
     ~n/4,096 buckets (:func:`_scatter_top`), then each bucket, its keys gathered once into a small
@@ -373,8 +375,10 @@ def argsort_hashes(keys, perm) -> bool:
     from . import _runtime
 
     n = keys.size
+    out = np.empty(0, dtype=np.uint64) if sorted_keys is None else sorted_keys
     if n < 2:
         perm[:n] = np.arange(n, dtype=np.int64)
+        out[:n] = keys[:n] if out.size else out[:0]
         return True
     top = 1
     while (2 << top) <= n // _TOP_BUCKET and top < 16:
@@ -382,7 +386,7 @@ def argsort_hashes(keys, perm) -> bool:
     heads = np.zeros((1 << top) + 1, dtype=np.int64)
     _scatter_top(keys, perm, heads, np.uint64(64 - top))
     ok = np.ones(1, dtype=np.bool_)
-    _runtime.in_blocks(_sort_buckets, (keys, perm, heads, np.int64(top), ok), heads.size - 1, _SORT_BUCKETS_BLOCK)
+    _runtime.in_blocks(_sort_buckets, (keys, perm, out, heads, np.int64(top), ok), heads.size - 1, _SORT_BUCKETS_BLOCK)
     return bool(ok[0])
 
 
@@ -410,9 +414,11 @@ def _scatter_top(keys, perm, heads, shift):
 
 
 @kernel
-def _sort_buckets(keys, perm, heads, top, ok, lo, hi):
-    """Sort the positions of top buckets ``lo .. hi`` (see :func:`argsort_hashes`) by key, stably;
-    ``ok[0] = False`` when a bucket takes more than its budget of insertion moves."""
+def _sort_buckets(keys, perm, out, heads, top, ok, lo, hi):
+    """Sort the positions of top buckets ``lo .. hi`` (see :func:`argsort_hashes`) by key, stably,
+    and write the keys in that order to ``out`` unless it is empty; ``ok[0] = False`` when a bucket
+    takes more than its budget of insertion moves."""
+    keep = out.size > 0
     most = 0
     for b in range(lo, hi):
         most = max(most, heads[b + 1] - heads[b])
@@ -425,6 +431,8 @@ def _sort_buckets(keys, perm, heads, top, ok, lo, hi):
         s = heads[b]
         size = heads[b + 1] - s
         if size < 2:
+            if size == 1 and keep:
+                out[s] = keys[perm[s]]
             continue
         for t in range(size):
             p = perm[s + t]
@@ -468,3 +476,6 @@ def _sort_buckets(keys, perm, heads, top, ok, lo, hi):
             start = end
         for t in range(size):
             perm[s + t] = p2[t]
+        if keep:
+            for t in range(size):
+                out[s + t] = k2[t]
