@@ -264,8 +264,9 @@ def assemble(
     extras: Any,
     library_version: Any,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray], list[str] | None]:
-    """``(header, read-only arrays, str ids or None)`` of an artifact; see :meth:`ClusterMap.from_arrays`."""
-    cols = id_columns(ids)
+    """``(header, read-only arrays, str ids or None)`` of an artifact; see :meth:`ClusterMap.from_arrays`.
+    ``ids`` may be their :func:`id_columns` already (a build encodes them beside its linking)."""
+    cols = ids if isinstance(ids, IdColumns) else id_columns(ids)
     n = int(cols.keys.shape[0])
     slots = slot_keys(cols.keys)
     order = np.argsort(slots, kind="stable")

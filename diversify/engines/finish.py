@@ -10,6 +10,7 @@ import os
 import time
 import warnings
 from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, TypedDict, Union
 
@@ -157,7 +158,7 @@ def resolve_config(config) -> BuildConfig:
 
 def finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray, stats: LinkStats, timings: dict,
            *, aliases: np.ndarray, raw_cluster: Optional[np.ndarray], metadata, created_at,
-           old_reps: Optional[np.ndarray] = None) -> BuildResult:
+           old_reps: Optional[np.ndarray] = None, ids_ahead: Optional[Future] = None) -> BuildResult:
     from ..artifact import ClusterMap
 
     t0 = time.perf_counter()
@@ -197,7 +198,7 @@ def finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray
     if fold:
         build_info["fold"] = fold
     cmap = ClusterMap.from_arrays(
-        sk.ids,
+        sk.ids if ids_ahead is None else ids_ahead.result(),
         stored,
         rep,
         flags,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -120,9 +121,24 @@ def build(
         raise InputError("the corpus is empty: `texts`/`vectors` held no documents. Pass at least one document.")
     parent = np.arange(sk.n, dtype=np.int64)
     flags = np.zeros(sk.n, dtype=np.uint8)
+    ids_ahead = _id_columns_beside(sk.ids)
     stats = link(sk, linking_config(cfg), parent, flags, timings=timings)
     return finish(sk, cfg, parent, flags, stats, timings, aliases=np.zeros((0, 2), np.int64),
-                  raw_cluster=None, metadata=metadata, created_at=created_at)
+                  raw_cluster=None, metadata=metadata, created_at=created_at, ids_ahead=ids_ahead)
+
+
+def _id_columns_beside(ids: list) -> Future:
+    """The artifact's id columns (:func:`diversify.artifact.assemble.id_columns`: each id encoded,
+    its lookup key hashed; Python work, ~0.6-0.9 s at 1M documents) computed in a thread while the
+    linking and the fold check run in kernels that release the GIL. Errors surface where the
+    result is taken, in :func:`finish`, as they would have there."""
+    from ..artifact.assemble import id_columns
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="diversify-ids")
+    try:
+        return pool.submit(id_columns, ids)
+    finally:
+        pool.shutdown(wait=False)
 
 
 def doc_thresholds(cfg: BuildConfig, sources, n: int) -> Optional[np.ndarray]:
