@@ -136,3 +136,41 @@ def test_reshingled_raises_what_reading_raises(tmp_path):
     path.write_text("changed\n", encoding="utf-8")
     with pytest.raises(Exception, match="changed"):
         list(sb.reshingled(sk, [[0], [1]], BuildConfig()))
+
+
+def test_fold_check_takes_the_linkings_exact_jaccard_for_pairs(tmp_path, monkeypatch):
+    """A two-document component whose pair the linking checked exactly is not re-shingled for the
+    fold check: it takes the Jaccard the linking computed (the same sets, the same function). The
+    artifact is byte for byte the one the fold check writes when it shingles every member again."""
+    texts = _texts(3000, seed=7)
+    cfg = BuildConfig(minhash=MinHashConfig(threshold=0.8, verify="auto"))
+    shingled: list = []
+    real = sb._gather
+
+    def counted(sk, docs):
+        shingled.append(len(docs))
+        return real(sk, docs)
+
+    monkeypatch.setattr(sb, "_gather", counted)
+    with_known = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
+    used = sum(shingled)
+    monkeypatch.setattr(sb.Sketches, "known_jaccard",
+                        lambda self: (np.zeros(0, np.int64), np.zeros(0, np.float64)))
+    shingled.clear()
+    without = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
+    assert with_known.stats["exact_checks"]["minhash"] > 100  # the linking checked pairs exactly...
+    assert used < sum(shingled) - 100  # ...and the fold check re-shingled fewer documents for it
+    a, b = tmp_path / "a.dvf", tmp_path / "b.dvf"
+    with_known.save(a)
+    without.save(b)
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_known_jaccard_keys_are_sorted_unique_pairs():
+    sk = sb.Sketches(ids=list(range(10)), lengths=np.zeros(10, np.uint32), exact=np.zeros(10, np.uint64),
+                     empty=np.zeros(10, bool))
+    assert [a.size for a in sk.known_jaccard()] == [0, 0]
+    sk.remember_jaccard(np.array([[1, 5], [0, 2], [3, 4]]), np.array([0.5, -1.0, 0.75]))  # -1: not computed
+    sk.remember_jaccard(np.array([[1, 5], [0, 9]]), np.array([0.5, 1.0]))
+    keys, vals = sk.known_jaccard()
+    assert keys.tolist() == [9, 15, 34] and vals.tolist() == [1.0, 0.5, 0.75]

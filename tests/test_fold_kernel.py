@@ -179,7 +179,8 @@ small, big = guarantee._kernel_pays(3), guarantee._kernel_pays(guarantee._KERNEL
 if sys.argv[1] == "compile":  # one component of two identical documents, straight into the kernel
     one, z = np.zeros(1, np.int64), np.zeros(1, np.uint64)
     rule = FoldRule(np.ones(2, bool), True, np.zeros(2, np.uint64), False, np.zeros((1, 1), np.uint32), False,
-                    one, one, np.ones(1), 0, False, False, np.full(2, -1), ShingleRows(one, one, z), False, z, 0)
+                    one, one, np.ones(1), 0, False, False, np.full(2, -1), ShingleRows(one, one, z), False, z, 0,
+                    np.zeros(0, np.int64), np.zeros(0, np.float64))
     state = FoldState(np.arange(2), np.ones(2, bool), np.zeros(2, np.uint8), np.zeros(2, np.uint8),
                       np.full(2, np.nan), np.zeros(6, np.int64))
     fold_groups(np.arange(2), np.array([0, 2]), 0, rule, state, np.empty(2, np.int64), np.empty(2, np.int64))

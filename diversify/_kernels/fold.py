@@ -56,6 +56,10 @@ class FoldRule(NamedTuple):
     use_text_simhash: bool
     text_simhash: np.ndarray  # uint64 (n,)
     max_hamming: int
+    #: pairs whose exact Jaccard the linking computed (sorted keys a * n + b, a < b) and its values:
+    #: the pair is then exact without its sets (Sketches.known_jaccard)
+    known_keys: np.ndarray  # int64 (k,)
+    known_vals: np.ndarray  # float64 (k,)
 
 
 class FoldState(NamedTuple):
@@ -80,6 +84,18 @@ def _bound(rule, r, c):
 
 
 @kernel(inline="always")
+def _known(rule, r, c):
+    """The exact Jaccard of documents r and c if the linking computed it, else -1.0."""
+    if rule.known_keys.size == 0:
+        return -1.0
+    key = min(r, c) * rule.text_ok.size + max(r, c)
+    i = np.searchsorted(rule.known_keys, key)
+    if i < rule.known_keys.size and rule.known_keys[i] == key:
+        return rule.known_vals[i]
+    return -1.0
+
+
+@kernel(inline="always")
 def _similar(rule, state, r, c):
     """The stage bit that verifies member c under representative r (0: not similar); writes the
     similarity to ``state.similarity[c]`` when it does."""
@@ -97,19 +113,24 @@ def _similar(rule, state, r, c):
         mode = rule.minhash_mode
         ok = agree >= hi
         exact = False
+        known = -1.0
         if mode == EXACT_ALL:
             exact = True
         elif mode == EXACT_WITH_TEXTS:
             ok = False
             exact = rr >= 0 and rc >= 0
             if not exact:
+                known = _known(rule, r, c)
+                exact = known >= 0
                 ok = 2 * agree >= lo + hi
         elif agree >= lo and (rule.check_consider or not ok):
             exact = rr >= 0 and rc >= 0
             if not exact:
+                known = _known(rule, r, c)
+                exact = known >= 0
                 ok = ok or 2 * agree >= lo + hi
         if exact:
-            val = _jaccard_rows(rule.sets, rr, rc)
+            val = known if known >= 0 else _jaccard_rows(rule.sets, rr, rc)
             if mode != EXACT_ALL or rule.count_exact:
                 state.counters[1] += 1
             ok = val >= t

@@ -320,21 +320,24 @@ def link_sorted(buckets, verifier, forest, borderline):
 
 
 @kernel
-def link_pairs_exact(pairs, rows, shingles, jaccard_threshold, forest):
+def link_pairs_exact(pairs, rows, shingles, jaccard_threshold, forest, jaccard):
     """Decide deferred pairs by exact Jaccard of their sorted unique shingles and join the accepted.
 
     pairs : int64 (m, 2) documents; rows : int64 (m, 2) their rows in ``shingles`` (ShingleRows)
     forest.counters : += [0, exact verifications, merges]
+    jaccard : float64 (m,) out: each pair's exact Jaccard, -1.0 for a pair already in one component
     """
     for t in range(pairs.shape[0]):
         a = pairs[t, 0]
         b = pairs[t, 1]
+        jaccard[t] = -1.0
         ra = find(forest.parent, a)
         rb = find(forest.parent, b)
         if ra == rb:
             continue
         forest.counters[1] += 1
-        if _jaccard_rows(shingles, rows[t, 0], rows[t, 1]) >= jaccard_threshold:
+        jaccard[t] = _jaccard_rows(shingles, rows[t, 0], rows[t, 1])
+        if jaccard[t] >= jaccard_threshold:
             _join(forest, ra, rb, a, b)
 
 

@@ -349,7 +349,8 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
         check_consider=check_consider, count_exact=count_exact, rows=rows, sets=sets,
         use_text_simhash=ts is not None,
         text_simhash=np.ascontiguousarray(sk.text_simhash) if ts is not None else np.zeros(1, np.uint64),
-        max_hamming=int(ts.max_hamming) if ts is not None else 0)
+        max_hamming=int(ts.max_hamming) if ts is not None else 0, known_keys=np.zeros(0, np.int64),
+        known_vals=np.zeros(0, np.float64))
     fold_bit = np.zeros(n, dtype=np.uint8)
     state = FoldState(labels, reps, flags, fold_bit, sim.similarity, np.zeros(6, dtype=np.int64))
     width = int(np.diff(bounds).max()) if bounds.size > 1 else 0
@@ -360,9 +361,20 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
     if prefetch:  # the documents each batch may check exactly, shingled batch by batch (texts read ahead)
         from ..sketches.batch import reshingled
 
-        for b, (g0, g1) in enumerate(ranges):
+        keys, vals = sk.known_jaccard()
+        rule = rule._replace(known_keys=keys, known_vals=vals)
+        # a component of two whose pair the linking checked exactly needs neither set
+        pairs = np.flatnonzero(np.diff(bounds) == 2)
+        a, b = members[bounds[pairs]], members[bounds[pairs] + 1]
+        key = np.minimum(a, b) * np.int64(n) + np.maximum(a, b)
+        at = np.minimum(np.searchsorted(keys, key), max(keys.size - 1, 0))
+        skip = np.zeros(n, dtype=bool)
+        if keys.size:
+            known = keys[at] == key
+            skip[a[known]] = skip[b[known]] = True
+        for b_, (g0, g1) in enumerate(ranges):
             docs = members[bounds[g0]: bounds[g1]]
-            batch_docs[b] = docs[(docs >= sk.text_offset) & sim.text_ok[docs]]
+            batch_docs[b_] = docs[(docs >= sk.text_offset) & sim.text_ok[docs] & ~skip[docs]]
         assert sk.texts is not None and mc is not None
         shingled = reshingled(sk, (docs.tolist() for docs in batch_docs if docs.size), cfg)
     for (g0, g1), docs in zip(ranges, batch_docs):

@@ -58,7 +58,9 @@ __all__ = [
 ]
 
 _DEFER_CAPACITY = 1 << 16  # borderline pairs buffered before the scan pauses for exact checks
-_EXACT_BATCH = 4096  # borderline pairs checked per batch of re-shingled documents
+#: borderline pairs checked per batch of re-shingled documents (~4,000 documents: with the next batch
+#: read ahead, two batches of texts, encodings and sets are held during the scan, ~100 MB at 1M)
+_EXACT_BATCH = 2048
 
 
 @dataclass
@@ -260,16 +262,20 @@ def compact_rows(rows: ShingleRows) -> ShingleRows:
     return ShingleRows(starts, rows.counts.astype(np.int64), rows.hashes[src])
 
 
-def link_exact(pairs: np.ndarray, rows: np.ndarray, shingles: ShingleRows, cfg: BuildConfig, forest: Forest) -> None:
+def link_exact(pairs: np.ndarray, rows: np.ndarray, shingles: ShingleRows, cfg: BuildConfig, forest: Forest
+               ) -> np.ndarray:
     """Join the document pairs ``pairs`` (int64 (m, 2)) whose exact Jaccard reaches the threshold.
 
     ``rows`` (int64 (m, 2)) are the rows of the two documents in ``shingles``. Pairs already in one
-    component are skipped; ``forest.counters[1]`` counts the checks made.
+    component are skipped; ``forest.counters[1]`` counts the checks made. Returns each pair's exact
+    Jaccard (float64 (m,)), -1.0 for a skipped pair.
     """
     from .._kernels.linking import link_pairs_exact
 
+    jaccard = np.empty(pairs.shape[0], dtype=np.float64)
     link_pairs_exact(np.ascontiguousarray(pairs), np.ascontiguousarray(rows, dtype=np.int64), shingles,
-                     _minhash_config(cfg).threshold, forest)
+                     _minhash_config(cfg).threshold, forest, jaccard)
+    return jaccard
 
 
 def decide_deferred(pairs: np.ndarray, sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray,
@@ -300,7 +306,8 @@ def decide_deferred(pairs: np.ndarray, sk: Sketches, cfg: BuildConfig, parent: n
     batches = [exact_pairs[lo : lo + _EXACT_BATCH] for lo in range(0, exact_pairs.shape[0], _EXACT_BATCH)]
     split = [np.unique(batch, return_inverse=True) for batch in batches]
     for batch, (_, inv), sets in zip(batches, split, reshingled(sk, (docs.tolist() for docs, _ in split), cfg)):
-        link_exact(batch, inv.reshape(-1, 2), ShingleRows(*sets), cfg, forest)
+        jaccard = link_exact(batch, inv.reshape(-1, 2), ShingleRows(*sets), cfg, forest)
+        sk.remember_jaccard(batch, jaccard)
     rest = pairs[~have]
     if rest.size:
         assert sk.minhash is not None, "borderline pairs come from the MinHash stage"
