@@ -22,10 +22,8 @@ def fold_similarity(cluster_ids: np.ndarray, is_rep: np.ndarray, config: dict, e
     representative and for an exact copy of it. None when the artifact keeps no signatures.
     """
     n = cluster_ids.size
-    rep_index = np.full(n, -1, dtype=np.int64)
     reps = np.flatnonzero(is_rep)
-    rep_of_cluster = dict(zip(cluster_ids[reps].tolist(), reps.tolist()))
-    rep_index[:] = [rep_of_cluster.get(int(c), -1) for c in cluster_ids.tolist()]
+    rep_index = representative_of(np.asarray(cluster_ids), reps)
     if (rep_index < 0).any():
         return None
     verified = extras.get("fold_similarity")
@@ -53,6 +51,27 @@ def fold_similarity(cluster_ids: np.ndarray, is_rep: np.ndarray, config: dict, e
         return None
     sim[reps] = 1.0
     return sim
+
+
+def representative_of(cluster_ids: np.ndarray, reps: np.ndarray) -> np.ndarray:
+    """int64 (n,): the representative (a position in ``reps``' terms: a document) of each document's
+    cluster, -1 where its cluster has none; of two representatives of one cluster, the later.
+    By sorting, not a dict per document (1.1 s at 1M documents)."""
+    n = cluster_ids.size
+    if reps.size == 0:
+        return np.full(n, -1, dtype=np.int64)
+    rc = cluster_ids[reps]
+    order = np.argsort(rc, kind="stable")
+    rc_sorted, rep_sorted = rc[order], reps[order]
+    if int(cluster_ids.min()) >= 0 and int(cluster_ids.max()) < 4 * n + 16:  # ids are positions: a table
+        last = np.ones(rc_sorted.size, dtype=bool)
+        last[:-1] = rc_sorted[1:] != rc_sorted[:-1]
+        table = np.full(int(cluster_ids.max()) + 1, -1, dtype=np.int64)
+        table[rc_sorted[last]] = rep_sorted[last]
+        return table[cluster_ids]
+    at = np.searchsorted(rc_sorted, cluster_ids, side="right") - 1
+    hit = (at >= 0) & (rc_sorted[np.maximum(at, 0)] == cluster_ids)
+    return np.where(hit, rep_sorted[np.maximum(at, 0)], -1).astype(np.int64)
 
 
 def cluster_report(cluster_ids: np.ndarray, is_rep: np.ndarray, config: dict, extras: dict, *, top: int = 10) -> dict:
