@@ -381,7 +381,7 @@ def argsort_hashes(keys, perm, sorted_keys=None) -> bool:
     out = np.empty(0, dtype=np.uint64) if sorted_keys is None else sorted_keys
     if n < 2:
         perm[:n] = np.arange(n, dtype=np.int64)
-        out[:n] = keys[:n] if out.size else out[:0]
+        out[:] = keys[: out.size]
         return True
     top = 1
     while (2 << top) <= n // _TOP_BUCKET and top < 16:

@@ -366,12 +366,9 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
         # a component of two whose pair the linking checked exactly needs neither set
         pairs = np.flatnonzero(np.diff(bounds) == 2)
         a, b = members[bounds[pairs]], members[bounds[pairs] + 1]
-        key = np.minimum(a, b) * np.int64(n) + np.maximum(a, b)
-        at = np.minimum(np.searchsorted(keys, key), max(keys.size - 1, 0))
+        known = np.isin(sk.pair_keys(a, b), keys)
         skip = np.zeros(n, dtype=bool)
-        if keys.size:
-            known = keys[at] == key
-            skip[a[known]] = skip[b[known]] = True
+        skip[a[known]] = skip[b[known]] = True
         for b_, (g0, g1) in enumerate(ranges):
             docs = members[bounds[g0]: bounds[g1]]
             batch_docs[b_] = docs[(docs >= sk.text_offset) & sim.text_ok[docs] & ~skip[docs]]

@@ -92,9 +92,13 @@ class Sketches:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         pairs = np.concatenate([p for p, _ in self.checked_pairs])
         vals = np.concatenate([v for _, v in self.checked_pairs])
-        keys = pairs[:, 0] * np.int64(self.n) + pairs[:, 1]
-        keys, first = np.unique(keys, return_index=True)
+        keys, first = np.unique(self.pair_keys(pairs[:, 0], pairs[:, 1]), return_index=True)
         return keys, vals[first]
+
+    def pair_keys(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """The key of each document pair (a, b) in either order: ``min * n + max`` (int64), as
+        :meth:`known_jaccard` and the fold kernel (diversify._kernels.fold) write it."""
+        return np.minimum(a, b).astype(np.int64) * np.int64(self.n) + np.maximum(a, b)
 
 
 #: bytes of encoded non-ASCII chunks kept from sketching for the exact checks (see EncodedTexts)
@@ -249,8 +253,7 @@ class _ChunkSketch:
 
     lengths: np.ndarray  # uint32 (m,)
     exact: np.ndarray  # uint64 (m,)
-    empty: np.ndarray  # bool (m,)
-    n_shingles: np.ndarray  # int64 (m,) shingles of each document, repeats included
+    n_shingles: np.ndarray  # int64 (m,) shingles of each document, repeats included (0: empty)
     signatures: Optional[np.ndarray]  # uint32 (m, P) when MinHash is on
     unique_shingles: Optional[tuple[np.ndarray, np.ndarray]]  # CSR (indptr, hashes) for verify="exact"
     fingerprints: Optional[np.ndarray]  # uint64 (m,) when the text SimHash stage is on
@@ -296,8 +299,7 @@ def _sketch_chunk_kernels(buf: np.ndarray, offsets: np.ndarray, config: BuildCon
         else:
             sigs, n_shingles, lengths, exact = sketch_oph_buffer(buf, offsets, config.text, config.seed,
                                                                  mh_cfg.num_perm, char_docs)
-        return _ChunkSketch(lengths=lengths, exact=exact, empty=n_shingles == 0, n_shingles=n_shingles,
-                            signatures=sigs, unique_shingles=None,
+        return _ChunkSketch(lengths=lengths, exact=exact, n_shingles=n_shingles, signatures=sigs, unique_shingles=None,
                             fingerprints=fingerprints, seconds_sketch=time.perf_counter() - t0, seconds_signatures=0.0,
                             sets32=sets)
     shingles = shingle_buffer(buf, offsets, config.text, config.seed, char_docs)
@@ -308,8 +310,7 @@ def _sketch_chunk_kernels(buf: np.ndarray, offsets: np.ndarray, config: BuildCon
         signatures = minhash_signatures(shingles, num_perm=mh_cfg.num_perm, method=mh_cfg.method, seed=config.seed)
         if mh_cfg.verify == "exact":
             unique = unique_shingles(shingles)
-    counts = np.diff(shingles.indptr)
-    return _ChunkSketch(lengths=shingles.lengths, exact=shingles.exact, empty=counts == 0, n_shingles=counts,
+    return _ChunkSketch(lengths=shingles.lengths, exact=shingles.exact, n_shingles=np.diff(shingles.indptr),
                         signatures=signatures, unique_shingles=unique, fingerprints=fingerprints,
                         seconds_sketch=t1 - t0, seconds_signatures=time.perf_counter() - t1)
 
@@ -347,7 +348,7 @@ class _Gathered:
             self.fingerprints.append(chunk.fingerprints)
         self.lengths.append(chunk.lengths)
         self.exact.append(chunk.exact)
-        self.empty.append(chunk.empty)
+        self.empty.append(chunk.n_shingles == 0)
         self.n_shingles.append(np.minimum(chunk.n_shingles, np.iinfo(np.uint32).max).astype(np.uint32))
         if chunk.char_docs is not None:
             self.char_docs.append(chunk.char_docs)
