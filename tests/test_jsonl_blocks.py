@@ -9,10 +9,13 @@ numbers; every value as ``json.loads`` reads it.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import diversify.corpus.readers as readers
 from diversify.errors import InputError
@@ -185,3 +188,42 @@ def test_blocks_of_plain_lines_are_parsed_in_one_call(tmp_path, monkeypatch):
     got = [(i, t) for i, t, _ in readers.read_records(str(p))]
     assert got == [(i, f"t{i}") for i in range(300)]
     assert calls and sum(calls) >= p.stat().st_size - 2
+
+
+class _ReadOnly:
+    """A file object with ``read`` and no ``readinto``."""
+
+    def __init__(self, data: bytes) -> None:
+        self._f = io.BytesIO(data)
+
+    def read(self, n: int) -> bytes:
+        return self._f.read(n)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=60),
+       st.booleans(), st.sampled_from([1, 3, 16, 64, 1000]), st.sampled_from([1, 256]), st.booleans())
+def test_line_blocks_cut_the_file_at_every_newline(lines, trailing, block_bytes, find_from, plain_read):
+    """Every line of the file once, in order, at its byte offset, whatever the buffer size (lines
+    longer than it grow it), the way newlines are found (``_FIND_FROM`` 1: numpy after the first
+    line) and the reading (``readinto`` or ``read``)."""
+    data = b"\n".join(lines) + (b"\n" if trailing and lines else b"")
+    f = _ReadOnly(data) if plain_read else io.BytesIO(data)
+    old = readers._JSONL_BLOCK_BYTES, readers._FIND_FROM
+    readers._JSONL_BLOCK_BYTES, readers._FIND_FROM = block_bytes, find_from
+    try:
+        got, numbers = [], []
+        for first, block, starts, ends, base in readers._line_blocks(f):
+            assert first == len(got) + 1
+            for s, e in zip(starts.tolist(), ends.tolist()):
+                line = bytes(block[s:e])  # copied now: the buffer is read into again
+                assert data[base + s: base + e] == line
+                got.append(line)
+            numbers.append(first)
+    finally:
+        readers._JSONL_BLOCK_BYTES, readers._FIND_FROM = old
+    want = data.split(b"\n")
+    if want[-1] == b"":  # what follows the last newline is a line only when it holds bytes
+        want.pop()
+    assert got == want
+    assert numbers == sorted(numbers)
