@@ -319,13 +319,13 @@ def _newlines(buf: bytearray, lo: int, hi: int) -> np.ndarray:
     return np.concatenate([np.array(found, dtype=np.int64), rest])
 
 
-def _block_lines(data: bytes, starts: np.ndarray, ends: np.ndarray) -> list:
+def _block_lines(data: bytes | memoryview, starts: np.ndarray, ends: np.ndarray) -> list:
     """The lines of a block as memoryviews into it (no copy)."""
     view = memoryview(data)
     return list(map(view.__getitem__, map(slice, starts.tolist(), ends.tolist())))
 
 
-def _decode_block(data: bytes, starts: np.ndarray, ends: np.ndarray) -> Optional[list]:
+def _decode_block(data: bytes | memoryview, starts: np.ndarray, ends: np.ndarray) -> Optional[list]:
     """One parsed value per line of a block in one msgspec call, or None when the block is not
     plainly one object per line (the caller then parses line by line).
 
