@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Iterable, Mapping
@@ -16,7 +17,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from .._memory import release_free_heap
+from .._memory import release_free_heap, small_pages
 from ..clusters import (
     check_keys,
     union_pairs,
@@ -114,17 +115,24 @@ def build(
         raise InputError("`texts` must be an iterable of documents, not one str. Wrap it: texts=[text].")
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise ConfigError(f"`chunk_size` must be a positive int; got {chunk_size!r}. The default 16384 suits most corpora.")
-    timings: dict = {}
-    sk = sketch_inputs(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings)
-    sk.doc_threshold = doc_thresholds(cfg, sources, sk.n)
-    if sk.n == 0:
-        raise InputError("the corpus is empty: `texts`/`vectors` held no documents. Pass at least one document.")
-    parent = np.arange(sk.n, dtype=np.int64)
-    flags = np.zeros(sk.n, dtype=np.uint8)
-    ids_ahead = _id_columns_beside(sk.ids)
-    stats = link(sk, linking_config(cfg), parent, flags, timings=timings)
-    return finish(sk, cfg, parent, flags, stats, timings, aliases=np.zeros((0, 2), np.int64),
-                  raw_cluster=None, metadata=metadata, created_at=created_at, ids_ahead=ids_ahead)
+    with _pages(vectors):
+        timings: dict = {}
+        sk = sketch_inputs(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings)
+        sk.doc_threshold = doc_thresholds(cfg, sources, sk.n)
+        if sk.n == 0:
+            raise InputError("the corpus is empty: `texts`/`vectors` held no documents. Pass at least one document.")
+        parent = np.arange(sk.n, dtype=np.int64)
+        flags = np.zeros(sk.n, dtype=np.uint8)
+        ids_ahead = _id_columns_beside(sk.ids)
+        stats = link(sk, linking_config(cfg), parent, flags, timings=timings)
+        return finish(sk, cfg, parent, flags, stats, timings, aliases=np.zeros((0, 2), np.int64),
+                      raw_cluster=None, metadata=metadata, created_at=created_at, ids_ahead=ids_ahead)
+
+
+def _pages(vectors) -> contextlib.AbstractContextManager:
+    """:func:`diversify._memory.small_pages` for a build of texts; a build given vectors keeps
+    numpy's huge pages (the console script leaves them on for ``--vectors`` too)."""
+    return small_pages() if vectors is None else contextlib.nullcontext()
 
 
 def _id_columns_beside(ids: list) -> Future:
@@ -269,40 +277,41 @@ def add(
     n_old = cmap.n_docs
     old_ids = cmap.ids
     old_ids = old_ids.tolist() if isinstance(old_ids, np.ndarray) else list(old_ids)
-    timings: dict = {}
-    new = sketch_inputs(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings,
-                  id_offset=n_old)
-    if new.n == 0:
-        raise InputError("`add` got no documents. Pass at least one text or vector.")
-    old_flags = np.asarray(ex["doc_flags"])
-    if (new.simhash is not None) != bool(old_flags.size and (old_flags & FLAG_HAS_VECTOR).any()) and n_old:
-        raise InputError(
-            "`vectors` must be given to `add` exactly when the artifact was built with vectors "
-            f"(artifact has vectors: {bool((old_flags & FLAG_HAS_VECTOR).any())}; got vectors: {new.simhash is not None})."
-        )
-    _check_widths(ex, new, cfg)
-    kind_old = cmap.id_kind
-    if new.ids and (kind_old == "str") != isinstance(new.ids[0], str):
-        raise InputError(
-            f"`ids` must be of the artifact's id kind ({kind_old}); got {type(new.ids[0]).__name__} ids. "
-            "Convert the new ids to the same kind."
-        )
-    all_ids = old_ids + new.ids
-    check_ids(all_ids)
-    sk = _extend(cmap, cfg, new, all_ids, old_flags, sources)
-    # stored ids of old documents become their resolved ids (lookups are unchanged); the alias
-    # table is kept so that ids written elsewhere (e.g. into a store's payload) still resolve
-    raw_old = np.asarray(cmap.cluster_ids, dtype=np.int64)
-    old_aliases = np.asarray(ex.get("aliases", np.zeros((0, 2), np.int64)), dtype=np.int64).reshape(-1, 2)
-    parent = np.arange(sk.n, dtype=np.int64)
-    union_pairs(parent, np.stack([np.arange(n_old, dtype=np.int64), raw_old], axis=1))
-    flags = np.concatenate([np.asarray(cmap.doc_stages, np.uint8), np.zeros(new.n, np.uint8)])
-    stats = link(sk, linking_config(cfg), parent, flags, new_start=n_old, timings=timings)
-    res = finish(sk, cfg, parent, flags, stats, timings, aliases=old_aliases, raw_cluster=raw_old,
-                 metadata=cmap.metadata, created_at=created_at,
-                 old_reps=np.asarray(cmap.is_representative, dtype=bool))
-    res.origin = origin
-    return res
+    with _pages(vectors):
+        timings: dict = {}
+        new = sketch_inputs(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings,
+                      id_offset=n_old)
+        if new.n == 0:
+            raise InputError("`add` got no documents. Pass at least one text or vector.")
+        old_flags = np.asarray(ex["doc_flags"])
+        if (new.simhash is not None) != bool(old_flags.size and (old_flags & FLAG_HAS_VECTOR).any()) and n_old:
+            raise InputError(
+                "`vectors` must be given to `add` exactly when the artifact was built with vectors "
+                f"(artifact has vectors: {bool((old_flags & FLAG_HAS_VECTOR).any())}; got vectors: {new.simhash is not None})."
+            )
+        _check_widths(ex, new, cfg)
+        kind_old = cmap.id_kind
+        if new.ids and (kind_old == "str") != isinstance(new.ids[0], str):
+            raise InputError(
+                f"`ids` must be of the artifact's id kind ({kind_old}); got {type(new.ids[0]).__name__} ids. "
+                "Convert the new ids to the same kind."
+            )
+        all_ids = old_ids + new.ids
+        check_ids(all_ids)
+        sk = _extend(cmap, cfg, new, all_ids, old_flags, sources)
+        # stored ids of old documents become their resolved ids (lookups are unchanged); the alias
+        # table is kept so that ids written elsewhere (e.g. into a store's payload) still resolve
+        raw_old = np.asarray(cmap.cluster_ids, dtype=np.int64)
+        old_aliases = np.asarray(ex.get("aliases", np.zeros((0, 2), np.int64)), dtype=np.int64).reshape(-1, 2)
+        parent = np.arange(sk.n, dtype=np.int64)
+        union_pairs(parent, np.stack([np.arange(n_old, dtype=np.int64), raw_old], axis=1))
+        flags = np.concatenate([np.asarray(cmap.doc_stages, np.uint8), np.zeros(new.n, np.uint8)])
+        stats = link(sk, linking_config(cfg), parent, flags, new_start=n_old, timings=timings)
+        res = finish(sk, cfg, parent, flags, stats, timings, aliases=old_aliases, raw_cluster=raw_old,
+                     metadata=cmap.metadata, created_at=created_at,
+                     old_reps=np.asarray(cmap.is_representative, dtype=bool))
+        res.origin = origin
+        return res
 
 
 def _read_versioned(cluster_map):
