@@ -174,3 +174,55 @@ def test_known_jaccard_keys_are_sorted_unique_pairs():
     sk.remember_jaccard(np.array([[1, 5], [0, 9]]), np.array([0.5, 1.0]))
     keys, vals = sk.known_jaccard()
     assert keys.tolist() == [9, 15, 34] and vals.tolist() == [1.0, 0.5, 0.75]
+
+
+def test_linking_takes_the_jaccard_of_a_pair_an_earlier_call_checked(tmp_path, monkeypatch):
+    """A borderline pair handed out again in a later call of the scan (it shares another band) is
+    decided by the Jaccard the first check computed: the same decisions, counts and bytes as
+    checking it again, and fewer documents re-shingled."""
+    import diversify.linking.link as link
+
+    texts = _texts(3000, seed=7)
+    cfg = BuildConfig(minhash=MinHashConfig(threshold=0.8, verify="auto"))
+    real_scan = link.scan_buckets
+    # a small buffer, so many calls: pairs come again in later ones
+    monkeypatch.setattr(link, "scan_buckets", lambda *a, **k: real_scan(*a, **k, capacity=32))
+    shingled: list = []
+    real_gather, real_known = sb._gather, link.known_jaccard_of
+    hits: list = []
+
+    def counted(sk, docs):
+        shingled.append(len(docs))
+        return real_gather(sk, docs)
+
+    def seen(sk, pairs):
+        out = real_known(sk, pairs)
+        hits.append(int((out >= 0).sum()))
+        return out
+
+    monkeypatch.setattr(sb, "_gather", counted)
+    monkeypatch.setattr(link, "known_jaccard_of", seen)
+    with_known = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
+    used = sum(shingled)
+    assert sum(hits) > 10  # pairs did come again
+    monkeypatch.setattr(link, "known_jaccard_of", lambda sk, pairs: np.full(pairs.shape[0], -1.0))
+    shingled.clear()
+    without = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
+    assert used < sum(shingled)
+    assert with_known.stats["exact_checks"] == without.stats["exact_checks"]
+    a, b = tmp_path / "a.dvf", tmp_path / "b.dvf"
+    with_known.save(a)
+    without.save(b)
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_known_jaccard_of_finds_pairs_in_either_order():
+    sk = sb.Sketches(ids=list(range(10)), lengths=np.zeros(10, np.uint32), exact=np.zeros(10, np.uint64),
+                     empty=np.zeros(10, bool))
+    from diversify.linking.link import known_jaccard_of
+
+    pairs = np.array([[1, 5], [5, 1], [0, 9], [2, 3], [9, 9]], dtype=np.int64)
+    assert known_jaccard_of(sk, pairs).tolist() == [-1.0] * 5
+    sk.remember_jaccard(np.array([[1, 5], [0, 9]]), np.array([0.5, 0.25]))
+    assert known_jaccard_of(sk, pairs).tolist() == [0.5, 0.5, 0.25, -1.0, -1.0]
+    assert known_jaccard_of(sk, np.zeros((0, 2), np.int64)).size == 0

@@ -320,10 +320,12 @@ def link_sorted(buckets, verifier, forest, borderline):
 
 
 @kernel
-def link_pairs_exact(pairs, rows, shingles, jaccard_threshold, forest, jaccard):
+def link_pairs_exact(pairs, rows, shingles, jaccard_threshold, forest, known, jaccard):
     """Decide deferred pairs by exact Jaccard of their sorted unique shingles and join the accepted.
 
     pairs : int64 (m, 2) documents; rows : int64 (m, 2) their rows in ``shingles`` (ShingleRows)
+    known : float64 (m,) a pair's exact Jaccard where an earlier check computed it (>= 0: taken
+            as it is, its rows not read), else -1.0
     forest.counters : += [0, exact verifications, merges]
     jaccard : float64 (m,) out: each pair's exact Jaccard, -1.0 for a pair already in one component
     """
@@ -336,7 +338,10 @@ def link_pairs_exact(pairs, rows, shingles, jaccard_threshold, forest, jaccard):
         if ra == rb:
             continue
         forest.counters[1] += 1
-        jaccard[t] = _jaccard_rows(shingles, rows[t, 0], rows[t, 1])
+        if known[t] >= 0.0:
+            jaccard[t] = known[t]
+        else:
+            jaccard[t] = _jaccard_rows(shingles, rows[t, 0], rows[t, 1])
         if jaccard[t] >= jaccard_threshold:
             _join(forest, ra, rb, a, b)
 
