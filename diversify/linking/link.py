@@ -312,8 +312,8 @@ def decide_deferred(pairs: np.ndarray, sk: Sketches, cfg: BuildConfig, parent: n
     batches = [(exact_pairs[lo : lo + _EXACT_BATCH], known[lo : lo + _EXACT_BATCH])
                for lo in range(0, exact_pairs.shape[0], _EXACT_BATCH)]
     split = [_batch_rows(batch, kn) for batch, kn in batches]
-    for (batch, kn), (_, rows), sets in zip(batches, split, reshingled(sk, (docs.tolist() for docs, _ in split), cfg)):
-        jaccard = link_exact(batch, rows, ShingleRows(*sets), cfg, forest, known=kn)
+    for (batch, kn), (_, pair_rows), sets in zip(batches, split, reshingled(sk, (docs.tolist() for docs, _ in split), cfg)):
+        jaccard = link_exact(batch, pair_rows, ShingleRows(*sets), cfg, forest, known=kn)
         new = kn < 0
         sk.remember_jaccard(batch[new], jaccard[new])
     rest = pairs[~have]
