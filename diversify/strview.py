@@ -129,6 +129,29 @@ def _ranges(weights: np.ndarray, parts: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1], bounds[1:]))
 
 
+def ascii_into(texts: Sequence[str], offsets: np.ndarray, out: np.ndarray) -> bool:
+    """Write the all-ASCII batch ``texts`` (``offsets`` as :func:`diversify.text.encode_batch`
+    gives them) into ``out`` (uint8, writable, at least ``offsets[-1]`` long), read from the
+    strings' own bytes; False (``out`` unspecified) where the layout is unknown or a document is
+    not an exact, compact ASCII ``str``: the caller joins them then."""
+    layout = _layout()
+    texts = tuple(texts)  # our own references while the kernel reads them
+    if layout is None or set(map(type, texts)) - {str} or out.size < int(offsets[-1]):
+        return False
+    from ._kernels import strings as ks
+
+    n = len(texts)
+    ids = np.fromiter(map(id, texts), dtype=np.uint64, count=n).view(np.int64)
+    addrs = np.zeros(n, dtype=np.int64)
+    kinds = np.zeros(n, dtype=np.uint8)
+    state_at, ascii_header, compact_header = layout
+    ks.str_layouts(ids, np.int64(state_at), np.int64(ascii_header), np.int64(compact_header), addrs, kinds)
+    if (kinds != ks.KIND_ASCII).any():
+        return False
+    ks.copy_ascii(addrs, offsets, out)
+    return True
+
+
 def fold_batch(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """``encode_batch(texts)`` for a batch of exact ``str`` documents (some not ASCII), read from
     their code units: (read-only UTF-8 buffer, int64 offsets, :func:`diversify.text.unspaced_docs`

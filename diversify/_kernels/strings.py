@@ -102,6 +102,16 @@ def str_layouts(ids, state_at, ascii_header, compact_header, addrs, kinds):
             kinds[d] = kind
 
 
+@kernel
+def copy_ascii(addrs, offsets, out):
+    """Copy each ASCII document's units (one byte each, at ``addrs[d]``) to
+    ``out[offsets[d]:offsets[d + 1]]``: the batch's bytes without joining its strings."""
+    for d in range(addrs.size):
+        lo = offsets[d]
+        n = offsets[d + 1] - lo
+        out[lo: lo + n] = numba.carray(_u8_at(addrs[d]), n)  # a slice copy: 2x a loop of byte stores
+
+
 @kernel(inline="always")
 def _put_utf8(out, w, cp):
     """Write code point ``cp`` (surrogates too, as ``surrogatepass`` does) as UTF-8 at ``out[w]``;

@@ -188,7 +188,12 @@ def keep_freed_memory() -> bool:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     settings = ((_M_MMAP_THRESHOLD, _MMAP_FROM), (_M_TOP_PAD, 1 << 28), (_M_TRIM_THRESHOLD, (1 << 31) - 1))
-    return all([mallopt(param, value) == 1 for param, value in settings])  # a list: every one is set
+    tuned = all([mallopt(param, value) == 1 for param, value in settings])  # a list: every one is set
+    if tuned:
+        from .._memory import mark_allocator_tuned
+
+        mark_allocator_tuned()
+    return tuned
 
 
 def run() -> NoReturn:

@@ -20,6 +20,7 @@ from typing import Optional
 
 import numpy as np
 
+from .._memory import allocator_tuned
 from ..config import BuildConfig
 from ..errors import ConfigError, InputError
 from ..text import (
@@ -494,11 +495,14 @@ def _sketch_pipelined(texts: Iterable, id_iter, config: BuildConfig, chunk_size:
         if bar is not None:
             bar.update(count)
 
+    # where the allocator keeps freed memory (the console script), a join reuses heap memory and is
+    # the faster copy (12 ms against 46 ms a chunk of 16,384 documents just decoded)
+    lend = None if allocator_tuned() else _BufferRing().lend
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="diversify-sketch") as pool:
         for block in chunks(texts, chunk_size):
             all_ids.extend(_ids_of_block(id_iter, len(block), done, id_offset))
             t0 = time.perf_counter()
-            buf, offsets, char_docs = encode_batch_scripts(block, start_index=done)
+            buf, offsets, char_docs = encode_batch_scripts(block, start_index=done, into=lend)
             _add_seconds(timings, "encode", time.perf_counter() - t0)
             if pending is not None:
                 collect(pending)
@@ -512,6 +516,30 @@ def _sketch_pipelined(texts: Iterable, id_iter, config: BuildConfig, chunk_size:
 
 
 _SENTINEL = object()
+
+
+class _BufferRing:
+    """Two buffers lent in turn to :func:`diversify.text.encode_batch_scripts` for the ASCII chunks
+    of :func:`_sketch_pipelined`, so that each chunk is written into memory a chunk before it used
+    instead of a fresh join: glibc maps a joined chunk (~54 MB) afresh each time unless told to
+    keep freed memory, and ``diversify.build()`` of 1M documents took 25.4 s with the joins, 20.2
+    s with the ring (system time 10.4 -> 7.0 s).
+
+    Two suffice: chunk i+2 is encoded after chunk i's kernel work has been collected (the pipeline
+    is one deep), and nothing keeps a view of an ASCII chunk's bytes past its kernel work (its
+    sketches are new arrays; :class:`EncodedTexts` keeps non-ASCII chunks only). A buffer too
+    small for a chunk is replaced by one a quarter larger than the chunk.
+    """
+
+    def __init__(self) -> None:
+        self._bufs: list[np.ndarray] = [np.empty(0, np.uint8), np.empty(0, np.uint8)]
+        self._turn = 0
+
+    def lend(self, size: int) -> np.ndarray:
+        self._turn ^= 1
+        if self._bufs[self._turn].size < size:
+            self._bufs[self._turn] = np.empty(size + size // 4, dtype=np.uint8)
+        return self._bufs[self._turn]
 
 
 def _concat_csr(ptrs: list, vals: list) -> tuple[np.ndarray, np.ndarray]:
