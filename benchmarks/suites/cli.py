@@ -141,8 +141,10 @@ def run(args, ctx) -> list:
     (CACHE / "cli").mkdir(parents=True, exist_ok=True)
     # a warm numba cache: what a user has from the second run on. The warm-up builds the measured
     # corpus itself: a small one would leave kernels that only large builds use (the fold kernel
-    # takes over from 1,024 components) to be compiled inside the measured run
-    _timed(_cmd("diversify", corpus, str(CACHE / "cli" / "warm.dvf")), str(CACHE / "cli" / "warm.txt"), child_env())
+    # takes over from 1,024 components) to be compiled inside the measured run; --stream too (its
+    # allocator is left untuned, so its ASCII chunks take the copy kernels the default path does not)
+    for tool in ("diversify", "diversify-stream"):
+        _timed(_cmd(tool, corpus, str(CACHE / "cli" / "warm.dvf")), str(CACHE / "cli" / "warm.txt"), child_env())
     payload: dict = dict(suite="cli", created=now(), env=environment(), corpus=corpus_params(prefix),
                          jsonl_mb=os.path.getsize(corpus) / 2**20)
     payload["whole"] = _whole(args.tools, corpus, f"n{args.n}")
