@@ -138,6 +138,14 @@ def test_reshingled_raises_what_reading_raises(tmp_path):
         list(sb.reshingled(sk, [[0], [1]], BuildConfig()))
 
 
+def same_artifact(a, b, tmp_path) -> bool:
+    """Whether two build results save to the same bytes."""
+    pa, pb = tmp_path / "a.dvf", tmp_path / "b.dvf"
+    a.save(pa)
+    b.save(pb)
+    return pa.read_bytes() == pb.read_bytes()
+
+
 def test_fold_check_takes_the_linkings_exact_jaccard_for_pairs(tmp_path, monkeypatch):
     """A two-document component whose pair the linking checked exactly is not re-shingled for the
     fold check: it takes the Jaccard the linking computed (the same sets, the same function). The
@@ -160,10 +168,7 @@ def test_fold_check_takes_the_linkings_exact_jaccard_for_pairs(tmp_path, monkeyp
     without = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
     assert with_known.stats["exact_checks"]["minhash"] > 100  # the linking checked pairs exactly...
     assert used < sum(shingled) - 100  # ...and the fold check re-shingled fewer documents for it
-    a, b = tmp_path / "a.dvf", tmp_path / "b.dvf"
-    with_known.save(a)
-    without.save(b)
-    assert a.read_bytes() == b.read_bytes()
+    assert same_artifact(with_known, without, tmp_path)
 
 
 def test_known_jaccard_keys_are_sorted_unique_pairs():
@@ -210,10 +215,7 @@ def test_linking_takes_the_jaccard_of_a_pair_an_earlier_call_checked(tmp_path, m
     without = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
     assert used < sum(shingled)
     assert with_known.stats["exact_checks"] == without.stats["exact_checks"]
-    a, b = tmp_path / "a.dvf", tmp_path / "b.dvf"
-    with_known.save(a)
-    without.save(b)
-    assert a.read_bytes() == b.read_bytes()
+    assert same_artifact(with_known, without, tmp_path)
 
 
 def test_known_jaccard_of_finds_pairs_in_either_order():
