@@ -520,10 +520,11 @@ _SENTINEL = object()
 
 class _BufferRing:
     """Two buffers lent in turn to :func:`diversify.text.encode_batch_scripts` for the ASCII chunks
-    of :func:`_sketch_pipelined`, so that each chunk is written into memory a chunk before it used
-    instead of a fresh join: glibc maps a joined chunk (~54 MB) afresh each time unless told to
-    keep freed memory, and ``diversify.build()`` of 1M documents took 25.4 s with the joins, 20.2
-    s with the ring (system time 10.4 -> 7.0 s).
+    of :func:`_sketch_pipelined`, so that each chunk is written into memory that the chunk two
+    before used, instead of a fresh join: glibc maps a joined chunk (~54 MB) afresh each time
+    unless told to keep freed memory, and ``diversify.build()`` of 1M documents took 25.4-26.3 s
+    with the joins, 21.3-21.7 s with the ring (system time ~10.4 -> ~8.2 s); ``build --stream``
+    (whose allocator the console script leaves alone) 19.5 -> 14.2 s at 1M.
 
     Two suffice: chunk i+2 is encoded after chunk i's kernel work has been collected (the pipeline
     is one deep), and nothing keeps a view of an ASCII chunk's bytes past its kernel work (its
