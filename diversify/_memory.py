@@ -24,19 +24,19 @@ from collections.abc import Iterator
 __all__ = ["allocator_tuned", "mark_allocator_tuned", "release_free_heap", "small_pages"]
 
 _TRIM: list = []
-_TUNED: list = []
+_TUNED = [False]
 
 
 def mark_allocator_tuned() -> None:
     """Record that glibc was asked to keep freed memory in its heap (the console script does:
     ``diversify.cli.main.keep_freed_memory``)."""
-    _TUNED.append(True)
+    _TUNED[0] = True
 
 
 def allocator_tuned() -> bool:
     """Whether :func:`mark_allocator_tuned` was called in this process: large short-lived buffers
     are then served from reused heap memory; otherwise glibc maps each one afresh."""
-    return bool(_TUNED)
+    return _TUNED[0]
 
 
 def _malloc_trim():

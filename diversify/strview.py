@@ -129,23 +129,38 @@ def _ranges(weights: np.ndarray, parts: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1], bounds[1:]))
 
 
+def _units_of(texts: Sequence[str]) -> tuple[tuple, np.ndarray, np.ndarray] | None:
+    """(our own references to ``texts``, the address of each one's code units (int64), their kind
+    (uint8, ``KIND_*`` of :mod:`diversify._kernels.strings`)), or None where the layout is unknown
+    or a document is not an exact ``str``. The caller holds the tuple while kernels read the
+    addresses: the caller's list could change under another thread meanwhile, and a str it
+    dropped would be freed under them."""
+    layout = _layout()
+    held = tuple(texts)
+    if layout is None or set(map(type, held)) - {str}:
+        return None
+    from ._kernels import strings as ks
+
+    n = len(held)
+    ids = np.fromiter(map(id, held), dtype=np.uint64, count=n).view(np.int64)
+    addrs = np.zeros(n, dtype=np.int64)
+    kinds = np.zeros(n, dtype=np.uint8)
+    state_at, ascii_header, compact_header = layout
+    ks.str_layouts(ids, np.int64(state_at), np.int64(ascii_header), np.int64(compact_header), addrs, kinds)
+    return held, addrs, kinds
+
+
 def ascii_into(texts: Sequence[str], offsets: np.ndarray, out: np.ndarray) -> bool:
     """Write the all-ASCII batch ``texts`` (``offsets`` as :func:`diversify.text.encode_batch`
     gives them) into ``out`` (uint8, writable, at least ``offsets[-1]`` long), read from the
     strings' own bytes; False (``out`` unspecified) where the layout is unknown or a document is
     not an exact, compact ASCII ``str``: the caller joins them then."""
-    layout = _layout()
-    texts = tuple(texts)  # our own references while the kernel reads them
-    if layout is None or set(map(type, texts)) - {str} or out.size < int(offsets[-1]):
+    units = _units_of(texts) if out.size >= int(offsets[-1]) else None
+    if units is None:
         return False
     from ._kernels import strings as ks
 
-    n = len(texts)
-    ids = np.fromiter(map(id, texts), dtype=np.uint64, count=n).view(np.int64)
-    addrs = np.zeros(n, dtype=np.int64)
-    kinds = np.zeros(n, dtype=np.uint8)
-    state_at, ascii_header, compact_header = layout
-    ks.str_layouts(ids, np.int64(state_at), np.int64(ascii_header), np.int64(compact_header), addrs, kinds)
+    _held, addrs, kinds = units  # the strings' references, held until the copy is done
     if (kinds != ks.KIND_ASCII).any():
         return False
     ks.copy_ascii(addrs, offsets, out)
@@ -157,24 +172,17 @@ def fold_batch(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray
     their code units: (read-only UTF-8 buffer, int64 offsets, :func:`diversify.text.unspaced_docs`
     of them, counted as they are written), or None where the layout is unknown or a document is a
     ``str`` subclass (the caller encodes then)."""
-    layout = _layout()
-    # our own references to the strings for the kernels' reads (the caller's list could change
-    # under another thread while they run; a str it dropped would be freed under them)
-    texts = tuple(texts)
-    if layout is None or set(map(type, texts)) - {str}:
+    units = _units_of(texts)
+    if units is None:
         return None
+    texts, addrs, kinds = units  # our own references, held while the kernels read the strings
     from ._kernels import strings as ks
     from ._kernels._runtime import thread_count
     from ._kernels.text import count_scripts
     from .text import _fold_pass, _in_threads, _readonly, _script_tables
 
     n = len(texts)
-    ids = np.fromiter(map(id, texts), dtype=np.uint64, count=n).view(np.int64)
     lens = np.fromiter(map(len, texts), dtype=np.int64, count=n)
-    addrs = np.zeros(n, dtype=np.int64)
-    kinds = np.zeros(n, dtype=np.uint8)
-    state_at, ascii_header, compact_header = layout
-    ks.str_layouts(ids, np.int64(state_at), np.int64(ascii_header), np.int64(compact_header), addrs, kinds)
     held = None  # the UTF-32 copy of documents that are not compact strings
     unknown = np.flatnonzero(kinds == ks.KIND_UNKNOWN)
     if unknown.size:
