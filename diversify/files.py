@@ -44,7 +44,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO, Optional
+from typing import IO, Optional, Union
 
 from .errors import ConfigError, DiversifyError, DiversifyWarning, InputError, LockTimeoutError, WriteConflictError
 
@@ -516,12 +516,26 @@ def _fsync_dir(directory: str) -> None:
 
 #: writes of at least this many bytes bypass the page cache where the file system allows it
 DIRECT_MIN_BYTES = 32 << 20
-_DIRECT_ALIGN = 4096  # O_DIRECT: buffer address, file offset and length in multiples of the block size
+DIRECT_ALIGN = 4096  # O_DIRECT: buffer address, file offset and length in multiples of the block size
 _DIRECT_BLOCK = 8 << 20  # the staging buffer: the pieces are copied through it, one block a write
 
 
-def write_pieces(f: IO[bytes], pieces: list, total: int) -> None:
+def aligned_buffer(nbytes: int):
+    """A numpy uint8 buffer of ``nbytes`` rounded up to :data:`DIRECT_ALIGN`, at an address it
+    divides (what ``O_DIRECT`` needs of the memory it reads or writes)."""
+    import numpy as np
+
+    size = -(-max(nbytes, 1) // DIRECT_ALIGN) * DIRECT_ALIGN
+    raw = np.empty(size + DIRECT_ALIGN, dtype=np.uint8)
+    start = -raw.ctypes.data % DIRECT_ALIGN
+    return raw[start : start + size]
+
+
+def write_pieces(f: IO[bytes], pieces: Union[list, Callable[[], Iterable]], total: int) -> None:
     """Write the byte buffers ``pieces`` (``total`` bytes in all) to the start of the new, empty file ``f``.
+
+    ``pieces`` is a list, or a function that gives them in order each time it is called (a buffer
+    it yields may be reused for the next one: each is written before the next is asked for).
 
     A file of at least :data:`DIRECT_MIN_BYTES` goes past the page cache (``O_DIRECT``, Linux)
     through an aligned staging buffer, and is then truncated to ``total``: the same bytes. Why:
@@ -531,13 +545,16 @@ def write_pieces(f: IO[bytes], pieces: list, total: int) -> None:
     1.5 GB/s with ``O_DIRECT``. A file system that refuses ``O_DIRECT`` (e.g. tmpfs on older
     kernels) gets the buffered writes.
     """
-    if total >= DIRECT_MIN_BYTES and _write_direct(f, pieces, total):
+    def given() -> Iterable:
+        return pieces() if callable(pieces) else pieces
+
+    if total >= DIRECT_MIN_BYTES and _write_direct(f, given(), total):
         return
-    for piece in pieces:
+    for piece in given():  # afresh: a refused direct write may have taken some pieces already
         f.write(piece)
 
 
-def _write_direct(f: IO[bytes], pieces: list, total: int) -> bool:
+def _write_direct(f: IO[bytes], pieces: Iterable, total: int) -> bool:
     """:func:`write_pieces` with ``O_DIRECT``; False (nothing written) where the file refuses it."""
     o_direct = getattr(os, "O_DIRECT", 0)
     if not o_direct or fcntl is None:
@@ -553,9 +570,7 @@ def _write_direct(f: IO[bytes], pieces: list, total: int) -> bool:
         fcntl.fcntl(fd, fcntl.F_SETFL, flags | o_direct)
     except OSError:
         return False
-    raw = np.empty(_DIRECT_BLOCK + _DIRECT_ALIGN, dtype=np.uint8)
-    start = -raw.ctypes.data % _DIRECT_ALIGN
-    block = raw[start : start + _DIRECT_BLOCK]
+    block = aligned_buffer(_DIRECT_BLOCK)
     done = 0  # bytes of the file written
 
     def put(n: int) -> None:
@@ -580,7 +595,7 @@ def _write_direct(f: IO[bytes], pieces: list, total: int) -> bool:
                     put(fill)
                     fill = 0
         if fill:
-            padded = -(-fill // _DIRECT_ALIGN) * _DIRECT_ALIGN
+            padded = -(-fill // DIRECT_ALIGN) * DIRECT_ALIGN
             block[fill:padded] = 0
             put(padded)
     except OSError as exc:

@@ -124,7 +124,7 @@ def test_failed_write_leaves_old_file_and_no_temp(tmp_path, monkeypatch):
     real = fmt.write_pieces
 
     def exploding(f, pieces, total):
-        real(f, pieces[:-1], total)  # all but the last array written, then the failure
+        real(f, list(pieces())[:-1], total)  # all but the last array written, then the failure
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(fmt, "write_pieces", exploding)

@@ -178,7 +178,8 @@ from diversify.clusters import guarantee
 small, big = guarantee._kernel_pays(3), guarantee._kernel_pays(guarantee._KERNEL_FROM)
 if sys.argv[1] == "compile":  # one component of two identical documents, straight into the kernel
     one, z = np.zeros(1, np.int64), np.zeros(1, np.uint64)
-    rule = FoldRule(np.ones(2, bool), True, np.zeros(2, np.uint64), False, np.zeros((1, 1), np.uint32), False,
+    rule = FoldRule(np.ones(2, bool), True, np.zeros(2, np.uint64), False, np.zeros((1, 1), np.uint32),
+                    np.zeros(0, np.int64), False,
                     one, one, np.ones(1), 0, False, False, np.full(2, -1), ShingleRows(one, one, z), False, z, 0,
                     np.zeros(0, np.int64), np.zeros(0, np.float64))
     state = FoldState(np.arange(2), np.ones(2, bool), np.zeros(2, np.uint8), np.zeros(2, np.uint8),

@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import stages
 from ._common import kernel
-from .linking import ShingleRows, _jaccard_rows, _minhash_agreement
+from .linking import ShingleRows, _jaccard_rows, sig_agreement
 
 __all__ = ["FoldRule", "FoldState", "fold_groups", "BAND", "EXACT_ALL", "EXACT_WITH_TEXTS"]
 
@@ -43,7 +43,8 @@ class FoldRule(NamedTuple):
     use_exact: bool
     exact: np.ndarray  # uint64 (n,) exact-text hashes
     use_minhash: bool
-    minhash: np.ndarray  # uint32 (n, num_perm)
+    minhash: np.ndarray  # uint32 (n, num_perm), or the rows ``sig_rows`` names
+    sig_rows: np.ndarray  # int64 (n,) each document's row in ``minhash``; empty: row = document
     per_doc: bool  # bounds per document (per-source thresholds), else element 0 for all
     agree_lo: np.ndarray  # int64 below this many agreements: not similar
     agree_hi: np.ndarray  # int64 at or above: similar by the estimate (unless checked exactly)
@@ -105,7 +106,7 @@ def _similar(rule, state, r, c):
         state.similarity[c] = 1.0
         return STAGE_EXACT
     if rule.use_minhash:
-        agree = _minhash_agreement(rule.minhash, r, c)
+        agree = sig_agreement(rule.minhash, rule.sig_rows, r, c)
         lo, hi, t = _bound(rule, r, c)
         val = agree / rule.minhash.shape[1]
         rr = rule.rows[r]

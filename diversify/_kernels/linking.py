@@ -75,7 +75,10 @@ class Verifier(NamedTuple):
     kinds read may be 1-element dummies."""
 
     kind: int  # KIND_*
-    minhash: np.ndarray  # uint32 (n, num_perm) signatures
+    minhash: np.ndarray  # uint32 (n, num_perm) signatures, or the rows ``sig_rows`` names
+    #: int64 (n,) the row of each document's signature in ``minhash`` (a spilled build holds only
+    #: the documents a stage can compare: diversify._spill); empty: row = document
+    sig_rows: np.ndarray
     agree_lo: int  # MinHash agreements below this: REJECT
     agree_hi: int  # at or above this: ACCEPT; strictly between: DEFER (borderline)
     shingles: ShingleRows  # per document (KIND_MINHASH_EXACT)
@@ -115,20 +118,22 @@ class Borderline(NamedTuple):
 
 
 @kernel(parallel=True)
-def fill_minhash_band_keys(sigs, docs, rows, seed_h, out):
-    """out[t, b] = hash of sigs[docs[t], b*rows:(b+1)*rows], salted by band b.
+def fill_minhash_band_keys(sigs, docs, rows, seed_h, first_band, out):
+    """out[j, t] = hash of sigs[docs[t], b*rows:(b+1)*rows], salted by band b = first_band + j.
 
-    sigs : uint32 (n, num_perm); docs : int64 (m,); out : uint64 (m, bands)
+    sigs : uint32 (n, num_perm); docs : int64 (m,); out : uint64 (bands wanted, m), band-major:
+    each band's keys are one contiguous row, sorted and scanned on their own.
     """
-    bands = out.shape[1]
+    bands = out.shape[0]
     for t in numba.prange(docs.size):
         d = docs[t]
-        for b in range(bands):
+        for j in range(bands):
+            b = first_band + j
             h = fmix64(seed_h ^ np.uint64(b))
             base = b * rows
             for r in range(rows):
                 h = fmix64(h ^ np.uint64(sigs[d, base + r]))
-            out[t, b] = h
+            out[j, t] = h
 
 
 @kernel(parallel=True)
@@ -188,6 +193,15 @@ def _minhash_agreement(minhash, a, b):
 
 
 @kernel(inline="always")
+def sig_agreement(minhash, sig_rows, a, b):
+    """:func:`_minhash_agreement` of documents a and b, their signatures at rows ``sig_rows[a]`` and
+    ``sig_rows[b]`` of ``minhash`` (at rows a and b when ``sig_rows`` is empty)."""
+    if sig_rows.size:
+        return _minhash_agreement(minhash, sig_rows[a], sig_rows[b])
+    return _minhash_agreement(minhash, a, b)
+
+
+@kernel(inline="always")
 def _verify(verifier, a, b):
     """ACCEPT, REJECT, or DEFER (MinHash agreement strictly inside [agree_lo, agree_hi): borderline,
     to be decided by exact Jaccard later)."""
@@ -195,7 +209,7 @@ def _verify(verifier, a, b):
     if kind == KIND_ACCEPT:
         return ACCEPT
     if kind == KIND_MINHASH_ESTIMATE:
-        agree = _minhash_agreement(verifier.minhash, a, b)
+        agree = sig_agreement(verifier.minhash, verifier.sig_rows, a, b)
         if agree >= verifier.agree_hi:
             return ACCEPT
         if agree < verifier.agree_lo:
@@ -247,7 +261,7 @@ def _link_pair(a, b, verifier, forest, borderline, resumable):
             return True
         if resumable:
             return False
-        agree = _minhash_agreement(verifier.minhash, a, b)
+        agree = sig_agreement(verifier.minhash, verifier.sig_rows, a, b)
         v = ACCEPT if 2 * agree >= verifier.agree_lo + verifier.agree_hi else REJECT
     counters[0] += 1
     counters[1] += 1
@@ -394,7 +408,9 @@ def argsort_hashes(keys, perm, sorted_keys=None) -> bool:
     heads = np.zeros((1 << top) + 1, dtype=np.int64)
     _scatter_top(keys, perm, heads, np.uint64(64 - top))
     ok = np.ones(1, dtype=np.bool_)
-    _runtime.in_blocks(_sort_buckets, (keys, perm, out, heads, np.int64(top), ok), heads.size - 1, _SORT_BUCKETS_BLOCK)
+    # blocks small enough to share out: one band of 100k keys has 16 top buckets
+    block = max(1, min(_SORT_BUCKETS_BLOCK, (heads.size - 1) // 8))
+    _runtime.in_blocks(_sort_buckets, (keys, perm, out, heads, np.int64(top), ok), heads.size - 1, block)
     return bool(ok[0])
 
 

@@ -35,8 +35,15 @@ _READ_CHUNK = 1 << 30
 
 
 def crc32_of(arr: np.ndarray) -> int:
-    """CRC-32 of a C-contiguous array's bytes (0 when empty), without a copy."""
-    return zlib.crc32(arr.reshape(-1).view(np.uint8).data) if arr.nbytes else 0
+    """CRC-32 of a C-contiguous array's bytes (0 when empty), without a copy; an array read through
+    a file mapping a slice at a time, its pages given back (:func:`diversify._spill.mapped_slices`)."""
+    from .._spill import mapped_slices
+
+    crc = 0
+    if arr.nbytes:
+        for piece in mapped_slices(arr):
+            crc = zlib.crc32(piece, crc)
+    return crc
 
 
 class FileBytes:

@@ -26,11 +26,12 @@ import math
 import os
 import stat
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
 import numpy as np
 
+from diversify._spill import mapped_slices
 from diversify.artifact.arrays import ArrayTable, BufferBytes, FileBytes, crc32_of, open_source
 from diversify.artifact.header import canonical, pack_header, unpack_header
 from diversify.artifact.layout import (
@@ -158,10 +159,15 @@ def write_container(path: str | os.PathLike, header: Mapping[str, Any], arrays: 
         if offset > written:
             pieces.append(b"\0" * (offset - written))
         if arr.nbytes:
-            pieces.append(arr.reshape(-1).view(np.uint8).data)
+            pieces.append(arr)
         written = offset + arr.nbytes
+
+    def in_order() -> Iterator:  # an array in one buffer, or a spilled one in blocks read from its file
+        for p in pieces:
+            yield from (mapped_slices(p) if isinstance(p, np.ndarray) else (p,))
+
     with atomic_replace(path, what="the artifact", param="path", error=ArtifactError, suffix=ARTIFACT_SUFFIX) as f:
-        write_pieces(f, pieces, align(head_end) + pos)
+        write_pieces(f, in_order, align(head_end) + pos)
 
 
 # --------------------------------------------------------------------------- the array table

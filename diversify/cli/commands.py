@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from typing import Optional
 
 import numpy as np
 
@@ -29,6 +30,9 @@ def cmd_build(a) -> int:
     check_output_path(a.output, param="-o", what="the artifact", inputs=_inputs(a))  # before the build, not after
     cfg = config_from_args(a)
     if a.engine == "dask":
+        if a.spill_dir is not None:
+            raise DiversifyError("`--spill-dir` applies to the local engine's `build --stream`; the Dask engine keeps "
+                                 "its data with its workers. Drop --spill-dir, or use --engine local.")
         with clock.phase("build"):
             res = _build_dask(a, cfg)
     else:
@@ -40,7 +44,7 @@ def cmd_build(a) -> int:
                 warnings.simplefilter("ignore", DiversifyWarning)  # the summary below prints them
                 res = diversify.build(texts, ids=ids, vectors=vectors, config=cfg, keys=keys, sources=sources,
                                       metadata=parse_metadata(a.metadata), progress=not a.no_progress,
-                                      chunk_size=a.chunk_size)
+                                      chunk_size=a.chunk_size, spill_dir=_spill_dir(a, texts))
     with writing(a.output), clock.phase("write"):
         res.save(a.output)
     dt = clock.wall()
@@ -53,6 +57,18 @@ def cmd_build(a) -> int:
     if a.engine != "dask":
         _note_ids(a, info)
     return 0
+
+
+def _spill_dir(a, texts) -> Optional[str]:
+    """Where ``build --stream`` keeps its signatures and band keys (:mod:`diversify._spill`): the
+    ``--spill-dir``, else the output's directory (which needs room for the artifact anyway);
+    nothing spills without --stream or without texts."""
+    if a.spill_dir is not None and not a.stream:
+        raise DiversifyError(f"`--spill-dir` applies to `build --stream`; got --spill-dir {a.spill_dir!r} without --stream. "
+                             "Add --stream, or drop --spill-dir.")
+    if not a.stream or texts is None:
+        return None
+    return a.spill_dir if a.spill_dir is not None else os.path.dirname(os.path.abspath(a.output))
 
 
 def _texts_read_while_building(a, clock, info: dict) -> bool:

@@ -45,6 +45,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--metadata", nargs="*", default=[], metavar="KEY=VALUE", help="stored in the artifact, e.g. embedding_model=all-MiniLM-L6-v2")
     p.add_argument("--engine", choices=["local", "dask"], default="local", help="run on this machine (default) or on Dask")
     p.add_argument("--scheduler", default=None, help="Dask scheduler address for --engine dask (default: a local cluster)")
+    p.add_argument("--spill-dir", default=None, metavar="DIR",
+                   help="with --stream: where the signatures and band keys are kept while the build runs (unnamed "
+                        "temporary files, ~600 bytes a document; default: the output's directory)")
     add_config_args(p)
     p.set_defaults(func=cmd_build)
 

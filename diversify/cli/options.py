@@ -199,7 +199,8 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stream", action="store_true",
                    help="keep no texts: without it a JSONL file's texts stay in the file and the few that exact checks "
                         "need are read again (other inputs are held in memory); with it borderline pairs are decided "
-                        "by the MinHash estimate instead of exact Jaccard")
+                        "by the MinHash estimate instead of exact Jaccard, and `build` keeps the signatures and band "
+                        "keys in temporary files (--spill-dir) instead of in memory")
     p.add_argument("--verbose", action="store_true",
                    help="also print start-up, read/build/write times, build stages, CPU seconds and the time spent "
                         "compiling kernels (or loading them from the numba cache)")

@@ -10,7 +10,12 @@ from typing import Optional
 
 import numpy as np
 
+from .._spill import drop_pages
+
 __all__ = ["fold_similarity", "cluster_report", "outcome_warnings"]
+
+#: signature rows compared at a time
+_ROWS = 65536
 
 
 def fold_similarity(cluster_ids: np.ndarray, is_rep: np.ndarray, config: dict, extras: dict) -> Optional[np.ndarray]:
@@ -36,7 +41,10 @@ def fold_similarity(cluster_ids: np.ndarray, is_rep: np.ndarray, config: dict, e
     sigs = extras.get("minhash")
     if sigs is not None and sigs.shape[0] == n:
         sigs = np.asarray(sigs)
-        sim = (sigs == sigs[rep_index]).mean(axis=1).astype(np.float64)
+        sim = np.empty(n, dtype=np.float64)
+        for lo in range(0, n, _ROWS):  # a block of rows at a time: not an (n, num_perm) comparison
+            sim[lo: lo + _ROWS] = (sigs[lo: lo + _ROWS] == sigs[rep_index[lo: lo + _ROWS]]).mean(axis=1)
+            drop_pages(sigs)  # signatures read through a file mapping (a spilled build): given back
         exact = extras.get("exact_hash")
         if exact is not None:
             exact = np.asarray(exact)

@@ -18,6 +18,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from .._memory import release_free_heap, small_pages
+from .._spill import Spill
 from ..clusters import (
     check_keys,
     union_pairs,
@@ -51,6 +52,7 @@ def build(
     progress: bool = False,
     chunk_size: int = 16384,
     created_at: Optional[str] = None,
+    spill_dir: Union[str, os.PathLike, None] = None,
     engine: str = "local",
     client: Any = None,
     **engine_options: Any,
@@ -78,6 +80,12 @@ def build(
         Show a progress bar on stderr.
     created_at : str, optional
         ISO-8601 time recorded in the artifact; default now (or ``SOURCE_DATE_EPOCH``).
+    spill_dir : str or path, optional
+        A directory for the build's temporary files: the MinHash signatures and the LSH band keys
+        are kept there (unnamed files, gone when the build's result is) instead of in memory, and
+        read back a slice at a time, so that the build's memory grows far less with the corpus
+        (``diversify build --stream`` puts them beside the output). Needs ~600 bytes of disk a
+        document; the same clusters and bytes as without it.
     engine : {"local", "dask"}
         ``"dask"`` runs the same stages on a Dask cluster (``client``, default the current one or
         a temporary local cluster) and gives the same clusters; ``texts`` may then also be a path
@@ -95,6 +103,9 @@ def build(
     ``MinHashConfig(verify="exact")`` to tighten it.
     """
     if engine == "dask":
+        if spill_dir is not None:
+            raise ConfigError("`spill_dir` applies to engine='local'; the Dask engine keeps its data with its workers. "
+                              "Drop spill_dir, or use engine='local'.")
         if vectors is not None:
             raise ConfigError("`engine='dask'` clusters texts only; got `vectors`. Use engine='local' for vectors.")
         from .dask import build_dask
@@ -106,6 +117,9 @@ def build(
                           progress=progress, created_at=created_at, **engine_options)
     if engine != "local":
         raise ConfigError(f"`engine` must be 'local' or 'dask'; got {engine!r}.")
+    if spill_dir is not None and texts is None:
+        raise ConfigError("`spill_dir` keeps the signatures of texts on disk; a build of vectors only has none. "
+                          "Drop spill_dir, or pass texts.")
     if engine_options or client is not None:
         raise ConfigError(f"`client` and extra options {sorted(engine_options)} apply only to engine='dask'.")
     cfg = resolve_config(config)
@@ -115,9 +129,11 @@ def build(
         raise InputError("`texts` must be an iterable of documents, not one str. Wrap it: texts=[text].")
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise ConfigError(f"`chunk_size` must be a positive int; got {chunk_size!r}. The default 16384 suits most corpora.")
+    spill = Spill(spill_dir) if spill_dir is not None else None
     with _pages(vectors):
         timings: dict = {}
-        sk = sketch_inputs(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings)
+        sk = sketch_inputs(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings,
+                           spill=spill)
         sk.doc_threshold = doc_thresholds(cfg, sources, sk.n)
         if sk.n == 0:
             raise InputError("the corpus is empty: `texts`/`vectors` held no documents. Pass at least one document.")
@@ -184,7 +200,7 @@ def linking_config(cfg: BuildConfig) -> BuildConfig:
 
 
 def sketch_inputs(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool, chunk_size: int, timings: dict,
-            id_offset: int = 0, sets32: bool = False) -> Sketches:
+            id_offset: int = 0, sets32: bool = False, spill: Optional[Spill] = None) -> Sketches:
     """Validate and sketch a corpus as ``build`` does: texts (text stages), ids (diversify.ids rules),
     vectors (SimHash), keys (representative rule). The live index sketches its batches with it too
     (``sets32``: with the 32-bit shingle sets it stores, from the same pass where it can)."""
@@ -196,7 +212,7 @@ def sketch_inputs(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool
                 "Enable one of them, or pass only vectors."
             )
         sk = sketch_texts(texts, ids, cfg, id_offset=id_offset, chunk_size=chunk_size, progress=progress, timings=timings,
-                          sets32=sets32)
+                          sets32=sets32, spill=spill)
         if sk.n >= _TRIM_FROM:  # the chunks' texts came and went: their heap pages go back (diversify._memory)
             release_free_heap()
         if cfg.empty == "error" and sk.empty.any():

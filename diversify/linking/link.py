@@ -14,9 +14,9 @@ borderline pairs).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Union
 
 import numpy as np
 
@@ -36,6 +36,7 @@ from .bands import (
 
 if TYPE_CHECKING:  # the kernels' records; imported lazily at run time (they load numba)
     from .._kernels.linking import Buckets, Forest, ShingleRows, Verifier
+    from .._spill import Spill
 
 __all__ = [
     "LinkStats",
@@ -52,11 +53,16 @@ __all__ = [
     "compact_rows",
     "link_exact",
     "minhash_band_keys",
+    "minhash_band_rows",
+    "band_by_band",
+    "spilled_bands",
     "text_simhash_band_keys",
     "simhash_band_starts",
     "simhash_band_keys",
 ]
 
+#: documents whose band keys a spilled build makes at a time (their signatures: 32 MB)
+_SPILL_BLOCK = 65536
 _DEFER_CAPACITY = 1 << 16  # borderline pairs buffered before the scan pauses for exact checks
 #: borderline pairs checked per batch of re-shingled documents (~4,000 documents: with the next batch
 #: read ahead, two batches of texts, encodings and sets are held during the scan, ~100 MB at 1M)
@@ -138,13 +144,15 @@ def make_forest(parent: np.ndarray, flags: np.ndarray, stage_bit: int) -> Forest
 
 def make_verifier(kind: int, cfg: BuildConfig, *, auto: bool, minhash: Optional[np.ndarray] = None,
                   shingles: Optional[ShingleRows] = None, simhash: Optional[np.ndarray] = None,
-                  vectors: Optional[np.ndarray] = None, max_hamming: Optional[int] = None) -> Verifier:
+                  vectors: Optional[np.ndarray] = None, max_hamming: Optional[int] = None,
+                  sig_rows: Optional[np.ndarray] = None) -> Verifier:
     """How a stage verifies its candidate pairs (``kind`` = ``KIND_*`` of :mod:`._kernels.linking`).
 
     Thresholds come from ``cfg``; ``auto`` says whether borderline MinHash pairs can be checked
     exactly (the texts are at hand), which widens the agreement band of ``verify="auto"``.
-    ``max_hamming`` overrides the radius derived from the SimHash threshold. Arrays a kind does not
-    read may be omitted.
+    ``max_hamming`` overrides the radius derived from the SimHash threshold. ``sig_rows``: each
+    document's row in ``minhash`` when it holds only some documents' signatures. Arrays a kind does
+    not read may be omitted.
     """
     from .._kernels.linking import ShingleRows, Verifier
 
@@ -164,6 +172,7 @@ def make_verifier(kind: int, cfg: BuildConfig, *, auto: bool, minhash: Optional[
     return Verifier(
         kind=int(kind),
         minhash=minhash if minhash is not None else np.zeros((1, 1), np.uint32),
+        sig_rows=sig_rows if sig_rows is not None else np.zeros(0, np.int64),
         agree_lo=int(agree_lo),
         agree_hi=int(agree_hi),
         shingles=shingles,
@@ -216,29 +225,35 @@ def sorted_buckets(keymat: np.ndarray, docs: np.ndarray, *, window: int, new_sta
     return Buckets(perm, ordered, docs, int(stride), int(window), int(new_start))
 
 
-def scan_buckets(buckets: Buckets, verifier: Verifier, forest: Forest, *,
+def scan_buckets(buckets: Union[Buckets, Iterable[Buckets]], verifier: Verifier, forest: Forest, *,
                  on_borderline: Optional[Callable[[np.ndarray], None]] = None,
                  capacity: int = _DEFER_CAPACITY) -> None:
     """Verify and join the candidate pairs of every bucket, handing borderline pairs out.
 
-    Borderline pairs are buffered; when the buffer (``capacity`` pairs) fills, the scan pauses,
-    ``on_borderline`` gets a copy of the buffered pairs (int64 (m, 2)), and the scan resumes where
-    it stopped: memory stays bounded and every borderline pair reaches ``on_borderline`` whatever
-    the buffer size. Without ``on_borderline`` a pair that finds the buffer full is decided by the
+    ``buckets`` may be one :class:`Buckets` or several scanned one after the other (e.g. one per
+    band, made as they are needed: only one is held at a time). Borderline pairs are buffered
+    across them; when the buffer (``capacity`` pairs) fills, the scan pauses, ``on_borderline``
+    gets a copy of the buffered pairs (int64 (m, 2)), and the scan resumes where it stopped:
+    memory stays bounded and every borderline pair reaches ``on_borderline`` whatever the buffer
+    size. Without ``on_borderline`` a pair that finds the buffer full is decided by the
     estimate's midpoint.
     """
-    from .._kernels.linking import Borderline, link_scan
+    from .._kernels.linking import Borderline, Buckets, link_scan
 
     borderline = Borderline(np.empty((max(1, capacity), 2), dtype=np.int64), np.zeros(1, dtype=np.int64),
                             np.array([0, -1, -1], dtype=np.int64))
-    while True:
-        done = link_scan(buckets, verifier, forest, borderline, on_borderline is not None)
+
+    def hand_out() -> None:
         n = int(borderline.n_pairs[0])
         if n and on_borderline is not None:
             on_borderline(borderline.pairs[:n].copy())
             borderline.n_pairs[0] = 0
-        if done:
-            return
+
+    for part in ([buckets] if isinstance(buckets, Buckets) else buckets):
+        borderline.position[:] = (0, -1, -1)
+        while not link_scan(part, verifier, forest, borderline, on_borderline is not None):
+            hand_out()  # the buffer is full: the scan paused and resumes where it stopped
+    hand_out()
 
 
 # ----------------------------------------------------------------------------- borderline pairs
@@ -429,11 +444,16 @@ def _minhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, parent: 
         nonlocal n_exact
         n_exact += decide_deferred(pairs, sk, config, parent, flags, forest.counters)
 
-    # the band keys are not held past their sort: the buckets keep them sorted, and at 1M documents
-    # the unsorted copy was 128 MB more through the scan and its exact checks
-    buckets = sorted_buckets(minhash_band_keys(sk.minhash, docs, config), docs, window=config.bucket_window,
-                             new_start=new_start)
-    scan_buckets(buckets, verifier, forest, on_borderline=on_borderline)
+    if sk.spill is None:
+        scan_buckets(band_by_band(sk.minhash, docs, config, new_start), verifier, forest, on_borderline=on_borderline)
+    else:  # signatures on disk: only those of the documents the scan compares are read back, once
+        from .._spill import gather_rows
+
+        parts, compared = spilled_bands(sk.minhash, docs, config, new_start, sk.spill)
+        sig_rows = np.full(sk.n, -1, dtype=np.int64)
+        sig_rows[compared] = np.arange(compared.size, dtype=np.int64)
+        verifier = verifier._replace(minhash=gather_rows(sk.minhash, compared), sig_rows=sig_rows)
+        scan_buckets(parts, verifier, forest, on_borderline=on_borderline)
     _record(stats, "minhash", forest.counters)
     stats.exact_checks["minhash"] = n_exact
     stats.lsh["minhash"] = p.as_dict()
@@ -487,12 +507,84 @@ def _simhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, parent: 
 
 def minhash_band_keys(minhash: np.ndarray, docs: np.ndarray, config: BuildConfig) -> np.ndarray:
     """MinHash LSH band keys of ``docs`` (rows of the uint32 signatures ``minhash``): uint64 (m, bands)."""
+    return np.ascontiguousarray(minhash_band_rows(minhash, docs, config).T)
+
+
+def minhash_band_rows(minhash: np.ndarray, docs: np.ndarray, config: BuildConfig, *, first_band: int = 0,
+                      bands: Optional[int] = None) -> np.ndarray:
+    """The band keys of ``docs`` band-major, uint64 (bands, m): row j holds band ``first_band + j``
+    (every band from ``first_band`` unless ``bands`` is given)."""
     from .._kernels import linking as kl
 
     p = minhash_params(config)
-    keys = np.empty((docs.size, p.bands), dtype=np.uint64)
-    kl.fill_minhash_band_keys(minhash, docs, p.rows, lsh_seed(config.seed), keys)
+    keys = np.empty((p.bands - first_band if bands is None else bands, docs.size), dtype=np.uint64)
+    kl.fill_minhash_band_keys(minhash, docs, p.rows, lsh_seed(config.seed), first_band, keys)
     return keys
+
+
+def band_by_band(minhash: np.ndarray, docs: np.ndarray, config: BuildConfig, new_start: int) -> Iterator[Buckets]:
+    """The MinHash buckets of ``docs``, one band at a time: every band's keys are made in one pass
+    over the signatures (band-major), and each band is sorted when the scan reaches it: its sort
+    (16 bytes a document) is held, not the sort of every band's keys (at 1M documents and 16
+    bands, 256 MB). A bucket holds the documents of one band's key, as in one sort of every band's
+    keys (the band is part of the key's hash); only the order in which the buckets are scanned
+    differs, which changes how many pairs are found already joined (``verified``), never the
+    components."""
+    rows = minhash_band_rows(minhash, docs, config)
+    for band in range(rows.shape[0]):
+        yield sorted_buckets(rows[band], docs, window=config.bucket_window, new_start=new_start)
+
+
+def spilled_bands(minhash: np.ndarray, docs: np.ndarray, config: BuildConfig, new_start: int,
+                  spill: Spill) -> tuple[Iterator[Buckets], np.ndarray]:
+    """:func:`band_by_band` for signatures kept on disk (``build(spill_dir=...)``): (the buckets,
+    band by band; the sorted documents any of them holds, whose signatures the scan compares).
+
+    The keys go to one file per band, made from the signatures a block of documents at a time.
+    Each band is then sorted on its own, and only its buckets of two or more keys (those that can
+    make a pair) are written back, as (key, document) in scan order. Held at once: one band's keys
+    and their sort (24 bytes a document), never the signatures of every document. The scan's
+    pairs and their order are those of :func:`band_by_band`: a bucket of one key makes no pair.
+    """
+    from .._spill import row_blocks
+
+    bands = minhash_params(config).bands
+    key_files = [spill.new_file() for _ in range(bands)]
+    at = 0  # docs are sorted: each block of signatures holds the next run of them
+    for lo, sigs in row_blocks(minhash, _SPILL_BLOCK):
+        end = int(np.searchsorted(docs, lo + sigs.shape[0], side="left"))
+        if end > at:
+            block = minhash_band_rows(sigs, docs[at:end] - lo, config)
+            for band, f in enumerate(key_files):
+                spill.append(f, block[band])
+            at = end
+    shared_files = []
+    compared = np.zeros(minhash.shape[0], dtype=bool)
+    for f in key_files:
+        perm, ordered = sort_keys(spill.read(f, np.uint64))
+        assert ordered is not None
+        same = ordered[1:] == ordered[:-1]
+        shared = np.zeros(ordered.size, dtype=bool)
+        shared[1:] |= same
+        shared[:-1] |= same
+        held = docs[perm[shared]]
+        g = spill.new_file()
+        spill.append(g, ordered[shared])
+        spill.append(g, held.view(np.uint64))
+        shared_files.append(g)
+        compared[held] = True
+        del perm, ordered, shared, same, held
+
+    def scan_order() -> Iterator[Buckets]:
+        from .._kernels.linking import Buckets
+
+        for g in shared_files:
+            both = spill.read(g, np.uint64)
+            k = both.size // 2
+            yield Buckets(np.arange(k, dtype=np.int64), both[:k], both[k:].view(np.int64), 1,
+                          int(config.bucket_window), int(new_start))
+
+    return scan_order(), np.flatnonzero(compared)
 
 
 def text_simhash_band_keys(fingerprints: np.ndarray, docs: np.ndarray, config: BuildConfig) -> np.ndarray:

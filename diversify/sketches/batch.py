@@ -21,6 +21,7 @@ from typing import Optional
 import numpy as np
 
 from .._memory import allocator_tuned
+from .._spill import Spill
 from ..config import BuildConfig
 from ..errors import ConfigError, InputError
 from ..text import (
@@ -74,6 +75,9 @@ class Sketches:
     # the exact Jaccard of the pairs the linking checked from re-shingled texts, for the fold check
     # (see known_jaccard): (pairs int64 (m, 2), a < b; values float64 (m,)) per batch
     checked_pairs: list = field(default_factory=list)
+    # where the signatures and the band keys are kept on disk (build(spill_dir=...)): ``minhash`` is
+    # then read through a file mapping (see diversify._spill)
+    spill: Optional[Spill] = None
 
     @property
     def n(self) -> int:
@@ -323,8 +327,10 @@ class _Gathered:
     final copy); rows that do not fit (an iterable whose ``len`` was wrong) are kept aside.
     """
 
-    def __init__(self, config: BuildConfig, n_hint: Optional[int]):
+    def __init__(self, config: BuildConfig, n_hint: Optional[int], spill: Optional[Spill] = None):
         self.config = config
+        self.spill = spill
+        self.sig_file = spill.new_file() if spill is not None and config.minhash is not None else None
         self.lengths: list[np.ndarray] = []
         self.exact: list[np.ndarray] = []
         self.empty: list[np.ndarray] = []
@@ -338,7 +344,7 @@ class _Gathered:
         self.sig_rows = 0  # rows of sig_buf written, a prefix
         self.sig_parts: list[np.ndarray] = []  # signatures that did not fit sig_buf
         self.sig_buf: Optional[np.ndarray] = None
-        if config.minhash is not None and n_hint is not None:
+        if config.minhash is not None and n_hint is not None and self.sig_file is None:
             self.sig_buf = np.empty((n_hint, config.minhash.num_perm), dtype=np.uint32)
         self.seconds_sketch = 0.0
         self.seconds_signatures = 0.0
@@ -360,7 +366,11 @@ class _Gathered:
             self.sets32_indptrs.append(chunk.sets32[0])
             self.sets32_values.append(chunk.sets32[1])
         sigs = chunk.signatures
-        if sigs is not None:
+        if sigs is not None and self.sig_file is not None:
+            assert self.spill is not None
+            self.spill.append(self.sig_file, sigs)
+            self.sig_rows = start + sigs.shape[0]
+        elif sigs is not None:
             stop = start + sigs.shape[0]
             if self.sig_buf is not None and not self.sig_parts and stop <= self.sig_buf.shape[0]:
                 self.sig_buf[start:stop] = sigs
@@ -376,6 +386,7 @@ class _Gathered:
             ids=ids,
             texts=texts if isinstance(texts, Sequence) and not isinstance(texts, (str, bytes)) else None,
             text_offset=id_offset,
+            spill=self.spill,
             lengths=np.concatenate(self.lengths) if self.lengths else np.zeros(0, np.uint32),
             exact=np.concatenate(self.exact) if self.exact else np.zeros(0, np.uint64),
             empty=np.concatenate(self.empty) if self.empty else np.zeros(0, bool),
@@ -396,6 +407,9 @@ class _Gathered:
         return sk
 
     def _signatures(self, num_perm: int) -> np.ndarray:
+        if self.sig_file is not None:
+            assert self.spill is not None
+            return self.spill.mapped(self.sig_file, np.uint32, (self.sig_rows, num_perm))
         if self.sig_buf is not None and not self.sig_parts:
             return self.sig_buf[: self.sig_rows]
         parts = ([self.sig_buf[: self.sig_rows]] if self.sig_buf is not None else []) + self.sig_parts
@@ -430,11 +444,13 @@ def _check_no_ids_left(id_iter: Optional[Iterator], n_texts: int) -> None:
 
 
 def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, *, id_offset: int = 0,
-                 chunk_size: int = 16384, progress: bool = False, timings: dict, sets32: bool = False) -> Sketches:
+                 chunk_size: int = 16384, progress: bool = False, timings: dict, sets32: bool = False,
+                 spill: Optional[Spill] = None) -> Sketches:
     """Normalize, shingle and MinHash documents chunk by chunk (memory: one chunk of shingles).
 
     ``sets32``: also each document's 32-bit shingle set where the fused kernel runs (see
-    :func:`_sketch_chunk`).
+    :func:`_sketch_chunk`). ``spill``: the signatures are written there chunk by chunk and read
+    back through a file mapping (:mod:`diversify._spill`).
 
     A one-deep pipeline: the main thread reads and encodes chunk i+1 (Python, holds the GIL) while
     a worker runs the kernels on chunk i. Results are gathered in input order: deterministic.
@@ -444,7 +460,7 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
     id_iter = iter(ids) if ids is not None else None
     # a file-backed sequence estimates its length from the file's size (its __length_hint__): the
     # signatures then go into one array as they come, without a final copy, when the estimate holds
-    gathered = _Gathered(config, n_hint if n_hint is not None else (operator.length_hint(texts, 0) or None))
+    gathered = _Gathered(config, n_hint if n_hint is not None else (operator.length_hint(texts, 0) or None), spill)
     # re-shingled by the exact checks of verify="auto" (texts at hand only for a sequence)
     keep = config.minhash is not None and config.minhash.verify == "auto" and isinstance(texts, Sequence) \
         and not isinstance(texts, (str, bytes))
