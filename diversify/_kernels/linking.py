@@ -183,22 +183,19 @@ def _jaccard_rows(shingles, x, y):
     return inter / (na + nb - inter)
 
 
-@kernel(inline="always")
-def _minhash_agreement(minhash, a, b):
+@kernel
+def sig_agreement(minhash, sig_rows, a, b):
+    """Slots where the MinHash signatures of documents a and b agree: rows ``sig_rows[a]`` and
+    ``sig_rows[b]`` of ``minhash`` (rows a and b when ``sig_rows`` is empty). Called, not inlined:
+    its three callers share one compiled loop (a cold start compiles less)."""
+    if sig_rows.size:
+        a = sig_rows[a]
+        b = sig_rows[b]
     agree = 0
     for j in range(minhash.shape[1]):
         if minhash[a, j] == minhash[b, j]:
             agree += 1
     return agree
-
-
-@kernel(inline="always")
-def sig_agreement(minhash, sig_rows, a, b):
-    """:func:`_minhash_agreement` of documents a and b, their signatures at rows ``sig_rows[a]`` and
-    ``sig_rows[b]`` of ``minhash`` (at rows a and b when ``sig_rows`` is empty)."""
-    if sig_rows.size:
-        return _minhash_agreement(minhash, sig_rows[a], sig_rows[b])
-    return _minhash_agreement(minhash, a, b)
 
 
 @kernel(inline="always")
