@@ -118,22 +118,21 @@ class Borderline(NamedTuple):
 
 
 @kernel(parallel=True)
-def fill_minhash_band_keys(sigs, docs, rows, seed_h, first_band, out):
-    """out[j, t] = hash of sigs[docs[t], b*rows:(b+1)*rows], salted by band b = first_band + j.
+def fill_minhash_band_keys(sigs, docs, rows, seed_h, out):
+    """out[b, t] = hash of sigs[docs[t], b*rows:(b+1)*rows], salted by band b.
 
-    sigs : uint32 (n, num_perm); docs : int64 (m,); out : uint64 (bands wanted, m), band-major:
-    each band's keys are one contiguous row, sorted and scanned on their own.
+    sigs : uint32 (n, num_perm); docs : int64 (m,); out : uint64 (bands, m), band-major: each
+    band's keys are one contiguous row, sorted and scanned on their own.
     """
     bands = out.shape[0]
     for t in numba.prange(docs.size):
         d = docs[t]
-        for j in range(bands):
-            b = first_band + j
+        for b in range(bands):
             h = fmix64(seed_h ^ np.uint64(b))
             base = b * rows
             for r in range(rows):
                 h = fmix64(h ^ np.uint64(sigs[d, base + r]))
-            out[j, t] = h
+            out[b, t] = h
 
 
 @kernel(parallel=True)

@@ -345,14 +345,16 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
         text_ok=np.ascontiguousarray(sim.text_ok), use_exact=bool(cfg.exact), exact=np.ascontiguousarray(sk.exact),
         use_minhash=use_minhash,
         minhash=np.ascontiguousarray(sk.minhash) if use_minhash else np.zeros((1, 1), np.uint32),
-        sig_rows=np.zeros(0, np.int64), per_doc=use_minhash and sk.doc_threshold is not None, agree_lo=np.ascontiguousarray(lo, dtype=np.int64),
+        sig_rows=np.zeros(0, np.int64),
+        per_doc=use_minhash and sk.doc_threshold is not None, agree_lo=np.ascontiguousarray(lo, dtype=np.int64),
         agree_hi=np.ascontiguousarray(hi, dtype=np.int64), threshold=thr, minhash_mode=mode,
         check_consider=check_consider, count_exact=count_exact, rows=rows, sets=sets,
         use_text_simhash=ts is not None,
         text_simhash=np.ascontiguousarray(sk.text_simhash) if ts is not None else np.zeros(1, np.uint64),
         max_hamming=int(ts.max_hamming) if ts is not None else 0, known_keys=np.zeros(0, np.int64),
         known_vals=np.zeros(0, np.float64))
-    if use_minhash and sk.spill is not None and sk.minhash is not None:  # signatures on disk: the members' are read back, once
+    if use_minhash and sk.spill is not None and sk.minhash is not None:
+        # signatures on disk (diversify._spill): the members' are read back, once
         compared = np.sort(members)
         sig_rows = np.full(n, -1, dtype=np.int64)
         sig_rows[compared] = np.arange(compared.size, dtype=np.int64)
@@ -399,13 +401,13 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
         sim.similarity[hamming] = np.cos(np.pi * sim.similarity[hamming] / 64)
 
 
-def _batches(bounds: np.ndarray, size: int = _PREFETCH_DOCS):
-    """(first, end) component ranges of at most ``size`` members (a larger component is a batch of
-    its own): the documents whose shingle sets are held at once."""
+def _batches(bounds: np.ndarray):
+    """(first, end) component ranges of at most ``_PREFETCH_DOCS`` members (a larger component is
+    a batch of its own): the documents whose shingle sets are held at once."""
     g = bounds.size - 1
     lo = 0
     while lo < g:
-        hi = int(np.searchsorted(bounds, bounds[lo] + size, side="right")) - 1
+        hi = int(np.searchsorted(bounds, bounds[lo] + _PREFETCH_DOCS, side="right")) - 1
         hi = min(max(hi, lo + 1), g)
         yield lo, hi
         lo = hi

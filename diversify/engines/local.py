@@ -82,10 +82,10 @@ def build(
         ISO-8601 time recorded in the artifact; default now (or ``SOURCE_DATE_EPOCH``).
     spill_dir : str or path, optional
         A directory for the build's temporary files: the MinHash signatures and the LSH band keys
-        are kept there (unnamed files, gone when the build's result is) instead of in memory, and
-        read back a slice at a time, so that the build's memory grows far less with the corpus
-        (``diversify build --stream`` puts them beside the output). Needs ~600 bytes of disk a
-        document; the same clusters and bytes as without it.
+        are kept there (unnamed files, gone with the build's result) instead of in memory, and
+        read back a block at a time, so that the build's memory grows far less with the corpus
+        (``diversify build --stream`` puts them beside the output). Needs ~650 bytes of disk a
+        document; the same clusters and bytes as without it (docs/building.md).
     engine : {"local", "dask"}
         ``"dask"`` runs the same stages on a Dask cluster (``client``, default the current one or
         a temporary local cluster) and gives the same clusters; ``texts`` may then also be a path

@@ -510,15 +510,13 @@ def minhash_band_keys(minhash: np.ndarray, docs: np.ndarray, config: BuildConfig
     return np.ascontiguousarray(minhash_band_rows(minhash, docs, config).T)
 
 
-def minhash_band_rows(minhash: np.ndarray, docs: np.ndarray, config: BuildConfig, *, first_band: int = 0,
-                      bands: Optional[int] = None) -> np.ndarray:
-    """The band keys of ``docs`` band-major, uint64 (bands, m): row j holds band ``first_band + j``
-    (every band from ``first_band`` unless ``bands`` is given)."""
+def minhash_band_rows(minhash: np.ndarray, docs: np.ndarray, config: BuildConfig) -> np.ndarray:
+    """The band keys of ``docs`` band-major, uint64 (bands, m): row b holds band b's keys."""
     from .._kernels import linking as kl
 
     p = minhash_params(config)
-    keys = np.empty((p.bands - first_band if bands is None else bands, docs.size), dtype=np.uint64)
-    kl.fill_minhash_band_keys(minhash, docs, p.rows, lsh_seed(config.seed), first_band, keys)
+    keys = np.empty((p.bands, docs.size), dtype=np.uint64)
+    kl.fill_minhash_band_keys(minhash, docs, p.rows, lsh_seed(config.seed), keys)
     return keys
 
 

@@ -76,7 +76,7 @@ class Sketches:
     # (see known_jaccard): (pairs int64 (m, 2), a < b; values float64 (m,)) per batch
     checked_pairs: list = field(default_factory=list)
     # where the signatures and the band keys are kept on disk (build(spill_dir=...)): ``minhash`` is
-    # then read through a file mapping (see diversify._spill)
+    # then a mapping of its file, which the stages read back in blocks (see diversify._spill)
     spill: Optional[Spill] = None
 
     @property

@@ -60,7 +60,7 @@ def _band_keys(skp: dict, lo: int, hi: int, rows: int, bands: int, seed_h: int) 
     local = (np.flatnonzero(~skp["empty"][lo:hi]) + lo).astype(np.int64)
     keys = np.empty((bands, local.size), dtype=np.uint64)
     if local.size:
-        fill_minhash_band_keys(skp["minhash"], local, rows, np.uint64(seed_h), 0, keys)
+        fill_minhash_band_keys(skp["minhash"], local, rows, np.uint64(seed_h), keys)
     return local, np.ascontiguousarray(keys.T)
 
 
