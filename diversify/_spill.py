@@ -159,7 +159,7 @@ class Spill:
         path = os.fspath(directory)
         if not os.path.isdir(path):
             raise ConfigError(f"`{param}` must be an existing directory for the build's temporary files; got {path!r}. "
-                              "Create it, or pick another directory on a disk with room for ~650 bytes a document.")
+                              "Create it, or pick another directory on a disk with room for ~670 bytes a document.")
         self.directory = path
         self.param = param
         self._writer: Optional[ThreadPoolExecutor] = None
@@ -188,7 +188,7 @@ class Spill:
             f.append(data)
         except OSError as exc:
             raise DiversifyError(f"the build's temporary files in {self.directory!r} (`{self.param}`) could not be "
-                                 f"written ({exc.strerror or exc}); they need ~650 bytes a document. Free space there, "
+                                 f"written ({exc.strerror or exc}); they need ~670 bytes a document. Free space there, "
                                  "or point them at another disk.") from exc
 
     def written(self) -> None:

@@ -47,7 +47,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", default=None, help="Dask scheduler address for --engine dask (default: a local cluster)")
     p.add_argument("--spill-dir", default=None, metavar="DIR",
                    help="with --stream: where the signatures and band keys are kept while the build runs (unnamed "
-                        "temporary files, ~600 bytes a document; default: the output's directory)")
+                        "temporary files, ~670 bytes a document; default: the output's directory)")
     add_config_args(p)
     p.set_defaults(func=cmd_build)
 

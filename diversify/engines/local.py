@@ -84,7 +84,7 @@ def build(
         A directory for the build's temporary files: the MinHash signatures and the LSH band keys
         are kept there (unnamed files, gone with the build's result) instead of in memory, and
         read back a block at a time, so that the build's memory grows far less with the corpus
-        (``diversify build --stream`` puts them beside the output). Needs ~650 bytes of disk a
+        (``diversify build --stream`` puts them beside the output). Needs ~670 bytes of disk a
         document; the same clusters and bytes as without it (docs/building.md).
     engine : {"local", "dask"}
         ``"dask"`` runs the same stages on a Dask cluster (``client``, default the current one or
