@@ -187,9 +187,9 @@ class Spill:
         try:
             f.append(data)
         except OSError as exc:
-            raise DiversifyError(f"the build's temporary files in {self.directory!r} (`{self.param}`) could not be "
-                                 f"written ({exc.strerror or exc}); they need ~670 bytes a document. Free space there, "
-                                 "or point them at another disk.") from exc
+            raise DiversifyError(f"the build's temporary files in {self.directory!r} could not be written "
+                                 f"({exc.strerror or exc}); they need ~670 bytes a document. Free space there, or point "
+                                 f"them at another disk (`{self.param}`).") from exc
 
     def written(self) -> None:
         """Wait for every write (and raise the first that failed); the writing thread ends."""
@@ -206,8 +206,9 @@ class Spill:
         try:
             f.finish()
         except OSError as exc:
-            raise DiversifyError(f"the build's temporary files in {self.directory!r} (`{self.param}`) could not be "
-                                 f"written ({exc.strerror or exc}). Free space there, or point them at another disk.") from exc
+            raise DiversifyError(f"the build's temporary files in {self.directory!r} could not be written "
+                                 f"({exc.strerror or exc}). Free space there, or point them at another disk "
+                                 f"(`{self.param}`).") from exc
 
     def mapped(self, f: SpillFile, dtype, shape: tuple) -> np.ndarray:
         """The bytes written to ``f`` as an array of ``shape``, through a private mapping of the file;

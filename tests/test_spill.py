@@ -168,7 +168,8 @@ def test_a_full_disk_is_a_clear_error_and_leaves_nothing(tmp_path, corpus, monke
         real(self, data)
 
     monkeypatch.setattr(_spill.SpillFile, "append", full)
-    with pytest.raises(DiversifyError, match=r"temporary files in .* could not be written \(No space left on device\)"):
+    with pytest.raises(DiversifyError, match=r"temporary files in .* could not be written \(No space left on device\)"
+                                             r".*another disk \(`spill_dir`\)"):
         diversify.build(iter(corpus.texts), ids=corpus.ids, spill_dir=tmp_path, chunk_size=200)
     assert os.listdir(tmp_path) == []
 
@@ -227,10 +228,13 @@ def test_build_stream_spills_beside_the_output_and_writes_the_library_bytes(tmp_
 
 
 @pytest.mark.parametrize("extra, says", [([], "`--spill-dir` applies to `build --stream`"),
-                                         (["--stream", "--engine", "dask"], "applies to the local engine")],
-                         ids=["without-stream", "dask"])
+                                         (["--stream", "--engine", "dask"], "applies to the local engine"),
+                                         (["--stream", "MISSING"], "`--spill-dir` must be an existing directory")],
+                         ids=["without-stream", "dask", "missing"])
 def test_spill_dir_where_it_does_not_apply_is_refused(tmp_path, jsonl, capsys, extra, says):
-    assert main(["build", str(jsonl), "-o", str(tmp_path / "x.dvf"), "--no-progress", "--spill-dir", str(tmp_path),
+    where = str(tmp_path / "missing") if "MISSING" in extra else str(tmp_path)
+    extra = [e for e in extra if e != "MISSING"]
+    assert main(["build", str(jsonl), "-o", str(tmp_path / "x.dvf"), "--no-progress", "--spill-dir", where,
                  *extra]) == 2
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err

@@ -66,6 +66,9 @@ def _spill_dir(a, texts) -> Optional[str]:
     if a.spill_dir is not None and not a.stream:
         raise DiversifyError(f"`--spill-dir` applies to `build --stream`; got --spill-dir {a.spill_dir!r} without --stream. "
                              "Add --stream, or drop --spill-dir.")
+    if a.spill_dir is not None and not os.path.isdir(a.spill_dir):
+        raise DiversifyError(f"`--spill-dir` must be an existing directory for the build's temporary files; got "
+                             f"{a.spill_dir!r}. Create it, or pick another directory (~670 bytes of disk a document).")
     if not a.stream or texts is None:
         return None
     return a.spill_dir if a.spill_dir is not None else os.path.dirname(os.path.abspath(a.output))
