@@ -24,6 +24,7 @@ import mmap
 import os
 import tempfile
 import weakref
+import zlib
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Optional
@@ -39,7 +40,7 @@ try:
 except ImportError:  # Windows: no O_DIRECT either
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["Spill", "SpillFile", "drop_pages", "gather_rows", "mapped_slices", "row_blocks"]
+__all__ = ["Spill", "SpillFile", "drop_pages", "gather_rows", "known_crc", "mapped_slices", "row_blocks"]
 
 #: bytes a direct spill file gathers before each write (sixteen band files are written at once)
 _STAGE = 1 << 20
@@ -66,6 +67,7 @@ class SpillFile:
         self.f = f
         self.fd = f.fileno()
         self.size = 0  # bytes appended
+        self.crc = 0  # CRC-32 of the bytes appended
         self.direct = _set_direct(self.fd, True)
         self._stage: Optional[np.ndarray] = None
         self._fill = 0  # bytes waiting in the stage
@@ -75,6 +77,7 @@ class SpillFile:
         """Append the bytes of the C-contiguous array ``data``."""
         src = data.reshape(-1).view(np.uint8)
         self.size += src.size
+        self.crc = zlib.crc32(src.data, self.crc)  # here, beside sketching: the artifact's checksum needs no read
         if not self.direct:
             _write_all(self.fd, src.data)
             self._on_disk += src.size
@@ -286,6 +289,16 @@ def row_blocks(arr: np.ndarray, rows: int) -> Iterator[tuple[int, np.ndarray]]:
         k = min(rows, n - lo)
         f.read_into(raw, lo * row_bytes, k * row_bytes)
         yield lo, raw[: k * row_bytes].view(arr.dtype).reshape((k,) + arr.shape[1:])
+
+
+def known_crc(arr: np.ndarray) -> Optional[int]:
+    """The CRC-32 of ``arr``'s bytes when ``arr`` is all of a file a spill mapped (taken as the file
+    was written: :meth:`SpillFile.append`), else None."""
+    mm = _mapping_of(arr)
+    f: Optional[SpillFile] = _FILES.get(mm) if mm is not None else None
+    if f is None or mm is None or not _whole_mapping(arr, mm):
+        return None
+    return f.crc
 
 
 def mapped_slices(arr: np.ndarray, size: Optional[int] = None) -> Iterator[memoryview]:

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import zlib
 
 import numpy as np
 import pytest
@@ -74,6 +75,9 @@ def test_spilled_rows_read_back_as_written(tmp_path, monkeypatch, parts, width, 
         whole = np.concatenate(arrays)
         mapped = sp.mapped(f, np.uint32, whole.shape)
         np.testing.assert_array_equal(mapped, whole)
+        if whole.size:
+            assert _spill.known_crc(mapped) == zlib.crc32(whole.tobytes())
+            assert _spill.known_crc(mapped[1:]) is None  # not the whole file: read to be checksummed
         got = [(lo, b.copy()) for lo, b in row_blocks(mapped, block)]
         assert [lo for lo, _ in got] == sorted(lo for lo, _ in got)
         np.testing.assert_array_equal(np.concatenate([b for _, b in got]) if got else whole[:0], whole)
@@ -85,6 +89,12 @@ def test_spilled_rows_read_back_as_written(tmp_path, monkeypatch, parts, width, 
         for a in arrays:
             sp.append(g, a.reshape(-1))
         np.testing.assert_array_equal(sp.read(g, np.uint32), whole.reshape(-1))
+
+
+def test_a_spilled_build_shows_its_linking_progress(tmp_path, corpus, capsys):
+    diversify.build(iter(corpus.texts), ids=corpus.ids, spill_dir=tmp_path, progress=True)
+    err = capsys.readouterr().err
+    assert "sketching" in err and "linking:" in err and "/16 " in err and "band" in err
 
 
 def test_dropping_pages_of_ordinary_memory_does_nothing(tmp_path):

@@ -37,8 +37,11 @@ _READ_CHUNK = 1 << 30
 def crc32_of(arr: np.ndarray) -> int:
     """CRC-32 of a C-contiguous array's bytes (0 when empty), without a copy; an array read through
     a file mapping a slice at a time, its pages given back (:func:`diversify._spill.mapped_slices`)."""
-    from .._spill import mapped_slices
+    from .._spill import known_crc, mapped_slices
 
+    crc = known_crc(arr)  # a spilled array's, taken as its file was written
+    if crc is not None:
+        return crc
     crc = 0
     if arr.nbytes:
         for piece in mapped_slices(arr):

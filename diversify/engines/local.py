@@ -140,7 +140,7 @@ def build(
         parent = np.arange(sk.n, dtype=np.int64)
         flags = np.zeros(sk.n, dtype=np.uint8)
         ids_ahead = _id_columns_beside(sk.ids)
-        stats = link(sk, linking_config(cfg), parent, flags, timings=timings)
+        stats = link(sk, linking_config(cfg), parent, flags, timings=timings, progress=progress)
         return finish(sk, cfg, parent, flags, stats, timings, aliases=np.zeros((0, 2), np.int64),
                       raw_cluster=None, metadata=metadata, created_at=created_at, ids_ahead=ids_ahead)
 
@@ -322,7 +322,7 @@ def add(
         parent = np.arange(sk.n, dtype=np.int64)
         union_pairs(parent, np.stack([np.arange(n_old, dtype=np.int64), raw_old], axis=1))
         flags = np.concatenate([np.asarray(cmap.doc_stages, np.uint8), np.zeros(new.n, np.uint8)])
-        stats = link(sk, linking_config(cfg), parent, flags, new_start=n_old, timings=timings)
+        stats = link(sk, linking_config(cfg), parent, flags, new_start=n_old, timings=timings, progress=progress)
         res = finish(sk, cfg, parent, flags, stats, timings, aliases=old_aliases, raw_cluster=raw_old,
                      metadata=cmap.metadata, created_at=created_at,
                      old_reps=np.asarray(cmap.is_representative, dtype=bool))

@@ -13,6 +13,7 @@ borderline pairs).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -385,8 +386,9 @@ def _first_of_exact(exact: np.ndarray, eligible: np.ndarray) -> np.ndarray:
 
 
 def link(sk: Sketches, config: BuildConfig, parent: np.ndarray, flags: np.ndarray, *, new_start: int = 0,
-         timings: dict) -> LinkStats:
-    """Run every enabled stage, cheap first, updating the union-find forest ``parent``."""
+         timings: dict, progress: bool = False) -> LinkStats:
+    """Run every enabled stage, cheap first, updating the union-find forest ``parent``; ``progress``:
+    a bar on stderr while the MinHash stage scans its bands."""
     stats = LinkStats()
     has_text = sk.minhash is not None or config.exact or sk.text_simhash is not None
     text_ok = ~sk.empty
@@ -399,7 +401,7 @@ def link(sk: Sketches, config: BuildConfig, parent: np.ndarray, flags: np.ndarra
         lsh_mask = _first_of_exact(sk.exact, text_ok) if config.exact else text_ok
         lsh_docs = np.flatnonzero(lsh_mask).astype(np.int64)
         if config.minhash is not None and sk.minhash is not None and lsh_docs.size:
-            stages.append(("lsh_minhash", _minhash_stage, lsh_docs))
+            stages.append(("lsh_minhash", functools.partial(_minhash_stage, progress=progress), lsh_docs))
         if config.text_simhash is not None and sk.text_simhash is not None and lsh_docs.size:
             stages.append(("lsh_text_simhash", _text_simhash_stage, lsh_docs))
     if config.simhash is not None and sk.simhash is not None:
@@ -423,7 +425,7 @@ def _exact_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, parent: np
 
 
 def _minhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, parent: np.ndarray, flags: np.ndarray,
-                   new_start: int, stats: LinkStats) -> None:
+                   new_start: int, stats: LinkStats, *, progress: bool = False) -> None:
     from .._kernels import linking as kl
 
     assert sk.minhash is not None
@@ -445,7 +447,7 @@ def _minhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, parent: 
         n_exact += decide_deferred(pairs, sk, config, parent, flags, forest.counters)
 
     if sk.spill is None:
-        scan_buckets(band_by_band(sk.minhash, docs, config, new_start), verifier, forest, on_borderline=on_borderline)
+        parts = band_by_band(sk.minhash, docs, config, new_start)
     else:  # signatures on disk: only those of the documents the scan compares are read back, once
         from .._spill import gather_rows
 
@@ -453,10 +455,26 @@ def _minhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, parent: 
         sig_rows = np.full(sk.n, -1, dtype=np.int64)
         sig_rows[compared] = np.arange(compared.size, dtype=np.int64)
         verifier = verifier._replace(minhash=gather_rows(sk.minhash, compared), sig_rows=sig_rows)
-        scan_buckets(parts, verifier, forest, on_borderline=on_borderline)
+    scan_buckets(_counted(parts, p.bands, "linking", progress), verifier, forest, on_borderline=on_borderline)
     _record(stats, "minhash", forest.counters)
     stats.exact_checks["minhash"] = n_exact
     stats.lsh["minhash"] = p.as_dict()
+
+
+def _counted(parts: Iterator[Buckets], total: int, desc: str, progress: bool) -> Iterator[Buckets]:
+    """``parts``, with a progress bar of ``total`` bands on stderr when ``progress``: a large
+    build's linking takes seconds (at 1M documents 2-5 s) after the sketching bar has gone."""
+    from ..sketches.batch import progress_bar
+
+    bar = progress_bar(total, desc, progress, unit="band")
+    try:
+        for part in parts:
+            yield part
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def _text_simhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, parent: np.ndarray, flags: np.ndarray,

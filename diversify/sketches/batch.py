@@ -224,14 +224,14 @@ def chunks(iterable: Iterable, size: int) -> Iterator[list]:
         yield block
 
 
-def progress_bar(total: Optional[int], desc: str, enabled: bool):
+def progress_bar(total: Optional[int], desc: str, enabled: bool, unit: str = "doc"):
     if not enabled:
         return None
     try:
         from tqdm.auto import tqdm
     except ImportError:  # pragma: no cover - tqdm is a dependency
         return None
-    return tqdm(total=total, desc=desc, unit="doc", unit_scale=True, file=sys.stderr, leave=False)
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit == "doc", file=sys.stderr, leave=False)
 
 
 def unique_shingles(shingles: Shingles) -> tuple[np.ndarray, np.ndarray]:
