@@ -40,7 +40,7 @@ try:
 except ImportError:  # Windows: no O_DIRECT either
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["Spill", "SpillFile", "drop_pages", "gather_rows", "known_crc", "mapped_slices", "row_blocks"]
+__all__ = ["Spill", "SpillFile", "drop_pages", "gather_rows", "held_rows", "known_crc", "mapped_slices", "row_blocks"]
 
 #: bytes a direct spill file gathers before each write (sixteen band files are written at once)
 _STAGE = 1 << 20
@@ -334,3 +334,12 @@ def gather_rows(arr: np.ndarray, rows: np.ndarray) -> np.ndarray:
         if at == rows.size:
             break
     return out
+
+
+def held_rows(arr: np.ndarray, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the rows of ``arr`` for the sorted documents ``docs``, gathered in memory; the row of each
+    document among them, int64 (len(arr),), -1 for the others): what a stage that compares only
+    ``docs`` holds of a spilled array (the kernels' ``sig_rows``)."""
+    where = np.full(arr.shape[0], -1, dtype=np.int64)
+    where[docs] = np.arange(docs.size, dtype=np.int64)
+    return gather_rows(arr, docs), where

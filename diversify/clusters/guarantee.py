@@ -31,7 +31,7 @@ from typing import Optional
 
 import numpy as np
 
-from .._spill import gather_rows
+from .._spill import held_rows
 from ..config import BuildConfig
 from ..linking.link import agreement_band, agreement_bounds
 from ..sketches.batch import Sketches
@@ -355,10 +355,8 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
         known_vals=np.zeros(0, np.float64))
     if use_minhash and sk.spill is not None and sk.minhash is not None:
         # signatures on disk (diversify._spill): the members' are read back, once
-        compared = np.sort(members)
-        sig_rows = np.full(n, -1, dtype=np.int64)
-        sig_rows[compared] = np.arange(compared.size, dtype=np.int64)
-        rule = rule._replace(minhash=gather_rows(sk.minhash, compared), sig_rows=sig_rows)
+        held, sig_rows = held_rows(sk.minhash, np.sort(members))
+        rule = rule._replace(minhash=held, sig_rows=sig_rows)
     fold_bit = np.zeros(n, dtype=np.uint8)
     state = FoldState(labels, reps, flags, fold_bit, sim.similarity, np.zeros(6, dtype=np.int64))
     width = int(np.diff(bounds).max()) if bounds.size > 1 else 0

@@ -145,15 +145,14 @@ def make_forest(parent: np.ndarray, flags: np.ndarray, stage_bit: int) -> Forest
 
 def make_verifier(kind: int, cfg: BuildConfig, *, auto: bool, minhash: Optional[np.ndarray] = None,
                   shingles: Optional[ShingleRows] = None, simhash: Optional[np.ndarray] = None,
-                  vectors: Optional[np.ndarray] = None, max_hamming: Optional[int] = None,
-                  sig_rows: Optional[np.ndarray] = None) -> Verifier:
+                  vectors: Optional[np.ndarray] = None, max_hamming: Optional[int] = None) -> Verifier:
     """How a stage verifies its candidate pairs (``kind`` = ``KIND_*`` of :mod:`._kernels.linking`).
 
     Thresholds come from ``cfg``; ``auto`` says whether borderline MinHash pairs can be checked
     exactly (the texts are at hand), which widens the agreement band of ``verify="auto"``.
-    ``max_hamming`` overrides the radius derived from the SimHash threshold. ``sig_rows``: each
-    document's row in ``minhash`` when it holds only some documents' signatures. Arrays a kind does
-    not read may be omitted.
+    ``max_hamming`` overrides the radius derived from the SimHash threshold. Arrays a kind does not
+    read may be omitted. Every document's signature is its own row of ``minhash`` (a spilled build
+    replaces ``minhash`` and ``sig_rows`` with the rows it holds: :func:`diversify._spill.held_rows`).
     """
     from .._kernels.linking import ShingleRows, Verifier
 
@@ -173,7 +172,7 @@ def make_verifier(kind: int, cfg: BuildConfig, *, auto: bool, minhash: Optional[
     return Verifier(
         kind=int(kind),
         minhash=minhash if minhash is not None else np.zeros((1, 1), np.uint32),
-        sig_rows=sig_rows if sig_rows is not None else np.zeros(0, np.int64),
+        sig_rows=np.zeros(0, np.int64),
         agree_lo=int(agree_lo),
         agree_hi=int(agree_hi),
         shingles=shingles,
@@ -449,12 +448,11 @@ def _minhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, parent: 
     if sk.spill is None:
         parts = band_by_band(sk.minhash, docs, config, new_start)
     else:  # signatures on disk: only those of the documents the scan compares are read back, once
-        from .._spill import gather_rows
+        from .._spill import held_rows
 
         parts, compared = spilled_bands(sk.minhash, docs, config, new_start, sk.spill)
-        sig_rows = np.full(sk.n, -1, dtype=np.int64)
-        sig_rows[compared] = np.arange(compared.size, dtype=np.int64)
-        verifier = verifier._replace(minhash=gather_rows(sk.minhash, compared), sig_rows=sig_rows)
+        held, sig_rows = held_rows(sk.minhash, compared)
+        verifier = verifier._replace(minhash=held, sig_rows=sig_rows)
     scan_buckets(_counted(parts, p.bands, "linking", progress), verifier, forest, on_borderline=on_borderline)
     _record(stats, "minhash", forest.counters)
     stats.exact_checks["minhash"] = n_exact
