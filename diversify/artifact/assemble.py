@@ -22,7 +22,7 @@ from diversify.artifact.lookup import bucket_directory, lookup_header, slot_keys
 from diversify.artifact.schema import EXTRA_NAME_RE, EXTRA_PREFIX, FORMAT_NAME
 from diversify.artifact.state import alias_violation, label_violation
 from diversify.errors import InputError, InputTypeError
-from diversify.ids import ID_KEY_SCHEME, check_distinct_keys, check_ids, utf8_id_keys
+from diversify.ids import ID_KEY_SCHEME, PackedIds, check_distinct_keys, check_ids, utf8_id_keys
 
 __all__ = ["assemble", "created_at_now", "check_created_at", "IdColumns", "id_columns"]
 
@@ -181,6 +181,9 @@ class IdColumns(NamedTuple):
 
 def id_columns(ids: Any) -> IdColumns:
     """Check ``ids`` (:func:`diversify.ids.check_ids`) and encode them as an artifact stores them."""
+    if isinstance(ids, PackedIds):  # checked as they were gathered (PackedIds.check_unique)
+        ids.check_unique()
+        return IdColumns(ids.kind or "str", ids.keys(), ids.arrays(), ids.__getitem__, None)
     kind = check_ids(ids)
     if isinstance(ids, np.ndarray) and ids.dtype.kind in "iu":
         items: list = []

@@ -26,7 +26,7 @@ from ..clusters import (
 from ..config import BuildConfig, fingerprint
 from ..errors import ConfigError, IncompatibleArtifactError, InputError
 from ..files import file_identity
-from ..ids import check_ids, normalize_ids
+from ..ids import PackedIds, check_ids, normalize_ids
 from ..linking.link import link
 from ..sketches.batch import Sketches, sketch_texts, sketch_vectors
 from ..stages import FLAG_CHAR_SHINGLES, FLAG_EMPTY_TEXT, FLAG_HAS_VECTOR
@@ -151,7 +151,7 @@ def _pages(vectors) -> contextlib.AbstractContextManager:
     return small_pages() if vectors is None else contextlib.nullcontext()
 
 
-def _id_columns_beside(ids: list) -> Future:
+def _id_columns_beside(ids: list | PackedIds) -> Future:
     """The artifact's id columns (:func:`diversify.artifact.assemble.id_columns`: each id encoded,
     its lookup key hashed; Python work, ~0.6-0.9 s at 1M documents) computed in a thread while the
     linking and the fold check run in kernels that release the GIL. Errors surface where the
@@ -231,8 +231,11 @@ def sketch_inputs(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool
         sk = Sketches(ids=id_list, lengths=np.zeros(n, np.uint32), exact=np.zeros(n, np.uint64), empty=np.ones(n, bool),
                       has_text=False)
     t1 = time.perf_counter()
-    check_ids(sk.ids)
-    sk.ids = normalize_ids(sk.ids)
+    if isinstance(sk.ids, PackedIds):  # every rule but uniqueness was applied block by block
+        sk.ids.check_unique()
+    else:
+        check_ids(sk.ids)
+        sk.ids = normalize_ids(sk.ids)
     timings["ids"] = time.perf_counter() - t1
     if vectors is not None:
         if cfg.simhash is None:
@@ -312,7 +315,7 @@ def add(
                 f"`ids` must be of the artifact's id kind ({kind_old}); got {type(new.ids[0]).__name__} ids. "
                 "Convert the new ids to the same kind."
             )
-        all_ids = old_ids + new.ids
+        all_ids = old_ids + list(new.ids)  # a list: `add` does not spill
         check_ids(all_ids)
         sk = _extend(cmap, cfg, new, all_ids, old_flags, sources)
         # stored ids of old documents become their resolved ids (lookups are unchanged); the alias

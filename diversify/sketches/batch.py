@@ -24,6 +24,7 @@ from .._memory import allocator_tuned
 from .._spill import Spill
 from ..config import BuildConfig
 from ..errors import ConfigError, InputError
+from ..ids import PackedIds
 from ..text import (
     Shingles,
     encode_batch,
@@ -43,7 +44,7 @@ __all__ = ["Sketches", "sketch_texts", "sketch_vectors", "unique_shingles", "chu
 class Sketches:
     """Per-document state the linking stages need (and that `add` keeps in the artifact)."""
 
-    ids: list
+    ids: list | PackedIds  # packed in a streamed build (build(spill_dir=...))
     lengths: np.ndarray  # uint32 (n,)
     exact: np.ndarray  # uint64 (n,)
     empty: np.ndarray  # bool (n,) no words (or no text)
@@ -380,7 +381,7 @@ class _Gathered:
         self.seconds_sketch += chunk.seconds_sketch
         self.seconds_signatures += chunk.seconds_signatures
 
-    def sketches(self, ids: list, texts: Iterable, id_offset: int) -> Sketches:
+    def sketches(self, ids: list | PackedIds, texts: Iterable, id_offset: int) -> Sketches:
         config = self.config
         sk = Sketches(
             ids=ids,
@@ -465,7 +466,8 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
     keep = config.minhash is not None and config.minhash.verify == "auto" and isinstance(texts, Sequence) \
         and not isinstance(texts, (str, bytes))
     encoded = EncodedTexts() if keep else None
-    all_ids: list = []
+    # a streamed build holds its ids packed (about 20 bytes an id, not 70), checked block by block
+    all_ids: list | PackedIds = [] if spill is None else PackedIds()
     bar = progress_bar(n_hint, "sketching", progress)
     if n_hint is not None and n_hint <= chunk_size and isinstance(texts, Sequence):
         # one chunk: nothing to overlap, so no worker thread (a thread per call is most of the cost
@@ -499,7 +501,7 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
 
 
 def _sketch_pipelined(texts: Iterable, id_iter, config: BuildConfig, chunk_size: int, id_offset: int,
-                      gathered: _Gathered, all_ids: list, bar, timings: dict,
+                      gathered: _Gathered, all_ids: list | PackedIds, bar, timings: dict,
                       encoded: Optional[EncodedTexts], sets32: bool = False) -> None:
     """The one-deep pipeline of :func:`sketch_texts` (module docstring there)."""
     done = 0
