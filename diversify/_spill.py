@@ -46,6 +46,9 @@ __all__ = ["Spill", "SpillFile", "drop_pages", "gather_rows", "held_rows", "know
 _STAGE = 1 << 20
 #: writes that may wait for the writing thread (chunks of signatures: ~8 MB each)
 _PENDING = 4
+#: signatures the linking of a spilled build holds at once (``diversify.linking.link._held_groups``):
+#: 131,072 documents at 128 permutations; more only when one bucket's documents need more
+HELD_BYTES = 64 << 20
 #: rows of a spilled array read at a time by :func:`gather_rows` (signatures: 32 MB)
 GATHER_ROWS = 65536
 #: bytes of a spilled array a writer or a checksum takes at a time (:func:`mapped_slices`)
@@ -313,17 +316,20 @@ def mapped_slices(arr: np.ndarray, size: Optional[int] = None) -> Iterator[memor
         yield block.reshape(-1).view(np.uint8).data
 
 
-def gather_rows(arr: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """``arr[rows]`` for sorted ``rows``, in memory: for an array a spill mapped, in one pass over
-    its file a block of :data:`GATHER_ROWS` rows at a time (:func:`row_blocks`).
+def gather_rows(arr: np.ndarray, rows: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+    """``arr[rows]`` for sorted ``rows``, in memory (into ``out`` when given): for an array a spill
+    mapped, in one pass over its file a block of :data:`GATHER_ROWS` rows at a time (:func:`row_blocks`).
 
     Why not ``arr[rows]`` through the mapping: a read at random makes resident the pages around it
     too (a whole page-cache folio; on this project's VM 3,000 rows read at random out of 256 MB
     made 176 MB resident), and every page is a fault.
     """
-    out = np.empty((rows.size,) + arr.shape[1:], dtype=arr.dtype)
+    if out is None:
+        out = np.empty((rows.size,) + arr.shape[1:], dtype=arr.dtype)
     if _mapping_of(arr) is None:
         np.take(arr, rows, axis=0, out=out)
+        return out
+    if rows.size == 0:
         return out
     at = 0
     for lo, block in row_blocks(arr, GATHER_ROWS):

@@ -47,6 +47,9 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(_spill, "GATHER_ROWS", 4096)
     monkeypatch.setattr(_spill, "SLICE_BYTES", 8192)
     monkeypatch.setattr(_spill, "_STAGE", 8192)
+    # the linking holds the signatures of ~40 documents at a time: many groups of bands, bands cut
+    # between buckets
+    monkeypatch.setattr(_spill, "HELD_BYTES", 40 * 128 * 4)
 
 
 def _no_direct(monkeypatch):

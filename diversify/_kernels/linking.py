@@ -43,6 +43,7 @@ __all__ = [
     "fill_simhash_band_keys",
     "link_scan",
     "link_sorted",
+    "mark_apart",
     "link_pairs_exact",
     "link_pairs_accept",
 ]
@@ -320,6 +321,53 @@ def link_scan(buckets, verifier, forest, borderline, resumable):
         i = j
     position[0] = M
     return True
+
+
+@kernel
+def mark_apart(buckets, lo, hi, parent, mark, gain):
+    """Mark the documents a :func:`link_scan` of the buckets between key positions ``lo`` and
+    ``hi`` (bucket bounds) would compare now: both ends of every pair it examines (the same window and
+    ``new_start`` rule) whose documents lie in different components of ``parent``. The scan can
+    compare no others, while the forest only joins: what a spilled build reads back of its
+    signatures before scanning (:func:`diversify.linking.link.spilled_bands`).
+
+    mark : bool (n,)      in/out; documents already marked are not counted again
+    gain : int64 (M,)     out: at each bucket's first position, the documents it newly marked
+    Returns the number of documents newly marked.
+    """
+    perm = buckets.perm
+    keys = buckets.keys
+    docs = buckets.docs
+    stride = buckets.stride
+    window = buckets.window
+    new_start = buckets.new_start
+    k = 0
+    i = lo
+    while i < hi:
+        j = i + 1
+        while j < hi and keys[j] == keys[i]:
+            j += 1
+        m = j - i
+        before = k
+        if m >= 2:
+            for x in range(i, j):
+                ub = j if m <= window else min(j, x + window)
+                a = docs[perm[x] // stride]
+                for y in range(x + 1, ub):
+                    b = docs[perm[y] // stride]
+                    if a == b or (a < new_start and b < new_start):
+                        continue
+                    if find(parent, a) == find(parent, b):
+                        continue
+                    if not mark[a]:
+                        mark[a] = True
+                        k += 1
+                    if not mark[b]:
+                        mark[b] = True
+                        k += 1
+        gain[i] = k - before
+        i = j
+    return k
 
 
 @kernel

@@ -17,7 +17,7 @@ import functools
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING, NamedTuple, Optional, Union
 
 import numpy as np
 
@@ -225,13 +225,23 @@ def sorted_buckets(keymat: np.ndarray, docs: np.ndarray, *, window: int, new_sta
     return Buckets(perm, ordered, docs, int(stride), int(window), int(new_start))
 
 
-def scan_buckets(buckets: Union[Buckets, Iterable[Buckets]], verifier: Verifier, forest: Forest, *,
+class Part(NamedTuple):
+    """Buckets scanned with a verifier of their own (a spilled build's: the signatures it holds
+    for them); ``band_done``: the last part of a band (the progress bar counts bands)."""
+
+    buckets: Buckets
+    verifier: Verifier
+    band_done: bool
+
+
+def scan_buckets(buckets: Union[Buckets, Iterable[Union[Buckets, Part]]], verifier: Verifier, forest: Forest, *,
                  on_borderline: Optional[Callable[[np.ndarray], None]] = None,
                  capacity: int = _DEFER_CAPACITY) -> None:
     """Verify and join the candidate pairs of every bucket, handing borderline pairs out.
 
     ``buckets`` may be one :class:`Buckets` or several scanned one after the other (e.g. one per
-    band, made as they are needed: only one is held at a time). Borderline pairs are buffered
+    band, made as they are needed: only one is held at a time); a :class:`Part` brings the
+    verifier its buckets are scanned with. Borderline pairs are buffered
     across them; when the buffer (``capacity`` pairs) fills, the scan pauses, ``on_borderline``
     gets a copy of the buffered pairs (int64 (m, 2)), and the scan resumes where it stopped:
     memory stays bounded and every borderline pair reaches ``on_borderline`` whatever the buffer
@@ -250,8 +260,9 @@ def scan_buckets(buckets: Union[Buckets, Iterable[Buckets]], verifier: Verifier,
             borderline.n_pairs[0] = 0
 
     for part in ([buckets] if isinstance(buckets, Buckets) else buckets):
+        bk, v = (part.buckets, part.verifier) if isinstance(part, Part) else (part, verifier)
         borderline.position[:] = (0, -1, -1)
-        while not link_scan(part, verifier, forest, borderline, on_borderline is not None):
+        while not link_scan(bk, v, forest, borderline, on_borderline is not None):
             hand_out()  # the buffer is full: the scan paused and resumes where it stopped
     hand_out()
 
@@ -447,19 +458,15 @@ def _minhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, parent: 
 
     if sk.spill is None:
         parts = band_by_band(sk.minhash, docs, config, new_start)
-    else:  # signatures on disk: only those of the documents the scan compares are read back, once
-        from .._spill import held_rows
-
-        parts, compared = spilled_bands(sk.minhash, docs, config, new_start, sk.spill)
-        held, sig_rows = held_rows(sk.minhash, compared)
-        verifier = verifier._replace(minhash=held, sig_rows=sig_rows)
+    else:  # signatures on disk: only those of the documents the scan compares are read back
+        parts = spilled_bands(sk.minhash, docs, config, new_start, sk.spill, parent, verifier)
     scan_buckets(_counted(parts, p.bands, "linking", progress), verifier, forest, on_borderline=on_borderline)
     _record(stats, "minhash", forest.counters)
     stats.exact_checks["minhash"] = n_exact
     stats.lsh["minhash"] = p.as_dict()
 
 
-def _counted(parts: Iterator[Buckets], total: int, desc: str, progress: bool) -> Iterator[Buckets]:
+def _counted(parts: Iterator, total: int, desc: str, progress: bool) -> Iterator:
     """``parts``, with a progress bar of ``total`` bands on stderr when ``progress``: a large
     build's linking takes seconds (at 1M documents 2-5 s) after the sketching bar has gone."""
     from ..sketches.batch import progress_bar
@@ -468,7 +475,7 @@ def _counted(parts: Iterator[Buckets], total: int, desc: str, progress: bool) ->
     try:
         for part in parts:
             yield part
-            if bar is not None:
+            if bar is not None and (not isinstance(part, Part) or part.band_done):
                 bar.update(1)
     finally:
         if bar is not None:
@@ -549,17 +556,24 @@ def band_by_band(minhash: np.ndarray, docs: np.ndarray, config: BuildConfig, new
         yield sorted_buckets(rows[band], docs, window=config.bucket_window, new_start=new_start)
 
 
-def spilled_bands(minhash: np.ndarray, docs: np.ndarray, config: BuildConfig, new_start: int,
-                  spill: Spill) -> tuple[Iterator[Buckets], np.ndarray]:
-    """:func:`band_by_band` for signatures kept on disk (``build(spill_dir=...)``): (the buckets,
-    band by band; the sorted documents any of them holds, whose signatures the scan compares).
+def spilled_bands(minhash: np.ndarray, docs: np.ndarray, config: BuildConfig, new_start: int, spill: Spill,
+                  parent: np.ndarray, verifier: Verifier) -> Iterator[Part]:
+    """:func:`band_by_band` for signatures kept on disk (``build(spill_dir=...)``): the buckets,
+    band by band, each part with a verifier holding the signatures its pairs need.
 
     The keys go to one file per band, made from the signatures a block of documents at a time.
     Each band is then sorted on its own, and only its buckets of two or more keys (those that can
-    make a pair) are written back, as (key, document) in scan order. Held at once: one band's keys
-    and their sort (24 bytes a document), never the signatures of every document. The scan's
-    pairs and their order are those of :func:`band_by_band`: a bucket of one key makes no pair.
+    make a pair) are written back, as (key, document) in scan order (at 1M documents 1.8M of the
+    16M keys). Held at once: one band's keys and their sort (24 bytes a document), never the
+    signatures of every document. The scan's pairs and their order are those of
+    :func:`band_by_band`: a bucket of one key makes no pair.
+
+    The signatures are then read back for the scan a group of bands at a time (:func:`_held_groups`):
+    at most :data:`diversify._spill.HELD_BYTES` of them, only those of documents a pair still
+    compares. ``parent`` is the forest the scan joins (read, to leave out documents already joined
+    to every partner); ``verifier`` the scan's, given each group's rows.
     """
+    from .._kernels.linking import Buckets
     from .._spill import row_blocks
 
     bands = minhash_params(config).bands
@@ -573,32 +587,94 @@ def spilled_bands(minhash: np.ndarray, docs: np.ndarray, config: BuildConfig, ne
                 spill.append(f, block[band])
             at = end
     shared_files = []
-    compared = np.zeros(minhash.shape[0], dtype=bool)
     for f in key_files:
         perm, ordered = sort_keys(spill.read(f, np.uint64))
         assert ordered is not None
         same = ordered[1:] == ordered[:-1]
-        shared = np.zeros(ordered.size, dtype=bool)
-        shared[1:] |= same
-        shared[:-1] |= same
-        held = docs[perm[shared]]
+        keep = np.zeros(ordered.size, dtype=bool)
+        keep[1:] |= same
+        keep[:-1] |= same
         g = spill.new_file()
-        spill.append(g, ordered[shared])
-        spill.append(g, held.view(np.uint64))
+        spill.append(g, ordered[keep])
+        spill.append(g, docs[perm[keep]].view(np.uint64))
         shared_files.append(g)
-        compared[held] = True
-        del perm, ordered, shared, same, held
+        del perm, ordered, same, keep
 
-    def scan_order() -> Iterator[Buckets]:
-        from .._kernels.linking import Buckets
+    def band(b: int) -> Buckets:
+        both = spill.read(shared_files[b], np.uint64)
+        k = both.size // 2
+        return Buckets(np.arange(k, dtype=np.int64), both[:k], both[k:].view(np.int64), 1,
+                       int(config.bucket_window), int(new_start))
 
-        for g in shared_files:
-            both = spill.read(g, np.uint64)
-            k = both.size // 2
-            yield Buckets(np.arange(k, dtype=np.int64), both[:k], both[k:].view(np.int64), 1,
-                          int(config.bucket_window), int(new_start))
+    return _held_groups(minhash, band, len(shared_files), parent, verifier)
 
-    return scan_order(), np.flatnonzero(compared)
+
+def _held_groups(minhash: np.ndarray, band: Callable[[int], Buckets], bands: int, parent: np.ndarray,
+                 verifier: Verifier) -> Iterator[Part]:
+    """The parts of :func:`spilled_bands`: bands taken in order into a group while the documents
+    their pairs compare fit :data:`diversify._spill.HELD_BYTES` of signatures (a band that alone
+    does not is cut between buckets; a bucket that alone does not is a group of its own), those
+    signatures read in one pass, the group's parts scanned, the next group formed.
+
+    Which documents a group needs is decided before it is scanned, from the forest as it stands
+    (:func:`diversify._kernels.linking.mark_apart`): the scan only ever joins, so it cannot compare
+    a pair whose documents were already one component then. The later bands mostly meet pairs
+    the earlier ones joined: at 1M generated documents every band's buckets held ~112,000
+    documents, 318,000 over all bands, and four groups of 112,000, 115,000, 129,000 and 28,000
+    held what bands 1, 2-4, 5-14 and 15-16 compared.
+    """
+    from .. import _spill
+    from .._kernels.linking import Buckets, mark_apart
+
+    n = minhash.shape[0]
+    budget = max(1, _spill.HELD_BYTES // max(1, minhash.itemsize * (minhash.shape[1] if minhash.ndim > 1 else 1)))
+    mark = np.zeros(n, dtype=bool)
+    sig_rows = np.full(n, -1, dtype=np.int64)
+    held = np.zeros((0,) + minhash.shape[1:], dtype=minhash.dtype)
+    # (band, its buckets once read, the first key not yet scanned)
+    pending: list[tuple[int, Optional[Buckets], int]] = [(b, None, 0) for b in range(bands)]
+    while pending:
+        group: list[tuple[Buckets, int, int]] = []
+        total = 0
+        while pending:
+            b, bk, lo = pending[0]
+            if bk is None:
+                bk = band(b)
+            size = bk.keys.size
+            before = mark.copy()
+            gain = np.zeros(size, dtype=np.int64)
+            k = int(mark_apart(bk, lo, size, parent, mark, gain))
+            if total + k <= budget:
+                group.append((bk, lo, size))
+                total += k
+                pending.pop(0)
+                continue
+            mark[:] = before
+            if group:  # left for the next group, decided again from the forest as it will be then
+                pending[0] = (b, bk, lo)
+                break
+            # alone it needs more than the budget: its buckets up to the budget (at least one)
+            starts = lo + np.flatnonzero(np.r_[True, bk.keys[lo + 1: size] != bk.keys[lo: size - 1]])
+            upto = np.cumsum(gain[starts])  # documents needed through each bucket
+            ends = np.r_[starts[1:], size]
+            e = int(ends[max(0, int(np.searchsorted(upto, budget, side="right")) - 1)])
+            total = int(mark_apart(bk, lo, e, parent, mark, gain))
+            group.append((bk, lo, e))
+            pending[0] = (b, bk, e)
+            break
+        rows = np.flatnonzero(mark)
+        if rows.size > held.shape[0]:  # room for this group, and a quarter more for the next ones
+            held = np.empty((max(rows.size, min(budget, rows.size * 5 // 4)),) + minhash.shape[1:],
+                            dtype=minhash.dtype)
+        _spill.gather_rows(minhash, rows, out=held[: rows.size])
+        sig_rows[rows] = np.arange(rows.size, dtype=np.int64)
+        v = verifier._replace(minhash=held, sig_rows=sig_rows)
+        for bk, lo, hi in group:
+            yield Part(Buckets(bk.perm[lo:hi], bk.keys[lo:hi], bk.docs, bk.stride, bk.window, bk.new_start), v,
+                       hi == bk.keys.size)
+        sig_rows[rows] = -1
+        mark[rows] = False
+        del group
 
 
 def text_simhash_band_keys(fingerprints: np.ndarray, docs: np.ndarray, config: BuildConfig) -> np.ndarray:
