@@ -41,15 +41,18 @@ def corpus():
 def small_blocks(monkeypatch):
     """Blocks far smaller than a corpus, so that every multi-block path runs (the band keys, the
     gathers, the artifact's writing)."""
+    from diversify.clusters import guarantee
     from diversify.linking import link
 
     monkeypatch.setattr(link, "_SPILL_BLOCK", 4096)
     monkeypatch.setattr(_spill, "GATHER_ROWS", 4096)
     monkeypatch.setattr(_spill, "SLICE_BYTES", 8192)
     monkeypatch.setattr(_spill, "_STAGE", 8192)
-    # the linking holds the signatures of ~40 documents at a time: many groups of bands, bands cut
-    # between buckets
+    # the linking and the fold check hold the signatures of ~40 documents at a time: many groups
+    # of bands, bands cut between buckets, the fold's batches (of ~16 members) in many groups
     monkeypatch.setattr(_spill, "HELD_BYTES", 40 * 128 * 4)
+    monkeypatch.setattr(_spill, "HELD_PER_DOC", 0)
+    monkeypatch.setattr(guarantee, "_PREFETCH_DOCS", 16)
 
 
 def _no_direct(monkeypatch):
@@ -149,6 +152,57 @@ def test_a_spilled_build_writes_the_bytes_of_a_build_in_memory(tmp_path, corpus,
     assert _saved(spilled, tmp_path / "s.dvf") == _saved(held, tmp_path / "h.dvf")
     assert spilled.report == held.report
     assert os.listdir(tmp_path / "spill") == [], "the temporary files are unnamed"
+
+
+def test_a_spilled_build_holds_a_bounded_group_of_signatures_at_a_time(tmp_path, corpus, small_blocks,
+                                                                       monkeypatch):
+    """The linking and the fold check hold at most the bound's rows (small_blocks: 40) in each
+    group, more only in a group of one bucket or of one component; dozens of groups give the bytes
+    of one (the default bound)."""
+    from diversify._kernels import fold
+    from diversify.linking import link
+
+    events: list[tuple[str, int]] = []  # ("hold", documents), then what the group scans or folds
+    hold, scanned, folded = _spill.HeldRows.hold, link.scan_buckets, fold.fold_groups
+
+    def watched_hold(self, docs):
+        events.append(("hold", int(docs.size)))
+        return hold(self, docs)
+
+    def watched_scan(parts, verifier, forest, **kw):
+        def tap(parts):
+            for p in parts:
+                if isinstance(p, link.Part):  # its buckets: runs of equal keys
+                    keys = p.buckets.keys
+                    events.append(("buckets", int(keys.size and 1 + np.count_nonzero(keys[1:] != keys[:-1]))))
+                yield p
+        return scanned(tap(parts) if not isinstance(parts, tuple) else parts, verifier, forest, **kw)
+
+    def watched_fold(members, bounds, *args):
+        events.append(("components", int(bounds.size - 1)))
+        return folded(members, bounds, *args)
+
+    monkeypatch.setattr(_spill.HeldRows, "hold", watched_hold)
+    monkeypatch.setattr(link, "scan_buckets", watched_scan)
+    monkeypatch.setattr(fold, "fold_groups", watched_fold)
+    small = diversify.build(iter(corpus.texts), ids=corpus.ids, spill_dir=tmp_path, chunk_size=500,
+                            created_at=CREATED)
+    groups = []  # (documents held, what the group did: "buckets"/"components", how many)
+    for kind, k in events:
+        if kind == "hold":
+            groups.append([k, "", 0])
+        elif groups:
+            groups[-1][1] = kind
+            groups[-1][2] += k
+    assert sum(g[1] == "buckets" for g in groups) >= 20 and sum(g[1] == "components" for g in groups) >= 10
+    for held, kind, units in groups:
+        assert held <= 40 or units == 1, (held, kind, units)
+    monkeypatch.setattr(_spill, "HELD_BYTES", 64 << 20)
+    events.clear()
+    whole = diversify.build(iter(corpus.texts), ids=corpus.ids, spill_dir=tmp_path, chunk_size=500,
+                            created_at=CREATED)
+    assert [k for k, _ in events].count("hold") == 2  # the linking's one group, the fold check's
+    assert _saved(small, tmp_path / "a.dvf") == _saved(whole, tmp_path / "b.dvf")
 
 
 def test_a_spilled_build_is_read_and_extended_like_any_other(tmp_path, corpus):

@@ -31,7 +31,7 @@ from typing import Optional
 
 import numpy as np
 
-from .._spill import held_rows
+from .._spill import HeldRows
 from ..config import BuildConfig
 from ..linking.link import agreement_band, agreement_bounds
 from ..sketches.batch import Sketches
@@ -353,10 +353,8 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
         text_simhash=np.ascontiguousarray(sk.text_simhash) if ts is not None else np.zeros(1, np.uint64),
         max_hamming=int(ts.max_hamming) if ts is not None else 0, known_keys=np.zeros(0, np.int64),
         known_vals=np.zeros(0, np.float64))
-    if use_minhash and sk.spill is not None and sk.minhash is not None:
-        # signatures on disk (diversify._spill): the members' are read back, once
-        held, sig_rows = held_rows(sk.minhash, np.sort(members))
-        rule = rule._replace(minhash=held, sig_rows=sig_rows)
+    # signatures on disk (diversify._spill): the members' are read back, a group of batches at a time
+    held = HeldRows(sk.minhash) if use_minhash and sk.spill is not None and sk.minhash is not None else None
     fold_bit = np.zeros(n, dtype=np.uint8)
     state = FoldState(labels, reps, flags, fold_bit, sim.similarity, np.zeros(6, dtype=np.int64))
     width = int(np.diff(bounds).max()) if bounds.size > 1 else 0
@@ -380,13 +378,20 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
             batch_docs[b_] = docs[(docs >= sk.text_offset) & sim.text_ok[docs] & ~skip[docs]]
         assert sk.texts is not None and mc is not None
         shingled = reshingled(sk, (docs.tolist() for docs in batch_docs if docs.size), cfg)
-    for (g0, g1), docs in zip(ranges, batch_docs):
+    held_to = 0  # the batches before this one have their members' signatures held
+    for at, ((g0, g1), docs) in enumerate(zip(ranges, batch_docs)):
+        if held is not None and at >= held_to:
+            held_to = _held_batches(ranges, bounds, at, held.budget)
+            lo_m, hi_m = int(bounds[g0]), int(bounds[ranges[held_to - 1][1]])
+            rule = rule._replace(minhash=held.hold(np.sort(members[lo_m:hi_m])), sig_rows=held.sig_rows)
         if docs.size:
             starts, counts, hashes = next(shingled)
             rows[docs] = np.arange(docs.size, dtype=np.int64)
             rule = rule._replace(sets=ShingleRows(starts, counts, hashes))
         fold_groups(members, bounds[g0: g1 + 1], n_old, rule, state, todo, got)
         rows[docs] = -1
+    if held is not None:
+        held.release()
     c = state.counters.tolist()
     stats.pairs_checked += c[0]
     stats.exact_checks += c[1]
@@ -397,6 +402,20 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
     hamming = fold_bit == STAGE_TEXT_SIMHASH
     if hamming.any():
         sim.similarity[hamming] = np.cos(np.pi * sim.similarity[hamming] / 64)
+
+
+def _held_batches(ranges: list, bounds: np.ndarray, at: int, budget: int) -> int:
+    """The end of the run of batches from ``ranges[at]`` whose members number at most ``budget``
+    (at least that one batch): those whose signatures a spilled build holds together."""
+    end = at + 1
+    count = int(bounds[ranges[at][1]] - bounds[ranges[at][0]])
+    while end < len(ranges):
+        more = int(bounds[ranges[end][1]] - bounds[ranges[end][0]])
+        if count + more > budget:
+            break
+        count += more
+        end += 1
+    return end
 
 
 def _batches(bounds: np.ndarray):

@@ -152,7 +152,7 @@ def make_verifier(kind: int, cfg: BuildConfig, *, auto: bool, minhash: Optional[
     exactly (the texts are at hand), which widens the agreement band of ``verify="auto"``.
     ``max_hamming`` overrides the radius derived from the SimHash threshold. Arrays a kind does not
     read may be omitted. Every document's signature is its own row of ``minhash`` (a spilled build
-    replaces ``minhash`` and ``sig_rows`` with the rows it holds: :func:`diversify._spill.held_rows`).
+    replaces ``minhash`` and ``sig_rows`` with the rows it holds: :class:`diversify._spill.HeldRows`).
     """
     from .._kernels.linking import ShingleRows, Verifier
 
@@ -456,9 +456,10 @@ def _minhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, parent: 
         nonlocal n_exact
         n_exact += decide_deferred(pairs, sk, config, parent, flags, forest.counters)
 
+    parts: Iterator[Union[Buckets, Part]]
     if sk.spill is None:
         parts = band_by_band(sk.minhash, docs, config, new_start)
-    else:  # signatures on disk: only those of the documents the scan compares are read back
+    else:  # signatures on disk: only those of the documents the scan compares are read back, in bounded groups
         parts = spilled_bands(sk.minhash, docs, config, new_start, sk.spill, parent, verifier)
     scan_buckets(_counted(parts, p.bands, "linking", progress), verifier, forest, on_borderline=on_borderline)
     _record(stats, "minhash", forest.counters)
@@ -600,16 +601,16 @@ def spilled_bands(minhash: np.ndarray, docs: np.ndarray, config: BuildConfig, ne
         shared_files.append(g)
         del perm, ordered, same, keep
 
-    def band(b: int) -> Buckets:
+    def buckets_of(b: int) -> Buckets:
         both = spill.read(shared_files[b], np.uint64)
         k = both.size // 2
         return Buckets(np.arange(k, dtype=np.int64), both[:k], both[k:].view(np.int64), 1,
                        int(config.bucket_window), int(new_start))
 
-    return _held_groups(minhash, band, len(shared_files), parent, verifier)
+    return _held_groups(minhash, buckets_of, len(shared_files), parent, verifier)
 
 
-def _held_groups(minhash: np.ndarray, band: Callable[[int], Buckets], bands: int, parent: np.ndarray,
+def _held_groups(minhash: np.ndarray, buckets_of: Callable[[int], Buckets], bands: int, parent: np.ndarray,
                  verifier: Verifier) -> Iterator[Part]:
     """The parts of :func:`spilled_bands`: bands taken in order into a group while the documents
     their pairs compare fit :data:`diversify._spill.HELD_BYTES` of signatures (a band that alone
@@ -626,11 +627,9 @@ def _held_groups(minhash: np.ndarray, band: Callable[[int], Buckets], bands: int
     from .. import _spill
     from .._kernels.linking import Buckets, mark_apart
 
-    n = minhash.shape[0]
-    budget = max(1, _spill.HELD_BYTES // max(1, minhash.itemsize * (minhash.shape[1] if minhash.ndim > 1 else 1)))
-    mark = np.zeros(n, dtype=bool)
-    sig_rows = np.full(n, -1, dtype=np.int64)
-    held = np.zeros((0,) + minhash.shape[1:], dtype=minhash.dtype)
+    held = _spill.HeldRows(minhash)
+    budget = held.budget
+    mark = np.zeros(minhash.shape[0], dtype=bool)
     # (band, its buckets once read, the first key not yet scanned)
     pending: list[tuple[int, Optional[Buckets], int]] = [(b, None, 0) for b in range(bands)]
     while pending:
@@ -639,7 +638,7 @@ def _held_groups(minhash: np.ndarray, band: Callable[[int], Buckets], bands: int
         while pending:
             b, bk, lo = pending[0]
             if bk is None:
-                bk = band(b)
+                bk = buckets_of(b)
             size = bk.keys.size
             before = mark.copy()
             gain = np.zeros(size, dtype=np.int64)
@@ -663,18 +662,13 @@ def _held_groups(minhash: np.ndarray, band: Callable[[int], Buckets], bands: int
             pending[0] = (b, bk, e)
             break
         rows = np.flatnonzero(mark)
-        if rows.size > held.shape[0]:  # room for this group, and a quarter more for the next ones
-            held = np.empty((max(rows.size, min(budget, rows.size * 5 // 4)),) + minhash.shape[1:],
-                            dtype=minhash.dtype)
-        _spill.gather_rows(minhash, rows, out=held[: rows.size])
-        sig_rows[rows] = np.arange(rows.size, dtype=np.int64)
-        v = verifier._replace(minhash=held, sig_rows=sig_rows)
+        v = verifier._replace(minhash=held.hold(rows), sig_rows=held.sig_rows)
         for bk, lo, hi in group:
             yield Part(Buckets(bk.perm[lo:hi], bk.keys[lo:hi], bk.docs, bk.stride, bk.window, bk.new_start), v,
                        hi == bk.keys.size)
-        sig_rows[rows] = -1
         mark[rows] = False
         del group
+    held.release()
 
 
 def text_simhash_band_keys(fingerprints: np.ndarray, docs: np.ndarray, config: BuildConfig) -> np.ndarray:
