@@ -165,9 +165,9 @@ def test_a_spilled_build_holds_a_bounded_group_of_signatures_at_a_time(tmp_path,
     events: list[tuple[str, int]] = []  # ("hold", documents), then what the group scans or folds
     hold, scanned, folded = _spill.HeldRows.hold, link.scan_buckets, fold.fold_groups
 
-    def watched_hold(self, docs):
+    def watched_hold(self, docs, keep=None):
         events.append(("hold", int(docs.size)))
-        return hold(self, docs)
+        return hold(self, docs, keep)
 
     def watched_scan(parts, verifier, forest, **kw):
         def tap(parts):
@@ -182,6 +182,14 @@ def test_a_spilled_build_holds_a_bounded_group_of_signatures_at_a_time(tmp_path,
         events.append(("components", int(bounds.size - 1)))
         return folded(members, bounds, *args)
 
+    read_from: list[int] = []  # the rows of the array each group's pass read
+    gather = _spill.gather_rows
+
+    def watched_gather(arr, rows, out=None, **kw):
+        read_from.append(int(arr.shape[0]))
+        return gather(arr, rows, out, **kw)
+
+    monkeypatch.setattr(_spill, "gather_rows", watched_gather)
     monkeypatch.setattr(_spill.HeldRows, "hold", watched_hold)
     monkeypatch.setattr(link, "scan_buckets", watched_scan)
     monkeypatch.setattr(fold, "fold_groups", watched_fold)
@@ -197,6 +205,10 @@ def test_a_spilled_build_holds_a_bounded_group_of_signatures_at_a_time(tmp_path,
     assert sum(g[1] == "buckets" for g in groups) >= 20 and sum(g[1] == "components" for g in groups) >= 10
     for held, kind, units in groups:
         assert held <= 40 or units == 1, (held, kind, units)
+    # the first pass reads every signature and keeps those a group may compare: the rest read those
+    n = len(corpus.texts)
+    assert read_from[0] == n and len(read_from) == len(groups)
+    assert all(k < n // 2 for k in read_from[1:]), read_from
     monkeypatch.setattr(_spill, "HELD_BYTES", 64 << 20)
     events.clear()
     whole = diversify.build(iter(corpus.texts), ids=corpus.ids, spill_dir=tmp_path, chunk_size=500,

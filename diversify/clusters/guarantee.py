@@ -354,7 +354,7 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
         max_hamming=int(ts.max_hamming) if ts is not None else 0, known_keys=np.zeros(0, np.int64),
         known_vals=np.zeros(0, np.float64))
     # signatures on disk (diversify._spill): the members' are read back, a group of batches at a time
-    held = HeldRows(sk.minhash) if use_minhash and sk.spill is not None and sk.minhash is not None else None
+    held = HeldRows(sk.minhash, sk.spill) if use_minhash and sk.spill is not None and sk.minhash is not None else None
     fold_bit = np.zeros(n, dtype=np.uint8)
     state = FoldState(labels, reps, flags, fold_bit, sim.similarity, np.zeros(6, dtype=np.int64))
     width = int(np.diff(bounds).max()) if bounds.size > 1 else 0

@@ -588,18 +588,24 @@ def spilled_bands(minhash: np.ndarray, docs: np.ndarray, config: BuildConfig, ne
                 spill.append(f, block[band])
             at = end
     shared_files = []
+    # the documents the scan may compare (in a shared bucket), and those already joined to another
+    # (the exact stage's): the fold check's members are among them unless a later stage joins more
+    keep = parent != np.arange(parent.size, dtype=parent.dtype)
+    keep[parent[keep]] = True
     for f in key_files:
         perm, ordered = sort_keys(spill.read(f, np.uint64))
         assert ordered is not None
         same = ordered[1:] == ordered[:-1]
-        keep = np.zeros(ordered.size, dtype=bool)
-        keep[1:] |= same
-        keep[:-1] |= same
+        shared = np.zeros(ordered.size, dtype=bool)
+        shared[1:] |= same
+        shared[:-1] |= same
         g = spill.new_file()
-        spill.append(g, ordered[keep])
-        spill.append(g, docs[perm[keep]].view(np.uint64))
+        held = docs[perm[shared]]
+        spill.append(g, ordered[shared])
+        spill.append(g, held.view(np.uint64))
         shared_files.append(g)
-        del perm, ordered, same, keep
+        keep[held] = True
+        del perm, ordered, same, shared, held
 
     def buckets_of(b: int) -> Buckets:
         both = spill.read(shared_files[b], np.uint64)
@@ -607,11 +613,12 @@ def spilled_bands(minhash: np.ndarray, docs: np.ndarray, config: BuildConfig, ne
         return Buckets(np.arange(k, dtype=np.int64), both[:k], both[k:].view(np.int64), 1,
                        int(config.bucket_window), int(new_start))
 
-    return _held_groups(minhash, buckets_of, len(shared_files), parent, verifier)
+    return _held_groups(minhash, buckets_of, len(shared_files), parent, verifier, spill, np.flatnonzero(keep))
 
 
 def _held_groups(minhash: np.ndarray, buckets_of: Callable[[int], Buckets], bands: int, parent: np.ndarray,
-                 verifier: Verifier) -> Iterator[Part]:
+                 verifier: Verifier, spill: Optional[Spill] = None, keep: Optional[np.ndarray] = None
+                 ) -> Iterator[Part]:
     """The parts of :func:`spilled_bands`: bands taken in order into a group while the documents
     their pairs compare fit :data:`diversify._spill.HELD_BYTES` of signatures (a band that alone
     does not is cut between buckets; a bucket that alone does not is a group of its own), those
@@ -627,7 +634,7 @@ def _held_groups(minhash: np.ndarray, buckets_of: Callable[[int], Buckets], band
     from .. import _spill
     from .._kernels.linking import Buckets, mark_apart
 
-    held = _spill.HeldRows(minhash)
+    held = _spill.HeldRows(minhash, spill)
     budget = held.budget
     mark = np.zeros(minhash.shape[0], dtype=bool)
     # (band, its buckets once read, the first key not yet scanned)
@@ -662,7 +669,9 @@ def _held_groups(minhash: np.ndarray, buckets_of: Callable[[int], Buckets], band
             pending[0] = (b, bk, e)
             break
         rows = np.flatnonzero(mark)
-        v = verifier._replace(minhash=held.hold(rows), sig_rows=held.sig_rows)
+        # the first pass keeps the rows of every document a group may compare in a file of their own
+        v = verifier._replace(minhash=held.hold(rows, keep), sig_rows=held.sig_rows)
+        keep = None
         for bk, lo, hi in group:
             yield Part(Buckets(bk.perm[lo:hi], bk.keys[lo:hi], bk.docs, bk.stride, bk.window, bk.new_start), v,
                        hi == bk.keys.size)
