@@ -187,12 +187,12 @@ class Spill:
                               f"{self.directory!r} refused one ({exc.strerror or exc}). Pick another directory.") from exc
         return SpillFile(f)
 
-    def append(self, f: SpillFile, arr: np.ndarray) -> None:
+    def append(self, f: SpillFile, arr: np.ndarray, *, pending: int = _PENDING) -> None:
         """Append ``arr``'s bytes (C order) to ``f``, in a thread of its own (beside sketching).
-        Writes keep their order; at most :data:`_PENDING` wait at a time."""
+        Writes keep their order; at most ``pending`` wait at a time."""
         if self._writer is None:
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="diversify-spill")
-        while len(self._pending) >= _PENDING:
+        while len(self._pending) >= max(1, pending):
             self._pending.pop(0).result()
         self._pending.append(self._writer.submit(self._write, f, np.ascontiguousarray(arr)))
 
@@ -353,7 +353,7 @@ def gather_rows(arr: np.ndarray, rows: np.ndarray, out: Optional[np.ndarray] = N
         if copy is not None:
             stop = int(np.searchsorted(more, hi, side="left"))
             if stop > got:
-                copy[1].append(copy[2], block[more[got:stop] - lo])
+                copy[1].append(copy[2], block[more[got:stop] - lo], pending=1)  # ~10 MB a block in flight
                 got = stop
         if at == rows.size and got == more.size:
             break

@@ -217,6 +217,31 @@ def test_a_spilled_build_holds_a_bounded_group_of_signatures_at_a_time(tmp_path,
     assert _saved(small, tmp_path / "a.dvf") == _saved(whole, tmp_path / "b.dvf")
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_a_spilled_build_keeps_only_its_signatures_file_open(tmp_path, corpus, small_blocks):
+    """The band keys' files and the rows the linking kept for later groups are gone when the build
+    returns; the signatures' file stays open while the result maps it, and goes with it."""
+    import gc
+
+    def spill_files() -> int:  # distinct files (a mapping holds a second descriptor of its file)
+        found = set()
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith(str(tmp_path)):
+                found.add(target)
+        return len(found)
+
+    res = diversify.build(iter(corpus.texts), ids=corpus.ids, spill_dir=tmp_path, chunk_size=500)
+    gc.collect()
+    assert spill_files() == 1
+    del res
+    gc.collect()
+    assert spill_files() == 0
+
+
 def test_a_spilled_build_is_read_and_extended_like_any_other(tmp_path, corpus):
     res = diversify.build(iter(corpus.texts[:1200]), ids=corpus.ids[:1200], spill_dir=tmp_path, created_at=CREATED)
     res.save(tmp_path / "a.dvf")

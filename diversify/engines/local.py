@@ -140,9 +140,13 @@ def build(
         parent = np.arange(sk.n, dtype=np.int64)
         flags = np.zeros(sk.n, dtype=np.uint8)
         ids_ahead = _id_columns_beside(sk.ids)
-        stats = link(sk, linking_config(cfg), parent, flags, timings=timings, progress=progress)
-        return finish(sk, cfg, parent, flags, stats, timings, aliases=np.zeros((0, 2), np.int64),
-                      raw_cluster=None, metadata=metadata, created_at=created_at, ids_ahead=ids_ahead)
+        try:
+            stats = link(sk, linking_config(cfg), parent, flags, timings=timings, progress=progress)
+            return finish(sk, cfg, parent, flags, stats, timings, aliases=np.zeros((0, 2), np.int64),
+                          raw_cluster=None, metadata=metadata, created_at=created_at, ids_ahead=ids_ahead)
+        finally:
+            if spill is not None:
+                spill.kept = None  # its file goes (the signatures' own stays with the result)
 
 
 def _pages(vectors) -> contextlib.AbstractContextManager:
