@@ -169,7 +169,8 @@ class Spill:
         path = os.fspath(directory)
         if not os.path.isdir(path):
             raise ConfigError(f"`{param}` must be an existing directory for the build's temporary files; got {path!r}. "
-                              "Create it, or pick another directory on a disk with room for ~670 bytes a document.")
+                              "Create it, or pick another directory on a disk with room for ~670 bytes a document "
+                              "(~1.2 KB for one with near-duplicates).")
         self.directory = path
         self.param = param
         self._writer: Optional[ThreadPoolExecutor] = None
@@ -201,8 +202,8 @@ class Spill:
             f.append(data)
         except OSError as exc:
             raise DiversifyError(f"the build's temporary files in {self.directory!r} could not be written "
-                                 f"({exc.strerror or exc}); they need ~670 bytes a document. Free space there, or point "
-                                 f"them at another disk (`{self.param}`).") from exc
+                                 f"({exc.strerror or exc}); they need ~670 bytes a document, ~1.2 KB for one with "
+                                 f"near-duplicates. Free space there, or point them at another disk (`{self.param}`).") from exc
 
     def written(self) -> None:
         """Wait for every write (and raise the first that failed); the writing thread ends."""
