@@ -335,27 +335,22 @@ def mark_apart(buckets, lo, hi, parent, mark, gain):
     gain : int64 (M,)     out: at each bucket's first position, the documents it newly marked
     Returns the number of documents newly marked.
     """
-    perm = buckets.perm
-    keys = buckets.keys
-    docs = buckets.docs
-    stride = buckets.stride
-    window = buckets.window
-    new_start = buckets.new_start
+    bk = buckets
     k = 0
     i = lo
     while i < hi:
         j = i + 1
-        while j < hi and keys[j] == keys[i]:
+        while j < hi and bk.keys[j] == bk.keys[i]:
             j += 1
         m = j - i
         before = k
         if m >= 2:
             for x in range(i, j):
-                ub = j if m <= window else min(j, x + window)
-                a = docs[perm[x] // stride]
+                ub = j if m <= bk.window else min(j, x + bk.window)
+                a = bk.docs[bk.perm[x] // bk.stride]
                 for y in range(x + 1, ub):
-                    b = docs[perm[y] // stride]
-                    if a == b or (a < new_start and b < new_start):
+                    b = bk.docs[bk.perm[y] // bk.stride]
+                    if a == b or (a < bk.new_start and b < bk.new_start):
                         continue
                     if find(parent, a) == find(parent, b):
                         continue
