@@ -296,11 +296,16 @@ class PackedIds(Sequence):
             return
         if self._done is not None:
             raise RuntimeError("PackedIds.extend after its ids were joined")
+        if self.kind is not None:  # the corpus's kind is its first id's: name the first id of another
+            exact = str if self.kind == "str" else int
+            for i, x in enumerate(block):
+                if type(x) is not exact:
+                    k = check_id_type(x, param=self.param, position=self._n + i)
+                    if k != self.kind:
+                        raise _mixed_kinds(self.kind, 0, k, x, self._n + i, self.param)
         kind = check_ids(block, param=self.param, offset=self._n, unique=False)
         if self.kind is None:
             self.kind = kind
-        elif kind != self.kind:
-            raise _mixed_kinds(self.kind, 0, kind, block[0], self._n, self.param)
         if kind == "int":
             self._ints.append(np.array([int(x) for x in block], dtype=np.int64))
         else:
