@@ -235,6 +235,56 @@ def test_bucket_linking_equals_bfs_over_shared_keys(one_numba_thread, data, n, n
     assert counters[2] == n - len(set(out.tolist())), "one merge per component join"
 
 
+@SETTINGS
+@given(data=st.data(), n=st.integers(2, 40), n_keys=st.integers(1, 6), window=st.integers(2, 5),
+       new_start=st.integers(0, 40), n_joins=st.integers(0, 30))
+def test_mark_apart_marks_the_ends_of_the_pairs_a_scan_can_still_compare(one_numba_thread, data, n, n_keys, window,
+                                                                        new_start, n_joins):
+    """mark_apart (what a spilled build reads back before a group) marks exactly both ends of every
+    pair the scan's rule examines (runs of equal keys, the window, new_start) whose documents lie
+    in different components of the forest; a range of key positions ``lo .. hi`` (bucket bounds)
+    restricts it to the buckets there, and ``gain`` counts each bucket's newly marked documents."""
+    keys = np.array(data.draw(st.lists(st.integers(0, n_keys - 1), min_size=n, max_size=n)), dtype=np.uint64)
+    perm = np.argsort(keys, kind="stable").astype(np.int64)
+    docs = np.arange(n, dtype=np.int64)
+    parent = np.arange(n, dtype=np.int64)
+    joins = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=n_joins))
+    for a, b in joins:
+        ra, rb = ku.find(parent, a), ku.find(parent, b)
+        if ra != rb:
+            ku.union_roots(parent, ra, rb)
+    roots = np.empty(n, dtype=np.int64)
+    ku.roots(parent, roots)
+    ordered = keys[perm]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]).tolist() + [n]
+    i0 = data.draw(st.integers(0, len(starts) - 2))
+    i1 = data.draw(st.integers(i0 + 1, len(starts) - 1))
+    lo, hi = starts[i0], starts[i1]
+    already = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    mark = already.copy()
+    gain = np.zeros(n, dtype=np.int64)
+    buckets = kl.Buckets(perm=perm, keys=ordered, docs=docs, stride=1, window=window, new_start=new_start)
+    got = kl.mark_apart(buckets, lo, hi, parent, mark, gain)
+    want = already.copy()
+    want_gain = np.zeros(n, dtype=np.int64)
+    for s_, e_ in zip(starts[i0:i1], starts[i0 + 1:i1 + 1]):
+        members = perm[s_:e_].tolist()
+        m = len(members)
+        before = int(want.sum())
+        for x in range(m):
+            for y in range(x + 1, m if m <= window else min(m, x + window)):
+                a, b = members[x], members[y]
+                if a != b and not (a < new_start and b < new_start) and roots[a] != roots[b]:
+                    want[a] = want[b] = True
+        want_gain[s_] = int(want.sum()) - before
+    assert mark.tolist() == want.tolist()
+    assert gain.tolist() == want_gain.tolist()
+    assert got == int(want.sum() - already.sum())
+    after = np.empty(n, dtype=np.int64)
+    ku.roots(parent, after)
+    assert after.tolist() == roots.tolist(), "it only reads the forest (path halving keeps every root)"
+
+
 # ----------------------------------------------------------------------------- what the build reports
 
 
