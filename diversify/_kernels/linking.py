@@ -292,6 +292,19 @@ def link_scan(buckets, verifier, forest, borderline, resumable):
     window = buckets.window
     new_start = buckets.new_start
     position = borderline.position
+    # The MinHash estimate's clear outcomes (a pair already joined, below the band, at or above it)
+    # are decided in the loop below from arrays taken out of the records once; a borderline pair and
+    # every other kind go to _link_pair. Read through the records at every pair, the arrays were
+    # reference-counted each time (as in the fold check: diversify._kernels.fold.fold_groups).
+    fast = verifier.kind == KIND_MINHASH_ESTIMATE
+    parent = forest.parent
+    counters = forest.counters
+    minhash = verifier.minhash
+    sig_rows = verifier.sig_rows
+    mapped = sig_rows.size > 0
+    agree_lo = verifier.agree_lo
+    agree_hi = verifier.agree_hi
+    width = minhash.shape[1]
     M = perm.size
     i = position[0]
     x0 = position[1]
@@ -311,6 +324,23 @@ def link_scan(buckets, verifier, forest, borderline, resumable):
                     b = docs[perm[y] // stride]
                     if a == b or (a < new_start and b < new_start):
                         continue
+                    if fast:
+                        ra = find(parent, a)
+                        rb = find(parent, b)
+                        if ra == rb:
+                            counters[0] += 1
+                            continue
+                        row_a = sig_rows[a] if mapped else a
+                        row_b = sig_rows[b] if mapped else b
+                        agree = 0
+                        for t in range(width):
+                            agree += minhash[row_a, t] == minhash[row_b, t]
+                        if agree < agree_lo or agree >= agree_hi:  # REJECT or ACCEPT, as _link_pair
+                            counters[0] += 1
+                            counters[1] += 1
+                            if agree >= agree_hi:
+                                _join(forest, ra, rb, a, b)
+                            continue
                     if not _link_pair(a, b, verifier, forest, borderline, resumable):
                         position[0] = i
                         position[1] = x
