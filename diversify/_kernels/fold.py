@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import stages
 from ._common import kernel
-from .linking import ShingleRows, _jaccard_rows, sig_agreement
+from .linking import ShingleRows, _jaccard_rows, agreement_inline, sig_agreement
 
 __all__ = ["FoldRule", "FoldState", "fold_groups", "BAND", "EXACT_ALL", "EXACT_WITH_TEXTS"]
 
@@ -168,16 +168,8 @@ def fold_groups(order, bounds, n_old, rule, state, todo, got):
     # record at every check, the arrays were reference-counted each time: a component of 33,000
     # near-copies (19.5M checks) spent ~60% of its 4.5 s in those counts; 229 -> 85 ns a check.
     fast = rule.use_minhash and rule.minhash_mode == BAND and not rule.use_text_simhash
-    text_ok = rule.text_ok
-    exact = rule.exact
-    use_exact = rule.use_exact
-    minhash = rule.minhash
-    sig_rows = rule.sig_rows
-    mapped = sig_rows.size > 0
-    per_doc = rule.per_doc
-    agree_lo = rule.agree_lo
-    threshold = rule.threshold
-    width = minhash.shape[1]
+    text_ok, exact, minhash, sig_rows, agree_lo, threshold = (rule.text_ok, rule.exact, rule.minhash, rule.sig_rows,
+                                                              rule.agree_lo, rule.threshold)
     for g in range(bounds.size - 1):
         a = bounds[g]
         b = bounds[g + 1]
@@ -209,13 +201,9 @@ def fold_groups(order, bounds, n_old, rule, state, todo, got):
             for k in range(start, n_todo):
                 c = todo[k]
                 bit = np.uint8(0)
-                if fast and text_ok[c] and text_ok[r] and not (use_exact and exact[c] == exact[r]):
-                    row_r = sig_rows[r] if mapped else r
-                    row_c = sig_rows[c] if mapped else c
-                    agree = 0
-                    for t in range(width):
-                        agree += minhash[row_r, t] == minhash[row_c, t]
-                    stricter = (c if threshold[c] > threshold[r] else r) if per_doc else 0  # as _bound
+                if fast and text_ok[c] and text_ok[r] and not (rule.use_exact and exact[c] == exact[r]):
+                    agree = agreement_inline(minhash, sig_rows, r, c)
+                    stricter = (c if threshold[c] > threshold[r] else r) if rule.per_doc else 0  # as _bound
                     if agree >= agree_lo[stricter]:  # below it _similar returns 0 in BAND mode
                         bit = _similar(rule, state, r, c)
                 else:

@@ -199,6 +199,19 @@ def sig_agreement(minhash, sig_rows, a, b):
 
 
 @kernel(inline="always")
+def agreement_inline(minhash, sig_rows, a, b):
+    """:func:`sig_agreement` inlined, for a loop that took ``minhash`` and ``sig_rows`` out of their
+    record once (read through a record at every pair, arrays are reference-counted each time)."""
+    if sig_rows.size:
+        a = sig_rows[a]
+        b = sig_rows[b]
+    agree = 0
+    for t in range(minhash.shape[1]):
+        agree += minhash[a, t] == minhash[b, t]
+    return agree
+
+
+@kernel(inline="always")
 def _verify(verifier, a, b):
     """ACCEPT, REJECT, or DEFER (MinHash agreement strictly inside [agree_lo, agree_hi): borderline,
     to be decided by exact Jaccard later)."""
@@ -301,10 +314,6 @@ def link_scan(buckets, verifier, forest, borderline, resumable):
     counters = forest.counters
     minhash = verifier.minhash
     sig_rows = verifier.sig_rows
-    mapped = sig_rows.size > 0
-    agree_lo = verifier.agree_lo
-    agree_hi = verifier.agree_hi
-    width = minhash.shape[1]
     M = perm.size
     i = position[0]
     x0 = position[1]
@@ -330,15 +339,11 @@ def link_scan(buckets, verifier, forest, borderline, resumable):
                         if ra == rb:
                             counters[0] += 1
                             continue
-                        row_a = sig_rows[a] if mapped else a
-                        row_b = sig_rows[b] if mapped else b
-                        agree = 0
-                        for t in range(width):
-                            agree += minhash[row_a, t] == minhash[row_b, t]
-                        if agree < agree_lo or agree >= agree_hi:  # REJECT or ACCEPT, as _link_pair
+                        agree = agreement_inline(minhash, sig_rows, a, b)
+                        if agree < verifier.agree_lo or agree >= verifier.agree_hi:  # REJECT, ACCEPT: as _link_pair
                             counters[0] += 1
                             counters[1] += 1
-                            if agree >= agree_hi:
+                            if agree >= verifier.agree_hi:
                                 _join(forest, ra, rb, a, b)
                             continue
                     if not _link_pair(a, b, verifier, forest, borderline, resumable):
