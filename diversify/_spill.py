@@ -369,9 +369,10 @@ class HeldRows:
     Why groups: holding the rows of every document a stage compares grows with the corpus (at 1M
     generated documents the linking compared 318,000: 163 MB of signatures); a group holds at most
     :data:`HELD_BYTES` (more only for one indivisible unit, a bucket or a component), at the cost
-    of one pass over the file per group (:func:`gather_rows`). At 1M generated documents the
-    linking took four groups instead of one and the fold check two, ~1.2 s more of a 17 s build;
-    the peak fell from 538-545 to 504 MiB (850 MiB in one run of the old way).
+    of one pass per group (:func:`gather_rows`): the first over the whole file, the later ones over
+    the rows it kept (``keep`` below). At 1M generated documents the linking took four groups and
+    the fold check two; the build took 16.1-17.2 s against 16.2-17.4 s holding every compared row,
+    and peaked at 492-518 MiB against 538-545 (850 in one run).
     """
 
     def __init__(self, arr: np.ndarray, spill: Optional[Spill] = None) -> None:

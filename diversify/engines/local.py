@@ -83,9 +83,10 @@ def build(
     spill_dir : str or path, optional
         A directory for the build's temporary files: the MinHash signatures and the LSH band keys
         are kept there (unnamed files, gone with the build's result) instead of in memory, and
-        read back a block at a time, so that the build's memory grows far less with the corpus
-        (``diversify build --stream`` puts them beside the output). Needs ~670 bytes of disk a
-        document; the same clusters and bytes as without it (docs/building.md).
+        read back a group at a time (at most 64 MB of signatures held), so that the build's memory
+        barely grows with the corpus (``diversify build --stream`` puts them beside the output).
+        Needs ~670 bytes of disk a document, ~1.2 KB for one with near-duplicates; the same
+        clusters and bytes as without it (docs/building.md).
     engine : {"local", "dask"}
         ``"dask"`` runs the same stages on a Dask cluster (``client``, default the current one or
         a temporary local cluster) and gives the same clusters; ``texts`` may then also be a path
