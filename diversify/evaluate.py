@@ -20,7 +20,7 @@ from .config import TextConfig
 from .errors import InputError
 
 __all__ = ["PairMetrics", "pair_metrics", "clustering_metrics", "pr_curve", "best_threshold", "check_labels", "jaccard_pairs",
-           "cosine_pairs", "DEFAULT_GRID"]
+           "cosine_pairs", "DEFAULT_GRID", "all_positive_baseline", "tune_notes"]
 
 
 @dataclass(frozen=True)
@@ -175,6 +175,38 @@ def best_threshold(curve: list[dict]) -> dict:
     point = dict(curve[widest[(len(widest) - 1) // 2 if len(widest) % 2 else len(widest) // 2]])
     point["plateau"] = [curve[widest[0]]["threshold"], curve[widest[-1]]["threshold"]]
     return point
+
+
+def all_positive_baseline(labels) -> dict:
+    """Precision, recall and F1 of calling every labeled pair a duplicate (no threshold at all).
+
+    A tuned threshold is worth its F1 above this one: with 80% positive pairs, calling all of them
+    duplicates already scores F1 0.889.
+    """
+    gold = _as_bool(labels, "labels")
+    m = pair_metrics(np.ones(gold.shape, dtype=bool), gold)
+    return {"precision": m.precision, "recall": m.recall, "f1": m.f1}
+
+
+def tune_notes(best: dict, baseline: dict, grid: Sequence[float]) -> list[str]:
+    """Warnings about a tuned threshold: the best F1 sits at an edge of the thresholds tried (a
+    threshold beyond the grid might do better), or it does no better than the all-positive baseline
+    (the similarity does not separate the labels)."""
+    notes = []
+    lo, hi = (float(x) for x in best["plateau"])
+    first, last = float(grid[0]), float(grid[-1])
+    if lo <= first + 1e-9:
+        notes.append(f"the best F1 ({best['f1']:.4f}) is reached at the lowest threshold tried ({first:.2f}): a "
+                     "lower one might do as well or better, and almost every pair counts as a duplicate there; "
+                     "check the labels (are the negatives really different?) before building with it")
+    if hi >= last - 1e-9:
+        notes.append(f"the best F1 ({best['f1']:.4f}) is reached at the highest threshold tried ({last:.2f}): only "
+                     "near-identical pairs count as duplicates; the labeled positives may be too few or too loose "
+                     "for a lower threshold to pay off")
+    if best["f1"] <= baseline["f1"] + 1e-12:
+        notes.append(f"F1 at the best threshold ({best['f1']:.4f}) is no better than calling every pair a duplicate "
+                     f"(F1 {baseline['f1']:.4f}): the similarity does not separate these labels")
+    return notes
 
 
 def cosine_pairs(vectors_a, vectors_b) -> np.ndarray:

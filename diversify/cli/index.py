@@ -30,18 +30,18 @@ def add_index_parser(sub) -> None:
                         description="Add documents in batches; one JSON line per document: id, cluster, joined, "
                                     "representative, similarity.")
     q.add_argument("url", help=_URL_HELP)
-    add_input_args(q)
+    add_input_args(q, chunks=False, stream=False)  # read in --batch-size batches, always streamed
     q.add_argument("--batch-size", type=int, default=5000, help="documents per transaction (default 5000)")
     q.add_argument("--lock-timeout", type=float, default=30.0, metavar="SECONDS",
                    help="wait this long for another writer's batch (default 30)")
-    add_config_args(q)
+    add_config_args(q, exclude=frozenset({"clustering"}))  # the live index keeps guaranteed clusters only
     q.set_defaults(func=cmd_index_add, command="index add")
 
     q = isub.add_parser("query", help="is each document a near-duplicate of an indexed one? (nothing is written)",
                         description="One JSON line per document: the representative it matches, its cluster and "
                                     "similarity (cluster null: no near-duplicate in the index).")
     q.add_argument("url", help=_URL_HELP)
-    add_input_args(q)
+    add_input_args(q, keys=False, chunks=False, stream=False)  # writes nothing: no representative rule
     q.add_argument("--text", action="append", default=None, help="a text to query (repeatable) instead of INPUT")
     q.add_argument("--batch-size", type=int, default=5000, help="documents per lookup (default 5000)")
     q.set_defaults(func=cmd_index_query, command="index query")
@@ -51,7 +51,8 @@ def add_index_parser(sub) -> None:
                                     "representative are re-assigned.")
     q.add_argument("url", help=_URL_HELP)
     q.add_argument("--ids", dest="ids_file", required=True, help="file with one id per line ('-': stdin)")
-    q.add_argument("--lock-timeout", type=float, default=30.0, metavar="SECONDS")
+    q.add_argument("--lock-timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="wait this long for another writer's batch (default 30)")
     q.set_defaults(func=cmd_index_delete, command="index delete")
 
     q = isub.add_parser("export", help="write the live documents as a ClusterMap artifact (.dvf)",

@@ -17,7 +17,7 @@ from ..files import DEFAULT_LOCK_TIMEOUT
 from .commands import cmd_add, cmd_build, cmd_demo, cmd_export, cmd_stats
 from .failures import Terminated, failure, writing
 from .index import add_index_parser
-from .options import add_config_args, add_input_args, model_default
+from .options import add_config_args, add_input_args, metadata_item, model_default, show_defaults
 from .output import STDOUT, error_line, warn_line
 from .quality import cmd_eval, cmd_tune
 
@@ -42,7 +42,9 @@ def make_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("build", help="cluster a corpus and write the artifact", description="Cluster a corpus and write a ClusterMap artifact.")
     add_input_args(p)
     p.add_argument("-o", "--output", required=True, help="artifact path to write (atomically)")
-    p.add_argument("--metadata", nargs="*", default=[], metavar="KEY=VALUE", help="stored in the artifact, e.g. embedding_model=all-MiniLM-L6-v2")
+    p.add_argument("--metadata", action="append", type=metadata_item, default=None, metavar="KEY=VALUE",
+                   help="one KEY=VALUE stored in the artifact; repeat the flag for more, e.g. --metadata "
+                        "embedding_model=all-MiniLM-L6-v2 --metadata source=wiki (default: none)")
     p.add_argument("--engine", choices=["local", "dask"], default="local", help="run on this machine (default) or on Dask")
     p.add_argument("--scheduler", default=None, help="Dask scheduler address for --engine dask (default: a local cluster)")
     p.add_argument("--spill-dir", default=None, metavar="DIR",
@@ -74,7 +76,8 @@ def make_parser() -> argparse.ArgumentParser:
                               "int ids stay plain numbers (-5). JSONL and Parquet hold the ids unchanged.")
     p.add_argument("artifact")
     p.add_argument("-o", "--output", required=True, help="output .csv, .jsonl or .parquet")
-    p.add_argument("--format", choices=["csv", "jsonl", "parquet"], default=None)
+    p.add_argument("--format", choices=["csv", "jsonl", "parquet"], default=None,
+                   help="output format (default: from the extension of --output)")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("eval", help="precision/recall/F1/ARI of a build against labels", description="Compare a build (or a build of --corpus) with labeled pairs or gold cluster labels.")
@@ -82,47 +85,48 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", default=None, help="JSONL/CSV/Parquet corpus to build with the clustering options below")
     p.add_argument("--pairs", default=None, help="CSV/TSV/JSONL of labeled pairs (columns --id-a, --id-b, --label)")
     p.add_argument("--labels", default=None, help="CSV/TSV/JSONL of gold cluster labels (columns --id-field, --label)")
-    p.add_argument("--id-a", default="id_a")
-    p.add_argument("--id-b", default="id_b")
+    p.add_argument("--id-a", default="id_a", help="column of the first id of a pair")
+    p.add_argument("--id-b", default="id_b", help="column of the second id of a pair")
     p.add_argument("--label", default="label", help="label column (0/1, true/false, or a score with --positive-min)")
     p.add_argument("--positive-min", type=float, default=None, help="a score >= this is a positive pair (e.g. 4 for STS-B)")
     p.add_argument("--id-field", default=None, help="id field of --corpus/--labels records (default id; given, "
                                                      "every record must have it)")
-    p.add_argument("--text-field", default="text")
+    p.add_argument("--text-field", default="text", help="text field of the --corpus records")
     p.add_argument("--columns", default=None, help="comma-separated column names for a CSV/TSV without a header row")
     p.add_argument("--delimiter", default=None, help="CSV/TSV delimiter (default from the extension; 'tab' for a tab)")
-    p.add_argument("--json", action="store_true")
-    add_config_args(p)
+    p.add_argument("--json", action="store_true", help="print JSON (default: off, a table)")
+    add_config_args(p, source_thresholds=False)  # eval reads no --source-field
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("tune", help="sweep the threshold on labeled pairs and pick the F1 maximum", description="Label 200-500 pairs, then let this pick the threshold (and the LSH bands/rows it implies).")
     p.add_argument("--pairs", required=True, help="CSV/TSV/JSONL of labeled pairs: texts (--text-a/--text-b) or ids with --corpus")
     p.add_argument("--corpus", default=None, help="corpus holding the texts of --id-a/--id-b")
-    p.add_argument("--text-a", default="text_a")
-    p.add_argument("--text-b", default="text_b")
-    p.add_argument("--id-a", default="id_a")
-    p.add_argument("--id-b", default="id_b")
+    p.add_argument("--text-a", default="text_a", help="column of the first text of a pair")
+    p.add_argument("--text-b", default="text_b", help="column of the second text of a pair")
+    p.add_argument("--id-a", default="id_a", help="column of the first id of a pair")
+    p.add_argument("--id-b", default="id_b", help="column of the second id of a pair")
     p.add_argument("--id-field", default=None, help="id field of --corpus/--labels records (default id; given, "
                                                      "every record must have it)")
-    p.add_argument("--text-field", default="text")
-    p.add_argument("--label", default="label")
+    p.add_argument("--text-field", default="text", help="text field of the --corpus records")
+    p.add_argument("--label", default="label", help="label column (0/1, true/false, or a score with --positive-min)")
     p.add_argument("--positive-min", type=float, default=None, help="a score >= this is a positive pair")
     p.add_argument("--vectors", default=None, help="tune a cosine threshold instead: .npy vectors aligned with --corpus")
     p.add_argument("--delimiter", default=None, help="CSV/TSV delimiter (default from the extension; 'tab' for a tab)")
-    add_config_args(p, only={"text.shingle", "text.k", "minhash.num_perm"})
+    add_config_args(p, only={"text.shingle", "text.k", "minhash.num_perm", "simhash.bits", "simhash.families"})
     p.add_argument("--plot", default=None, help="write the PR curve as PNG (needs matplotlib: pip install 'diversify-retrieval[plot]')")
     p.add_argument("--columns", default=None, help="comma-separated column names for a CSV/TSV without a header row")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON (default: off, a table)")
     p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("demo", help="build on generated data with planted duplicates and show diversified search", description="End-to-end demo on built-in generated data; no network.")
     p.add_argument("--n", type=int, default=20000, help="documents to generate (default 20000)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated corpus")
     p.add_argument("--threshold", type=float, default=model_default("minhash.threshold"),
                    help=f"Jaccard threshold (default {model_default('minhash.threshold')})")
     p.set_defaults(func=cmd_demo)
 
     add_index_parser(sub)
+    show_defaults(parser)  # every option states its default in --help
     return parser
 
 

@@ -20,7 +20,7 @@ from ..config import BuildConfig, MinHashConfig, SimHashConfig, TextConfig, Text
 from ..errors import DiversifyError
 
 __all__ = ["CONFIG_OPTIONS", "ConfigOption", "add_config_args", "config_from_args", "model_default", "add_input_args",
-           "streams", "Inputs", "ids_note", "parse_metadata"]
+           "streams", "Inputs", "ids_note", "parse_metadata", "metadata_item", "show_defaults", "DEFAULT_CHUNK"]
 
 _MODELS: dict[str, Any] = {"": BuildConfig, "text": TextConfig, "minhash": MinHashConfig, "simhash": SimHashConfig,
                            "text_simhash": TextSimHashConfig}
@@ -109,19 +109,23 @@ def _dest(opt: ConfigOption) -> str:
     return "cfg__" + opt.field.replace(".", "__")
 
 
-def add_config_args(p: argparse.ArgumentParser, *, only: Optional[set] = None) -> None:
-    """Add the clustering flags (all, or the fields in ``only``) with defaults from the models."""
-    if only is None:
+def add_config_args(p: argparse.ArgumentParser, *, only: Optional[set] = None, exclude: frozenset = frozenset(),
+                    source_thresholds: bool = True) -> None:
+    """Add the clustering flags (all, or the fields in ``only``; never those in ``exclude``) with
+    defaults from the models; ``source_thresholds``: also ``--source-threshold`` (with every flag
+    only, for a command that reads ``--source-field``)."""
+    if only is None and source_thresholds:
         p.add_argument("--source-threshold", action="append", default=None, metavar="NAME=T",
                        help="Jaccard threshold for documents whose --source-field is NAME (repeat per source; a pair "
                             "of two sources must meet the stricter; default: none, every source uses --threshold)")
     g = p.add_argument_group("clustering (defaults are BuildConfig()'s: exact stage + MinHash on word 5-shingles at "
                              "Jaccard 0.8, borderline pairs checked exactly)")
     for opt in CONFIG_OPTIONS:
-        if only is not None and opt.field not in only:
+        if (only is not None and opt.field not in only) or opt.field in exclude:
             continue
         if opt.switch:
-            g.add_argument(*opt.flags, dest=_dest(opt), action="store_const", const=True, default=None, help=opt.help)
+            g.add_argument(*opt.flags, dest=_dest(opt), action="store_const", const=True, default=None,
+                           help=f"{opt.help} (default: off)")
             continue
         choices, kind = _choices_and_type(opt.field)
         default = model_default(opt.field)
@@ -178,7 +182,18 @@ def config_from_args(a: argparse.Namespace) -> BuildConfig:
 MAX_CHUNK = 2**31 - 1
 
 
-def add_input_args(p: argparse.ArgumentParser) -> None:
+DEFAULT_CHUNK = 16384
+
+
+def add_input_args(p: argparse.ArgumentParser, *, keys: bool = True, chunks: bool = True, stream: bool = True) -> None:
+    """The input options of a command that reads a corpus (:func:`streams`): only those it uses.
+
+    ``keys``: ``--key-field`` (the representative rule; a command that writes nothing has no use
+    for it). ``chunks``: ``--chunk-size`` (the batch build's chunks). ``stream``: ``--stream``
+    (a command that always reads in batches has none to offer). An option left out keeps the value
+    :func:`streams` reads (no keys, the default chunk, streamed), set as a parser default that
+    ``--help`` does not list.
+    """
     p.add_argument("input", nargs="?", help="JSONL / CSV / Parquet file or a directory of text files; '-' reads JSONL "
                                            "or CSV from stdin (with --format). Named pipes and devices are refused")
     p.add_argument("--format", choices=["jsonl", "csv", "parquet", "dir"], default=None, help="input format (default: from the name)")
@@ -186,24 +201,43 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
                    help="record field holding the id; given, every record must have it (default: id if the first "
                         "record has it, then every record must; else the record numbers, with a note)")
     p.add_argument("--text-field", default=None, help="record field holding the text (default text)")
-    p.add_argument("--key-field", action="append", default=None, metavar="FIELD",
-                   help="numeric field for --representative key (largest wins); repeat for several keys in priority "
-                        "order, e.g. --key-field authority --key-field updated_at (ties: the longest text)")
+    if keys:
+        p.add_argument("--key-field", action="append", default=None, metavar="FIELD",
+                       help="numeric field for --representative key (largest wins); repeat for several keys in "
+                            "priority order, e.g. --key-field authority --key-field updated_at (ties: the longest "
+                            "text; default: none)")
     p.add_argument("--source-field", default=None, metavar="FIELD",
-                   help="record field naming each document's source or kind, for --source-threshold NAME=T")
-    p.add_argument("--vectors", default=None, help=".npy array (n, dim) of embeddings, aligned with the records")
-    p.add_argument("--ids", dest="ids_file", default=None, help="ids file (one per line) for --vectors without text input")
-    p.add_argument("--encoding-errors", choices=["strict", "replace"], default="strict", help="non-UTF-8 bytes in text files")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--chunk-size", type=int, default=16384, help="documents per processing chunk")
-    p.add_argument("--stream", action="store_true",
-                   help="keep no texts: without it a JSONL file's texts stay in the file and the few that exact checks "
-                        "need are read again (other inputs are held in memory); with it borderline pairs are decided "
-                        "by the MinHash estimate instead of exact Jaccard, and `build` keeps the signatures and band "
-                        "keys in temporary files (--spill-dir) instead of in memory")
+                   help="record field naming each document's source or kind, for --source-threshold NAME=T "
+                        "(default: none)")
+    p.add_argument("--vectors", default=None, help=".npy array (n, dim) of embeddings, aligned with the records "
+                                                   "(default: none, text only)")
+    p.add_argument("--ids", dest="ids_file", default=None, help="ids file (one per line) for --vectors without text "
+                                                                "input (default: the row numbers)")
+    p.add_argument("--encoding-errors", choices=["strict", "replace"], default="strict",
+                   help="non-UTF-8 bytes in text files: an error, or replaced by U+FFFD (default strict)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (default: off, a bar on stderr)")
+    if chunks:
+        p.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK,
+                       help=f"documents per processing chunk (default {DEFAULT_CHUNK})")
+    if stream:
+        p.add_argument("--stream", action="store_true",
+                       help="keep no texts: without it a JSONL file's texts stay in the file and the few that exact "
+                            "checks need are read again (other inputs are held in memory); with it borderline pairs "
+                            "are decided by the MinHash estimate instead of exact Jaccard, and `build` keeps the "
+                            "signatures and band keys in temporary files (--spill-dir) instead of in memory "
+                            "(default: off)")
     p.add_argument("--verbose", action="store_true",
                    help="also print start-up, read/build/write times, build stages, CPU seconds and the time spent "
-                        "compiling kernels (or loading them from the numba cache)")
+                        "compiling kernels (or loading them from the numba cache) (default: off)")
+    hidden: dict = {}
+    if not keys:
+        hidden["key_field"] = None
+    if not chunks:
+        hidden["chunk_size"] = DEFAULT_CHUNK
+    if not stream:
+        hidden["stream"] = True
+    if hidden:
+        p.set_defaults(**hidden)
 
 
 class Inputs(typing.NamedTuple):
@@ -224,7 +258,7 @@ def streams(a) -> Inputs:
 
     if not 1 <= a.chunk_size <= MAX_CHUNK:
         raise DiversifyError(f"`chunk_size` (--chunk-size) must be between 1 and {MAX_CHUNK:,} documents; got "
-                             f"{a.chunk_size}. The default 16384 suits most corpora.")
+                             f"{a.chunk_size}. The default {DEFAULT_CHUNK} suits most corpora.")
 
     if a.ids_file and (a.input is not None or not a.vectors):
         raise DiversifyError("`--ids` names the ids of --vectors when there is no INPUT; "
@@ -311,11 +345,57 @@ def key_fields(a: argparse.Namespace):
     return a.key_field[0] if len(a.key_field) == 1 else list(a.key_field)
 
 
-def parse_metadata(items: Sequence[str]) -> dict:
-    out = {}
+def metadata_item(value: str) -> str:
+    """One ``--metadata`` occurrence: exactly one KEY=VALUE (argparse ``type``), so a word after
+    it is the next argument (the INPUT), never a second entry."""
+    key, sep, _ = value.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(
+            f"takes one KEY=VALUE per occurrence (repeat the flag for more: --metadata model=m --metadata "
+            f"source=s); got {value!r}, which has {'no =' if not sep else 'an empty KEY'}. Write KEY=VALUE, "
+            "and give the INPUT as its own argument")
+    return value
+
+
+def parse_metadata(items: Optional[Sequence[str]]) -> dict:
+    """{KEY: VALUE} of the ``--metadata`` occurrences (each checked by :func:`metadata_item`); a
+    KEY given twice with different values is an error (which one was meant?)."""
+    out: dict = {}
     for item in items or []:
         if "=" not in item:
             raise DiversifyError(f"`--metadata` entries must be KEY=VALUE; got {item!r}.")
         k, v = item.split("=", 1)
+        if k in out and out[k] != v:
+            raise DiversifyError(f"`--metadata` gives the KEY {k!r} twice ({out[k]!r} and {v!r}); each KEY may be "
+                                 "given once. Drop one of them.")
         out[k] = v
     return out
+
+
+# --------------------------------------------------------------------------- --help shows every default
+
+
+def default_text(action: argparse.Action) -> str:
+    """How ``--help`` states an option's default: ``off`` for a flag, ``none`` when unset, else the value."""
+    if action.nargs == 0:  # store_true / store_const / append_const: a flag
+        return "default: off"
+    d = action.default
+    if d is None or d == [] or d == argparse.SUPPRESS:
+        return "default: none"
+    return f"default {d:g}" if isinstance(d, float) else f"default {d}"
+
+
+def show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Give every option of ``parser`` and of its sub-commands a stated default in ``--help``:
+    an option whose help says nothing of its default gets ``(default ...)`` (:func:`default_text`)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                show_defaults(sub)
+            continue
+        if not action.option_strings or action.help == argparse.SUPPRESS or action.dest in ("help", "version"):
+            continue
+        text = action.help or ""
+        if "default" not in text.lower():
+            note = "(" + default_text(action).replace("%", "%%") + ")"
+            action.help = f"{text} {note}" if text else note

@@ -137,8 +137,8 @@ def _coerce_ids(values):
     return [str(v) for v in values]
 
 
-def _tune_scores(a, rows) -> tuple[np.ndarray, str, Optional[list]]:
-    """(similarity per labeled pair, what it is, corpus texts or None) for `tune`."""
+def _tune_scores(a, rows) -> tuple[np.ndarray, str, Optional[list], Optional[np.ndarray]]:
+    """(similarity per labeled pair, what it is, corpus texts or None, --vectors or None) for `tune`."""
     from ..corpus.readers import column, read_records, read_vectors
     from ..evaluate import cosine_pairs, jaccard_pairs
     from ..sketches.simhash import normalize_vectors
@@ -163,34 +163,63 @@ def _tune_scores(a, rows) -> tuple[np.ndarray, str, Optional[list]]:
         if len(vecs) != len(texts):
             raise DiversifyError(f"`--vectors` must have one row per --corpus record ({len(texts)}); "
                                  f"got {len(vecs)} rows.")
-        return cosine_pairs(vecs[ia], vecs[ib]), "cosine of the vectors", texts
+        return cosine_pairs(vecs[ia], vecs[ib]), "cosine of the vectors", texts, vecs
     if texts is not None:
         ta, tb = [texts[i] for i in ia], [texts[i] for i in ib]
     else:
         ta = [str(x) for x in column(rows, a.text_a, a.pairs, "--text-a")]
         tb = [str(x) for x in column(rows, a.text_b, a.pairs, "--text-b")]
     what = f"exact Jaccard of {cfg.text.shingle} {cfg.text.k}-shingles"
-    return jaccard_pairs(ta, tb, cfg.text), what, texts
+    return jaccard_pairs(ta, tb, cfg.text), what, texts, None
 
 
-def _folded_share_at(a, texts: list, threshold: float) -> float:
-    """Share of the corpus a build at ``threshold`` would fold (text, the other flags as given)."""
+def _config_at(a, threshold: float, vectors: bool):
+    """The config the recommended build uses: the flags as given, the tuned threshold in place
+    (the MinHash Jaccard threshold, or with --vectors the SimHash cosine threshold)."""
+    cfg = config_from_args(a)
+    stage = "simhash" if vectors else "minhash"
+    sub = getattr(cfg, stage)
+    assert sub is not None  # tune has no flag that turns a stage off
+    return cfg.model_copy(update={stage: sub.model_copy(update={"threshold": threshold})})
+
+
+def _folded_share_at(a, texts: list, threshold: float, vectors: Optional[np.ndarray] = None) -> float:
+    """Share of the corpus the recommended build (``build with:``) folds at ``threshold``."""
+    import warnings
+
     import diversify
 
-    cfg = config_from_args(a)
-    assert cfg.minhash is not None
-    cfg = cfg.model_copy(update={"minhash": cfg.minhash.model_copy(update={"threshold": threshold})})
-    res = diversify.build(texts, config=cfg)
+    from ..errors import DiversifyWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DiversifyWarning)
+        res = diversify.build(texts, vectors=vectors, config=_config_at(a, threshold, vectors is not None))
     return res.n_duplicates / max(1, res.n_docs)
 
 
-def cmd_tune(a) -> int:
-    import warnings
+def _band_settings(a, threshold: float, vectors: bool) -> tuple[dict, str]:
+    """(the LSH settings the tuned threshold implies, as JSON; the sentence that states them): the
+    SimHash bands of a --vectors build, else the MinHash bands."""
+    from ..linking.link import minhash_params, simhash_params
 
+    cfg = _config_at(a, threshold, vectors)
+    if vectors:
+        sc = cfg.simhash
+        assert sc is not None
+        p = simhash_params(cfg)
+        return ({"stage": "simhash", "bits": sc.bits, "families": sc.families, **p.as_dict()},
+                f"implies SimHash bands={p.bands} rows={p.rows} per family for bits={sc.bits} families={sc.families} "
+                f"(a family's candidate probability at the threshold {p.recall_at_threshold:.3f})")
+    assert cfg.minhash is not None
+    p = minhash_params(cfg)
+    return ({"stage": "minhash", "num_perm": cfg.minhash.num_perm, **p.as_dict()},
+            f"implies LSH bands={p.bands} rows={p.rows} for num_perm={cfg.minhash.num_perm} "
+            f"(candidate probability at the threshold {p.recall_at_threshold:.3f})")
+
+
+def cmd_tune(a) -> int:
     from ..corpus.readers import column, read_table
-    from ..errors import DiversifyWarning
-    from ..evaluate import best_threshold, check_labels, pr_curve
-    from ..linking.bands import optimal_params
+    from ..evaluate import DEFAULT_GRID, all_positive_baseline, best_threshold, check_labels, pr_curve, tune_notes
 
     if a.plot:  # before the sweep, not after
         check_output_path(a.plot, param="--plot", what="the plot",
@@ -199,23 +228,22 @@ def cmd_tune(a) -> int:
     rows = read_table(a.pairs, _columns(a), delimiter=_delimiter(a))
     gold = _labels_to_bool(column(rows, a.label, a.pairs, "--label"), a.positive_min)
     notes = check_labels(gold)
-    scores, what, texts = _tune_scores(a, rows)
-    cfg = config_from_args(a)
-    assert cfg.minhash is not None  # the tune command has no --no-minhash flag
+    scores, what, texts, vecs = _tune_scores(a, rows)
     curve = pr_curve(scores, gold)
     best = best_threshold(curve)
+    baseline = all_positive_baseline(gold)
     t = round(best["threshold"], 2)
-    lsh = optimal_params(t, cfg.minhash.num_perm, 0.05, 0.95)
+    lsh, lsh_line = _band_settings(a, t, vecs is not None)
     out = {"pairs": len(rows), "positives": int(gold.sum()), "similarity": what, "best": best,
-           "lsh": {"num_perm": cfg.minhash.num_perm, **lsh.as_dict()}, "curve": curve}
-    if texts is not None and not a.vectors:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DiversifyWarning)
-            share = _folded_share_at(a, texts, t)
+           "baseline_all_positive": baseline, "lsh": lsh, "curve": curve}
+    notes += tune_notes(best, baseline, DEFAULT_GRID)
+    if texts is not None:
+        share = _folded_share_at(a, texts, t, vecs)
         out["corpus_folded_share"] = share
         if share > 0.5:
-            notes.append(f"a build of --corpus at threshold {t:.2f} folds {share:.0%} of its documents: most of the "
-                         "corpus would be hidden; check the labels or choose a higher threshold")
+            flag = f"--simhash-threshold {t:.2f} with --vectors" if vecs is not None else f"threshold {t:.2f}"
+            notes.append(f"a build of --corpus at {flag} folds {share:.0%} of its documents: most of the corpus "
+                         "would be hidden; check the labels or choose a higher threshold")
     if best["plateau"][0] != best["plateau"][1]:
         notes.append(f"F1 is flat at {best['f1']:.4f} from {best['plateau'][0]:.2f} to {best['plateau'][1]:.2f}: "
                      f"the labels do not pin the threshold down; {t:.2f} is the middle")
@@ -226,13 +254,13 @@ def cmd_tune(a) -> int:
     if a.json:
         say(json.dumps(out, indent=2))
         return 0
-    _print_tune(out, curve, best, lsh, a, cfg)
+    _print_tune(out, curve, best, lsh_line, a)
     for note in notes:
         warn_line("diversify tune", note)
     return 0
 
 
-def _print_tune(out, curve, best, lsh, a, cfg) -> None:
+def _print_tune(out, curve, best, lsh_line: str, a) -> None:
     say(f"{out['pairs']:,} labeled pairs ({out['positives']:,} positive); similarity: {out['similarity']}")
     say("threshold  precision  recall     f1")
     for r in curve:
@@ -241,16 +269,20 @@ def _print_tune(out, curve, best, lsh, a, cfg) -> None:
             say(f"{r['threshold']:>9.2f}  {r['precision']:>9.4f}  {r['recall']:>6.4f}  {r['f1']:.4f}{mark}")
     say(f"best threshold {best['threshold']:.2f}: precision {best['precision']:.4f}, recall {best['recall']:.4f}, "
         f"F1 {best['f1']:.4f}")
+    base = out["baseline_all_positive"]
+    say(f"baseline (every pair called a duplicate): precision {base['precision']:.4f}, recall {base['recall']:.4f}, "
+        f"F1 {base['f1']:.4f}")
     if "corpus_folded_share" in out:
         say(f"a build of --corpus at {best['threshold']:.2f} folds {out['corpus_folded_share']:.1%} of its documents")
+    say(lsh_line)
     if a.vectors:
+        lsh = out["lsh"]
         say(f"build with: diversify build INPUT -o OUT --vectors {a.vectors} --simhash-threshold "
-            f"{best['threshold']:.2f}")
-        return
-    say(f"implies LSH bands={lsh.bands} rows={lsh.rows} for num_perm={cfg.minhash.num_perm} "
-        f"(candidate probability at the threshold {lsh.recall_at_threshold:.3f})")
-    say(f"build with: diversify build INPUT -o OUT --shingle {cfg.text.shingle} -k {cfg.text.k} "
-        f"--threshold {best['threshold']:.2f}")
+            f"{best['threshold']:.2f} --simhash-bits {lsh['bits']} --families {lsh['families']}")
+    else:
+        cfg = config_from_args(a)
+        say(f"build with: diversify build INPUT -o OUT --shingle {cfg.text.shingle} -k {cfg.text.k} "
+            f"--threshold {best['threshold']:.2f}")
     if a.plot:
         say(f"wrote {a.plot}")
 

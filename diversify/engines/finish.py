@@ -39,20 +39,57 @@ from ..stages import FLAG_CHAR_SHINGLES, FLAG_EMPTY_TEXT, FLAG_HAS_VECTOR, STAGE
 if TYPE_CHECKING:
     from ..artifact import ClusterMap
 
-__all__ = ["BuildResult", "BuildStats", "finish", "resolve_config", "incremental_extras"]
+__all__ = ["BuildResult", "BuildStats", "build_stats", "stage_line", "finish", "resolve_config", "incremental_extras"]
 
 log = logging.getLogger("diversify")
 
 
 class BuildStats(TypedDict):
-    """Counts per stage (``"exact"``, ``"minhash"``, ``"text_simhash"``, ``"simhash"``)."""
+    """Counts per stage (``"exact"``, ``"minhash"``, ``"text_simhash"``, ``"simhash"``).
 
-    candidates: dict[str, int]  # candidate pairs examined
-    verified: dict[str, int]  # verifications run
-    merged: dict[str, int]  # verified edges that joined two components
+    For every stage ``candidates == already_joined + checked``, and ``merged <= checked``:
+
+    - ``candidates``: candidate pairs the stage's buckets proposed (equal exact hashes, or equal
+      LSH band keys within ``bucket_window``); a pair that shares several bands counts once per band.
+    - ``already_joined``: of those, pairs whose documents were already in one cluster (no check).
+    - ``checked``: of those, pairs checked: by the MinHash estimate, exact Jaccard, cosine or the
+      SimHash estimate, as the stage verifies (a borderline pair is one check here, however it is
+      then decided).
+    - ``exact_checks``: distinct borderline pairs (``verify="auto"``) decided by exact Jaccard.
+    - ``merged``: accepted pairs that joined two clusters (the edges of the clusters).
+    - ``verified``: ``checked`` plus, on the local engine, the exact Jaccard re-checks of
+      borderline pairs; kept for compatibility (it is what the artifact's ``build_info`` stores),
+      which is why it may exceed ``candidates``.
+    """
+
+    candidates: dict[str, int]
+    already_joined: dict[str, int]
+    checked: dict[str, int]
+    verified: dict[str, int]
+    merged: dict[str, int]
     lsh: dict[str, dict]  # chosen LSH parameters (bands, rows, recall at the threshold, ...)
-    exact_checks: dict[str, int]  # borderline pairs decided by exact Jaccard
+    exact_checks: dict[str, int]
     dask: NotRequired[dict]  # engine="dask" only: partitions, shuffle sizes, retries
+
+
+def build_stats(stats: LinkStats) -> BuildStats:
+    """The :class:`BuildStats` of a stage's counters (``checked`` and ``already_joined`` derived)."""
+    checked = {k: int(v) - int(stats.rechecked.get(k, 0)) for k, v in stats.verified.items()}
+    return {"candidates": stats.candidates, "already_joined": {k: int(v) - checked.get(k, 0) for k, v in
+                                                              stats.candidates.items()},
+            "checked": checked, "verified": stats.verified, "merged": stats.merged, "lsh": stats.lsh,
+            "exact_checks": stats.exact_checks}
+
+
+def stage_line(stats: BuildStats, name: str) -> str:
+    """One stage's counters in the summary, in words whose numbers add up (see :class:`BuildStats`)."""
+    c, m = stats["candidates"][name], stats["merged"][name]
+    checked = stats.get("checked", stats["verified"]).get(name, 0)
+    joined = stats.get("already_joined", {}).get(name, c - checked)
+    x = stats.get("exact_checks", {}).get(name)
+    extra = f"; {x:,} borderline re-checked by exact Jaccard" if x else ""
+    return (f"{name:<16} candidate pairs {c:,} = {joined:,} already in one cluster + {checked:,} checked{extra}; "
+            f"{m:,} merged two clusters")
 
 
 @dataclass
@@ -64,7 +101,7 @@ class BuildResult:
     cluster_map : ClusterMap  the artifact (``save`` it, or query it directly)
     cluster_ids : int64 (n,)  cluster id per document (the index of the cluster's first member)
     timings : stage -> seconds
-    stats : candidate pairs, verifications and merges per stage; chosen LSH parameters
+    stats : candidate pairs, checks and merges per stage (:class:`BuildStats`); chosen LSH parameters
     """
 
     cluster_map: ClusterMap
@@ -129,10 +166,7 @@ class BuildResult:
                 f"{name:<16} bands={p['bands']} rows={p['rows']} recall@threshold={p['recall_at_threshold']:.3f}"
             )
         for name in self.stats["candidates"]:
-            c, v, m = self.stats["candidates"][name], self.stats["verified"][name], self.stats["merged"][name]
-            x = self.stats.get("exact_checks", {}).get(name)
-            extra = f" (borderline checked exactly: {x:,})" if x else ""
-            lines.append(f"{name:<16} candidates={c:,} verified={v:,} merged={m:,}{extra}")
+            lines.append(stage_line(self.stats, name))
         sim = self.report.get("member_similarity")
         if sim:
             lines.append(f"folded members   similarity to their representative: min {sim['min']:.3f}, "
@@ -212,8 +246,7 @@ def finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray
         created_at=created_at,
         extras=extras,
     )
-    stats_dict: BuildStats = {"candidates": stats.candidates, "verified": stats.verified, "merged": stats.merged, "lsh": stats.lsh,
-                  "exact_checks": stats.exact_checks}
+    stats_dict = build_stats(stats)
     config_json = cfg.model_dump(mode="json")
     report = cluster_report(cluster_ids, rep, config_json, {**incremental_extras(sk), **extras})
     notes = outcome_warnings(report)

@@ -72,11 +72,16 @@ _EXACT_BATCH = 2048
 
 @dataclass
 class LinkStats:
-    candidates: dict = field(default_factory=dict)  # stage -> candidate pairs examined
-    verified: dict = field(default_factory=dict)  # stage -> verifications run
+    """Counts per stage (see :class:`diversify.engines.finish.BuildStats` for what each counts)."""
+
+    candidates: dict = field(default_factory=dict)  # stage -> candidate pairs the buckets proposed
+    verified: dict = field(default_factory=dict)  # stage -> checks run: the scan's plus the exact re-checks
     merged: dict = field(default_factory=dict)  # stage -> edges that merged two components
     lsh: dict = field(default_factory=dict)  # stage -> chosen params
     exact_checks: dict = field(default_factory=dict)  # stage -> borderline pairs checked exactly
+    #: stage -> exact Jaccard re-checks run on borderline pairs and counted in ``verified`` (the
+    #: local engine counts them there; absent: none counted there)
+    rechecked: dict = field(default_factory=dict)
 
 
 def _minhash_config(config: BuildConfig) -> MinHashConfig:
@@ -450,11 +455,13 @@ def _minhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, parent: 
     verifier = make_verifier(kind, config, auto=sk.texts is not None or sk.sets32 is not None, minhash=sk.minhash,
                              shingles=shingles)
     forest = make_forest(parent, flags, STAGE_MINHASH)
-    n_exact = 0
+    n_exact = n_rechecked = 0
 
     def on_borderline(pairs: np.ndarray) -> None:
-        nonlocal n_exact
+        nonlocal n_exact, n_rechecked
+        before = int(forest.counters[1])  # the exact checks are the only verifications decide_deferred counts
         n_exact += decide_deferred(pairs, sk, config, parent, flags, forest.counters)
+        n_rechecked += int(forest.counters[1]) - before
 
     parts: Iterator[Union[Buckets, Part]]
     if sk.spill is None:
@@ -464,6 +471,7 @@ def _minhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, parent: 
     scan_buckets(_counted(parts, p.bands, "linking", progress), verifier, forest, on_borderline=on_borderline)
     _record(stats, "minhash", forest.counters)
     stats.exact_checks["minhash"] = n_exact
+    stats.rechecked["minhash"] = n_rechecked
     stats.lsh["minhash"] = p.as_dict()
 
 
