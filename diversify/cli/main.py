@@ -45,7 +45,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--metadata", action="append", type=metadata_item, default=None, metavar="KEY=VALUE",
                    help="one KEY=VALUE stored in the artifact; repeat the flag for more, e.g. --metadata "
                         "embedding_model=all-MiniLM-L6-v2 --metadata source=wiki (default: none)")
-    p.add_argument("--engine", choices=["local", "dask"], default="local", help="run on this machine (default) or on Dask")
+    p.add_argument("--engine", choices=["local", "dask"], default="local", help="run on this machine or on Dask (default local)")
     p.add_argument("--scheduler", default=None, help="Dask scheduler address for --engine dask (default: a local cluster)")
     p.add_argument("--spill-dir", default=None, metavar="DIR",
                    help="with --stream: where the signatures and band keys are kept while the build runs (unnamed "
