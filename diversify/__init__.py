@@ -61,6 +61,14 @@ _LAZY = {
     "IncompatibleIndexError": "diversify.errors",
     # the live index
     "Index": "diversify.index",
+    # one vector's SimHash: signatures, band keys, the band table, Hamming -> cosine (docs/simhash-api.md)
+    "simhash_bands": "diversify.linking.bands",
+    "simhash_lsh_multi": "diversify.linking.bands",
+    "SimHashFamily": "diversify.linking.bands",
+    "SimHashBandTable": "diversify.linking.bands",
+    "normalize_vector": "diversify.sketches.simhash",
+    "hamming_distance_hex": "diversify.sketches.simhash",
+    "cosine_from_hamming": "diversify.sketches.simhash",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -236,7 +236,7 @@ def cmd_tune(a) -> int:
     lsh, lsh_line = _band_settings(a, t, vecs is not None)
     out = {"pairs": len(rows), "positives": int(gold.sum()), "similarity": what, "best": best,
            "baseline_all_positive": baseline, "lsh": lsh, "curve": curve}
-    notes += tune_notes(best, baseline, DEFAULT_GRID)
+    notes += tune_notes(best, baseline, DEFAULT_GRID.tolist())
     if texts is not None:
         share = _folded_share_at(a, texts, t, vecs)
         out["corpus_folded_share"] = share

@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import ConfigError
 
 __all__ = ["LSHParams", "candidate_probability", "optimal_params", "pigeonhole_params", "simhash_bit_similarity",
-           "band_starts", "SimHashFamily", "simhash_lsh_multi"]
+           "band_starts", "SimHashFamily", "simhash_bands", "simhash_lsh_multi", "SimHashBandTable"]
 
 
 @dataclass(frozen=True)
@@ -142,11 +142,20 @@ def band_starts(bits: int, bands: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- band keys of one vector
+# The public per-vector SimHash API (importable from ``diversify``; docs/simhash-api.md): one
+# vector's signatures and band keys, a table that looks vectors up by their band keys, and the
+# Hamming -> cosine estimate (diversify.sketches.simhash). A build uses the same hyperplanes (same
+# seed, bits and families give the same signatures) but hashes its band keys into integers.
 
 
 @dataclass(frozen=True)
 class SimHashFamily:
-    """One family of a vector's SimHash: the signature as hex and its LSH band keys (hex)."""
+    """One family of a vector's SimHash: its signature and its LSH band keys.
+
+    ``signature`` is ``bits`` bits as hex (most significant first; :func:`hamming_distance_hex`
+    compares two). ``bands`` holds one key per band, ``"<band>:<hex of the band's bits>"``: two
+    vectors whose keys agree on any band of a family are LSH candidates.
+    """
 
     family: int
     bits: int
@@ -154,18 +163,35 @@ class SimHashFamily:
     bands: tuple[str, ...]
 
 
-def simhash_lsh_multi(vector, *, bits: int = 256, bands: int = 16, families: int = 1, seed: int = 1) -> list[SimHashFamily]:
+def _check_band_args(bits: int, bands: int, families: int, seed: int) -> None:
+    for name, v in (("bits", bits), ("bands", bands), ("families", families), ("seed", seed)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise ConfigError(f"`{name}` must be an int; got {type(v).__name__} {v!r}.")
+    if bits not in (64, 128, 256):
+        raise ConfigError(f"`bits` must be 64, 128 or 256; got {bits!r}. Use 256 for the most accurate estimates.")
+    if not 1 <= bands <= bits:
+        raise ConfigError(f"`bands` must be in [1, bits={bits}]; got {bands!r}. 16 bands of 16 bits suit bits=256.")
+    if not 1 <= families <= 16:
+        raise ConfigError(f"`families` must be in [1, 16]; got {families!r}.")
+    if not 0 <= seed < 2**64:
+        raise ConfigError(f"`seed` must be in [0, 2**64); got {seed!r}.")
+
+
+def simhash_bands(vector, *, bits: int = 256, bands: int = 16, families: int = 1, seed: int = 1) -> list[SimHashFamily]:
     """SimHash of one vector in ``families`` independent hyperplane families, with band keys.
 
+    ``vector``: one embedding, 1-D (dim,) of finite numbers, not all zero (L2-normalized here).
     Each family's ``bits`` are cut into ``bands`` contiguous ranges; two vectors whose signatures
     agree on any band are LSH candidates. With ``bands`` = b, every pair within Hamming distance
-    b-1 in a family shares a band (pigeonhole). Band keys are ``"<band>:<hex bits>"`` strings.
+    b-1 in a family shares a band (pigeonhole). Same ``seed``, ``bits`` and ``families`` give the
+    same signatures on every machine. Raises InputError for a vector that is not one finite,
+    nonzero vector, ConfigError for parameters out of range.
     """
     from ..sketches.simhash import normalize_vector, row_hex, simhash_vectors
 
-    if not 1 <= bands <= bits:
-        raise ConfigError(f"`bands` must be in [1, bits={bits}]; got {bands!r}. 16 bands of 16 bits suit bits=256.")
-    sig = simhash_vectors(normalize_vector(vector)[None, :], seed=seed, bits=bits, families=families, normalized=True)[0]
+    _check_band_args(bits, bands, families, seed)
+    unit = normalize_vector(vector)
+    sig = simhash_vectors(unit[None, :], seed=int(seed), bits=bits, families=families, normalized=True)[0]
     starts = band_starts(bits, bands)
     out = []
     for f in range(families):
@@ -178,3 +204,97 @@ def simhash_lsh_multi(vector, *, bits: int = 256, bands: int = 16, families: int
             keys.append(f"{b}:{part:0{(width + 3) // 4}x}")
         out.append(SimHashFamily(family=f, bits=bits, signature=row_hex(words), bands=tuple(keys)))
     return out
+
+
+#: the name of :func:`simhash_bands` before it was public; kept working
+simhash_lsh_multi = simhash_bands
+
+
+class SimHashBandTable:
+    """Vectors looked up by their SimHash band keys: the LSH table of :func:`simhash_bands`.
+
+    ``add(key, vector)`` files a vector under each of its band keys; ``candidates(vector)`` are
+    the keys that share at least one band key with it in some family; ``query(vector,
+    min_cosine=...)`` ranks them by the cosine their signatures estimate
+    (:func:`cosine_from_hamming` of the Hamming distance over every family's bits). Every vector
+    must have the dimension of the first one. Held in memory (a dict per family); for a corpus,
+    ``diversify.build(vectors=...)`` does the same at scale.
+    """
+
+    def __init__(self, *, bits: int = 256, bands: int = 16, families: int = 1, seed: int = 1):
+        _check_band_args(bits, bands, families, seed)
+        self.bits, self.bands, self.families, self.seed = int(bits), int(bands), int(families), int(seed)
+        self.dim: Optional[int] = None
+        self._tables: list[dict[str, list]] = [{} for _ in range(self.families)]
+        self._signatures: dict = {}
+
+    def __len__(self) -> int:
+        return len(self._signatures)
+
+    def __contains__(self, key) -> bool:
+        return key in self._signatures
+
+    def signatures(self, vector) -> list[SimHashFamily]:
+        """:func:`simhash_bands` of ``vector`` with this table's settings (its dimension checked)."""
+        from ..errors import InputError
+
+        shape = np.shape(vector)
+        dim = shape[-1] if len(shape) in (1, 2) else None
+        if self.dim is not None and dim != self.dim:
+            raise InputError(f"`vector` must have the table's dimension {self.dim} (that of its first vector); got "
+                             f"shape {shape}. Use one embedding model for every vector of a table.")
+        return simhash_bands(vector, bits=self.bits, bands=self.bands, families=self.families, seed=self.seed)
+
+    def add(self, key, vector) -> list[SimHashFamily]:
+        """File ``vector`` under ``key`` (hashable, not already in the table); returns its signatures."""
+        from ..errors import InputError
+
+        try:
+            known = key in self._signatures
+        except TypeError:
+            raise InputError(f"`key` must be hashable (a str or an int id); got {type(key).__name__}.") from None
+        if known:
+            raise InputError(f"`key` {key!r} is already in the table; give each vector its own key.")
+        fams = self.signatures(vector)
+        if self.dim is None:
+            self.dim = int(np.shape(vector)[-1])
+        for fam in fams:
+            table = self._tables[fam.family]
+            for band_key in fam.bands:
+                table.setdefault(band_key, []).append(key)
+        self._signatures[key] = tuple(f.signature for f in fams)
+        return fams
+
+    def candidates(self, vector) -> list:
+        """Keys sharing at least one band key with ``vector`` in some family, in the order they were added."""
+        if not self._signatures:
+            return []
+        return self._candidates(self.signatures(vector))
+
+    def _candidates(self, fams: list[SimHashFamily]) -> list:
+        found: set = set()
+        for fam in fams:
+            table = self._tables[fam.family]
+            for band_key in fam.bands:
+                found.update(table.get(band_key, ()))
+        return [k for k in self._signatures if k in found]
+
+    def query(self, vector, *, min_cosine: float = -1.0) -> list[tuple]:
+        """``(key, estimated cosine)`` of the candidates whose estimate is ``>= min_cosine``, highest first."""
+        from ..errors import InputError
+        from ..sketches.simhash import cosine_from_hamming, hamming_distance_hex
+
+        if isinstance(min_cosine, bool) or not isinstance(min_cosine, (int, float)) or not -1.0 <= min_cosine <= 1.0:
+            raise InputError(f"`min_cosine` must be a number in [-1, 1]; got {min_cosine!r}.")
+        if not self._signatures:
+            return []
+        fams = self.signatures(vector)
+        mine = [f.signature for f in fams]
+        out = []
+        for key in self._candidates(fams):
+            h = sum(hamming_distance_hex(a, b) for a, b in zip(mine, self._signatures[key]))
+            cos = cosine_from_hamming(h, self.bits * self.families)
+            if cos >= min_cosine:
+                out.append((key, cos))
+        out.sort(key=lambda kc: -kc[1])
+        return out

@@ -91,9 +91,32 @@ def normalize_vectors(vectors, *, name: str = "vectors") -> np.ndarray:
     return arr / norms[:, None]
 
 
-def normalize_vector(vector) -> np.ndarray:
-    """L2-normalize one vector (float64 1-D copy)."""
-    return normalize_vectors(np.asarray(vector, dtype=np.float64).reshape(1, -1), name="vector")[0]
+def normalize_vector(vector, *, name: str = "vector") -> np.ndarray:
+    """One vector L2-normalized: float64 1-D copy of unit length.
+
+    ``vector`` is 1-D (dim,) or one row (1, dim) of real, finite numbers, not all zero; anything
+    else (a matrix, an empty vector, NaN or inf, strings, complex numbers) raises
+    :class:`~diversify.errors.InputError` naming ``name``.
+    """
+    shape = np.shape(vector)
+    if len(shape) == 2 and shape[0] == 1:
+        vector = np.asarray(vector)[0]
+        shape = shape[1:]
+    if len(shape) != 1 or shape[0] == 0:
+        raise InputError(f"`{name}` must be one vector, 1-D (dim,) with dim >= 1; got shape {shape}. Pass one "
+                         "embedding (e.g. matrix[i]), not a matrix or a scalar.")
+    kind = getattr(getattr(vector, "dtype", None), "kind", None)
+    if kind is None or kind == "O":
+        try:
+            vector = np.asarray(vector, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InputError(f"`{name}` must hold numbers; got {list(vector)[:3]!r}... Pass a float array.") from None
+    arr = np.asarray(vector)
+    if arr.dtype.kind in "biuf" and not np.isfinite(arr.astype(np.float64)).all():
+        bad = np.flatnonzero(~np.isfinite(arr.astype(np.float64)))
+        raise InputError(f"`{name}` must be finite; positions {bad[:5].tolist()}{'...' if bad.size > 5 else ''} hold "
+                         f"NaN or inf ({bad.size} of {arr.size}). Re-embed the document.")
+    return normalize_vectors(arr.reshape(1, -1), name=name)[0]
 
 
 def simhash_vectors(vectors, *, seed: int = 1, bits: int = 256, families: int = 1, normalized: bool = False) -> np.ndarray:
@@ -118,23 +141,38 @@ def hamming_distance(a: np.ndarray, b: np.ndarray) -> int:
 
 
 def hamming_distance_hex(a: str, b: str) -> int:
-    """Hamming distance of two signatures given as hex strings of equal length."""
+    """Hamming distance of two signatures given as hex strings of equal length (as
+    :func:`diversify.simhash_bands` writes them)."""
+    for name, v in (("a", a), ("b", b)):
+        if not isinstance(v, str) or not v:
+            raise InputError(f"`{name}` must be a non-empty hex string (a SimHashFamily.signature); got "
+                             f"{type(v).__name__} {v!r:.40}.")
     if len(a) != len(b):
         raise InputError(
             f"`a` and `b` must be hex signatures of equal length; got lengths {len(a)} and {len(b)}. "
             "Compare signatures made with the same `bits`."
         )
     try:
+        if not all(c in _HEX for c in a + b):
+            raise ValueError
         return (int(a, 16) ^ int(b, 16)).bit_count()
     except ValueError:
-        raise InputError(f"`a` and `b` must be hexadecimal strings; got {a[:20]!r}, {b[:20]!r}.") from None
+        raise InputError(f"`a` and `b` must be hexadecimal strings (0-9, a-f); got {a[:20]!r}, {b[:20]!r}.") from None
+
+
+_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 def cosine_from_hamming(h: int, bits: int) -> float:
-    """Estimated cosine similarity ``cos(pi * h / bits)`` from a Hamming distance."""
+    """Estimated cosine similarity ``cos(pi * h / bits)`` of two SimHash signatures of ``bits``
+    bits that differ in ``h`` bits (``h`` and ``bits`` whole numbers, ``0 <= h <= bits``)."""
+    for name, v in (("h", h), ("bits", bits)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise InputError(f"`{name}` must be a whole number of bits (int); got {type(v).__name__} {v!r}. "
+                             "Pass hamming_distance_hex(...) and the signature's bits.")
     if bits <= 0 or not 0 <= h <= bits:
         raise InputError(f"`h` must be in [0, bits] and `bits` > 0; got h={h!r}, bits={bits!r}.")
-    return math.cos(math.pi * h / bits)
+    return math.cos(math.pi * int(h) / int(bits))
 
 
 def row_hex(words: np.ndarray) -> str:
