@@ -207,8 +207,8 @@ def add_input_args(p: argparse.ArgumentParser, *, keys: bool = True, chunks: boo
                             "priority order, e.g. --key-field authority --key-field updated_at (ties: the longest "
                             "text; default: none)")
     p.add_argument("--source-field", default=None, metavar="FIELD",
-                   help="record field naming each document's source or kind, for --source-threshold NAME=T "
-                        "(default: none)")
+                   help="record field naming each document's source or kind, for per-source thresholds "
+                        "(--source-threshold NAME=T; a live index keeps those it was created with) (default: none)")
     p.add_argument("--vectors", default=None, help=".npy array (n, dim) of embeddings, aligned with the records "
                                                    "(default: none, text only)")
     p.add_argument("--ids", dest="ids_file", default=None, help="ids file (one per line) for --vectors without text "
