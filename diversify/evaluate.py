@@ -189,17 +189,19 @@ def all_positive_baseline(labels) -> dict:
 
 
 def tune_notes(best: dict, baseline: dict, grid: Sequence[float]) -> list[str]:
-    """Warnings about a tuned threshold: the best F1 sits at an edge of the thresholds tried (a
-    threshold beyond the grid might do better), or it does no better than the all-positive baseline
-    (the similarity does not separate the labels)."""
+    """Warnings about a tuned threshold: the chosen threshold sits at an edge of the thresholds
+    tried (a threshold beyond the grid might do better), or its F1 is no better than the
+    all-positive baseline (the similarity does not separate the labels). A plateau of the best F1
+    that merely reaches an edge (negatives far below every threshold) is no warning: the chosen
+    threshold is its middle."""
     notes = []
-    lo, hi = (float(x) for x in best["plateau"])
+    t = float(best["threshold"])
     first, last = float(grid[0]), float(grid[-1])
-    if lo <= first + 1e-9:
+    if t <= first + 1e-9:
         notes.append(f"the best F1 ({best['f1']:.4f}) is reached at the lowest threshold tried ({first:.2f}): a "
                      "lower one might do as well or better, and almost every pair counts as a duplicate there; "
                      "check the labels (are the negatives really different?) before building with it")
-    if hi >= last - 1e-9:
+    if t >= last - 1e-9:
         notes.append(f"the best F1 ({best['f1']:.4f}) is reached at the highest threshold tried ({last:.2f}): only "
                      "near-identical pairs count as duplicates; the labeled positives may be too few or too loose "
                      "for a lower threshold to pay off")

@@ -101,20 +101,19 @@ def test_all_positive_baseline_oracle(rng):
         assert got["f1"] == pytest.approx(2 * prec / (1 + prec) if tp else 0.0)
 
 
+def _notes(scores, labels):
+    return tune_notes(best_threshold(pr_curve(scores, labels)), all_positive_baseline(labels), DEFAULT_GRID)
+
+
 def test_edge_of_grid_warnings():
-    # positives identical (Jaccard 1), negatives at 0.995: only the top of the grid separates them
-    high = best_threshold(pr_curve([1.0] * 10 + [0.995] * 10, [True] * 10 + [False] * 10))
-    notes = tune_notes(high, all_positive_baseline([True] * 10 + [False] * 10), DEFAULT_GRID)
-    assert any("highest threshold tried (0.99)" in n for n in notes)
-    # positives barely overlap (0.06), negatives share nothing: the bottom of the grid
-    low = best_threshold(pr_curve([0.06] * 10 + [0.0] * 10, [True] * 10 + [False] * 10))
-    assert low["plateau"][0] == DEFAULT_GRID[0]
-    notes = tune_notes(low, all_positive_baseline([True] * 10 + [False] * 10), DEFAULT_GRID)
-    assert any("lowest threshold tried (0.05)" in n for n in notes)
-    # a best F1 inside the grid: no edge warning
-    mid = best_threshold(pr_curve([0.9] * 10 + [0.3] * 10, [True] * 10 + [False] * 10))
-    assert not [n for n in tune_notes(mid, all_positive_baseline([True] * 10 + [False] * 10), DEFAULT_GRID)
-                if "threshold tried" in n]
+    labels = [True] * 10 + [False] * 10
+    # positives identical (1.0), negatives at 0.985: only the top of the grid (0.99) separates them
+    assert any("highest threshold tried (0.99)" in n for n in _notes([1.0] * 10 + [0.985] * 10, labels))
+    # positives barely overlap (0.05), negatives at 0.03: only the bottom of the grid (0.05)
+    assert any("lowest threshold tried (0.05)" in n for n in _notes([0.05] * 10 + [0.03] * 10, labels))
+    # a best F1 inside the grid, or a plateau that merely reaches an edge: no edge warning
+    for scores in ([0.9] * 10 + [0.3] * 10, [0.9] * 10 + [0.0] * 10, [1.0] * 10 + [0.5] * 10):
+        assert not [n for n in _notes(scores, labels) if "threshold tried" in n], scores
 
 
 def test_no_better_than_the_baseline_is_warned():
@@ -125,10 +124,14 @@ def test_no_better_than_the_baseline_is_warned():
 
 
 def test_tune_cli_warns_at_the_edge_of_the_grid(tmp_path, capsys):
-    base = [f"w{i}" for i in range(400)]
-    text = " ".join(base)
-    near = " ".join(base[:-1] + ["other"])  # word 5-shingles: Jaccard 395/397 = 0.995
+    words = [f"w{i}" for i in range(800)]
+    text = " ".join(words)
+    near = " ".join(words[:400] + ["other"] + words[401:])  # word 5-shingles: Jaccard 791/801 = 0.9875
     rows = [{"text_a": text, "text_b": text, "label": 1}] * 20 + [{"text_a": text, "text_b": near, "label": 0}] * 20
+    assert main(["tune", "--pairs", str(_write_jsonl(tmp_path / "p.jsonl", rows)), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["best"]["threshold"] == 0.99 and out["best"]["f1"] == 1.0
+    assert any("highest threshold tried (0.99)" in n for n in out["warnings"])
     assert main(["tune", "--pairs", str(_write_jsonl(tmp_path / "p.jsonl", rows))]) == 0
     err = capsys.readouterr().err
     assert "highest threshold tried (0.99)" in err and err.startswith("diversify tune: ")
