@@ -235,3 +235,10 @@ def test_metadata_key_given_twice_is_refused(files, tmp_path, capsys):
                  "--metadata", "a=2"]) == 2
     err = capsys.readouterr().err
     assert "`--metadata`" in err and "'a' twice" in err
+
+
+def test_every_command_help_renders_with_its_options(capsys):
+    for name, parser in _subcommands(make_parser()).items():
+        text = _help(capsys, *name.split())
+        for flag in _options(parser).values():
+            assert flag in text, (name, flag)
