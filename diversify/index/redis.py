@@ -82,6 +82,9 @@ from .storage import (
     StorageOptions,
     Transaction,
     View,
+    checked_int,
+    checked_meta,
+    checked_state,
     index_name,
     mask_url,
     storage_errors,
@@ -388,6 +391,10 @@ def _text(value: Any) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
+def _text_key(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
 def _encode_doc(row: DocRow) -> bytes:
     idb = row.id.encode("utf-8")
     return _HEADER.pack(1 if row.is_rep else 0, row.cluster, row.similarity, row.stages, len(idb)) + idb + row.payload
@@ -434,10 +441,9 @@ class _RedisView(View):
     def state(self) -> State:
         r = self.st.client
         nxt, ncl, kind, layout = self._call(r.hmget, self.st.p + "state", "next_seq", "next_cluster", "id_kind", "layout")
-        if nxt is None:
+        if nxt is None and ncl is None:
             return State()
-        return State(next_seq=int(nxt), next_cluster=int(ncl), id_kind=_text(kind or b"") or None,
-                     layout=_text(layout or b""))
+        return checked_state(self.st.url, nxt, ncl, kind, layout)
 
     def docs_by_seq(self, seqs: Sequence[int], *, payload: bool = True) -> list[DocRow]:
         s8 = [_seq8(s) for s in dict.fromkeys(int(s) for s in seqs)]
@@ -491,7 +497,7 @@ class _RedisView(View):
 
     def _scan_end(self) -> int:
         top = self._call(self.st.client.hget, self.st.p + "state", "max_seq")
-        return int(top or -1) + 1
+        return (checked_int(self.st.url, "state", "max_seq", top, -1) if top is not None else -1) + 1
 
     def scan(self, after_seq: int, limit: int, *, payload: bool = True) -> list[DocRow]:
         end = self._scan_end()
@@ -504,8 +510,10 @@ class _RedisView(View):
         return out[:limit]
 
     def counts(self) -> Counts:
-        d, r, b = self._call(self.st.client.hmget, self.st.p + "state", "docs", "reps", "band_rows")
-        return Counts(documents=int(d or 0), representatives=int(r or 0), band_rows=int(b or 0))
+        got = self._call(self.st.client.hmget, self.st.p + "state", "docs", "reps", "band_rows")
+        d, r, b = (checked_int(self.st.url, "state", name, v, 0) if v is not None else 0
+                   for name, v in zip(("docs", "reps", "band_rows"), got))
+        return Counts(documents=d, representatives=r, band_rows=b)
 
 
 class _RedisTransaction(_RedisView, Transaction):
@@ -790,14 +798,13 @@ class RedisStorage(Storage):
         return self._meta([x for kv in flat.items() for x in kv])
 
     def _meta(self, flat: list) -> Meta:
-        d = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
-        layout = int(d.get("layout", "0"))
+        d = {_text_key(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+        layout = checked_int(self.url, "meta", "layout", d.get("layout", 0), 0)
         if layout > LAYOUT:
             raise IncompatibleIndexError(
                 f"the index {self.name!r} on {self.url} has Redis key layout {layout}, newer than this diversify "
                 f"reads (layout {LAYOUT}); upgrade diversify-retrieval to open it.")
-        return Meta(schema_version=int(d["schema_version"]), config_json=d["config_json"], fingerprint=d["fingerprint"],
-                    created_by=d["created_by"])
+        return checked_meta(d, self.url)
 
     # ---- read / write
     @contextlib.contextmanager
