@@ -75,8 +75,10 @@ class Layout:
                 raise ValueError("dimension")
             return out
         except (ValueError, KeyError, TypeError, RecursionError, OverflowError, AttributeError) as exc:
-            raise StorageError(f"the layout record of {url} is damaged ({text[:80]!r}); it was altered by hand or by "
-                               "another program.") from exc
+            raise StorageError(f"the state record of the index at {url} is damaged: `layout` must be the JSON the "
+                               f"index wrote; found {text[:80]!r}. It was not changed; the index was altered outside "
+                               "diversify or its storage is damaged: restore it from a backup, or create a new index "
+                               "and add the documents again.") from exc
 
     @classmethod
     def of(cls, sk: Sketches, cfg: BuildConfig) -> Layout:

@@ -423,7 +423,9 @@ def _split_url(url: str) -> tuple[str, str, float]:
                 raise ConfigError(f"the `lease` parameter of a redis URL is the writer lease in seconds, in "
                                   f"[0.05, 3600]; got {v!r} in {mask_url(url)}. Use e.g. ?lease=10.")
     rest = urllib.parse.urlencode([(k, v) for k, v in pairs if k not in _OUR_PARAMS])
-    return urllib.parse.urlunsplit(parts._replace(query=rest)), index_name(url), lease
+    # not urlunsplit: it writes unix:///path as unix:/path, which redis-py refuses
+    plain = url.split("?", 1)[0] + (f"?{rest}" if rest else "")
+    return plain, index_name(url), lease
 
 
 # --------------------------------------------------------------------------- views

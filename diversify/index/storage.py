@@ -397,8 +397,8 @@ def mask_url(url: str) -> str:
         return repr(url)
     try:
         parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
+    except ValueError:  # e.g. an unclosed IPv6 bracket: hide whatever stands before an '@'
+        return re.sub(r"://[^/?#]*@", "://***@", url)
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, host = netloc.rsplit("@", 1)

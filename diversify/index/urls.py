@@ -53,7 +53,7 @@ def check_url(url: str, scheme: str) -> urllib.parse.SplitResult:
                       "Remove the lone surrogate, or percent-encode the character's UTF-8 bytes.") from None
     bad = _CONTROL.search(url)
     if bad is not None:
-        raise _refuse(url, f"must not contain control characters; found {bad.group()!r} at position {bad.start()}",
+        raise _refuse(url, f"must not contain control characters ({bad.group()!r} at position {bad.start()})",
                       "Remove it (a stray newline or NUL from a config file or an environment variable?), or "
                       "percent-encode it where the backend allows one.")
     try:
@@ -72,7 +72,7 @@ def check_url(url: str, scheme: str) -> urllib.parse.SplitResult:
         _check_port(url, hosts)
         db = parts.path[1:]
         if db and not (db.isascii() and db.isdecimal()):
-            raise _refuse(url, f"must name the Redis database as /NUMBER after the host; got the path {parts.path!r}",
+            raise _refuse(url, f"must name the Redis database as /NUMBER after the host (the path is {parts.path!r})",
                           "Use e.g. redis://localhost:6379/0 (or no path for database 0).")
     return parts
 
@@ -86,7 +86,7 @@ def _check_port(url: str, host: str) -> None:
     if not port:
         return
     if not _PORT.fullmatch(port) or not 1 <= int(port) <= 65535:
-        raise _refuse(url, f"must give the port as a number from 1 to 65535; got {port!r}",
+        raise _refuse(url, f"must give the port as a number from 1 to 65535 (the port is {port!r})",
                       "Fix the port after the host, e.g. localhost:5432 or localhost:6379, or leave it out for "
                       "the default.")
 
@@ -95,8 +95,8 @@ def sqlite_file(url: str) -> str:
     """The file path of ``sqlite:///relative.db`` / ``sqlite:////absolute.db`` (ConfigError otherwise)."""
     parts = check_url(url, "sqlite")
     if parts.netloc not in ("", "localhost"):
-        raise _refuse(url, f"of a sqlite index names a local file, with no host, user or port; got "
-                      f"{parts.netloc!r} before the path", "Use sqlite:///relative/path.db or "
+        raise _refuse(url, f"of a sqlite index names a local file, with no host, user or port ({parts.netloc!r} "
+                      "before the path)", "Use sqlite:///relative/path.db or "
                       "sqlite:////absolute/path.db.")
     pairs = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
     if "?" in url and not pairs:
@@ -108,8 +108,8 @@ def sqlite_file(url: str) -> str:
                           f"parameter {key!r} after '?' is none of them", "Write a '?' that belongs to the file name as %3F, or remove the parameter.")
     bad = _BAD_ESCAPE.search(parts.path)
     if bad is not None:
-        raise _refuse(url, f"must write a '%' in the file name as %25; found a '%' not followed by two hex digits "
-                      f"at position {bad.start()} of the path", "Write % as %25 (sp%20ace.db names 'sp ace.db').")
+        raise _refuse(url, f"must write a '%' in the file name as %25 (a '%' not followed by two hex digits at "
+                      f"position {bad.start()} of the path)", "Write % as %25 (sp%20ace.db names 'sp ace.db').")
     try:
         path = urllib.parse.unquote_to_bytes(parts.path).decode("utf-8")
     except UnicodeDecodeError:
@@ -117,7 +117,7 @@ def sqlite_file(url: str) -> str:
                       "Encode the name's UTF-8 bytes (urllib.parse.quote(name)).") from None
     bad = _CONTROL.search(path)
     if bad is not None:
-        raise _refuse(url, f"must name a file without control characters; the path decodes to {path!r}",
+        raise _refuse(url, f"must name a file without control characters (the path decodes to {path!r})",
                       "Remove the %-escape of the control character (e.g. %00).")
     path = path[1:] if path.startswith("/") else path
     if not path or path == ":memory:" or path.endswith("/") or path.split("/")[-1] in (".", ".."):
