@@ -93,6 +93,7 @@ from .storage import (
     checked_state,
     index_name,
     mask_url,
+    stored_id_text,
 )
 
 __all__ = ["PostgresStorage", "libpq_url", "lock_key"]
@@ -190,7 +191,7 @@ class _PgView(Transaction):
         cols = _COLS + (", payload" if payload else "")
         query = self._q(f"SELECT {cols} FROM {{docs}} WHERE {where} = ANY(%b::{array_type})")
         rows = self.conn.execute(query, (values,), binary=True).fetchall()
-        return [DocRow(int(r[0]), bytes(r[1]).decode("utf-8"), int(r[2]), bool(r[3]), float(r[4]), int(r[5]),
+        return [DocRow(int(r[0]), stored_id_text(bytes(r[1]), self.url, r[0]), int(r[2]), bool(r[3]), float(r[4]), int(r[5]),
                        bytes(r[6]) if payload else b"") for r in rows]
 
     def docs_by_id(self, ids: Sequence[str], *, payload: bool = True) -> list[DocRow]:
@@ -223,7 +224,7 @@ class _PgView(Transaction):
         cols = _COLS + (", payload" if payload else "")
         rows = self.conn.execute(self._q(f"SELECT {cols} FROM {{docs}} WHERE seq > %s ORDER BY seq LIMIT %s"),
                                  (int(after_seq), int(limit)), binary=True).fetchall()
-        return [DocRow(int(r[0]), bytes(r[1]).decode("utf-8"), int(r[2]), bool(r[3]), float(r[4]), int(r[5]),
+        return [DocRow(int(r[0]), stored_id_text(bytes(r[1]), self.url, r[0]), int(r[2]), bool(r[3]), float(r[4]), int(r[5]),
                        bytes(r[6]) if payload else b"") for r in rows]
 
     def counts(self) -> Counts:

@@ -88,6 +88,7 @@ from .storage import (
     index_name,
     mask_url,
     storage_errors,
+    stored_id_text,
 )
 
 __all__ = ["RedisStorage", "LAYOUT", "DEFAULT_LEASE"]
@@ -400,10 +401,16 @@ def _encode_doc(row: DocRow) -> bytes:
     return _HEADER.pack(1 if row.is_rep else 0, row.cluster, row.similarity, row.stages, len(idb)) + idb + row.payload
 
 
-def _decode_doc(seq8: bytes, value: bytes, payload: bool) -> DocRow:
-    is_rep, cluster, sim, stages, n = _HEADER.unpack_from(value)
+def _decode_doc(seq8: bytes, value: bytes, payload: bool, url: str = "redis") -> DocRow:
+    seq = int.from_bytes(seq8, "little", signed=True)
     start = _HEADER.size
-    return DocRow(seq=int.from_bytes(seq8, "little", signed=True), id=value[start:start + n].decode("utf-8"),
+    is_rep, cluster, sim, stages, n = _HEADER.unpack_from(value) if len(value) >= start else (0, 0, 0.0, 0, -1)
+    if n < 0 or len(value) < start + n:
+        raise StorageError(f"the document record (seq {seq}) of the index at {url} is damaged: it is shorter "
+                           f"({len(value)} bytes) than its header says. It was not changed; the index was altered "
+                           "outside diversify or its storage is damaged: restore it from a backup, or create a new "
+                           "index and add the documents again.")
+    return DocRow(seq=seq, id=stored_id_text(value[start:start + n], url, seq),
                   cluster=cluster, is_rep=bool(is_rep), similarity=sim, stages=stages,
                   payload=bytes(value[start + n:]) if payload else b"")
 
@@ -453,7 +460,7 @@ class _RedisView(View):
         for lo in range(0, len(s8), _CHUNK):
             part = s8[lo:lo + _CHUNK]
             vals = self._call(self.st.client.mget, [self.st.p.encode() + b"d:" + s for s in part])
-            out += [_decode_doc(s, v, payload) for s, v in zip(part, vals) if v is not None]
+            out += [_decode_doc(s, v, payload, self.st.url) for s, v in zip(part, vals) if v is not None]
         return out
 
     def docs_by_id(self, ids: Sequence[str], *, payload: bool = True) -> list[DocRow]:
@@ -461,7 +468,7 @@ class _RedisView(View):
         out: list[DocRow] = []
         for lo in range(0, len(uniq), _CHUNK):
             flat = self._call(self.st.evalsha, "docs_by_id", [], [self.st.p, *uniq[lo:lo + _CHUNK]])
-            out += [_decode_doc(flat[i], flat[i + 1], payload) for i in range(0, len(flat), 2)]
+            out += [_decode_doc(flat[i], flat[i + 1], payload, self.st.url) for i in range(0, len(flat), 2)]
         return out
 
     def docs_in_clusters(self, clusters: Sequence[int], *, payload: bool = True) -> list[DocRow]:
@@ -470,7 +477,7 @@ class _RedisView(View):
         for lo in range(0, len(uniq), _CHUNK):
             blob = _cluster_records(uniq[lo:lo + _CHUNK])
             flat = self._call(self.st.scripts["docs_in_clusters"], [], [self.st.p, blob])
-            out += [_decode_doc(flat[i], flat[i + 1], payload) for i in range(0, len(flat), 2)]
+            out += [_decode_doc(flat[i], flat[i + 1], payload, self.st.url) for i in range(0, len(flat), 2)]
         return out
 
     def candidates(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

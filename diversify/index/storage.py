@@ -80,6 +80,7 @@ __all__ = [
     "checked_state",
     "stored_id",
     "checked_int",
+    "stored_id_text",
 ]
 
 #: Version of the logical schema (the rows above and what the index stores in ``payload``). An index
@@ -356,6 +357,14 @@ def checked_state(url: str, next_seq: object, next_cluster: object, id_kind: obj
     return State(next_seq=checked_int(url, "state", "next_seq", next_seq, 0),
                  next_cluster=checked_int(url, "state", "next_cluster", next_cluster, 0), id_kind=kind or None,
                  layout=_text_field(url, "state", "layout", layout if layout is not None else ""))
+
+
+def stored_id_text(raw: bytes, url: str, seq: int) -> str:
+    """The id of document ``seq`` from the UTF-8 bytes a backend stored, or StorageError."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _damaged(url, f"document (seq {seq})", "id", "UTF-8 text", bytes(raw)) from None
 
 
 def stored_id(text: str, kind: Optional[str], url: str) -> Union[str, int]:

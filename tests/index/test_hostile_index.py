@@ -370,3 +370,44 @@ def test_no_hostile_input_raises_anything_but_a_diversify_error(backend, tmp_pat
             attempt(f"export {path!r}", lambda path=path: idx.export(path))
         assert idx.check() == []
     assert raw == []
+
+
+def _corrupt_doc(name: str, url: str, how: str) -> None:
+    """Damage the stored record of the first document (seq 0): its id bytes, or (Redis) its length."""
+    if name == "sqlite":
+        import sqlite3
+
+        con = sqlite3.connect(url[len("sqlite:///"):])
+        with con:
+            con.execute("UPDATE docs SET id = CAST(x'ff61' AS TEXT) WHERE seq = 0")
+        con.close()
+    elif name == "postgres":
+        import psycopg
+        from psycopg import sql
+
+        from diversify.index.postgres import libpq_url
+
+        schema = "diversify_" + url.rsplit("index=", 1)[1]
+        with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+            conn.execute(sql.SQL("UPDATE {}.docs SET id = %s WHERE seq = 0").format(sql.Identifier(schema)),
+                         (b"\xff\x61",))
+    else:
+        with open_storage(url) as st:
+            key = st.p.encode() + b"d:" + (0).to_bytes(8, "little", signed=True)
+            value = st.client.get(key)
+            st.client.set(key, value[:10] if how == "short" else value[:29] + b"\xff" + value[30:])
+
+
+def test_damaged_document_record_is_a_storage_error(backend, tmp_path):
+    name, new_url, _ = backend
+    for how in ("id", "short") if name == "redis" else ("id",):  # a SQL row has no length of its own to damage
+        url = new_url()
+        _filled(url).close()
+        _corrupt_doc(name, url, how)
+        with diversify.Index(url) as idx:
+            c = idx.cluster_of(["c"])[0]
+            assert idx.members(c) == ["c"]  # other documents stay readable
+            for use in (lambda: idx.members(idx.cluster_of(["b"])[0]), lambda: idx.export(tmp_path / "x.dvf"),
+                        lambda: list(idx.scan())):
+                with pytest.raises(StorageError, match="document|UTF-8"):
+                    use()
