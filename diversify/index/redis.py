@@ -450,8 +450,8 @@ class _RedisView(View):
     def state(self) -> State:
         r = self.st.client
         nxt, ncl, kind, layout = self._call(r.hmget, self.st.p + "state", "next_seq", "next_cluster", "id_kind", "layout")
-        if nxt is None and ncl is None:
-            return State()
+        # the creation script writes the state with the meta: an index whose state is gone is damaged
+        # (reading it as empty would reuse seq 0 and overwrite stored documents)
         return checked_state(self.st.url, nxt, ncl, kind, layout)
 
     def docs_by_seq(self, seqs: Sequence[int], *, payload: bool = True) -> list[DocRow]:

@@ -216,7 +216,9 @@ def _corrupt(name: str, url: str, server, record: str, field: str, value) -> Non
     else:
         with open_storage(url) as st:
             key = st.p + ("meta" if record == "meta" else "state")
-            if value is None:
+            if field == "*":
+                st.client.delete(key)
+            elif value is None:
                 st.client.hdel(key, field)
             else:
                 st.client.hset(key, field, value)
@@ -279,6 +281,7 @@ DAMAGE = {
         ("meta", "layout", "9", IncompatibleIndexError, "layout 9"),
         ("state", "next_seq", "x", StorageError, "next_seq"),
         ("state", "next_seq", None, StorageError, "next_seq"),
+        ("state", "*", None, StorageError, "next_seq"),  # the whole state hash gone
         ("state", "next_cluster", b"\x00", StorageError, "next_cluster"),
         ("state", "id_kind", b"\xff", StorageError, "id_kind"),
         ("state", "id_kind", "int", StorageError, "id_kind"),
