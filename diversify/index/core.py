@@ -30,6 +30,7 @@ import numpy as np
 from ..config import BuildConfig, canonical_json, fingerprint
 from ..errors import ConfigError, DuplicateIdError, IncompatibleIndexError, InputError, StorageError
 from .payload import Layout, attach_sets, band_rows, decode, encode
+from .records import stored_id
 from .storage import (
     SCHEMA_VERSION,
     Assignment,
@@ -42,7 +43,6 @@ from .storage import (
     View,
     mask_url,
     open_storage,
-    stored_id,
 )
 
 __all__ = ["Index", "Match"]

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import InputError
 from .payload import Layout, decode
-from .storage import stored_id
+from .records import stored_id
 
 __all__ = ["export"]
 

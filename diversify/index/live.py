@@ -88,7 +88,7 @@ class LiveLookup:
         """The ids of a cluster (read live), for ``Diversifier.expand``; the cluster id rule is
         :meth:`Index.members`'s."""
         from ..ids import check_cluster_id
-        from .storage import stored_id
+        from .records import stored_id
 
         cid = check_cluster_id(cluster_id, param="cluster_id")
         with self._lock, self.storage.read() as view:

@@ -79,6 +79,7 @@ from psycopg import sql
 
 from .._arrays import unique_sorted
 from ..errors import ConfigError, StorageError
+from .records import checked_meta, checked_state, stored_id_text
 from .storage import (
     Assignment,
     Counts,
@@ -89,11 +90,8 @@ from .storage import (
     StorageOptions,
     Transaction,
     View,
-    checked_meta,
-    checked_state,
     index_name,
     mask_url,
-    stored_id_text,
 )
 
 __all__ = ["PostgresStorage", "libpq_url", "lock_key"]

@@ -72,6 +72,7 @@ from redis.retry import Retry
 
 from .._arrays import unique_sorted
 from ..errors import ConfigError, IncompatibleIndexError, StorageError
+from .records import checked_int, checked_meta, checked_state, stored_id_text
 from .storage import (
     Assignment,
     Counts,
@@ -82,13 +83,9 @@ from .storage import (
     StorageOptions,
     Transaction,
     View,
-    checked_int,
-    checked_meta,
-    checked_state,
     index_name,
     mask_url,
     storage_errors,
-    stored_id_text,
 )
 
 __all__ = ["RedisStorage", "LAYOUT", "DEFAULT_LEASE"]

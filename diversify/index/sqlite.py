@@ -52,6 +52,7 @@ import numpy as np
 from .._arrays import unique_sorted
 from ..errors import ConfigError, StorageError
 from .keyfilter import KeyFilter, bits_for
+from .records import checked_int, checked_meta, checked_state
 from .storage import (
     Assignment,
     Counts,
@@ -62,9 +63,6 @@ from .storage import (
     StorageOptions,
     Transaction,
     View,
-    checked_int,
-    checked_meta,
-    checked_state,
     index_name,
     mask_url,
 )

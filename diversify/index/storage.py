@@ -43,7 +43,12 @@ URLs: ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``; ``postgre
 them. Every backend accepts the query parameter ``index=<name>`` (letters, digits, ``_``; default
 ``default``) to keep several independent indexes in one database / Redis database: table names
 or key prefixes derive from it (:func:`index_name`). SQLite: one file is one index (``index``
-names nothing and is refused when not ``default``).
+names nothing and is refused when not ``default``). :func:`open_storage` applies the rules of
+:mod:`diversify.index.urls` (no control characters, no fragment, valid ports...) before a
+backend or driver sees the URL.
+
+Backends read stored records through :mod:`diversify.index.records`: a damaged field is a StorageError naming the record,
+the field and what it holds, never a bare ValueError or KeyError.
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ import re
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Optional
 
 import numpy as np
 
@@ -76,11 +81,6 @@ __all__ = [
     "index_name",
     "scheme_of",
     "storage_errors",
-    "checked_meta",
-    "checked_state",
-    "stored_id",
-    "checked_int",
-    "stored_id_text",
 ]
 
 #: Version of the logical schema (the rows above and what the index stores in ``payload``). An index
@@ -298,89 +298,6 @@ class Storage(abc.ABC):
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-# --------------------------------------------------------------------------- stored records, checked
-
-_DAMAGED = ("the index was altered outside diversify or its storage is damaged: restore it from a backup, or "
-            "create a new index and add the documents again")
-
-
-def _damaged(url: str, record: str, field: str, rule: str, found: object) -> StorageError:
-    return StorageError(f"the {record} record of the index at {url} is damaged: `{field}` must be {rule}; found "
-                        f"{found!r:.80}. It was not changed; {_DAMAGED}.")
-
-
-def _text_field(url: str, record: str, field: str, value: object) -> str:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        try:
-            return bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            raise _damaged(url, record, field, "UTF-8 text", bytes(value)) from None
-    if not isinstance(value, str):
-        raise _damaged(url, record, field, "text", value)
-    return value
-
-
-def checked_int(url: str, record: str, field: str, value: object, low: int) -> int:
-    """A stored counter as an int in [low, 2**63-1] (str, bytes or int), or StorageError naming it."""
-    if value is None:
-        raise _damaged(url, record, field, "present (an integer)", None)
-    text = value if isinstance(value, int) and not isinstance(value, bool) else _text_field(url, record, field, value)
-    try:
-        v = int(text)
-    except (TypeError, ValueError):
-        v = None
-    if v is None or not low <= v <= 2**63 - 1 or (isinstance(text, str) and str(v) != text):
-        raise _damaged(url, record, field, f"an integer from {low} to 2**63-1 in decimal", value)
-    return v
-
-
-def checked_meta(fields: dict, url: str) -> Meta:
-    """A :class:`Meta` from a backend's stored fields (str, bytes or int values; a missing one is
-    absent from ``fields``), or StorageError naming the damaged field, what it holds and the fix."""
-    for name in ("schema_version", "config_json", "fingerprint", "created_by"):
-        if fields.get(name) is None:
-            raise _damaged(url, "meta", name, "present", None)
-    return Meta(schema_version=checked_int(url, "meta", "schema_version", fields["schema_version"], 1),
-                config_json=_text_field(url, "meta", "config_json", fields["config_json"]),
-                fingerprint=_text_field(url, "meta", "fingerprint", fields["fingerprint"]),
-                created_by=_text_field(url, "meta", "created_by", fields["created_by"]))
-
-
-def checked_state(url: str, next_seq: object, next_cluster: object, id_kind: object, layout: object) -> State:
-    """A :class:`State` from a backend's stored fields (``id_kind`` ``""``/None for none yet), or
-    StorageError naming the damaged field."""
-    kind = _text_field(url, "state", "id_kind", id_kind) if id_kind is not None else ""
-    if kind not in ("", "str", "int"):
-        raise _damaged(url, "state", "id_kind", "'str', 'int' or empty", id_kind)
-    return State(next_seq=checked_int(url, "state", "next_seq", next_seq, 0),
-                 next_cluster=checked_int(url, "state", "next_cluster", next_cluster, 0), id_kind=kind or None,
-                 layout=_text_field(url, "state", "layout", layout if layout is not None else ""))
-
-
-def stored_id_text(raw: bytes, url: str, seq: int) -> str:
-    """The id of document ``seq`` from the UTF-8 bytes a backend stored, or StorageError."""
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise _damaged(url, f"document (seq {seq})", "id", "UTF-8 text", bytes(raw)) from None
-
-
-def stored_id(text: str, kind: Optional[str], url: str) -> Union[str, int]:
-    """A stored id (:attr:`DocRow.id`) as the caller's type: an int when the index's id kind is
-    ``"int"``, else the text. StorageError when the id kind record contradicts the stored id."""
-    if kind != "int":
-        return text
-    try:
-        v = int(text)
-    except ValueError:
-        v = None
-    if v is None or str(v) != text:
-        raise StorageError(f"the index at {url} records int ids (its state's `id_kind` is 'int') but holds the id "
-                           f"{text!r:.80}, which is not an int in decimal: the id_kind record contradicts the stored "
-                           f"ids. Nothing was changed; {_DAMAGED} (an index of str ids has id_kind 'str').")
-    return v
 
 
 # --------------------------------------------------------------------------- URLs
