@@ -178,6 +178,9 @@ def check_output_path(path: str | os.PathLike, *, param: str = "path", what: str
         st = None
     except OSError as exc:
         raise error(f"{head}: {exc.strerror or exc}. Check the path.") from None
+    except ValueError as exc:  # a NUL byte, or a lone surrogate the file system encoding cannot write
+        raise error(f"{head}: a file name cannot hold it ({exc}). Remove the NUL or unencodable character from "
+                    "the path.") from None
     if st is not None and stat.S_ISLNK(st.st_mode):
         try:
             dest = os.readlink(spath)

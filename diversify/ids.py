@@ -47,6 +47,10 @@ __all__ = [
     "check_id_type",
     "check_id",
     "check_ids",
+    "check_cluster_id",
+    "check_index_ids",
+    "storable_index_id",
+    "INDEX_ID_MAX_BYTES",
     "normalize_ids",
     "id_key",
     "id_keys",
@@ -158,6 +162,66 @@ def check_id(x: Any, *, param: str = "id", position: int | None = None) -> str:
         except UnicodeEncodeError as exc:
             raise _not_utf8(x, exc, param, position) from None
     return kind
+
+
+def check_cluster_id(x: Any, *, param: str = "cluster") -> int:
+    """The one rule for a cluster id given to a lookup (``Index.members``, ``Diversifier.expand``
+    over a live index): an ``int`` or numpy integer (not ``bool``) in the int64 range, returned as a
+    plain ``int``. Checked before any backend sees it, so every backend answers alike.
+
+    Raises
+    ------
+    InputTypeError
+        ``x`` is not an int (float, str, None, bool...).
+    InputError
+        ``x`` is outside int64: no cluster has such an id (an in-range id that names no cluster is
+        not an error: the lookup answers that it has no members).
+    """
+    if id_kind_of(x) != "int":
+        raise InputTypeError(f"`{param}` must be an int cluster id; got {type(x).__name__} {x!r:.60}. Use a cluster "
+                             "id returned by add(), query() or cluster_of().")
+    v = int(x)
+    if not INT64_MIN <= v <= INT64_MAX:
+        raise InputError(f"`{param}` must be a cluster id in the int64 range [{INT64_MIN}, {INT64_MAX}]; got {v}. "
+                         "Use a cluster id returned by add(), query() or cluster_of().")
+    return v
+
+
+#: the longest str id the live index stores, in bytes of UTF-8 (PostgreSQL's unique B-tree on the
+#: id refuses entries of ~2.7 KB; one limit for every backend, so an index can move between them).
+#: Artifacts take longer ids: the limit is the live index's.
+INDEX_ID_MAX_BYTES = 2048
+
+
+def check_index_ids(ids: Sequence[Any], *, param: str = "ids") -> None:
+    """The live index's own id rule, on top of :func:`check_ids`: a str id is at most
+    :data:`INDEX_ID_MAX_BYTES` bytes of UTF-8 (checked before any write, on every backend)."""
+    if isinstance(ids, np.ndarray) and ids.dtype.kind in "iub":
+        return
+    if max((len(x) for x in ids if isinstance(x, str)), default=0) * 4 <= INDEX_ID_MAX_BYTES:
+        return  # a character is at most 4 bytes of UTF-8: no id can be too long
+    for pos, x in enumerate(ids):
+        if isinstance(x, str) and len(x) * 4 > INDEX_ID_MAX_BYTES:  # cheap bound first: most ids are short
+            n = len(x.encode("utf-8", "surrogatepass"))
+            if n > INDEX_ID_MAX_BYTES:
+                raise InputError(f"`{param}`: a live index stores str ids of at most {INDEX_ID_MAX_BYTES} bytes of "
+                                 f"UTF-8; got {n} bytes at position {pos} ({x!r:.40}...). Use a shorter id, e.g. a "
+                                 "hash of it (hashlib.sha256(id.encode()).hexdigest()) with the long id kept in your "
+                                 "own store.")
+
+
+def storable_index_id(x: Any) -> bool:
+    """Whether ``x`` could be an id of a live index (every rule of :func:`check_id` and the length
+    limit hold); lookups answer "unknown" for any other value instead of asking the backend."""
+    kind = id_kind_of(x)
+    if kind == "int":
+        return INT64_MIN <= int(x) <= INT64_MAX
+    if kind != "str":
+        return False
+    try:
+        return len(x.encode("utf-8")) <= INDEX_ID_MAX_BYTES
+    except UnicodeEncodeError:
+        return False
 
 
 def _id_items(ids: Any, param: str) -> list | np.ndarray:

@@ -13,7 +13,7 @@ from ..errors import DiversifyError, DiversifyWarning
 from ..files import check_output_path, file_lock
 from .failures import writing
 from .options import config_from_args, ids_note, key_fields, parse_metadata, streams
-from .output import printable, say, warn_line
+from .output import printable, say, say_line, warn_line
 
 
 def _inputs(a) -> tuple:
@@ -196,52 +196,64 @@ def cmd_stats(a) -> int:
     if a.json:  # json.dumps escapes every control character (and all non-ASCII)
         say(json.dumps(info, indent=2, default=str))
         return 0
-    say(f"artifact         {printable(a.artifact)}")
-    say(f"documents        {info['documents']:,}")
-    say(f"clusters         {info['clusters']:,}")
-    say(f"would be removed {info['would_be_removed']:,} ({info['would_be_removed'] / max(1, cm.n_docs):.1%}) at max one per cluster")
-    say("cluster sizes    size: clusters (documents)")
+    say_line(f"artifact         {printable(a.artifact)}")
+    say_line(f"documents        {info['documents']:,}")
+    say_line(f"clusters         {info['clusters']:,}")
+    say_line(f"would be removed {info['would_be_removed']:,} ({info['would_be_removed'] / max(1, cm.n_docs):.1%}) at max one per cluster")
+    say_line("cluster sizes    size: clusters (documents)")
     for row in info["histogram"]:
         if row["clusters"]:
-            say(f"  {row['size']:>9}: {row['clusters']:,} ({row['documents']:,})")
-    say("largest clusters (stages: 1 exact, 2 minhash, 4 simhash)")
+            say_line(f"  {row['size']:>9}: {row['clusters']:,} ({row['documents']:,})")
+    say_line("largest clusters (stages: 1 exact, 2 minhash, 4 simhash)")
     for row in info["largest"]:
         if row["size"] < 2:
             break
-        say(f"  #{row['cluster_id']:<8} size {row['size']:<6} stages {row['stages']}  "
-            f"e.g. {', '.join(printable(i) for i in row['sample_ids'])}")
+        say_line(f"  #{row['cluster_id']:<8} size {row['size']:<6} stages {row['stages']}  "
+                 f"e.g. {', '.join(printable(i) for i in row['sample_ids'])}")
     _print_fold(info["fold"], cm.config.get("clustering", "components"))
     for name, p in info["lsh"].items():
-        say(f"{printable(name):<16} bands={p.get('bands')} rows={p.get('rows')} "
-            f"recall@threshold={p.get('recall_at_threshold', 0):.3f}")
+        say_line(f"{printable(name):<16} bands={_shown(p.get('bands'))} rows={_shown(p.get('rows'))} "
+                 f"recall@threshold={_shown(p.get('recall_at_threshold', 0), '.3f')}")
     mh = cm.config.get("minhash") or {}
-    say(f"params           threshold={mh.get('threshold')} num_perm={mh.get('num_perm')} method={mh.get('method')} "
-        f"shingle={cm.config.get('text', {}).get('shingle')}/{cm.config.get('text', {}).get('k')} seed={cm.seed}")
-    say(f"fingerprint      {cm.fingerprint}")
-    say(f"built            {cm.created_at} by diversify {cm.library_version}")
+    text = cm.config.get("text") or {}
+    say_line(f"params           threshold={_shown(mh.get('threshold'))} num_perm={_shown(mh.get('num_perm'))} "
+             f"method={_shown(mh.get('method'))} shingle={_shown(text.get('shingle'))}/{_shown(text.get('k'))} "
+             f"seed={_shown(cm.seed)}")
+    say_line(f"fingerprint      {printable(cm.fingerprint)}")
+    say_line(f"built            {printable(cm.created_at)} by diversify {printable(cm.library_version)}")
     if cm.metadata:
-        say("metadata         " + ", ".join(f"{printable(k)}={printable(v)}" for k, v in cm.metadata.items()))
+        say_line("metadata         " + ", ".join(f"{printable(k)}={printable(v)}" for k, v in cm.metadata.items()))
     return 0
 
 
 def _print_fold(rep: dict, clustering: str) -> None:
     from ..clusters import outcome_warnings
 
-    say(f"clustering       {clustering}" + ("  (every folded document verified similar to its representative)"
-                                              if clustering == "guaranteed" else "  (transitive components: may chain)"))
+    say_line(f"clustering       {printable(clustering)}"
+             + ("  (every folded document verified similar to its representative)" if clustering == "guaranteed"
+                else "  (transitive components: may chain)"))
     sim = rep.get("member_similarity")
     if not rep["similarity_known"]:
-        say("similarity       unknown (built with --no-incremental: no signatures kept)")
+        say_line("similarity       unknown (built with --no-incremental: no signatures kept)")
     elif sim:
         how = "as the fold check verified it" if rep.get("similarity_source") == "verified" else "MinHash estimate"
-        say(f"similarity       folded documents to their representative ({how}): min {sim['min']:.3f}, "
-            f"median {sim['median']:.3f}; {rep.get('members_below_threshold', 0):,} below the threshold "
-              f"{rep['threshold']}")
+        say_line(f"similarity       folded documents to their representative ({how}): min {sim['min']:.3f}, "
+                 f"median {sim['median']:.3f}; {rep.get('members_below_threshold', 0):,} below the threshold "
+                 f"{_shown(rep['threshold'])}")
     for row in rep["largest"]:
         if row["suspicious"]:
-            say(f"suspicious       #{row['cluster_id']} (size {row['size']:,}): {'; '.join(row['suspicious'])}")
+            say_line(f"suspicious       #{row['cluster_id']} (size {row['size']:,}): "
+                     f"{'; '.join(printable(x) for x in row['suspicious'])}")
     for note in outcome_warnings(rep):
-        say(f"warning          {note}")
+        say_line(f"warning          {printable(note, backslash=False)}")
+
+
+def _shown(value, spec: str = "") -> str:
+    """A value read from an artifact's header, for a line of `stats`: a number formatted with
+    ``spec``, anything else escaped (a crafted header may hold any type or text)."""
+    if spec and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return format(value, spec)
+    return printable(value)
 
 
 def cmd_export(a) -> int:

@@ -13,7 +13,7 @@ import os
 import sys
 from typing import TextIO
 
-__all__ = ["printable", "say", "warn_line", "error_line", "note_line", "STDOUT"]
+__all__ = ["printable", "say", "say_line", "json_text", "warn_line", "error_line", "note_line", "STDOUT"]
 
 STDOUT = "<stdout>"  # the file name of an error writing stdout
 
@@ -53,7 +53,11 @@ def printable(value: object, *, backslash: bool = True) -> str:
 
 
 def say(text: object = "", *, file: TextIO | None = None) -> None:
-    """Print ``text`` (lines joined by ``\\n``) to stdout with each line escaped (backslashes kept)."""
+    """Print ``text`` (lines joined by ``\\n``) to stdout with each line escaped (backslashes kept).
+
+    Only for text whose line breaks are the command's own; a line that carries a value read from a
+    file (an artifact header, an id, a metadata entry) is printed with :func:`say_line`.
+    """
     stream = sys.stdout if file is None else file
     out = "\n".join(printable(line, backslash=False) for line in str(text).split("\n")) + "\n"
     try:
@@ -62,6 +66,38 @@ def say(text: object = "", *, file: TextIO | None = None) -> None:
         raise
     except OSError as exc:  # e.g. stdout redirected to a full disk: say so, not which write() failed
         raise OSError(exc.errno, exc.strerror, STDOUT) from exc
+
+
+def say_line(text: object = "", *, file: TextIO | None = None) -> None:
+    """Print ``text`` as exactly ONE line of stdout: every line break inside it (``\\n``, ``\\r``,
+    U+2028, U+2029, U+0085, vertical tab, form feed) is escaped like any other control character,
+    so a value read from an artifact or an index cannot start a line of its own. Values in it
+    should also go through :func:`printable` (which doubles their backslashes)."""
+    stream = sys.stdout if file is None else file
+    try:
+        _write_all(stream, printable(text, backslash=False) + "\n")
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, STDOUT) from exc
+
+
+def _json_escape(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def json_text(encoded: str) -> str:
+    """JSON text (from an encoder with ``ensure_ascii=False``) with every character :func:`printable`
+    would escape written as a JSON ``\\uXXXX`` escape instead: still valid JSON that decodes to the
+    same values, and one line that a terminal shows as it is (C1 controls, U+2028/U+2029, bidi
+    overrides, lone surrogates... are legal raw in JSON strings; the encoder only escapes C0)."""
+    if encoded.isprintable():
+        return encoded
+    return "".join(ch if ch == " " or ch.isprintable() else _json_escape(ch) for ch in encoded)
 
 
 def _write_all(stream: TextIO, text: str) -> None:

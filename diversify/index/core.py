@@ -30,6 +30,7 @@ import numpy as np
 from ..config import BuildConfig, canonical_json, fingerprint
 from ..errors import ConfigError, DuplicateIdError, IncompatibleIndexError, InputError, StorageError
 from .payload import Layout, attach_sets, band_rows, decode, encode
+from .records import stored_id
 from .storage import (
     SCHEMA_VERSION,
     Assignment,
@@ -149,7 +150,7 @@ class Index:
                 "(pip install -U diversify-retrieval); the index was not changed.")
         try:
             cfg = BuildConfig(**json.loads(meta.config_json))
-        except (ValueError, TypeError, ConfigError) as exc:
+        except (ValueError, TypeError, RecursionError, ConfigError) as exc:
             raise IncompatibleIndexError(f"the config stored in the index at {self.url} cannot be read by this "
                                          f"version ({exc}); open it with the version that created it "
                                          f"({meta.created_by}).") from exc
@@ -221,7 +222,7 @@ class Index:
         return rows, old, owner, keys, ck, cs
 
     def _id_out(self, text: str, kind: Optional[str]) -> Any:
-        return int(text) if kind == "int" else text
+        return stored_id(text, kind, self.url)
 
     # ------------------------------------------------------------------ add
 
@@ -242,6 +243,12 @@ class Index:
 
     def _prepare(self, texts, ids, vectors, keys, sources=None) -> tuple[Any, bool, Layout, list[bytes]]:
         """Everything of ``add`` that needs no lock: validate, sketch, shingle sets, payloads."""
+        from ..ids import check_index_ids
+
+        if ids is not None and not isinstance(ids, (Sequence, np.ndarray)):
+            ids = list(ids)
+        if ids is not None:
+            check_index_ids(ids)  # the index's own limit, before sketching and any write
         sk = self._sketch(texts, ids, vectors, keys, sources)
         layout = Layout.of(sk, self.config)
         if layout.shingles and sk.sets32 is None:  # sketched without them (not the fused kernel's config)
@@ -457,17 +464,29 @@ class Index:
     # ------------------------------------------------------------------ lookups
 
     def cluster_of(self, ids: Iterable) -> list[Optional[int]]:
-        """The cluster of each id (None for an id not in the index)."""
+        """The cluster of each id (None for an id not in the index, among them every id the index
+        could not hold: a str with a lone surrogate or longer than the id limit, an int outside
+        int64). An id that is not a str or an int is an InputTypeError, as in ``ClusterMap.cluster_of``."""
+        from ..ids import check_id_type, storable_index_id
+
         id_list = list(ids)
+        for pos, x in enumerate(id_list):
+            check_id_type(x, param="ids", position=pos)
+        asked = [str(i) for i in id_list if storable_index_id(i)]
         with self._storage.read() as view:
-            got = {r.id: r.cluster for r in view.docs_by_id([str(i) for i in id_list], payload=False)}
+            got = {r.id: r.cluster for r in view.docs_by_id(asked, payload=False)} if asked else {}
         return [got.get(str(i)) for i in id_list]
 
     def members(self, cluster: int) -> list:
-        """The ids of a cluster, its representative first, then in order of addition."""
+        """The ids of a cluster, its representative first, then in order of addition; ``[]`` for an
+        int64 id that names no cluster. ``cluster`` must be an int in the int64 range
+        (:func:`diversify.ids.check_cluster_id`: InputTypeError / InputError otherwise)."""
+        from ..ids import check_cluster_id
+
+        cid = check_cluster_id(cluster)
         with self._storage.read() as view:
             kind = view.state().id_kind
-            rows = view.docs_in_clusters([int(cluster)], payload=False)
+            rows = view.docs_in_clusters([cid], payload=False)
         rows.sort(key=lambda r: (not r.is_rep, r.seq))
         return [self._id_out(r.id, kind) for r in rows]
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import InputError
 from .payload import Layout, decode
+from .records import stored_id
 
 __all__ = ["export"]
 
@@ -40,7 +41,7 @@ def export(index, path, *, created_at: Optional[str] = None, metadata: Optional[
     layout = Layout.loads(st.layout, index.url)
     assert layout is not None, "an index with documents has a layout"
     sk = decode([r.payload for r in rows], cfg, layout, index.url)
-    sk.ids = [int(r.id) for r in rows] if st.id_kind == "int" else [r.id for r in rows]
+    sk.ids = [stored_id(r.id, "int", index.url) for r in rows] if st.id_kind == "int" else [r.id for r in rows]
     clusters = np.array([r.cluster for r in rows], dtype=np.int64)
     uniq, first, inverse = np.unique(clusters, return_index=True, return_inverse=True)
     cluster_ids = first[inverse].astype(np.int64)

@@ -85,12 +85,17 @@ class LiveLookup:
         return out
 
     def members(self, cluster_id: int) -> list:
-        """The ids of a cluster (read live), for ``Diversifier.expand``."""
+        """The ids of a cluster (read live), for ``Diversifier.expand``; the cluster id rule is
+        :meth:`Index.members`'s."""
+        from ..ids import check_cluster_id
+        from .records import stored_id
+
+        cid = check_cluster_id(cluster_id, param="cluster_id")
         with self._lock, self.storage.read() as view:
             kind = view.state().id_kind
-            rows = view.docs_in_clusters([int(cluster_id)], payload=False)
+            rows = view.docs_in_clusters([cid], payload=False)
         rows.sort(key=lambda r: (not r.is_rep, r.seq))
-        return [int(r.id) if kind == "int" else r.id for r in rows]
+        return [stored_id(r.id, kind, self.index.url) for r in rows]
 
     def close(self) -> None:
         self.storage.close()

@@ -70,10 +70,15 @@ class Layout:
             return None
         try:
             d = json.loads(text)
-            return cls(bool(d["texts"]), int(d["vector_dim"]), int(d["key_columns"]), bool(d.get("shingles", False)))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise StorageError(f"the layout record of {url} is damaged ({text[:80]!r}); it was altered by hand or by "
-                               "another program.") from exc
+            out = cls(bool(d["texts"]), int(d["vector_dim"]), int(d["key_columns"]), bool(d.get("shingles", False)))
+            if not (0 <= out.vector_dim < 2**31 and 0 <= out.key_columns < 2**31):
+                raise ValueError("dimension")
+            return out
+        except (ValueError, KeyError, TypeError, RecursionError, OverflowError, AttributeError) as exc:
+            raise StorageError(f"the state record of the index at {url} is damaged: `layout` must be the JSON the "
+                               f"index wrote; found {text[:80]!r}. It was not changed; the index was altered outside "
+                               "diversify or its storage is damaged: restore it from a backup, or create a new index "
+                               "and add the documents again.") from exc
 
     @classmethod
     def of(cls, sk: Sketches, cfg: BuildConfig) -> Layout:

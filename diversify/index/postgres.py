@@ -79,6 +79,7 @@ from psycopg import sql
 
 from .._arrays import unique_sorted
 from ..errors import ConfigError, StorageError
+from .records import checked_meta, checked_state, stored_id_text
 from .storage import (
     Assignment,
     Counts,
@@ -168,8 +169,9 @@ def _one(cur: psycopg.Cursor) -> tuple:
 class _PgView(Transaction):
     """Reads (and, inside :meth:`PostgresStorage.write`, writes) on one connection in a transaction."""
 
-    def __init__(self, conn: psycopg.Connection, schema: str, names: dict[str, sql.Composable]):
+    def __init__(self, conn: psycopg.Connection, schema: str, names: dict[str, sql.Composable], url: str = "postgresql"):
         self.conn = conn
+        self.url = url
         self.schema = schema
         self.t = names
 
@@ -181,13 +183,13 @@ class _PgView(Transaction):
         row = self.conn.execute(self._q("SELECT next_seq, next_cluster, id_kind, layout FROM {meta}")).fetchone()
         if row is None:
             return State()
-        return State(next_seq=int(row[0]), next_cluster=int(row[1]), id_kind=row[2], layout=row[3])
+        return checked_state(self.url, row[0], row[1], row[2], row[3])
 
     def _docs(self, where: str, values: Any, array_type: str, payload: bool) -> list[DocRow]:
         cols = _COLS + (", payload" if payload else "")
         query = self._q(f"SELECT {cols} FROM {{docs}} WHERE {where} = ANY(%b::{array_type})")
         rows = self.conn.execute(query, (values,), binary=True).fetchall()
-        return [DocRow(int(r[0]), bytes(r[1]).decode("utf-8"), int(r[2]), bool(r[3]), float(r[4]), int(r[5]),
+        return [DocRow(int(r[0]), stored_id_text(bytes(r[1]), self.url, r[0]), int(r[2]), bool(r[3]), float(r[4]), int(r[5]),
                        bytes(r[6]) if payload else b"") for r in rows]
 
     def docs_by_id(self, ids: Sequence[str], *, payload: bool = True) -> list[DocRow]:
@@ -220,7 +222,7 @@ class _PgView(Transaction):
         cols = _COLS + (", payload" if payload else "")
         rows = self.conn.execute(self._q(f"SELECT {cols} FROM {{docs}} WHERE seq > %s ORDER BY seq LIMIT %s"),
                                  (int(after_seq), int(limit)), binary=True).fetchall()
-        return [DocRow(int(r[0]), bytes(r[1]).decode("utf-8"), int(r[2]), bool(r[3]), float(r[4]), int(r[5]),
+        return [DocRow(int(r[0]), stored_id_text(bytes(r[1]), self.url, r[0]), int(r[2]), bool(r[3]), float(r[4]), int(r[5]),
                        bytes(r[6]) if payload else b"") for r in rows]
 
     def counts(self) -> Counts:
@@ -369,7 +371,7 @@ class PostgresStorage(Storage):
                            .format(self._names["meta"])).fetchone()
         if row is None:
             return None
-        return Meta(schema_version=int(row[0]), config_json=row[1], fingerprint=row[2], created_by=row[3])
+        return checked_meta(dict(zip(("schema_version", "config_json", "fingerprint", "created_by"), row)), self.url)
 
     def read_meta(self) -> Optional[Meta]:
         try:
@@ -423,7 +425,7 @@ class PostgresStorage(Storage):
         conn = self._connect()
         try:
             conn, _ = self._first(f"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; {_SESSION}")
-            yield _PgView(conn, self.schema, self._names)
+            yield _PgView(conn, self.schema, self._names, self.url)
             conn.execute("COMMIT")
         except psycopg.Error as exc:
             self._rollback(conn)
@@ -460,7 +462,7 @@ class PostgresStorage(Storage):
             self._rollback(conn)
             raise self._error("starting a write on", exc, "Nothing was written.") from exc
         try:
-            yield _PgView(conn, self.schema, self._names)
+            yield _PgView(conn, self.schema, self._names, self.url)
         except psycopg.Error as exc:
             self._rollback(conn)
             raise self._error("writing a batch to", exc, _ROLLED_BACK) from exc

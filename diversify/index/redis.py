@@ -72,6 +72,7 @@ from redis.retry import Retry
 
 from .._arrays import unique_sorted
 from ..errors import ConfigError, IncompatibleIndexError, StorageError
+from .records import checked_int, checked_meta, checked_state, stored_id_text
 from .storage import (
     Assignment,
     Counts,
@@ -388,15 +389,25 @@ def _text(value: Any) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
+def _text_key(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
 def _encode_doc(row: DocRow) -> bytes:
     idb = row.id.encode("utf-8")
     return _HEADER.pack(1 if row.is_rep else 0, row.cluster, row.similarity, row.stages, len(idb)) + idb + row.payload
 
 
-def _decode_doc(seq8: bytes, value: bytes, payload: bool) -> DocRow:
-    is_rep, cluster, sim, stages, n = _HEADER.unpack_from(value)
+def _decode_doc(seq8: bytes, value: bytes, payload: bool, url: str = "redis") -> DocRow:
+    seq = int.from_bytes(seq8, "little", signed=True)
     start = _HEADER.size
-    return DocRow(seq=int.from_bytes(seq8, "little", signed=True), id=value[start:start + n].decode("utf-8"),
+    is_rep, cluster, sim, stages, n = _HEADER.unpack_from(value) if len(value) >= start else (0, 0, 0.0, 0, -1)
+    if n < 0 or len(value) < start + n:
+        raise StorageError(f"the document record (seq {seq}) of the index at {url} is damaged: it is shorter "
+                           f"({len(value)} bytes) than its header says. It was not changed; the index was altered "
+                           "outside diversify or its storage is damaged: restore it from a backup, or create a new "
+                           "index and add the documents again.")
+    return DocRow(seq=seq, id=stored_id_text(value[start:start + n], url, seq),
                   cluster=cluster, is_rep=bool(is_rep), similarity=sim, stages=stages,
                   payload=bytes(value[start + n:]) if payload else b"")
 
@@ -416,7 +427,9 @@ def _split_url(url: str) -> tuple[str, str, float]:
                 raise ConfigError(f"the `lease` parameter of a redis URL is the writer lease in seconds, in "
                                   f"[0.05, 3600]; got {v!r} in {mask_url(url)}. Use e.g. ?lease=10.")
     rest = urllib.parse.urlencode([(k, v) for k, v in pairs if k not in _OUR_PARAMS])
-    return urllib.parse.urlunsplit(parts._replace(query=rest)), index_name(url), lease
+    # not urlunsplit: it writes unix:///path as unix:/path, which redis-py refuses
+    plain = url.split("?", 1)[0] + (f"?{rest}" if rest else "")
+    return plain, index_name(url), lease
 
 
 # --------------------------------------------------------------------------- views
@@ -434,10 +447,9 @@ class _RedisView(View):
     def state(self) -> State:
         r = self.st.client
         nxt, ncl, kind, layout = self._call(r.hmget, self.st.p + "state", "next_seq", "next_cluster", "id_kind", "layout")
-        if nxt is None:
-            return State()
-        return State(next_seq=int(nxt), next_cluster=int(ncl), id_kind=_text(kind or b"") or None,
-                     layout=_text(layout or b""))
+        # the creation script writes the state with the meta: an index whose state is gone is damaged
+        # (reading it as empty would reuse seq 0 and overwrite stored documents)
+        return checked_state(self.st.url, nxt, ncl, kind, layout)
 
     def docs_by_seq(self, seqs: Sequence[int], *, payload: bool = True) -> list[DocRow]:
         s8 = [_seq8(s) for s in dict.fromkeys(int(s) for s in seqs)]
@@ -445,7 +457,7 @@ class _RedisView(View):
         for lo in range(0, len(s8), _CHUNK):
             part = s8[lo:lo + _CHUNK]
             vals = self._call(self.st.client.mget, [self.st.p.encode() + b"d:" + s for s in part])
-            out += [_decode_doc(s, v, payload) for s, v in zip(part, vals) if v is not None]
+            out += [_decode_doc(s, v, payload, self.st.url) for s, v in zip(part, vals) if v is not None]
         return out
 
     def docs_by_id(self, ids: Sequence[str], *, payload: bool = True) -> list[DocRow]:
@@ -453,7 +465,7 @@ class _RedisView(View):
         out: list[DocRow] = []
         for lo in range(0, len(uniq), _CHUNK):
             flat = self._call(self.st.evalsha, "docs_by_id", [], [self.st.p, *uniq[lo:lo + _CHUNK]])
-            out += [_decode_doc(flat[i], flat[i + 1], payload) for i in range(0, len(flat), 2)]
+            out += [_decode_doc(flat[i], flat[i + 1], payload, self.st.url) for i in range(0, len(flat), 2)]
         return out
 
     def docs_in_clusters(self, clusters: Sequence[int], *, payload: bool = True) -> list[DocRow]:
@@ -462,7 +474,7 @@ class _RedisView(View):
         for lo in range(0, len(uniq), _CHUNK):
             blob = _cluster_records(uniq[lo:lo + _CHUNK])
             flat = self._call(self.st.scripts["docs_in_clusters"], [], [self.st.p, blob])
-            out += [_decode_doc(flat[i], flat[i + 1], payload) for i in range(0, len(flat), 2)]
+            out += [_decode_doc(flat[i], flat[i + 1], payload, self.st.url) for i in range(0, len(flat), 2)]
         return out
 
     def candidates(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -491,7 +503,7 @@ class _RedisView(View):
 
     def _scan_end(self) -> int:
         top = self._call(self.st.client.hget, self.st.p + "state", "max_seq")
-        return int(top or -1) + 1
+        return (checked_int(self.st.url, "state", "max_seq", top, -1) if top is not None else -1) + 1
 
     def scan(self, after_seq: int, limit: int, *, payload: bool = True) -> list[DocRow]:
         end = self._scan_end()
@@ -504,8 +516,10 @@ class _RedisView(View):
         return out[:limit]
 
     def counts(self) -> Counts:
-        d, r, b = self._call(self.st.client.hmget, self.st.p + "state", "docs", "reps", "band_rows")
-        return Counts(documents=int(d or 0), representatives=int(r or 0), band_rows=int(b or 0))
+        got = self._call(self.st.client.hmget, self.st.p + "state", "docs", "reps", "band_rows")
+        d, r, b = (checked_int(self.st.url, "state", name, v, 0) if v is not None else 0
+                   for name, v in zip(("docs", "reps", "band_rows"), got))
+        return Counts(documents=d, representatives=r, band_rows=b)
 
 
 class _RedisTransaction(_RedisView, Transaction):
@@ -790,14 +804,13 @@ class RedisStorage(Storage):
         return self._meta([x for kv in flat.items() for x in kv])
 
     def _meta(self, flat: list) -> Meta:
-        d = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
-        layout = int(d.get("layout", "0"))
+        d = {_text_key(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+        layout = checked_int(self.url, "meta", "layout", d.get("layout", 0), 0)
         if layout > LAYOUT:
             raise IncompatibleIndexError(
                 f"the index {self.name!r} on {self.url} has Redis key layout {layout}, newer than this diversify "
                 f"reads (layout {LAYOUT}); upgrade diversify-retrieval to open it.")
-        return Meta(schema_version=int(d["schema_version"]), config_json=d["config_json"], fingerprint=d["fingerprint"],
-                    created_by=d["created_by"])
+        return checked_meta(d, self.url)
 
     # ---- read / write
     @contextlib.contextmanager

@@ -52,6 +52,7 @@ import numpy as np
 from .._arrays import unique_sorted
 from ..errors import ConfigError, StorageError
 from .keyfilter import KeyFilter, bits_for
+from .records import checked_int, checked_meta, checked_state
 from .storage import (
     Assignment,
     Counts,
@@ -65,6 +66,7 @@ from .storage import (
     index_name,
     mask_url,
 )
+from .urls import sqlite_file
 
 __all__ = ["SQLiteStorage", "sqlite_path", "sqlite_mmap_mb"]
 
@@ -185,16 +187,9 @@ def sqlite_mmap_mb(url: str) -> int:
 
 
 def sqlite_path(url: str) -> str:
-    """The file path of ``sqlite:///relative.db`` / ``sqlite:////absolute.db`` (ConfigError otherwise)."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.netloc not in ("", "localhost"):
-        raise ConfigError(f"a sqlite URL names a local file: sqlite:///relative/path.db or sqlite:////absolute/path.db; "
-                          f"got host {parts.netloc!r} in {mask_url(url)}.")
-    path = urllib.parse.unquote(parts.path)
-    path = path[1:] if path.startswith("/") else path
-    if not path or path == ":memory:" or path.endswith("/"):
-        raise ConfigError(f"a sqlite URL must name a file (an in-memory database is not shared between processes); "
-                          f"got {mask_url(url)}. Use e.g. sqlite:///index.db.")
+    """The file path of ``sqlite:///relative.db`` / ``sqlite:////absolute.db`` (ConfigError otherwise;
+    the rules are :func:`diversify.index.urls.sqlite_file`'s)."""
+    path = sqlite_file(url)
     if index_name(url) != "default":
         raise ConfigError(f"a sqlite index is one file; the `index` parameter is for server backends; got "
                           f"{mask_url(url)}. Use another file for another index.")
@@ -222,8 +217,10 @@ class _SQLiteView(Transaction):
     until the next merge rebuilds it from the table.
     """
 
-    def __init__(self, con: sqlite3.Connection, cache: Optional[_FilterCache] = None, writing: bool = False):
+    def __init__(self, con: sqlite3.Connection, cache: Optional[_FilterCache] = None, writing: bool = False,
+                 url: str = "sqlite"):
         self.con = con
+        self.url = url
         self._cache = cache if cache is not None else _FilterCache()
         self._writing = writing
         self._meta: Optional[dict] = None
@@ -291,8 +288,8 @@ class _SQLiteView(Transaction):
         rows = dict(self.con.execute("SELECT k, v FROM meta WHERE k IN (?, ?, ?, ?)", _STATE_KEYS).fetchall())
         if not rows:
             return State()
-        return State(next_seq=int(rows.get("next_seq", 0)), next_cluster=int(rows.get("next_cluster", 0)),
-                     id_kind=rows.get("id_kind") or None, layout=rows.get("layout", ""))
+        return checked_state(self.url, rows.get("next_seq"), rows.get("next_cluster"), rows.get("id_kind"),
+                             rows.get("layout", ""))
 
     def _docs(self, where: str, values: Sequence, payload: bool) -> list[DocRow]:
         cols = _COLS + (", payload" if payload else "")
@@ -423,7 +420,7 @@ class _SQLiteView(Transaction):
 
     def _tier_rows(self, name: str) -> int:
         row = self.con.execute("SELECT v FROM meta WHERE k = ?", (name,)).fetchone()
-        return int(row[0]) if row else 0
+        return checked_int(self.url, "meta", name, row[0], 0) if row else 0
 
     def _set_tier_rows(self, *, recent: Optional[int] = None, main: Optional[int] = None) -> None:
         items = [(k, str(v)) for k, v in (("recent_rows", recent), ("main_rows", main)) if v is not None]
@@ -445,6 +442,9 @@ class SQLiteStorage(Storage):
     def _connect(self) -> sqlite3.Connection:
         if self._con is not None:
             return self._con
+        if os.path.isdir(self.path):
+            raise ConfigError(f"`url` must name a file for a sqlite index; {self.path!r} of {self.url} is a "
+                              "directory. Add a file name, e.g. sqlite:///dir/index.db.")
         directory = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(directory):
             raise StorageError(f"cannot open {self.url}: the directory {directory!r} does not exist. Create it first.")
@@ -540,7 +540,7 @@ class SQLiteStorage(Storage):
         except sqlite3.DatabaseError as exc:
             raise StorageError(f"cannot read {self.url}: {type(exc).__name__}: {exc}.") from exc
         try:
-            yield _SQLiteView(con, self._filters)
+            yield _SQLiteView(con, self._filters, url=self.url)
         except sqlite3.DatabaseError as exc:
             raise StorageError(f"reading {self.url} failed: {type(exc).__name__}: {exc}.") from exc
         finally:
@@ -555,7 +555,7 @@ class SQLiteStorage(Storage):
         except sqlite3.DatabaseError as exc:
             raise StorageError(f"cannot write {self.url}: {type(exc).__name__}: {exc}; nothing was written.") from exc
         try:
-            view = _SQLiteView(con, self._filters, writing=True)
+            view = _SQLiteView(con, self._filters, writing=True, url=self.url)
             yield view
             view.finish()
         except BaseException as exc:
@@ -577,9 +577,4 @@ class SQLiteStorage(Storage):
 
 
 def _meta(rows: dict, url: str) -> Meta:
-    try:
-        return Meta(schema_version=int(rows["schema_version"]), config_json=rows["config_json"],
-                    fingerprint=rows["fingerprint"], created_by=rows["created_by"])
-    except (KeyError, ValueError) as exc:
-        raise StorageError(f"the meta table of {url} is damaged (missing or invalid {exc}); it is not a diversify "
-                           "index or was altered by hand.") from exc
+    return checked_meta(rows, url)

@@ -43,7 +43,12 @@ URLs: ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``; ``postgre
 them. Every backend accepts the query parameter ``index=<name>`` (letters, digits, ``_``; default
 ``default``) to keep several independent indexes in one database / Redis database: table names
 or key prefixes derive from it (:func:`index_name`). SQLite: one file is one index (``index``
-names nothing and is refused when not ``default``).
+names nothing and is refused when not ``default``). :func:`open_storage` applies the rules of
+:mod:`diversify.index.urls` (no control characters, no fragment, valid ports...) before a
+backend or driver sees the URL.
+
+Backends read stored records through :mod:`diversify.index.records`: a damaged field is a StorageError naming the record,
+the field and what it holds, never a bare ValueError or KeyError.
 """
 
 from __future__ import annotations
@@ -318,8 +323,8 @@ def mask_url(url: str) -> str:
         return repr(url)
     try:
         parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
+    except ValueError:  # e.g. an unclosed IPv6 bracket: hide whatever stands before an '@'
+        return re.sub(r"://[^/?#]*@", "://***@", url)
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, host = netloc.rsplit("@", 1)
@@ -364,11 +369,15 @@ def index_name(url: str) -> str:
 def open_storage(url: str, options: Optional[StorageOptions] = None) -> Storage:
     """Open the backend named by the URL's scheme (the client library is imported only now).
 
-    Raises ConfigError for an unknown scheme, MissingDependencyError naming the extra to install
+    Raises ConfigError for an unknown scheme or a URL that breaks a rule of
+    :mod:`diversify.index.urls`, MissingDependencyError naming the extra to install
     (``pip install 'diversify-retrieval[postgres]'`` / ``[redis]``), StorageError when the server
     cannot be reached (within ``options.connect_timeout``).
     """
+    from .urls import check_url
+
     scheme = scheme_of(url)
+    check_url(url, scheme)  # before any driver sees it (NUL, fragments, bad ports...: see .urls)
     client, extra = _BACKENDS[scheme]
     if client is not None:
         assert extra is not None
