@@ -87,6 +87,7 @@ SLOW_TESTS = {
     "test_llamaindex_async_keeps_the_filter_on_every_refill",
     "test_haystack_async_keeps_the_filter_on_every_refill",
     "test_fresh_install_compiles_each_kernel_once",  # compiles the kernels in a fresh numba cache
+    "test_fold_check_left_to_a_running_helper_is_waited_for",  # the helper compiles into a fresh cache
     # the live-index contract (tests/index/contract.py, once per backend): real processes
     "test_index_two_processes_add_near_duplicates_at_once",
     "test_index_sigkill_of_writers_leaves_it_consistent",
