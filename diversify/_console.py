@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import NoReturn
+from typing import NoReturn, Optional
 
-__all__ = ["BUILD_PAGES", "QUIET_LIBRARIES", "run"]
+__all__ = ["BUILD_PAGES", "QUIET_LIBRARIES", "run", "shadowed_package"]
 
 #: set for the process unless the user set them. OpenBLAS (numpy's, and scipy's, which numba loads
 #: to check for BLAS) starts a thread per core when it loads, and they spin 2**28 cycles before they
@@ -28,7 +28,34 @@ QUIET_LIBRARIES = {"OPENBLAS_THREAD_TIMEOUT": "4"}
 BUILD_PAGES = {"NUMPY_MADVISE_HUGEPAGE": "0"}
 
 
+def shadowed_package() -> Optional[str]:
+    """The one-line error when ``diversify`` was imported as a namespace package, else None.
+
+    A folder named ``diversify`` without ``__init__.py`` earlier on ``sys.path`` than the real
+    package (what ``pip uninstall`` leaves when the folder holds files it did not install, e.g. a
+    cache written into the package by an older version) hides it: ``import diversify`` then gives
+    an empty namespace and ``diversify/__init__.py`` never runs, so nothing in it can say so. An
+    editable install still finds the submodules (this one included), so the console script can.
+    """
+    pkg = sys.modules.get("diversify")
+    if pkg is None or getattr(pkg, "__file__", None) is not None:
+        return None
+    import shlex
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = [os.path.abspath(p) for p in getattr(pkg, "__path__", [])]
+    left = [p for p in found if p != here] or found
+    return (f"the package 'diversify' resolves to a left-over folder without __init__.py ({', '.join(left)}), "
+            f"which hides the installed package ({here}); it is what an earlier install left behind. Remove it "
+            f"(rm -rf {' '.join(shlex.quote(p) for p in left)}) and run the command again; if it still fails, "
+            "reinstall (pip install --force-reinstall diversify-retrieval, or pip install -e . from a checkout).")
+
+
 def run() -> NoReturn:
+    problem = shadowed_package()
+    if problem is not None:
+        sys.stderr.write("diversify: error: " + problem.replace("\n", "\\n") + "\n")
+        sys.exit(2)
     if not any(arg == "--vectors" or arg.startswith("--vectors=") for arg in sys.argv[1:]):
         for name, value in QUIET_LIBRARIES.items():
             os.environ.setdefault(name, value)

@@ -65,6 +65,7 @@ SLOW_MODULES = {
     "test_quality_data.py",  # builds real labelled data sets
     "test_golden_bytes.py",  # rebuilds every golden case, the Dask one included
     "test_environments.py",  # read-only installs, forks and threads, each in fresh subprocesses
+    "test_install.py",  # the README's install order in a fresh venv: compiles every kernel into an empty cache
 }
 SLOW_TESTS = {
     "test_threshold_separates_above_from_below",
@@ -86,6 +87,7 @@ SLOW_TESTS = {
     "test_llamaindex_async_keeps_the_filter_on_every_refill",
     "test_haystack_async_keeps_the_filter_on_every_refill",
     "test_fresh_install_compiles_each_kernel_once",  # compiles the kernels in a fresh numba cache
+    "test_fold_check_left_to_a_running_helper_is_waited_for",  # the helper compiles into a fresh cache
     # the live-index contract (tests/index/contract.py, once per backend): real processes
     "test_index_two_processes_add_near_duplicates_at_once",
     "test_index_sigkill_of_writers_leaves_it_consistent",

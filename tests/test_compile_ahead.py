@@ -122,3 +122,37 @@ def test_warm_cache_loads_the_kernels_in_a_thread_that_ends_with_the_body(warm_k
         pass
     assert loads == []
     assert not ahead._load_beside(BuildConfig(minhash=None, simhash={}))
+
+
+FOLD_PROBE = textwrap.dedent("""
+    import json
+    from diversify._kernels import ahead, _runtime
+    from diversify._kernels.fold import fold_groups
+    from diversify.clusters.guarantee import _KERNEL_FROM, _KERNEL_FROM_WHILE_AHEAD, _kernel_pays
+    from diversify.config import BuildConfig, MinHashConfig
+    sizes = [_KERNEL_FROM - 1, _KERNEL_FROM, _KERNEL_FROM_WHILE_AHEAD - 1, _KERNEL_FROM_WHILE_AHEAD]
+    out = dict(alone=[_kernel_pays(n) for n in sizes], ready_before=_runtime.kernel_ready(fold_groups))
+    with ahead.compile_ahead(BuildConfig(minhash=MinHashConfig(threshold=0.8))) as proc:
+        out["started"] = proc is not None
+        out["above_bound"] = _kernel_pays(_KERNEL_FROM_WHILE_AHEAD)  # a build compiles it then: nothing to wait for
+        out["awaited_above"] = ahead._awaited
+        out["with_helper"] = [_kernel_pays(n) for n in sizes[:3]]
+    out["ended"] = ahead.last_helper
+    out["ready_after"] = _runtime.kernel_ready(fold_groups)
+    print(json.dumps(out))
+""")
+
+
+def test_fold_check_left_to_a_running_helper_is_waited_for(tmp_path):
+    """Cold cache, a helper compiling: the fold check of fewer than _KERNEL_FROM_WHILE_AHEAD
+    components takes the numpy path instead of compiling the kernel the helper compiles, and the
+    helper is then waited for (not stopped), so the kernel is in the cache for the next command.
+    Without a helper the old bound holds (the kernel is compiled from _KERNEL_FROM components)."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "empty"), **{ahead.ENV: "1"})
+    got = subprocess.run([sys.executable, "-c", FOLD_PROBE], capture_output=True, text=True, env=env, timeout=900)
+    assert got.returncode == 0, got.stderr[-3000:]
+    out = json.loads(got.stdout.strip().splitlines()[-1])
+    assert out["alone"] == [False, True, True, True] and not out["ready_before"], out
+    assert out["started"] and out["above_bound"] and not out["awaited_above"], out
+    assert out["with_helper"] == [False, False, False], out
+    assert out["ended"] == "finished" and out["ready_after"], out

@@ -347,6 +347,50 @@ def test_nothing_writable_anywhere_builds_uncached(install):
         shutil.rmtree(cwd, ignore_errors=True)
 
 
+def _user_cache(install) -> Path:
+    return install["home"] / ".cache" / "diversify" / "numba"
+
+
+def test_writable_install_and_home_cache_in_the_user_dir_never_in_the_package(install):
+    """Issue 38: a writable package and a writable home (a plain `pip install .`). Numba's own rule
+    put the cache in the package's `__pycache__`, which `pip uninstall` leaves behind; now it goes
+    to ~/.cache/diversify/numba (each level created 0700), silently, and a second process loads it.
+    XDG_CACHE_HOME, when absolute, moves it; a relative one is ignored."""
+    _writable_again(install["site"])
+    install["home"].chmod(0o755)
+    cmd = [*_unprivileged(), sys.executable, "-c", ONE_KERNEL]
+    first = _run(cmd, _env(install), install["root"])
+    assert first.returncode == 0 and not first.stderr.strip(), first.stderr[-3000:]
+    user = _user_cache(install)
+    assert (_where(first), first.stdout.split()[1:]) == (str(user), ["0", "True"]), first.stdout
+    for d in (user.parent.parent, user.parent, user):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+    second = _run(cmd, _env(install), install["root"])
+    assert second.returncode == 0 and second.stdout.split()[1] == "2", second.stdout
+    assert not [p for p in install["site"].rglob("*") if p.suffix in (".nbi", ".nbc")], "numba wrote into the package"
+    xdg = install["root"] / "xdg"
+    moved = _run(cmd, _env(install, XDG_CACHE_HOME=xdg), install["root"])
+    assert _where(moved) == str(xdg / "diversify" / "numba") and not moved.stderr.strip(), moved.stdout
+    relative = _run(cmd, _env(install, XDG_CACHE_HOME="rel"), install["root"])
+    assert _where(relative) == str(user) and not (install["root"] / "rel").exists(), relative.stdout
+
+
+def test_user_dir_others_could_replace_is_never_read(install, index_layout):
+    """A ~/.cache that other users may write (no sticky bit) could have had its diversify folder
+    swapped for theirs: the per-user directory is refused without being read (a poisoned index
+    planted in it never fires), the private temp directory takes over, one warning says why."""
+    install["home"].chmod(0o755)
+    cache = install["home"] / ".cache"
+    cache.mkdir(mode=0o777)
+    cache.chmod(0o777)
+    marker = install["root"] / "marker-user-dir"
+    _plant_poison(index_layout["layout"], _user_cache(install), marker)
+    proc = _run([*_unprivileged(), sys.executable, "-c", ONE_KERNEL], _env(install), install["root"])
+    _one_warning(proc, "cannot write its cache", str(_user_cache(install)), "not sticky", str(_private(install)))
+    assert _where(proc) == str(_private(install)) and proc.stdout.split()[1:] == ["0", "True"], proc.stdout
+    assert not marker.exists(), "the planted cache index in the refused user directory was unpickled"
+
+
 # --------------------------------------------------------------------------- fork and threads
 
 FORK = textwrap.dedent("""

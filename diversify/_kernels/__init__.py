@@ -6,3 +6,47 @@ errors live in the Python modules that call them. A ``parallel=True`` kernel is 
 only: its launcher (:mod:`._runtime`) chooses the threading layer and serializes launches where
 the layer needs it. The on-disk cache and the fork rules are in :mod:`._runtime`.
 """
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+#: the environment variable numba reads its thread count from, at its import
+NUM_THREADS_VAR = "NUMBA_NUM_THREADS"
+
+
+def num_threads_error(environ: Optional[dict] = None):
+    """The :class:`~diversify.errors.ConfigError` for a ``NUMBA_NUM_THREADS`` that is set but not a
+    whole number of at least 1, or None.
+
+    Numba reads it when it is imported: ``0`` or a negative count passes there and fails at the
+    first parallel kernel with a bare ValueError; a value that is not a number only gets a warning
+    and numba's default. So it is checked here, before this package imports numba, in every process
+    that runs kernels (the command line's helper too).
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get(NUM_THREADS_VAR)
+    if raw is None:
+        return None
+    try:
+        count: Optional[int] = int(raw)
+    except ValueError:
+        count = None
+    if count is not None and count >= 1:
+        return None
+    from ..errors import ConfigError
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    return ConfigError(
+        f"{NUM_THREADS_VAR} (environment variable): numba's thread count must be a whole number of at least 1; "
+        f"got {raw!r}. Unset it (numba then uses the {cores} core{'s' if cores != 1 else ''} this process may "
+        f"run on) or set it to a whole number, e.g. {NUM_THREADS_VAR}={cores}.")
+
+
+_error = num_threads_error()
+if _error is not None:
+    raise _error

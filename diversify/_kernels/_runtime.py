@@ -2,20 +2,27 @@
 
 Cache
 -----
-Every kernel is compiled with Numba's on-disk cache, found by Numba's own rule: ``NUMBA_CACHE_DIR``
-if set, else ``__pycache__`` next to these modules, else the user cache directory
-(``$XDG_CACHE_HOME/numba`` or ``~/.cache/numba``). When none of them can be written (a read-only
-install run by a user without a writable home: the usual container), Numba refuses to define a
-cached function. Then, unless ``NUMBA_CACHE_DIR`` is set (the user chose the place; we do not pick
-another), the kernels are cached in a private per-user directory, ``<tempdir>/diversify-numba-<uid>``,
-used only when :func:`private_dir` accepts it: created with mode 0700, and refused if it is a
-symbolic link, not a directory, owned by another user or open to group or others, or if a directory
-above it could let another user replace it (writable by others without the sticky bit, or owned by
-another user who is not root). A cache file is pickled code: a directory someone else can write into
-would let them run code in this process. Otherwise the kernels run uncached (compiled in every
-process). Either way one warning goes to the ``diversify`` logger, once per process; nothing raises.
-Numba's global configuration is left as it was (the directory is set only while a kernel's cache is
-created).
+Every kernel is compiled with Numba's on-disk cache, and the cache never lives inside the installed
+package (files there outlive ``pip uninstall``: a left-over ``diversify/_kernels/__pycache__``
+becomes an empty namespace package that hides the next install). The place, decided once per
+process by :func:`cache_place`:
+
+1. ``NUMBA_CACHE_DIR`` when set: the user's choice, used as it is; when it cannot be written the
+   kernels run uncached (no other place is picked);
+2. else the per-user cache directory :func:`user_cache_dir` (``$XDG_CACHE_HOME/diversify/numba``,
+   else ``~/.cache/diversify/numba``), used when :func:`private_dir` accepts it;
+3. else (no writable home: the usual container) a private per-user directory,
+   ``<tempdir>/diversify-numba-<uid>``, used when :func:`private_dir` accepts it;
+4. else uncached (compiled in every process).
+
+:func:`private_dir` creates the directory with mode 0700 and refuses it if it is a symbolic link,
+not a directory, owned by another user or open to group or others, or if a directory above it
+could let another user replace it (writable by others without the sticky bit, or owned by another
+user who is not root). A cache file is pickled code: a directory someone else can write into would
+let them run code in this process. Every step down the list logs one warning to the ``diversify``
+logger, once per process; nothing raises. Numba's global configuration is left as it was (the
+directory is set only while a kernel's cache is created). A user who set
+``NUMBA_CACHE_LOCATOR_CLASSES`` gets Numba's own rule instead.
 
 Threading layer
 ---------------
@@ -54,10 +61,26 @@ _config: Any = numba.config
 
 # --------------------------------------------------------------------------- cache
 
-#: the fallback once decided: None = Numba's own locators work; a path = our private directory;
-#: "" = uncached
-_fallback: Optional[str] = None
+#: where the kernels are cached, once decided (:func:`cache_place`): a directory, ``""`` (uncached)
+#: or :data:`_NUMBA_RULE`
+_place: Optional[str] = None
+#: the place when the user set ``NUMBA_CACHE_LOCATOR_CLASSES``: Numba's own locators decide
+_NUMBA_RULE = "numba's own locators (NUMBA_CACHE_LOCATOR_CLASSES)"
 _warned = False
+_UNCACHED = ("diversify's kernels run uncached: they are compiled again in every process (tens of "
+             "seconds before the first build)")
+
+
+def user_cache_dir() -> Optional[str]:
+    """``$XDG_CACHE_HOME/diversify/numba`` (an absolute ``XDG_CACHE_HOME``; a relative one is
+    ignored, as the XDG rule says), else ``~/.cache/diversify/numba``; None without a home."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        home = os.path.expanduser("~")
+        if not os.path.isabs(home):
+            return None
+        base = os.path.join(home, ".cache")
+    return os.path.join(base, "diversify", "numba")
 
 
 def private_dir_path() -> Optional[str]:
@@ -123,11 +146,39 @@ def private_dir(path: str) -> Optional[str]:
         return f"{path} is owned by uid {st.st_uid}, not {uid}"
     if st.st_mode & 0o077:
         return f"{path} has mode {stat.S_IMODE(st.st_mode):04o}, not 0700"
+    return _writable(path)
+
+
+def _writable(path: str) -> Optional[str]:
     try:
         tempfile.TemporaryFile(dir=path).close()
     except OSError as exc:
         return f"{path} is not writable: {exc.strerror or exc}"
     return None
+
+
+def _user_dir(path: str) -> Optional[str]:
+    """Make the per-user cache directory ``path`` (``.../diversify/numba``); None if usable, else why not.
+
+    The two directories above it (the user's cache directory and ``diversify``) are created with
+    mode 0700 when missing (the home itself never is); ``path`` must then pass :func:`private_dir`.
+    Where there are no user ids (Windows) the directory only has to be writable.
+    """
+    ours = os.path.dirname(path)
+    for d in (os.path.dirname(ours), ours):
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            return f"{d}: {exc.strerror or exc}"
+    if hasattr(os, "geteuid"):
+        return private_dir(path)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+    return _writable(path)
 
 
 def _warn_once(message: str) -> None:
@@ -137,66 +188,96 @@ def _warn_once(message: str) -> None:
         log.warning(message)
 
 
-def _user_places() -> str:
-    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return f"{os.path.join(os.path.dirname(os.path.abspath(__file__)), '__pycache__')} or {os.path.join(home, 'numba')}"
-
-
-def _decide_fallback() -> str:
-    """Called when Numba found no writable cache place: our private directory, or "" (uncached)."""
-    uncached = ("diversify's kernels run uncached: they are compiled again in every process (tens of "
-                "seconds before the first build)")
-    user_dir = _config.CACHE_DIR
-    if user_dir:
-        _warn_once(f"NUMBA_CACHE_DIR={user_dir} is not writable (nor {_user_places()}); {uncached}. "
-                   "Point NUMBA_CACHE_DIR at a directory this user can write.")
-        return ""
-    path = private_dir_path()
-    why = private_dir(path) if path else "no writable temporary directory"
+def _chosen_dir(path: str) -> str:
+    """The user's ``NUMBA_CACHE_DIR``: itself when it can be written (created if missing), else "" with a warning."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        why = _writable(path)
+    except OSError as exc:
+        why = f"{path}: {exc.strerror or exc}"
     if why is None:
-        assert path is not None
-        _warn_once(f"numba cannot write its cache in {_user_places()}; diversify's kernels are cached "
-                   f"in {path} (private to this user). Set NUMBA_CACHE_DIR to a writable directory to "
-                   "choose the place.")
         return path
-    _warn_once(f"numba cannot write its cache in {_user_places()}, and the private fallback is not "
-               f"safe to use ({why}); {uncached}. Set NUMBA_CACHE_DIR to a directory this user can write.")
+    _warn_once(f"NUMBA_CACHE_DIR={path} is not writable ({why}); {_UNCACHED}. Point NUMBA_CACHE_DIR at a "
+               "directory this user can write.")
     return ""
 
 
+def _decide_place() -> str:
+    if getattr(_config, "CACHE_LOCATOR_CLASSES", ""):
+        return _NUMBA_RULE
+    if _config.CACHE_DIR:
+        return _chosen_dir(str(_config.CACHE_DIR))
+    default = user_cache_dir()
+    why = _user_dir(default) if default else "no home directory"
+    if why is None:
+        assert default is not None
+        return default
+    where = f"{default} ({why})" if default else f"a per-user cache directory ({why})"
+    path = private_dir_path()
+    why_private = private_dir(path) if path else "no writable temporary directory"
+    if why_private is None:
+        assert path is not None
+        _warn_once(f"numba cannot write its cache in {where}; diversify's kernels are cached in {path} (private to "
+                   "this user). Set NUMBA_CACHE_DIR to a writable directory to choose the place.")
+        return path
+    _warn_once(f"numba cannot write its cache in {where}, and the private fallback is not safe to use "
+               f"({why_private}); {_UNCACHED}. Set NUMBA_CACHE_DIR to a directory this user can write.")
+    return ""
+
+
+def cache_place() -> Optional[str]:
+    """The directory the kernels of this process are cached under (decided on first use, see the
+    module docstring), or None when they run uncached or Numba's own locators decide."""
+    global _place
+    if _place is None:
+        _place = _decide_place()
+    return _place if _place not in ("", _NUMBA_RULE) else None
+
+
 def _cache_in(path: str, disp: Any) -> bool:
+    """Give ``disp`` a cache under ``path``; False (and no cache) if numba put it anywhere else."""
+    from numba.core.caching import NullCache
+
     before = _config.CACHE_DIR
     _config.CACHE_DIR = path  # read once, when the function's cache locator is made
     try:
         disp.enable_caching()
-        return True
     except RuntimeError:
         return False
     finally:
         _config.CACHE_DIR = before
+    where = os.path.abspath(str(getattr(disp._cache, "_cache_path", "")))
+    if where.startswith(os.path.join(os.path.abspath(path), "")):
+        return True
+    disp._cache = NullCache()  # numba could not use path and fell back to its own places (the package's __pycache__)
+    return False
 
 
 def enable_cache(disp: Any) -> None:
-    """Give one dispatcher Numba's on-disk cache where one can be written; never raises."""
-    global _fallback
-    if not hasattr(disp, "enable_caching") or _fallback == "":  # NUMBA_DISABLE_JIT, or uncached
+    """Give one dispatcher Numba's on-disk cache in :func:`cache_place`; never raises."""
+    global _place
+    if not hasattr(disp, "enable_caching"):  # NUMBA_DISABLE_JIT
         return
-    if _fallback is None:
+    cache_place()
+    if _place == "":
+        return
+    if _place == _NUMBA_RULE:
         try:
             disp.enable_caching()
-            return
         except RuntimeError:  # "cannot cache function ...: no locator available"
-            _fallback = _decide_fallback()
-            if not _fallback:
-                return
-    if not _cache_in(_fallback, disp):  # the directory passed its check, then numba failed in it
-        log.warning(f"numba could not use {_fallback} after all; diversify's kernels run uncached.")
-        _fallback = ""
+            _warn_once(f"numba found no cache place with NUMBA_CACHE_LOCATOR_CLASSES="
+                       f"{_config.CACHE_LOCATOR_CLASSES}; {_UNCACHED}.")
+            _place = ""
+        return
+    assert _place is not None
+    if not _cache_in(_place, disp):  # the directory passed its check, then numba failed in it
+        log.warning(f"numba could not use {_place} after all; diversify's kernels run uncached.")
+        _place = ""
 
 
 def cache_unwritable() -> bool:
     """True once kernels were found to run uncached (no writable cache place: see :func:`enable_cache`)."""
-    return _fallback == ""
+    return _place == ""
 
 
 # --------------------------------------------------------------------------- threading layer

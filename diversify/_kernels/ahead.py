@@ -14,7 +14,11 @@ it can pay: a kernel is missing from the cache, the cache can be written, the Mi
 even if every kernel is in it already). Nothing depends on the helper: if it is late, fails or is
 absent, the command compiles what it needs itself (the same code, so the same bytes); a helper still
 running when the command ends is stopped (Numba writes each cache file under a temporary name and
-renames it, so a stopped helper leaves no half-written entry).
+renames it, so a stopped helper leaves no half-written entry). One kernel is left to the helper
+instead: when the fold check's kernel is not ready and the helper still runs, the fold check of up
+to a bound of components takes its numpy path (same clusters) rather than compile the kernel a
+second time on the same cores (:func:`defer_to_helper`); the command then waits for the helper at
+its end, so that the next command finds the kernel in the cache.
 
 ``python -m diversify._kernels.ahead CONFIG_JSON`` is the helper's entry point.
 """
@@ -68,12 +72,32 @@ def worth_starting(cfg: BuildConfig) -> bool:
 
 #: how the last helper of this process ended: None (none started), "finished" or "stopped"
 last_helper: Optional[str] = None
+#: the helper of the running :func:`compile_ahead`, if one was started
+_running: Optional[subprocess.Popen] = None
+#: set when the command took a path that left a kernel to the helper: the helper is then waited for
+_awaited = False
+#: seconds the command waits at its end for a helper it left a kernel to (then stops it)
+_WAIT_SECONDS = 300
+
+
+def defer_to_helper() -> bool:
+    """True while a helper of this process is still compiling. The caller then takes a path that
+    needs no kernel the helper compiles (rather than compile the same kernel a second time on the
+    same cores), and the command waits for the helper when it ends, so that the kernel is in the
+    cache for the next one."""
+    global _awaited
+    if _running is None or _running.poll() is not None:
+        return False
+    _awaited = True
+    return True
 
 
 @contextlib.contextmanager
 def compile_ahead(cfg: BuildConfig) -> Iterator[Optional[subprocess.Popen]]:
     """Run the body with a helper compiling :func:`ahead_kernels` when :func:`worth_starting`;
-    the helper is stopped when the body ends, if it has not finished by then."""
+    the helper is stopped when the body ends, if it has not finished by then, unless the body
+    left a kernel to it (:func:`defer_to_helper`): then it is waited for."""
+    global _running, _awaited
     proc = None
     loader = None
     if worth_starting(cfg):
@@ -87,11 +111,13 @@ def compile_ahead(cfg: BuildConfig) -> Iterator[Optional[subprocess.Popen]]:
 
         loader = threading.Thread(target=_load, args=(cfg,), name="diversify-kernel-load", daemon=True)
         loader.start()
+    _running, _awaited = proc, False
     try:
         yield proc
     finally:
+        _running = None
         if proc is not None:
-            _end(proc)
+            _end(proc, wait=_awaited)
         if loader is not None:
             loader.join()
 
@@ -122,16 +148,21 @@ def _load(cfg: BuildConfig) -> None:
         warm(cfg)
 
 
-def _end(proc: subprocess.Popen) -> None:
+def _end(proc: subprocess.Popen, *, wait: bool = False) -> None:
     global last_helper
-    last_helper = "finished" if proc.poll() is not None else "stopped"
-    if last_helper == "stopped":
-        proc.terminate()
     try:
-        proc.wait(timeout=10)  # waited for: its CPU time counts in this process's children's
-    except subprocess.TimeoutExpired:  # pragma: no cover - a helper that ignores SIGTERM
-        proc.kill()
-        proc.wait()
+        if wait:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=_WAIT_SECONDS)
+    finally:  # Ctrl-C while waiting stops the helper too
+        last_helper = "finished" if proc.poll() is not None else "stopped"
+        if last_helper == "stopped":
+            proc.terminate()
+        try:
+            proc.wait(timeout=10)  # waited for: its CPU time counts in this process's children's
+        except subprocess.TimeoutExpired:  # pragma: no cover - a helper that ignores SIGTERM
+            proc.kill()
+            proc.wait()
 
 
 def made_up_sketches(cfg: BuildConfig):
@@ -154,7 +185,8 @@ def made_up_sketches(cfg: BuildConfig):
 
 
 def warm(cfg: BuildConfig) -> None:
-    """Run the build's path after sketching on :func:`made_up_sketches`, and one exact pair check."""
+    """Run the build's path after sketching on :func:`made_up_sketches`, with one exact pair check
+    before the fold check (the order a build needs the kernels in)."""
     from ..engines.finish import finish
     from ..engines.local import linking_config
     from ..linking.link import link, link_exact, make_forest
@@ -166,11 +198,12 @@ def warm(cfg: BuildConfig) -> None:
     flags = np.zeros(sk.n, dtype=np.uint8)
     timings: dict = {}
     stats = link(sk, linking_config(cfg), parent, flags, timings=timings)
-    finish(sk, cfg, parent, flags, stats, timings, aliases=np.zeros((0, 2), np.int64), raw_cluster=None,
-           metadata=None, created_at="2000-01-01T00:00:00Z")
+    # the exact pair check runs before the fold check in a build: compiled here in that order
     rows = ShingleRows(np.zeros(2, dtype=np.int64)[:-1], np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.uint64))
     pairs = np.zeros((1, 2), dtype=np.int64)
     link_exact(pairs, pairs, rows, cfg, make_forest(np.arange(2, dtype=np.int64), np.zeros(2, np.uint8), STAGE_MINHASH))
+    finish(sk, cfg, parent, flags, stats, timings, aliases=np.zeros((0, 2), np.int64), raw_cluster=None,
+           metadata=None, created_at="2000-01-01T00:00:00Z")
 
 
 def main(argv: list[str]) -> int:

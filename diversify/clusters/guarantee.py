@@ -47,6 +47,11 @@ _REFERENCE = False
 #: components from which the kernel is worth compiling (~3 s, once per install) when it is not
 #: compiled yet; below, the numpy path takes under ~0.3 s. A compiled kernel is always used.
 _KERNEL_FROM = 1024
+#: the same bound while the console script's helper (:mod:`diversify._kernels.ahead`) is compiling
+#: the kernel into the cache: the numpy path then runs up to this many components instead of the
+#: command compiling the same kernel a second time on the same cores, and the command waits for the
+#: helper at its end (so the next build finds the kernel)
+_KERNEL_FROM_WHILE_AHEAD = 16384
 _POP8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
 
 
@@ -284,9 +289,14 @@ def guaranteed_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: 
 
 def _kernel_pays(n_components: int) -> bool:
     from .._kernels._runtime import kernel_ready
+    from .._kernels.ahead import defer_to_helper
     from .._kernels.fold import fold_groups
 
-    return n_components >= _KERNEL_FROM or kernel_ready(fold_groups)
+    if kernel_ready(fold_groups):
+        return True
+    if n_components < _KERNEL_FROM:
+        return False
+    return n_components >= _KERNEL_FROM_WHILE_AHEAD or not defer_to_helper()
 
 
 def _components(sroot: np.ndarray, order: np.ndarray, n_old: int) -> tuple[np.ndarray, np.ndarray]:
