@@ -457,11 +457,17 @@ class Index:
     # ------------------------------------------------------------------ lookups
 
     def cluster_of(self, ids: Iterable) -> list[Optional[int]]:
-        """The cluster of each id (None for an id not in the index)."""
+        """The cluster of each id (None for an id not in the index, or that no index of its id kind
+        can hold: the online id rule, :func:`diversify.ids.lookup_id`; ``1`` never matches ``"1"``)."""
+        from ..ids import lookup_id
+
         id_list = list(ids)
         with self._storage.read() as view:
-            got = {r.id: r.cluster for r in view.docs_by_id([str(i) for i in id_list], payload=False)}
-        return [got.get(str(i)) for i in id_list]
+            kind = view.state().id_kind
+            keys = [lookup_id(i, kind) for i in id_list]
+            asked = list(dict.fromkeys(str(k) for k in keys if k is not None))
+            got = {r.id: r.cluster for r in view.docs_by_id(asked, payload=False)} if asked else {}
+        return [None if k is None else got.get(str(k)) for k in keys]
 
     def members(self, cluster: int) -> list:
         """The ids of a cluster, its representative first, then in order of addition."""

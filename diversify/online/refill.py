@@ -23,12 +23,15 @@ What the store is asked (the search callable's side of the contract):
   instead, ``search(query, k, exclude_ids, exclude_clusters=[...], cluster_field="cluster_id")``,
   with no member list at all.
 
-Per query, the work is O(hits fetched + ids the cursor carries + ``max_exclude_members``).
+Per query, the work is O(hits fetched + ids the cursor carries + ``max_exclude_members``): hits
+a store returns past the ``k`` it was asked for are cut before anything is looked up, and a
+cursor carries at most :func:`~diversify.online.cursor.cursor_id_limit` ids for the request's k.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Hashable, Iterable
+from itertools import islice
 from typing import Any, Optional
 
 import numpy as np
@@ -66,8 +69,9 @@ class _Pool:
         self.fetched = 0
         self.tally = Tally()
 
-    def add(self, raw: Any) -> int:
-        """Add the unseen hits of one search result; returns how many the store returned."""
+    def add(self, raw: Any, ask: int) -> int:
+        """Add the unseen hits of one search result; returns how many of them were used: the
+        store's answer, cut to the ``ask`` it was asked for before anything is looked up."""
         if raw is None:
             raw = ()
         try:
@@ -75,6 +79,9 @@ class _Pool:
         except TypeError:
             raise StoreError(f"the search callable must return a sequence of hits; got "
                              f"{type(raw).__name__}. Return a list.") from None
+        if got > ask:  # a store that answers more than asked: the work stays that of the request
+            raw = raw[:ask] if isinstance(raw, (list, tuple)) else list(islice(raw, ask))
+            got = ask
         self.fetched += got
         if not self.shown and not self.want_text and self._add_fresh(raw):
             return got
@@ -293,7 +300,8 @@ def page_end(opts: Options, cur: CursorState, carried: frozenset, hits: list, ci
     unknown_folds: list = []
     if folding and res.omitted:
         unknown_ids = {id(h) for h, c in zip(hits, cids) if c is None or c == -1}
-        unknown_folds = [f.id for kp in res.hits for f in kp[3] if id(f) in unknown_ids]
+        # at most k per page (cursor_id_limit): further ones may show on a later page
+        unknown_folds = [f.id for kp in res.hits for f in kp[3] if id(f) in unknown_ids][:max(res.k, 1)]
     field = opts.cluster_field
     return store_done and first is None, Deferred(lambda: next_cursor(cur, carried, res, offset, field, unknown_folds))
 
@@ -308,7 +316,7 @@ def refill(opts: Options, source: ClusterSource, *, k: int, n: int, groups: bool
     ``source.counters``.
     """
     snap = source.current  # one snapshot for the whole query: no torn read across a reload
-    cur = decode_cursor(cursor)
+    cur = decode_cursor(cursor, k)
     shown_ids, excluded, carried = source.shown_before(snap, cur)
     pool = _Pool(source, snap, shown_ids, opts.fold_text_threshold is not None, positions=not supports_exclude)
     by_cluster = supports_exclude and exclude_clusters and opts.cluster_field is not None
@@ -331,7 +339,7 @@ def refill(opts: Options, source: ClusterSource, *, k: int, n: int, groups: bool
             raw = yield (ask, None, None)
         calls += calls_of(raw)  # an adapter that asked its store twice says so
         known = len(pool.hits)
-        got = pool.add(raw)
+        got = pool.add(raw, ask)
         store_done = got < ask
         order = extend_tie_order(pool.hits, order, known)
         res = select_checked(pool.hits, pool.cids, k, n, drop, excluded or None, opts.fold_threshold,
