@@ -10,8 +10,9 @@ What the store is asked (the search callable's side of the contract):
 
 * **without exclusion filters** ``search(query, k)``: the ranking is asked for from the top, for
   ``offset + fetch_k`` hits, then ``offset + 2 * fetch_k``... up to ``offset + max_fetch_k``,
-  where ``offset`` is the cursor's (0 on page 1). Every hit is checked against what earlier
-  pages showed, so a store that reorders between calls can repeat nothing.
+  where ``offset`` is the cursor's (0 on page 1; at most ``MAX_CURSOR_PAGES * max_fetch_k``).
+  Every hit is checked against what earlier pages showed, so a store that reorders between
+  calls can repeat nothing.
 * **with exclusion filters** ``search(query, k, exclude_ids)``: the first call excludes the
   cursor's anchor ids and the members of the clusters earlier pages showed; each refetch also
   excludes every id seen so far and the members of clusters that are already full. Members
@@ -38,7 +39,7 @@ import numpy as np
 
 from ..errors import StoreError
 from .checks import Options
-from .cursor import CursorState, decode_cursor, encode_cursor
+from .cursor import MAX_CURSOR_PAGES, CursorState, decode_cursor, encode_cursor
 from .hits import as_hit, with_text
 from .selection import extend_tie_order, select_checked
 from .source import MEMBER_CACHE_CLUSTERS, ClusterSource, Snapshot
@@ -327,7 +328,9 @@ def refill(opts: Options, source: ClusterSource, *, k: int, n: int, groups: bool
         members.add((c, 0) for c in sorted(c for c in excluded if isinstance(c, int)))
     anchors = list(cur.anchors)
     drop = opts.unknown == "drop"
-    base, new = cur.offset, opts.fetch_k
+    # the offset is a hint (every hit is checked against the cursor): no deeper than the pages a
+    # cursor stands for, each of which went at most max_fetch_k down the ranking
+    base, new = min(cur.offset, MAX_CURSOR_PAGES * opts.max_fetch_k), opts.fetch_k
     ask = base + new
     calls = rounds = 0
     order: Optional[list] = None
