@@ -57,11 +57,14 @@ class _Pool:
     its cluster id and, for a store without exclusion, its position in the store's ranking."""
 
     __slots__ = ("source", "snap", "want_text", "shown", "seen", "order", "hits", "cids", "pos", "fetched",
-                 "tally")
+                 "tally", "skip")
 
     def __init__(self, source: ClusterSource, snap: Snapshot, shown: frozenset, want_text: bool,
-                 positions: bool) -> None:
+                 positions: bool, skip: int = 0) -> None:
         self.source, self.snap, self.want_text, self.shown = source, snap, want_text, shown
+        #: the top of the ranking that earlier pages used up (the cursor's offset, a store without
+        #: exclusion): never looked at again, so a page costs its own hits, not its depth
+        self.skip = skip
         self.seen: set = set()
         self.order: list[DocId] = []  # ids seen by this query, in order (for store-side exclusion)
         self.hits: list[Hit] = []
@@ -81,10 +84,12 @@ class _Pool:
             raise StoreError(f"the search callable must return a sequence of hits; got "
                              f"{type(raw).__name__}. Return a list.") from None
         if got > ask:  # a store that answers more than asked: the work stays that of the request
-            raw = raw[:ask] if isinstance(raw, (list, tuple)) else list(islice(raw, ask))
             got = ask
+        skip = self.skip
+        if skip or got < len(raw):
+            raw = raw[skip:got] if isinstance(raw, (list, tuple)) else list(islice(raw, skip, got))
         self.fetched += got
-        if not self.shown and not self.want_text and self._add_fresh(raw):
+        if not self.shown and not self.want_text and self._add_fresh(raw, skip):
             return got
         new = []
         seen, order, shown, pos = self.seen, self.order, self.shown, self.pos
@@ -99,7 +104,8 @@ class _Pool:
                 raise StoreError(f"the search returned a hit whose id is unhashable ({type(hid).__name__} "
                                  f"{hid!r:.60}). Return str or int ids.") from None
             if hid is None:
-                raise StoreError(f"the search returned a hit without an id ({type(r).__name__} at position {j}). "
+                raise StoreError(f"the search returned a hit without an id ({type(r).__name__} at position "
+                                 f"{j + self.skip}). "
                                  "Return Hit objects, (id, score) tuples or mappings with an 'id'.")
             seen.add(hid)
             order.append(hid)
@@ -109,13 +115,13 @@ class _Pool:
                 h = with_text(h)
             new.append(h)
             if pos is not None:
-                pos.append(j)
+                pos.append(j + skip)
         if new:
             self.hits.extend(new)
             self.cids.extend(self.source.cluster_ids(new, self.snap, self.tally, -1))
         return got
 
-    def _add_fresh(self, raw: Any) -> bool:
+    def _add_fresh(self, raw: Any, skip: int) -> bool:
         """The common case without a Python loop per hit: every item a :class:`Hit`, ids distinct,
         none seen before (the first call; a refetch that excluded what was seen). False (nothing
         added) otherwise."""
@@ -131,7 +137,7 @@ class _Pool:
         self.seen |= fresh
         self.order.extend(ids)
         if self.pos is not None:
-            self.pos.extend(range(len(ids)))
+            self.pos.extend(range(skip, skip + len(ids)))
         self.hits.extend(raw)
         self.cids.extend(self.source.cluster_ids(raw, self.snap, self.tally, -1))
         return True
@@ -319,7 +325,11 @@ def refill(opts: Options, source: ClusterSource, *, k: int, n: int, groups: bool
     snap = source.current  # one snapshot for the whole query: no torn read across a reload
     cur = decode_cursor(cursor, k)
     shown_ids, excluded, carried = source.shown_before(snap, cur)
-    pool = _Pool(source, snap, shown_ids, opts.fold_text_threshold is not None, positions=not supports_exclude)
+    # the offset is a hint: no deeper than the pages a cursor stands for, each of which went at
+    # most max_fetch_k down the ranking
+    base, new = min(cur.offset, MAX_CURSOR_PAGES * opts.max_fetch_k), opts.fetch_k
+    pool = _Pool(source, snap, shown_ids, opts.fold_text_threshold is not None, positions=not supports_exclude,
+                 skip=0 if supports_exclude else base)
     by_cluster = supports_exclude and exclude_clusters and opts.cluster_field is not None
     store_clusters: Optional[list] = sorted(excluded, key=repr) if by_cluster else None
     members = _MemberExclusion(snap.cluster_map if supports_exclude and not by_cluster and opts.max_exclude_members
@@ -328,9 +338,6 @@ def refill(opts: Options, source: ClusterSource, *, k: int, n: int, groups: bool
         members.add((c, 0) for c in sorted(c for c in excluded if isinstance(c, int)))
     anchors = list(cur.anchors)
     drop = opts.unknown == "drop"
-    # the offset is a hint (every hit is checked against the cursor): no deeper than the pages a
-    # cursor stands for, each of which went at most max_fetch_k down the ranking
-    base, new = min(cur.offset, MAX_CURSOR_PAGES * opts.max_fetch_k), opts.fetch_k
     ask = base + new
     calls = rounds = 0
     order: Optional[list] = None

@@ -424,16 +424,20 @@ def test_one_id_rule_on_the_artifact_and_the_live_index(where, served, built):
 def test_a_forged_offset_goes_no_deeper_than_the_pages_a_cursor_stands_for(where, served):
     """A 30-character token claiming offset 100,000 made a store without exclusion filters answer
     100,025 hits, all looked up; the offset (a hint) now goes no deeper than MAX_CURSOR_PAGES
-    pages of max_fetch_k each, and the page is still right."""
+    pages of max_fetch_k each, and without exclusion filters the hits above it are not looked at."""
     from diversify.online.cursor import MAX_CURSOR_PAGES
 
     d = diversify.Diversifier(served(where, "int"), k=10, max_rounds=0)
     ranking = _ranking("int", 0) * 1_000  # the corpus again and again: hits of shown clusters
-    asks: list = []
-    search = d.wrap(_flooding(ranking, 1, asks))
     raw = msgpack.packb({"v": 2, "o": 100_000, "a": [], "p": []})
-    with counted(d) as work:
-        res = search("q", cursor=base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="))
+    token = base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
     deepest = MAX_CURSOR_PAGES * d.max_fetch_k + d.max_fetch_k
-    assert asks and max(asks) <= deepest < 100_000 and work.asked <= deepest
-    assert len(res.ids) == 10
+    for exclude in (False, True):
+        asks: list = []
+        search = d.wrap(_flooding(ranking, 1, asks), supports_exclude=exclude)
+        with counted(d) as work:
+            res = search("q", cursor=token)
+        assert asks and max(asks) <= deepest < 100_000, exclude
+        # without exclusion filters the top of the ranking earlier pages used up is not looked at
+        assert work.asked <= (deepest if exclude else d.fetch_k), exclude
+        assert len(res.ids) >= 9  # a full page of the 25 hits it asked for past the offset
