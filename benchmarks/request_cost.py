@@ -12,7 +12,8 @@ lookup caches):
 * the largest token a request for k=10 and for k=50 accepts (``cursor_id_limit(k)`` ids of the
   index);
 * a search that answers 20,000 hits to a request for ``fetch_k`` (25), without and with
-  exclusion filters.
+  exclusion filters;
+* a token claiming the largest offset (100,000), to a search without exclusion filters.
 
 docs/security.md ("Online") quotes these numbers, before and after the request bound.
 """
@@ -96,6 +97,13 @@ def main() -> None:
                 lambda s: s("q"), args.repeat)
             rows.append({"where": where, "case": f"20,000 hits for 25 asked, exclusion={exclude}",
                          "ms": round(ms, 2), "outcome": outcome})
+        deep = [(j % n, 1.0 - j / 200_000) for j in range(200_000)]
+        raw = msgpack.packb({"v": 2, "o": cursor.MAX_CURSOR_OFFSET, "a": [], "p": []})
+        tok = base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+        ms, outcome = timed(lambda: diversify.Diversifier(cm, k=10).wrap(lambda q, k: deep[:k]),
+                            lambda s: s("q", cursor=tok), args.repeat)
+        rows.append({"where": where, "case": "forged offset 100,000, no exclusion filters", "ms": round(ms, 2),
+                     "outcome": outcome})
     for r in rows:
         print(f"{r['where']:12} {r['case']:58} {r['ms']:10.2f} ms  {r['outcome']}")
     if args.out:
