@@ -9,8 +9,9 @@ What it carries (format version 2), so that the server keeps no per-user state:
 * ``p``: cluster ids that came from the payload field (``cluster_field``), carried as values.
 * ``o`` (offset): how far down the store's ranking earlier pages used every hit (a hint for
   the first request of the next page, so a search without exclusion filters is asked for
-  ``o + fetch_k`` at once instead of doubling its way down). Only a hint: every fetched hit
-  is still checked against the anchors and their clusters.
+  ``o + fetch_k`` at once instead of doubling its way down, and its first ``o`` hits are not
+  looked at again). Only a hint: every hit looked at is still checked against the anchors and
+  their clusters, and no page goes deeper than ``MAX_CURSOR_PAGES * max_fetch_k``.
 
 Nothing else: not the ids that were folded or fetched, so the token grows by one id per
 cluster shown (its UTF-8 length + 2 bytes, or 1-9 bytes for an int id) and by the cluster

@@ -11,8 +11,9 @@ What the store is asked (the search callable's side of the contract):
 * **without exclusion filters** ``search(query, k)``: the ranking is asked for from the top, for
   ``offset + fetch_k`` hits, then ``offset + 2 * fetch_k``... up to ``offset + max_fetch_k``,
   where ``offset`` is the cursor's (0 on page 1; at most ``MAX_CURSOR_PAGES * max_fetch_k``).
-  Every hit is checked against what earlier pages showed, so a store that reorders between
-  calls can repeat nothing.
+  The first ``offset`` hits of each answer (used up by earlier pages) are not looked at again;
+  every other hit is checked against what earlier pages showed, so a store that reorders
+  between calls can repeat nothing.
 * **with exclusion filters** ``search(query, k, exclude_ids)``: the first call excludes the
   cursor's anchor ids and the members of the clusters earlier pages showed; each refetch also
   excludes every id seen so far and the members of clusters that are already full. Members
