@@ -58,6 +58,7 @@ __all__ = [
     "check_distinct_keys",
     "PackedIds",
     "query_keys",
+    "lookup_id",
     "UUID_FORMS",
     "uuid_form",
     "format_uuid",
@@ -610,6 +611,33 @@ def _query_keys_slow(ids: Sequence[Any], kind: str) -> tuple[np.ndarray, np.ndar
             keys[i] = v & _U64_MASK
         valid[i] = True
     return keys, (None if valid.all() else valid)
+
+
+def lookup_id(x: Any, kind: str | None) -> str | int | None:
+    """``x`` as a corpus of ``kind`` ids (``"str"`` / ``"int"``; None: no ids yet) holds it, or
+    None when it cannot be one of them. The online rule, the same for an artifact and a live index.
+
+    A str must be encodable as UTF-8 (no lone surrogates) and ``kind`` ``"str"``; an int (a numpy
+    integer too, never a bool) must lie in int64 and ``kind`` be ``"int"``, so ``1`` never
+    matches ``"1"``; a ``uuid.UUID`` matches a corpus of str ids in its canonical form. Anything
+    else (float, bytes, None, a tuple...) is no id. Never raises: an id no corpus can hold is
+    simply unknown.
+    """
+    if isinstance(x, str):
+        if kind != "str":
+            return None
+        if not x.isascii():
+            try:
+                x.encode("utf-8")
+            except UnicodeEncodeError:
+                return None
+        return str(x)
+    if isinstance(x, _INT_TYPES) and not isinstance(x, (bool, np.bool_)):
+        v = int(x)
+        return v if kind == "int" and INT64_MIN <= v <= INT64_MAX else None
+    if isinstance(x, uuid.UUID) and kind == "str":
+        return str(x)
+    return None
 
 
 # --------------------------------------------------------------------------- UUID forms (online matching)

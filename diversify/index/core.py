@@ -464,18 +464,21 @@ class Index:
     # ------------------------------------------------------------------ lookups
 
     def cluster_of(self, ids: Iterable) -> list[Optional[int]]:
-        """The cluster of each id (None for an id not in the index, among them every id the index
-        could not hold: a str with a lone surrogate or longer than the id limit, an int outside
-        int64). An id that is not a str or an int is an InputTypeError, as in ``ClusterMap.cluster_of``."""
-        from ..ids import check_id_type, storable_index_id
+        """The cluster of each id (None for an id not in the index, or that no index of its id kind
+        can hold: the online id rule, :func:`diversify.ids.lookup_id` — ``1`` never matches ``"1"`` —
+        and the live index's id-length limit). An id that is not a str or an int is an
+        InputTypeError, as in ``ClusterMap.cluster_of``."""
+        from ..ids import check_id_type, lookup_id, storable_index_id
 
         id_list = list(ids)
         for pos, x in enumerate(id_list):
             check_id_type(x, param="ids", position=pos)
-        asked = [str(i) for i in id_list if storable_index_id(i)]
         with self._storage.read() as view:
+            kind = view.state().id_kind
+            keys = [k if (k := lookup_id(i, kind)) is not None and storable_index_id(k) else None for i in id_list]
+            asked = list(dict.fromkeys(str(k) for k in keys if k is not None))
             got = {r.id: r.cluster for r in view.docs_by_id(asked, payload=False)} if asked else {}
-        return [got.get(str(i)) for i in id_list]
+        return [None if k is None else got.get(str(k)) for k in keys]
 
     def members(self, cluster: int) -> list:
         """The ids of a cluster, its representative first, then in order of addition; ``[]`` for an

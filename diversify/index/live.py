@@ -18,11 +18,12 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
 from ..errors import ConfigError
+from ..ids import lookup_id
 
 __all__ = ["LiveLookup"]
 
@@ -45,25 +46,42 @@ class LiveLookup:
         self._cache: OrderedDict[str, tuple[int, float]] = OrderedDict()
         self._lock = threading.Lock()  # the storage connection serves one thread at a time
         self.hits = 0
-        self.misses = 0
+        self.misses = 0  # distinct ids read from the storage
+        self._id_kind: Optional[str] = None
 
     @property
     def id_kind(self):
-        return None  # ids are matched as given (str or int), like a mapping
+        return None  # the index's own kind is read live (an empty index has none yet): see lookup
+
+    def _kind(self) -> Optional[str]:
+        """The index's id kind (None while it is empty); read until it is known (it never changes)."""
+        if self._id_kind is None:
+            with self.storage.read() as view:
+                self._id_kind = view.state().id_kind
+        return self._id_kind
 
     def lookup(self, ids: Sequence[Any]) -> np.ndarray:
+        """Cluster id of each id (-1: unknown), by the online id rule (:func:`diversify.ids.lookup_id`):
+        an id the index cannot hold (another kind than its ids, a str with lone surrogates, an int
+        outside int64, a bool, a float...) is unknown without a read. One read for the ids not
+        cached, each distinct id asked once: O(len(ids))."""
         out = np.full(len(ids), -1, dtype=np.int64)
         now = time.monotonic()
         need: dict[str, list[int]] = {}
         with self._lock:
+            kind = self._kind()
+            if kind is None:
+                return out  # an empty index knows no id
+            cache = self._cache
             for j, x in enumerate(ids):
-                if isinstance(x, bool) or not isinstance(x, (str, int, np.integer)):
+                v = lookup_id(x, kind)
+                if v is None:
                     continue  # cannot be an id of the index: unknown
-                key = str(int(x)) if not isinstance(x, str) else x
-                hit = self._cache.get(key)
+                key = v if type(v) is str else str(v)
+                hit = cache.get(key)
                 if hit is not None and now - hit[1] <= self.max_age:
                     out[j] = hit[0]
-                    self._cache.move_to_end(key)
+                    cache.move_to_end(key)
                     self.hits += 1
                 else:
                     need.setdefault(key, []).append(j)
@@ -71,17 +89,21 @@ class LiveLookup:
                 self.misses += len(need)
                 with self.storage.read() as view:
                     rows = view.docs_by_id(list(need), payload=False)
+                found: set[str] = set()
                 for r in rows:
-                    for j in need[r.id]:
-                        out[j] = r.cluster
+                    at = need.get(r.id)
+                    if at is None:
+                        continue
+                    found.add(r.id)
+                    out[at] = r.cluster
                     if self.cache_size:
-                        self._cache[r.id] = (r.cluster, now)
-                        self._cache.move_to_end(r.id)
+                        cache[r.id] = (r.cluster, now)
+                        cache.move_to_end(r.id)
                 for key in need:
-                    if key not in {r.id for r in rows}:
-                        self._cache.pop(key, None)  # deleted: forget it
-                while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
+                    if key not in found:
+                        cache.pop(key, None)  # deleted: forget it
+                while len(cache) > self.cache_size:
+                    cache.popitem(last=False)
         return out
 
     def members(self, cluster_id: int) -> list:

@@ -9,12 +9,15 @@ What it carries (format version 2), so that the server keeps no per-user state:
 * ``p``: cluster ids that came from the payload field (``cluster_field``), carried as values.
 * ``o`` (offset): how far down the store's ranking earlier pages used every hit (a hint for
   the first request of the next page, so a search without exclusion filters is asked for
-  ``o + fetch_k`` at once instead of doubling its way down). Only a hint: every fetched hit
-  is still checked against the anchors and their clusters.
+  ``o + fetch_k`` at once instead of doubling its way down, and its first ``o`` hits are not
+  looked at again). Only a hint: every hit looked at is still checked against the anchors and
+  their clusters, and no page goes deeper than ``MAX_CURSOR_PAGES * max_fetch_k``.
 
 Nothing else: not the ids that were folded or fetched, so the token grows by one id per
 cluster shown (its UTF-8 length + 2 bytes, or 1-9 bytes for an int id) and by the cluster
-value for payload clusters, never with what was fetched. See :data:`MAX_CURSOR_CHARS`.
+value for payload clusters, never with what was fetched. See :data:`MAX_CURSOR_CHARS`, and
+:func:`cursor_id_limit` for the ids a request for ``k`` results accepts (a page adds at most
+``2 * k``), so what a page looks up because of its cursor is bounded by the request.
 
 The token comes from the client, so decoding treats it as hostile: size-bounded, exact
 structure, type-checked, and any failure is an :class:`~diversify.errors.InputError`, never a
@@ -34,18 +37,34 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["CursorState", "EMPTY", "encode_cursor", "decode_cursor", "MAX_CURSOR_CHARS", "MAX_CURSOR_OFFSET"]
+__all__ = ["CursorState", "EMPTY", "encode_cursor", "decode_cursor", "MAX_CURSOR_CHARS", "MAX_CURSOR_OFFSET",
+           "MAX_CURSOR_PAGES", "MAX_CURSOR_IDS", "cursor_id_limit"]
 
 _VERSION = 2
-#: Largest token accepted (characters). About 48 KB of state: some 4,000 clusters shown with
-#: 10-character string ids, 20,000 with small int ids (hundreds of pages); decoding and
-#: looking up a token of this size costs a few milliseconds.
+#: Largest token accepted (characters): about 48 KB of state, some 4,000 clusters shown with
+#: 10-character string ids. The ids a token may carry are bounded by the request too
+#: (:func:`cursor_id_limit`).
 MAX_CURSOR_CHARS = 65_536
+#: Deepest pagination a cursor stands for: each page adds at most ``2 * k`` ids (one per cluster
+#: shown, and at most ``k`` hits without a cluster folded on the fly), so a request for ``k``
+#: results accepts a token of at most ``MAX_CURSOR_PAGES * 2 * k`` ids (and ``MAX_CURSOR_IDS``).
+MAX_CURSOR_PAGES = 200
+#: Most ids (anchors and payload cluster values) any token may carry, whatever ``k``: what one
+#: page looks up because of its cursor is bounded by this, not only by the token's length.
+MAX_CURSOR_IDS = 10_000
 #: Largest offset a token may carry: a search without exclusion filters is never asked for
 #: more than ``MAX_CURSOR_OFFSET + max_fetch_k`` results because of a cursor.
 MAX_CURSOR_OFFSET = 100_000
 
 _INT64_MIN, _UINT64_MAX = -(2**63), 2**64 - 1
+
+
+def cursor_id_limit(k: Optional[int]) -> int:
+    """The most ids an honest cursor can carry into a request for ``k`` results (None: any k):
+    ``min(MAX_CURSOR_IDS, MAX_CURSOR_PAGES * 2 * k)``. A token carrying more is refused."""
+    if k is None:
+        return MAX_CURSOR_IDS
+    return min(MAX_CURSOR_IDS, MAX_CURSOR_PAGES * 2 * max(int(k), 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,12 +141,13 @@ def _values(token: str, items: Any, what: str) -> list:
     return out
 
 
-def decode_cursor(token: Optional[str]) -> CursorState:
+def decode_cursor(token: Optional[str], k: Optional[int] = None) -> CursorState:
     """Decode a token from :func:`encode_cursor`; ``None`` or ``""`` is page 1 (:data:`EMPTY`).
 
     Raises :class:`~diversify.errors.InputError` for anything else that is not a valid token
-    (also for one longer than :data:`MAX_CURSOR_CHARS` or with an offset over
-    :data:`MAX_CURSOR_OFFSET`).
+    (also for one longer than :data:`MAX_CURSOR_CHARS`, with an offset over
+    :data:`MAX_CURSOR_OFFSET`, or carrying more ids than :func:`cursor_id_limit` allows for a
+    request for ``k`` results: counted before any id is converted or looked up).
     """
     if token is None or token == "":
         return EMPTY
@@ -146,14 +166,28 @@ def decode_cursor(token: Optional[str]) -> CursorState:
     if not isinstance(obj, dict) or type(obj.get("v")) is not int:
         raise _bad(token, "wrong structure")
     if obj["v"] == 1:
+        _check_count(token, obj.get("i"), obj.get("c"), k)
         return _decode_v1(token, obj)
     if obj["v"] != _VERSION or set(obj) != {"v", "o", "a", "p"}:
         raise _bad(token, "wrong structure or version")
     offset = obj["o"]
     if type(offset) is not int or not 0 <= offset <= MAX_CURSOR_OFFSET:
         raise _bad(token, f"offset must be an int in [0, {MAX_CURSOR_OFFSET}]")
+    _check_count(token, obj["a"], obj["p"], k)
     anchors = tuple(_values(token, obj["a"], "a"))
     return CursorState(anchors, frozenset(anchors), frozenset(_values(token, obj["p"], "p")), offset)
+
+
+def _check_count(token: str, ids: Any, values: Any, k: Optional[int]) -> None:
+    """Refuse a token carrying more ids than any honest cursor of a request for ``k`` results."""
+    n = (len(ids) if isinstance(ids, list) else 0) + (len(values) if isinstance(values, list) else 0)
+    limit = cursor_id_limit(k)
+    if n > limit:
+        for_k = f"a request for k={k}" if k is not None else "any request"
+        raise InputError(f"`cursor` carries {n} ids, more than any cursor of {for_k} can (at most {limit}: "
+                         f"{MAX_CURSOR_PAGES} pages of 2 * k ids, and never over {MAX_CURSOR_IDS}); pagination "
+                         "this deep is not supported, or the token was not made by diversify. Start again from "
+                         "page 1 (cursor=None).")
 
 
 def _ok_v1(v: Any) -> bool:

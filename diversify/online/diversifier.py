@@ -331,7 +331,7 @@ class Diversifier:
             raise InputError(f"`cluster_ids` must have one entry per item ({len(hits)}); got {len(cluster_ids)}.")
         snap = self._source.current
         kk, nn = self._params(min(opts.k, max(len(hits), 1)) if k is None else k, max_per_cluster)
-        cur = decode_cursor(cursor)
+        cur = decode_cursor(cursor, kk)
         shown_ids, excluded, carried = self._source.shown_before(snap, cur)
         tally = Tally()
         cids = list(cluster_ids) if cluster_ids is not None else self._source.cluster_ids(hits, snap, tally)

@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..ids import format_uuid, id_kind_of, parse_uuid, uuid_form
+from ..ids import format_uuid, id_kind_of, lookup_id, parse_uuid, uuid_form
 
 __all__ = ["id_info", "lookup_ids", "diagnose"]
 
@@ -49,14 +49,11 @@ def id_info(cluster_map: Any) -> tuple[Optional[str], Optional[str]]:
 
 def _normalized(x: Any, kind: str, form: Optional[str]) -> Any:
     """``x`` as the artifact's lookup takes it, or None when it cannot be one of its ids."""
-    if isinstance(x, str):
-        return str(x)
-    k = id_kind_of(x)
-    if k == "int":
-        return int(x)
+    if isinstance(x, str) or id_kind_of(x) is not None:
+        return lookup_id(x, kind)  # the one id rule (diversify.ids), the live index's too
     u = parse_uuid(x)
     if u is not None and kind == "str":
-        return format_uuid(u, form or "canonical")
+        return format_uuid(u, form or "canonical")  # the artifact's own UUID form
     return None
 
 

@@ -10,8 +10,10 @@ What the store is asked (the search callable's side of the contract):
 
 * **without exclusion filters** ``search(query, k)``: the ranking is asked for from the top, for
   ``offset + fetch_k`` hits, then ``offset + 2 * fetch_k``... up to ``offset + max_fetch_k``,
-  where ``offset`` is the cursor's (0 on page 1). Every hit is checked against what earlier
-  pages showed, so a store that reorders between calls can repeat nothing.
+  where ``offset`` is the cursor's (0 on page 1; at most ``MAX_CURSOR_PAGES * max_fetch_k``).
+  The first ``offset`` hits of each answer (used up by earlier pages) are not looked at again;
+  every other hit is checked against what earlier pages showed, so a store that reorders
+  between calls can repeat nothing.
 * **with exclusion filters** ``search(query, k, exclude_ids)``: the first call excludes the
   cursor's anchor ids and the members of the clusters earlier pages showed; each refetch also
   excludes every id seen so far and the members of clusters that are already full. Members
@@ -23,19 +25,22 @@ What the store is asked (the search callable's side of the contract):
   instead, ``search(query, k, exclude_ids, exclude_clusters=[...], cluster_field="cluster_id")``,
   with no member list at all.
 
-Per query, the work is O(hits fetched + ids the cursor carries + ``max_exclude_members``).
+Per query, the work is O(hits fetched + ids the cursor carries + ``max_exclude_members``): hits
+a store returns past the ``k`` it was asked for are cut before anything is looked up, and a
+cursor carries at most :func:`~diversify.online.cursor.cursor_id_limit` ids for the request's k.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Hashable, Iterable
+from itertools import islice
 from typing import Any, Optional
 
 import numpy as np
 
 from ..errors import StoreError
 from .checks import Options
-from .cursor import CursorState, decode_cursor, encode_cursor
+from .cursor import MAX_CURSOR_PAGES, CursorState, decode_cursor, encode_cursor
 from .hits import as_hit, with_text
 from .selection import extend_tie_order, select_checked
 from .source import MEMBER_CACHE_CLUSTERS, ClusterSource, Snapshot
@@ -53,11 +58,14 @@ class _Pool:
     its cluster id and, for a store without exclusion, its position in the store's ranking."""
 
     __slots__ = ("source", "snap", "want_text", "shown", "seen", "order", "hits", "cids", "pos", "fetched",
-                 "tally")
+                 "tally", "skip")
 
     def __init__(self, source: ClusterSource, snap: Snapshot, shown: frozenset, want_text: bool,
-                 positions: bool) -> None:
+                 positions: bool, skip: int = 0) -> None:
         self.source, self.snap, self.want_text, self.shown = source, snap, want_text, shown
+        #: the top of the ranking that earlier pages used up (the cursor's offset, a store without
+        #: exclusion): never looked at again, so a page costs its own hits, not its depth
+        self.skip = skip
         self.seen: set = set()
         self.order: list[DocId] = []  # ids seen by this query, in order (for store-side exclusion)
         self.hits: list[Hit] = []
@@ -66,8 +74,9 @@ class _Pool:
         self.fetched = 0
         self.tally = Tally()
 
-    def add(self, raw: Any) -> int:
-        """Add the unseen hits of one search result; returns how many the store returned."""
+    def add(self, raw: Any, ask: int) -> int:
+        """Add the unseen hits of one search result; returns how many of them were used: the
+        store's answer, cut to the ``ask`` it was asked for before anything is looked up."""
         if raw is None:
             raw = ()
         try:
@@ -75,8 +84,13 @@ class _Pool:
         except TypeError:
             raise StoreError(f"the search callable must return a sequence of hits; got "
                              f"{type(raw).__name__}. Return a list.") from None
+        if got > ask:  # a store that answers more than asked: the work stays that of the request
+            got = ask
+        skip = self.skip
+        if skip or got < len(raw):
+            raw = raw[skip:got] if isinstance(raw, (list, tuple)) else list(islice(raw, skip, got))
         self.fetched += got
-        if not self.shown and not self.want_text and self._add_fresh(raw):
+        if not self.shown and not self.want_text and self._add_fresh(raw, skip):
             return got
         new = []
         seen, order, shown, pos = self.seen, self.order, self.shown, self.pos
@@ -91,7 +105,8 @@ class _Pool:
                 raise StoreError(f"the search returned a hit whose id is unhashable ({type(hid).__name__} "
                                  f"{hid!r:.60}). Return str or int ids.") from None
             if hid is None:
-                raise StoreError(f"the search returned a hit without an id ({type(r).__name__} at position {j}). "
+                raise StoreError(f"the search returned a hit without an id ({type(r).__name__} at position "
+                                 f"{j + self.skip}). "
                                  "Return Hit objects, (id, score) tuples or mappings with an 'id'.")
             seen.add(hid)
             order.append(hid)
@@ -101,13 +116,13 @@ class _Pool:
                 h = with_text(h)
             new.append(h)
             if pos is not None:
-                pos.append(j)
+                pos.append(j + skip)
         if new:
             self.hits.extend(new)
             self.cids.extend(self.source.cluster_ids(new, self.snap, self.tally, -1))
         return got
 
-    def _add_fresh(self, raw: Any) -> bool:
+    def _add_fresh(self, raw: Any, skip: int) -> bool:
         """The common case without a Python loop per hit: every item a :class:`Hit`, ids distinct,
         none seen before (the first call; a refetch that excluded what was seen). False (nothing
         added) otherwise."""
@@ -123,7 +138,7 @@ class _Pool:
         self.seen |= fresh
         self.order.extend(ids)
         if self.pos is not None:
-            self.pos.extend(range(len(ids)))
+            self.pos.extend(range(skip, skip + len(ids)))
         self.hits.extend(raw)
         self.cids.extend(self.source.cluster_ids(raw, self.snap, self.tally, -1))
         return True
@@ -293,7 +308,8 @@ def page_end(opts: Options, cur: CursorState, carried: frozenset, hits: list, ci
     unknown_folds: list = []
     if folding and res.omitted:
         unknown_ids = {id(h) for h, c in zip(hits, cids) if c is None or c == -1}
-        unknown_folds = [f.id for kp in res.hits for f in kp[3] if id(f) in unknown_ids]
+        # at most k per page (cursor_id_limit): further ones may show on a later page
+        unknown_folds = [f.id for kp in res.hits for f in kp[3] if id(f) in unknown_ids][:max(res.k, 1)]
     field = opts.cluster_field
     return store_done and first is None, Deferred(lambda: next_cursor(cur, carried, res, offset, field, unknown_folds))
 
@@ -308,9 +324,13 @@ def refill(opts: Options, source: ClusterSource, *, k: int, n: int, groups: bool
     ``source.counters``.
     """
     snap = source.current  # one snapshot for the whole query: no torn read across a reload
-    cur = decode_cursor(cursor)
+    cur = decode_cursor(cursor, k)
     shown_ids, excluded, carried = source.shown_before(snap, cur)
-    pool = _Pool(source, snap, shown_ids, opts.fold_text_threshold is not None, positions=not supports_exclude)
+    # the offset is a hint: no deeper than the pages a cursor stands for, each of which went at
+    # most max_fetch_k down the ranking
+    base, new = min(cur.offset, MAX_CURSOR_PAGES * opts.max_fetch_k), opts.fetch_k
+    pool = _Pool(source, snap, shown_ids, opts.fold_text_threshold is not None, positions=not supports_exclude,
+                 skip=0 if supports_exclude else base)
     by_cluster = supports_exclude and exclude_clusters and opts.cluster_field is not None
     store_clusters: Optional[list] = sorted(excluded, key=repr) if by_cluster else None
     members = _MemberExclusion(snap.cluster_map if supports_exclude and not by_cluster and opts.max_exclude_members
@@ -319,7 +339,6 @@ def refill(opts: Options, source: ClusterSource, *, k: int, n: int, groups: bool
         members.add((c, 0) for c in sorted(c for c in excluded if isinstance(c, int)))
     anchors = list(cur.anchors)
     drop = opts.unknown == "drop"
-    base, new = cur.offset, opts.fetch_k
     ask = base + new
     calls = rounds = 0
     order: Optional[list] = None
@@ -331,7 +350,7 @@ def refill(opts: Options, source: ClusterSource, *, k: int, n: int, groups: bool
             raw = yield (ask, None, None)
         calls += calls_of(raw)  # an adapter that asked its store twice says so
         known = len(pool.hits)
-        got = pool.add(raw)
+        got = pool.add(raw, ask)
         store_done = got < ask
         order = extend_tie_order(pool.hits, order, known)
         res = select_checked(pool.hits, pool.cids, k, n, drop, excluded or None, opts.fold_threshold,

@@ -227,7 +227,8 @@ class Result(Sequence[Kept]):
         Hits left out because their cluster was full (sum of ``Kept.omitted``).
     dropped : int
         Unknown hits left out by ``unknown="drop"`` or hits of clusters the cursor excluded
-        (a search without exclusion filters returns earlier pages' hits again: they count here).
+        (a search without exclusion filters returns earlier pages' hits again: those below the
+        cursor's offset count here; the ones above it are not looked at).
     considered : int
         Distinct hits looked at.
     exhausted : bool

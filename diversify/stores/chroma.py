@@ -51,8 +51,8 @@ class _ChromaCommon:
         return StoreError(f"Chroma query on collection {getattr(self.collection, 'name', '?')!r} failed: "
                           f"{type(exc).__name__}: {exc}")
 
-    def _hits(self, res) -> list[Hit]:
-        ids = res["ids"][0]
+    def _hits(self, res, k: int) -> list[Hit]:
+        ids = res["ids"][0][:k]  # never more than asked, whatever the server answers
         metas = (res.get("metadatas") or [[None] * len(ids)])[0]
         dists = (res.get("distances") or [[None] * len(ids)])[0]
         embs = res.get("embeddings")
@@ -129,7 +129,7 @@ class ChromaStore(_ChromaCommon, Store):
             res = self.collection.query(**request)
         except Exception as exc:
             raise self._failed(exc) from exc
-        return self._hits(res)
+        return self._hits(res, k)
 
     def write_clusters(self, cluster_map, *, ids: Optional[Sequence[Any]] = None,
                        cluster_field: str = "cluster_id",
@@ -170,7 +170,7 @@ class AsyncChromaStore(_ChromaCommon, AsyncStore):
             res = await self.collection.query(**request)
         except Exception as exc:
             raise self._failed(exc) from exc
-        return self._hits(res)
+        return self._hits(res, k)
 
     async def write_clusters(self, cluster_map, *, ids: Optional[Sequence[Any]] = None,
                              cluster_field: str = "cluster_id",

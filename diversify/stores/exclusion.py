@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Generator, Hashable, Iterable, Sequence
+from itertools import islice
 from typing import Any, Optional
 
 import numpy as np
@@ -126,6 +127,14 @@ def plugin_exclusion(refill: Any, can_exclude: bool, store: Any, *, name: str, n
     return Exclusion(mode, cap, name=name, fallback_on_error=True)
 
 
+def _first(raw: Any, n: int) -> list:
+    """The first ``n`` hits of a store's answer: a store that returns more than it was asked for
+    costs no more than the request (nothing past ``n`` is read)."""
+    if isinstance(raw, (list, tuple)):
+        return list(raw[:n])
+    return list(islice(raw, n))
+
+
 def _hit_id(hit: Any) -> Hashable:
     return hit.id
 
@@ -183,7 +192,7 @@ class Exclusion:
         excl = list(dict.fromkeys(exclude_ids)) if exclude_ids else []
         if not excl:
             raw = yield (k, None)
-            return list(raw)
+            return _first(raw, k)
         skip = set(excl)
         if self.pushes_down:
             pushed = excl[:self.max_exclude]
@@ -194,13 +203,13 @@ class Exclusion:
                     raise raw.error
                 self._give_up(f"{type(raw.error).__name__}: {raw.error}")
             else:
-                out = [h for h in raw if id_of(h) not in skip]
+                out = [h for h in _first(raw, ask) if id_of(h) not in skip]
                 if len(out) >= k or (self.exact and len(raw) < ask):
                     return out[:k]
                 # short: the store may be out of documents, or its filter looked at a limited
                 # candidate set (post-filtering, an approximate index); a larger k decides
         raw = yield (k + len(excl), None)
-        return [h for h in raw if id_of(h) not in skip][:k]
+        return [h for h in _first(raw, k + len(excl)) if id_of(h) not in skip][:k]
 
     def search(self, call: Call, k: int, exclude_ids: Optional[Iterable[Any]],
                id_of: Callable[[Any], Hashable] = _hit_id) -> Fetched:

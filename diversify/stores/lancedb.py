@@ -62,9 +62,9 @@ class _LanceCommon:
     def _failed(self, exc: Exception) -> StoreError:
         return StoreError(f"LanceDB search failed: {type(exc).__name__}: {exc}")
 
-    def _hits(self, rows) -> list[Hit]:
+    def _hits(self, rows, k: int) -> list[Hit]:
         out = []
-        for row in rows:
+        for row in rows[:k]:  # never more than asked
             vec = row.get(self.vector_column) if self.with_vectors else None
             payload = {key: v for key, v in row.items() if key != self.vector_column and key != "_distance"}
             out.append(Hit(row[self.id_column], float(row["_distance"]), payload,
@@ -133,7 +133,7 @@ class LanceDBStore(_LanceCommon, Store):
             rows = s.limit(k).to_list()
         except Exception as exc:
             raise self._failed(exc) from exc
-        return self._hits(rows)
+        return self._hits(rows, k)
 
     def write_clusters(self, cluster_map, *, ids: Optional[Sequence[Any]] = None,
                        cluster_field: str = "cluster_id",
@@ -178,7 +178,7 @@ class AsyncLanceDBStore(_LanceCommon, AsyncStore):
             rows = await s.limit(k).to_list()
         except Exception as exc:
             raise self._failed(exc) from exc
-        return self._hits(rows)
+        return self._hits(rows, k)
 
     async def write_clusters(self, cluster_map, *, ids: Optional[Sequence[Any]] = None,
                              cluster_field: str = "cluster_id",

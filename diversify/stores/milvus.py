@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Optional
 
 from ..errors import ConfigError, InputTypeError, StoreError, require
@@ -319,7 +320,7 @@ class MilvusStore(Store):
                          filter=self._filter(list(exclude_ids) if exclude_ids else None), limit=k,
                          output_fields=outputs, **kwargs)
         out = []
-        for h in res[0] if res else ():
+        for h in islice(res[0], k) if res else ():  # never more than asked, whatever the server answers
             ent = dict(h.get("entity") or {})
             vec = ent.pop(info.vector, None)
             out.append(Hit(self._hit_id(h, info), float(h.get("distance")), ent,

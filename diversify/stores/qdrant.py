@@ -124,9 +124,9 @@ class _QdrantCommon:
                 return value
         return p.id
 
-    def _hits(self, resp) -> list[Hit]:
+    def _hits(self, resp, k: int) -> list[Hit]:
         out = []
-        for p in resp.points:
+        for p in resp.points[:k]:  # never more than asked, whatever the server answers
             vec = p.vector
             if isinstance(vec, dict):
                 vec = vec.get(self.using) if self.using else None
@@ -259,7 +259,7 @@ class QdrantStore(_QdrantCommon, Store):
             resp = self.client.query_points(**request)
         except Exception as exc:
             raise self._failed(exc) from exc
-        return self._hits(resp)
+        return self._hits(resp, k)
 
     def _scroll(self, fields: Sequence[str] = ()) -> Iterable:
         offset = None
@@ -325,7 +325,7 @@ class AsyncQdrantStore(_QdrantCommon, AsyncStore):
             resp = await self.client.query_points(**request)
         except Exception as exc:
             raise self._failed(exc) from exc
-        return self._hits(resp)
+        return self._hits(resp, k)
 
     async def _points(self, fields: Sequence[str] = ()) -> list:
         out: list = []
