@@ -1,4 +1,4 @@
-"""`diversify build | add | stats | export | demo`."""
+"""`diversify build | add | stats | show | export | demo`."""
 
 from __future__ import annotations
 
@@ -254,6 +254,62 @@ def cmd_export(a) -> int:
         n = write_export(cm, a.output, a.format)
     say(f"wrote {n:,} records to {a.output}")
     return 0
+
+
+def cmd_show(a) -> int:
+    from ..artifact import load
+    from ..artifact.views import SIMILARITY_NOT_STORED, cluster_view
+
+    if (a.cluster_id is None) == (a.id is None):
+        raise DiversifyError("give a CLUSTER_ID or --id ID (one of them): the cluster to show, or a document of it. "
+                             "`diversify stats ARTIFACT` lists the largest clusters.")
+    if a.limit < 0:
+        raise DiversifyError(f"`--limit` must be a number of members >= 0; got {a.limit}. Use 0 for the cluster alone.")
+    cm = load(a.artifact)
+    if a.cluster_id is not None:
+        view = cluster_view(cm, cluster_id=_cluster_arg(a.cluster_id, cm.n_clusters), limit=a.limit)
+    else:
+        view = cluster_view(cm, doc_id=_id_arg(a.id, cm.id_kind), limit=a.limit)
+    if a.json:  # json.dumps escapes every control character (and all non-ASCII)
+        say(json.dumps(view, indent=2))
+        return 0
+    if "asked_id" in view:
+        say(f"document {printable(view['asked_id'])} is in cluster #{view['cluster_id']}")
+    elif "asked_cluster_id" in view:
+        say(f"cluster #{view['asked_cluster_id']} was merged into cluster #{view['cluster_id']}")
+    say(f"cluster          #{view['cluster_id']}")
+    say(f"size             {view['size']:,}")
+    say(f"representative   {printable(view['representative'])}")
+    if not view["similarity_stored"]:
+        say(f"similarity       {SIMILARITY_NOT_STORED}")
+    say("members          similarity to the representative (as verified), stages that joined it")
+    for m in view["members"]:
+        sim = "-" if m["similarity"] is None else f"{m['similarity']:.3f}"
+        what = "representative" if m["is_representative"] else (", ".join(m["stages"]) or "-")
+        say(f"  {sim:>6}  {what:<22} {printable(m['id'])}")
+    if view["more"]:
+        say(f"  ... {view['more']:,} more (raise --limit to list them)")
+    if view["similarity_stored"] and any(m["similarity"] is None for m in view["members"]):
+        say("  (-: no verified similarity stored for that member)")
+    return 0
+
+
+def _cluster_arg(text: str, n_clusters: int) -> int:
+    try:
+        return int(text, 10)
+    except ValueError:
+        raise DiversifyError(f"`CLUSTER_ID` must be an integer cluster id (as `stats`, `export` and lookup() give "
+                             f"them); got {text!r}. To show the cluster of a document, pass --id ID.") from None
+
+
+def _id_arg(text: str, id_kind: str):
+    """The document id as the artifact holds it: an int for an artifact of int ids."""
+    if id_kind != "int":
+        return text
+    try:
+        return int(text, 10)
+    except ValueError:
+        raise DiversifyError(f"`--id` must be an integer: this artifact's ids are ints; got {text!r}.") from None
 
 
 def cmd_demo(a) -> int:
