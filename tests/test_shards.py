@@ -152,6 +152,15 @@ def test_errors_name_the_input_and_the_fix(tmp_path, docs, monkeypatch, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert "holds no file" in _err(empty, tmp_path, monkeypatch, capsys, "--format", "jsonl")
+    # --format names the shards' format: files without a suffix (Hadoop's part-00000) are read in it
+    hadoop = tmp_path / "hadoop"
+    hadoop.mkdir()
+    write_jsonl(hadoop / "part-00000", docs[:4])
+    write_jsonl(hadoop / "part-00001", docs[4:6])
+    assert build(hadoop, tmp_path / "h.dvf", monkeypatch, capsys, "--format", "jsonl")[0] == 0
+    assert load(tmp_path / "h.dvf").n_docs == 6
+    err = _err(other, tmp_path, monkeypatch, capsys, "--format", "jsonl")
+    assert "notes.txt" in err and "which is not one" in err and "--format dir" in err
     assert "`--format` csv does not read a directory" in _err(other, tmp_path, monkeypatch, capsys, "--format", "csv")
 
 
@@ -168,6 +177,7 @@ def test_shards_must_agree_on_ids(tmp_path, docs, monkeypatch, capsys):
     write_jsonl(dup / "b.jsonl", docs[2:5])  # d002 in both
     err = _err(dup, tmp_path, monkeypatch, capsys)
     assert "d002" in err and "unique" in err
+    assert f"({dup / 'a.jsonl'}:3 and {dup / 'b.jsonl'}:1)" in err, "the repeat is named in the shards"
 
 
 def test_a_directory_of_text_files_is_still_documents(tmp_path, monkeypatch, capsys):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from contextlib import contextmanager
 from typing import Optional
 
 import numpy as np
@@ -40,7 +41,7 @@ def cmd_build(a) -> int:
             with clock.phase("read"):
                 texts, ids, keys, vectors, sources, info = streams(a)
             lazy = _texts_read_while_building(a, clock, info)
-            with warnings.catch_warnings(), clock.phase("read+build" if lazy else "build"):
+            with warnings.catch_warnings(), clock.phase("read+build" if lazy else "build"), _in_the_input(a):
                 warnings.simplefilter("ignore", DiversifyWarning)  # the summary below prints them
                 res = diversify.build(texts, ids=ids, vectors=vectors, config=cfg, keys=keys, sources=sources,
                                       metadata=parse_metadata(a.metadata), progress=not a.no_progress,
@@ -138,18 +139,58 @@ def cmd_add(a) -> int:
     # the lock is held from the read of the artifact to the write: concurrent adds serialize, none is lost
     with file_lock(out, timeout=a.lock_timeout, what="the artifact", param="-o" if a.output else "artifact",
                    timeout_param="--lock-timeout", on_wait=lambda note: warn_line("diversify add", note)):
-        with clock.phase("read+add" if lazy else "add"):
+        with clock.phase("read+add" if lazy else "add"), _in_the_input(a):
             res = diversify.add(a.artifact, texts, ids=ids, vectors=vectors, keys=keys, sources=sources,
-                                progress=not a.no_progress, chunk_size=a.chunk_size)
+                                progress=not a.no_progress, chunk_size=a.chunk_size,
+                                on_existing="skip" if a.skip_existing else "error")
+        if res.unchanged:
+            say(f"nothing to add: the {_records(len(res.skipped))} given have ids already in {printable(a.artifact)}; "
+                "the artifact is unchanged")
+            return 0
         with writing(out), clock.phase("write"):
             res.save(out)
     say(res.summary())
+    if res.skipped:
+        say(f"skipped          {_records(len(res.skipped))} whose ids the artifact already has (--skip-existing)")
     say(f"wrote {out} in {clock.wall():.2f}s ({clock.cost_line(res.n_docs)})")
     if a.verbose:
         for line in clock.verbose_lines(res.n_docs, res.timings):
             say(line)
     _note_ids(a, info)
     return 0
+
+
+def _records(n: int) -> str:
+    return f"{n:,} record{'' if n == 1 else 's'}"
+
+
+@contextmanager
+def _in_the_input(a):
+    """A refused id is named by its place in the user's file (line, row, shard), not by its
+    position in the list of documents the reader made."""
+    from ..corpus.locate import record_location
+    from ..errors import DuplicateIdError, ExistingIdError
+
+    def where(position: int) -> str:
+        if a.input is None:
+            return f"line {position + 1} of --ids {a.ids_file}"
+        return record_location(a.input, position, fmt=a.format)
+
+    try:
+        yield
+    except ExistingIdError as exc:
+        raise ExistingIdError(
+            f"{where(exc.position)}: id {exc.id!r:.60} is already in the artifact (its document {exc.doc}). Pass "
+            "--skip-existing to leave out the records whose id the artifact has, or give them new ids"
+            f"{'' if a.id_field else ' (--id-field NAME picks the field that holds them)'}.",
+            position=exc.position, id=exc.id, doc=exc.doc) from None
+    except DuplicateIdError as exc:
+        positions = getattr(exc, "positions", None)
+        if positions is None:
+            raise
+        said = f"positions {positions[0]} and {positions[1]}"
+        raise DuplicateIdError(str(exc).replace(said, f"{said} of the input ({where(positions[0])} and "
+                                                      f"{where(positions[1])})", 1)) from None
 
 
 def _histogram(sizes: np.ndarray) -> list[tuple[str, int, int]]:

@@ -58,6 +58,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT, metavar="SECONDS",
                    help="wait this long for another writer of the output (another add) to finish (default "
                         f"{DEFAULT_LOCK_TIMEOUT:g}; 0: fail at once)")
+    p.add_argument("--skip-existing", action="store_true",
+                   help="leave out records whose id the artifact already has (default: off, such a record is an "
+                        "error naming its line)")
     p.set_defaults(func=cmd_add)
 
     p = sub.add_parser("stats", help="summarize an artifact", description="Documents, clusters, size histogram, largest clusters, params.")

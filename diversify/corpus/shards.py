@@ -11,7 +11,8 @@ engine (:mod:`diversify.engines.dask.inputs`), so both read the same files in th
   such file is a directory of documents (each file one document, ``--format dir``), as before.
 
 All shards have one format (a directory that mixes formats, or shards beside other files, is
-refused with the fix); ``fmt`` given reads every file in that format. The records keep their
+refused with the fix); ``fmt`` given also reads files without a suffix (``part-00000``) in that
+format. The records keep their
 order: shard by shard, each in file order, as if the files were concatenated.
 """
 
@@ -104,6 +105,12 @@ def _one_format(files: list, fmt: Optional[str], source: str, param: str, what: 
     if fmt is not None:
         if fmt not in SHARD_FORMATS:
             raise InputError(f"`--format` must be jsonl or parquet for a {what} of shards ({source!r}); got {fmt!r}.")
+        # a name without a suffix (Hadoop's part-00000) is read as --format says; another suffix is not a shard
+        other = next((p for p in files if shard_format(p) != fmt and Path(p).suffix), None)
+        if other is not None:
+            raise InputError(f"`--format` {fmt} reads {what}s of {_NAMES[fmt]} shards; {source!r} holds {other!r}, "
+                             f"which is not one. A directory of text files is read with --format dir (each file one "
+                             "document); a glob can pick the shards.")
         return fmt
     kinds: dict[Optional[str], str] = {}
     for p in files:
