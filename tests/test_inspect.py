@@ -239,6 +239,9 @@ def test_show_of_a_components_artifact_says_similarity_is_not_stored(art, capsys
     (["-1"], "`cluster_id` -1 is not a cluster"),
     (["x1"], "`CLUSTER_ID` must be an integer"),
     (["1e3"], "`CLUSTER_ID` must be an integer"),
+    (["0_0"], "`CLUSTER_ID` must be an integer"),
+    (["\u0660"], "`CLUSTER_ID` must be an integer"),  # ARABIC-INDIC DIGIT ZERO: int() would take it
+    ([" 0"], "`CLUSTER_ID` must be an integer"),
     (["--id", "nope\x1b[2J"], "is not a document of this artifact"),
     (["--id", "\udcff"], "is not a document of this artifact"),
     ([], "give a CLUSTER_ID or --id ID"),
@@ -257,8 +260,9 @@ def test_show_int_ids(tmp_path, capsys):
                     config={"minhash": {"threshold": 0.5}}).save(tmp_path / "i.dvf")
     rc, out, _ = run(["show", tmp_path / "i.dvf", "--id", "20", "--json"], capsys)
     assert rc == 0 and [m["id"] for m in json.loads(out)["members"]] == [20, 10]  # the longest first
-    rc, _, err = run(["show", tmp_path / "i.dvf", "--id", "abc"], capsys)
-    assert rc == 2 and "`--id` must be an integer" in err
+    for bad in ("abc", "2_0", "+20", "\uff12\uff10"):  # int() reads the last three as 20
+        rc, _, err = run(["show", tmp_path / "i.dvf", "--id", bad], capsys)
+        assert rc == 2 and "`--id` must be an integer" in err, bad
     rc, _, err = run(["show", tmp_path / "i.dvf", "--id", "40"], capsys)
     assert rc == 2 and "40 is not a document" in err
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import warnings
 from contextlib import contextmanager
 from typing import Optional
@@ -335,22 +336,26 @@ def cmd_show(a) -> int:
     return 0
 
 
+#: an integer as the command line takes one: ASCII digits, an optional minus (int() would also take
+#: "1_0", " 5", "+5" and other scripts' digits, and find a document the user did not name)
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
 def _cluster_arg(text: str, n_clusters: int) -> int:
-    try:
-        return int(text, 10)
-    except ValueError:
+    if not _INTEGER.fullmatch(text):
         raise DiversifyError(f"`CLUSTER_ID` must be an integer cluster id (as `stats`, `export` and lookup() give "
-                             f"them); got {text!r}. To show the cluster of a document, pass --id ID.") from None
+                             f"them); got {text!r}. To show the cluster of a document, pass --id ID.")
+    return int(text)
 
 
 def _id_arg(text: str, id_kind: str):
     """The document id as the artifact holds it: an int for an artifact of int ids."""
     if id_kind != "int":
         return text
-    try:
-        return int(text, 10)
-    except ValueError:
-        raise DiversifyError(f"`--id` must be an integer: this artifact's ids are ints; got {text!r}.") from None
+    if not _INTEGER.fullmatch(text):
+        raise DiversifyError(f"`--id` must be an integer written with digits: this artifact's ids are ints; got "
+                             f"{text!r}.")
+    return int(text)
 
 
 def cmd_demo(a) -> int:

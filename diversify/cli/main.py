@@ -76,7 +76,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("artifact")
     p.add_argument("cluster_id", nargs="?", default=None, metavar="CLUSTER_ID",
                    help="a cluster id (as `stats` and `export` print them)")
-    p.add_argument("--id", default=None, metavar="ID", help="show the cluster of this document id instead")
+    p.add_argument("--id", default=None, metavar="ID", help="show the cluster of this document id instead (default: "
+                                                            "none, give CLUSTER_ID)")
     p.add_argument("--limit", type=int, default=20, help="members to list (default 20; the rest are counted)")
     p.add_argument("--json", action="store_true", help="print JSON (default: off)")
     p.set_defaults(func=cmd_show)
