@@ -15,6 +15,7 @@ __all__ = [
     "InputError",
     "InputTypeError",
     "DuplicateIdError",
+    "ExistingIdError",
     "ArtifactError",
     "ArtifactNotFoundError",
     "IncompatibleArtifactError",
@@ -45,6 +46,16 @@ class InputTypeError(DiversifyError, TypeError):
 
 class DuplicateIdError(InputError):
     """The same document id occurs twice."""
+
+
+class ExistingIdError(DuplicateIdError):
+    """``add`` got a document whose id is already in the artifact. ``position`` is its index among
+    the documents given to ``add`` (the record number in the input), ``id`` the id, ``doc`` the
+    artifact's document that has it."""
+
+    def __init__(self, message: str, *, position: int, id: object, doc: int):
+        super().__init__(message)
+        self.position, self.id, self.doc = position, id, doc
 
 
 class ArtifactError(DiversifyError, ValueError):

@@ -112,10 +112,13 @@ def _mixed_kinds(first: str, pos0: int, kind: str, x: Any, pos: int, param: str)
 
 
 def _duplicate(x: Any, first: int, second: int, param: str) -> DuplicateIdError:
-    return DuplicateIdError(
+    err = DuplicateIdError(
         f"`{param}` must be unique; id {x!r:.60} occurs at positions {first} and {second}. "
         "Deduplicate the ids, or give each document a distinct id."
     )
+    err.positions = (first, second)  # type: ignore[attr-defined]  # for a caller that can name them in a file
+    err.id = x  # type: ignore[attr-defined]
+    return err
 
 
 # --------------------------------------------------------------------------- the rules

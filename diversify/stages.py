@@ -7,13 +7,25 @@ engine. One home, so a new stage gets one bit everywhere.
 from __future__ import annotations
 
 __all__ = ["STAGE_EXACT", "STAGE_MINHASH", "STAGE_SIMHASH", "STAGE_TEXT_SIMHASH", "STAGE_NAMES",
-           "FLAG_EMPTY_TEXT", "FLAG_HAS_VECTOR"]
+           "FLAG_EMPTY_TEXT", "FLAG_HAS_VECTOR", "stage_names"]
 
 STAGE_EXACT = 1
 STAGE_MINHASH = 2
 STAGE_SIMHASH = 4
 STAGE_TEXT_SIMHASH = 8
 STAGE_NAMES = {STAGE_EXACT: "exact", STAGE_MINHASH: "minhash", STAGE_SIMHASH: "simhash", STAGE_TEXT_SIMHASH: "text_simhash"}
+
+
+def stage_names(bits: int) -> list[str]:
+    """The names of the stages in a ``doc_stages`` bitmask, lowest bit first (``[]`` for 0); an
+    unknown bit is named ``"bit<N>"`` (a newer writer's stage), never dropped."""
+    names = []
+    bit = 1
+    while bits >= bit:
+        if bits & bit:
+            names.append(STAGE_NAMES.get(bit, f"bit{bit}"))
+        bit <<= 1
+    return names
 
 # bits of the per-document "doc_flags" extra
 FLAG_EMPTY_TEXT = 1

@@ -145,7 +145,7 @@ CASES: dict[str, Case] = {
     "build: input is /dev/zero": Case(["build", "/dev/zero", "--format", "jsonl", "-o", "x.dvf", NB], 2,
                                       ("character device",)),
     "build: --format jsonl on a directory": Case(["build", "adir", "--format", "jsonl", "-o", "x.dvf", NB], 2,
-                                                 ("is a directory", "--format dir")),
+                                                 ("'adir/a.txt', which is not one", "--format dir")),
     "build: --format dir on a file": Case(["build", "ok.jsonl", "--format", "dir", "-o", "x.dvf", NB], 2,
                                           ("needs a directory",)),
     "build: empty file": Case(["build", "empty.jsonl", "-o", "x.dvf", NB], 2, ("corpus is empty",)),
@@ -246,7 +246,8 @@ CASES: dict[str, Case] = {
     "add: missing artifact": Case(["add", "nope.dvf", "more.jsonl", NB], 2, ("nope.dvf", "cannot be opened")),
     "add: artifact is a FIFO": Case(["add", "p.dvf", "more.jsonl", NB], 2, ("not a regular file",), _fifo("p.dvf")),
     "add: input is a FIFO": Case(["add", "ok.dvf", "in.jsonl", NB], 2, ("named pipe",), _fifo("in.jsonl")),
-    "add: ids already in the artifact": Case(["add", "ok.dvf", "ok.jsonl", NB], 2, ("must be unique",)),
+    "add: ids already in the artifact": Case(["add", "ok.dvf", "ok.jsonl", NB], 2,
+                                             ("ok.jsonl:1", "already in the artifact", "--skip-existing")),
     "add: --id-field missing": Case(["add", "ok.dvf", "more.jsonl", "--id-field", "key", NB], 2,
                                     ("`--id-field` 'key'", "record 0")),
     # --- stats

@@ -164,6 +164,20 @@ def test_jsonl_glob_in_sorted_path_order(client, small, tmp_path):
     assert_same_build(res, local, "JSONL glob")
 
 
+def test_a_directory_of_shards_reads_as_the_local_engine_reads_it(client, small, tmp_path):
+    """One expansion (diversify.corpus.shards): a directory, marker files skipped, sorted paths."""
+    texts, ids, local = small
+    for j, (a, b) in enumerate([(0, 400), (400, len(texts))]):
+        with open(tmp_path / f"part-{j}.jsonl", "w", encoding="utf-8") as f:
+            for i in range(a, b):
+                f.write(json.dumps({"id": ids[i], "text": texts[i]}) + "\n")
+    (tmp_path / "_SUCCESS").write_text("")
+    assert_same_build(build_dask(str(tmp_path), client=client), local, "directory of JSONL shards")
+    (tmp_path / "notes.txt").write_text("not a shard")
+    with pytest.raises(InputError, match="JSONL shards and other files"):
+        build_dask(str(tmp_path), client=client)
+
+
 def test_parquet_files(client, small, tmp_path):
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")

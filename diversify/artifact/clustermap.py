@@ -480,6 +480,20 @@ class ClusterMap:
         docs = self._member_docs(cluster_id)
         return int(np.bitwise_or.reduce(self.doc_stages[docs])) if docs.size else 0
 
+    def to_pandas(self):
+        """One row per document: ``id``, ``cluster_id``, ``is_representative``, ``representative_id``,
+        ``similarity`` (verified, to the representative; NaN where the artifact stores none) and
+        ``stages`` (names of the stages that joined it). Needs pandas (:class:`MissingDependencyError`
+        with the install command otherwise). See :mod:`diversify.artifact.views`."""
+        from .views import to_pandas
+
+        return to_pandas(self)
+
+    def _repr_html_(self) -> str:
+        from .views import html_summary
+
+        return html_summary(self)
+
     def __repr__(self) -> str:
         fp = self.fingerprint
         fp = fp[:12] + "…" if len(fp) > 12 else fp

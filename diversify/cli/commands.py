@@ -1,10 +1,12 @@
-"""`diversify build | add | stats | export | demo`."""
+"""`diversify build | add | stats | show | export | demo`."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import warnings
+from contextlib import contextmanager
 from typing import Optional
 
 import numpy as np
@@ -40,7 +42,7 @@ def cmd_build(a) -> int:
             with clock.phase("read"):
                 texts, ids, keys, vectors, sources, info = streams(a)
             lazy = _texts_read_while_building(a, clock, info)
-            with warnings.catch_warnings(), clock.phase("read+build" if lazy else "build"):
+            with warnings.catch_warnings(), clock.phase("read+build" if lazy else "build"), _in_the_input(a):
                 warnings.simplefilter("ignore", DiversifyWarning)  # the summary below prints them
                 res = diversify.build(texts, ids=ids, vectors=vectors, config=cfg, keys=keys, sources=sources,
                                       metadata=parse_metadata(a.metadata), progress=not a.no_progress,
@@ -138,18 +140,58 @@ def cmd_add(a) -> int:
     # the lock is held from the read of the artifact to the write: concurrent adds serialize, none is lost
     with file_lock(out, timeout=a.lock_timeout, what="the artifact", param="-o" if a.output else "artifact",
                    timeout_param="--lock-timeout", on_wait=lambda note: warn_line("diversify add", note)):
-        with clock.phase("read+add" if lazy else "add"):
+        with clock.phase("read+add" if lazy else "add"), _in_the_input(a):
             res = diversify.add(a.artifact, texts, ids=ids, vectors=vectors, keys=keys, sources=sources,
-                                progress=not a.no_progress, chunk_size=a.chunk_size)
+                                progress=not a.no_progress, chunk_size=a.chunk_size,
+                                on_existing="skip" if a.skip_existing else "error")
+        if res.unchanged:
+            say(f"nothing to add: the {_records(len(res.skipped))} given have ids already in {printable(a.artifact)}; "
+                "the artifact is unchanged")
+            return 0
         with writing(out), clock.phase("write"):
             res.save(out)
     say(res.summary())
+    if res.skipped:
+        say(f"skipped          {_records(len(res.skipped))} whose ids the artifact already has (--skip-existing)")
     say(f"wrote {out} in {clock.wall():.2f}s ({clock.cost_line(res.n_docs)})")
     if a.verbose:
         for line in clock.verbose_lines(res.n_docs, res.timings):
             say(line)
     _note_ids(a, info)
     return 0
+
+
+def _records(n: int) -> str:
+    return f"{n:,} record{'' if n == 1 else 's'}"
+
+
+@contextmanager
+def _in_the_input(a):
+    """A refused id is named by its place in the user's file (line, row, shard), not by its
+    position in the list of documents the reader made."""
+    from ..corpus.locate import record_location
+    from ..errors import DuplicateIdError, ExistingIdError
+
+    def where(position: int) -> str:
+        if a.input is None:
+            return f"line {position + 1} of --ids {a.ids_file}"
+        return record_location(a.input, position, fmt=a.format)
+
+    try:
+        yield
+    except ExistingIdError as exc:
+        raise ExistingIdError(
+            f"{where(exc.position)}: id {exc.id!r:.60} is already in the artifact (its document {exc.doc}). Pass "
+            "--skip-existing to leave out the records whose id the artifact has, or give them new ids"
+            f"{'' if a.id_field else ' (--id-field NAME picks the field that holds them)'}.",
+            position=exc.position, id=exc.id, doc=exc.doc) from None
+    except DuplicateIdError as exc:
+        positions = getattr(exc, "positions", None)
+        if positions is None:
+            raise
+        said = f"positions {positions[0]} and {positions[1]}"
+        raise DuplicateIdError(str(exc).replace(said, f"{said} of the input ({where(positions[0])} and "
+                                                      f"{where(positions[1])})", 1)) from None
 
 
 def _histogram(sizes: np.ndarray) -> list[tuple[str, int, int]]:
@@ -266,6 +308,66 @@ def cmd_export(a) -> int:
         n = write_export(cm, a.output, a.format)
     say(f"wrote {n:,} records to {a.output}")
     return 0
+
+
+def cmd_show(a) -> int:
+    from ..artifact import load
+    from ..artifact.views import SIMILARITY_NOT_STORED, cluster_view
+
+    if (a.cluster_id is None) == (a.id is None):
+        raise DiversifyError("give a CLUSTER_ID or --id ID (one of them): the cluster to show, or a document of it. "
+                             "`diversify stats ARTIFACT` lists the largest clusters.")
+    if a.limit < 0:
+        raise DiversifyError(f"`--limit` must be a number of members >= 0; got {a.limit}. Use 0 for the cluster alone.")
+    cm = load(a.artifact)
+    if a.cluster_id is not None:
+        view = cluster_view(cm, cluster_id=_cluster_arg(a.cluster_id, cm.n_clusters), limit=a.limit)
+    else:
+        view = cluster_view(cm, doc_id=_id_arg(a.id, cm.id_kind), limit=a.limit)
+    if a.json:  # json.dumps escapes every control character (and all non-ASCII)
+        say(json.dumps(view, indent=2))
+        return 0
+    if "asked_id" in view:
+        say(f"document {printable(view['asked_id'])} is in cluster #{view['cluster_id']}")
+    elif "asked_cluster_id" in view:
+        say(f"cluster #{view['asked_cluster_id']} was merged into cluster #{view['cluster_id']}")
+    say(f"cluster          #{view['cluster_id']}")
+    say(f"size             {view['size']:,}")
+    say(f"representative   {printable(view['representative'])}")
+    if not view["similarity_stored"]:
+        say(f"similarity       {SIMILARITY_NOT_STORED}")
+    say("members          similarity to the representative (as verified), stages that joined it")
+    for m in view["members"]:
+        sim = "-" if m["similarity"] is None else f"{m['similarity']:.3f}"
+        what = "representative" if m["is_representative"] else (", ".join(m["stages"]) or "-")
+        say(f"  {sim:>6}  {what:<22} {printable(m['id'])}")
+    if view["more"]:
+        say(f"  ... {view['more']:,} more (raise --limit to list them)")
+    if view["similarity_stored"] and any(m["similarity"] is None for m in view["members"]):
+        say("  (-: no verified similarity stored for that member)")
+    return 0
+
+
+#: an integer as the command line takes one: ASCII digits, an optional minus (int() would also take
+#: "1_0", " 5", "+5" and other scripts' digits, and find a document the user did not name)
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def _cluster_arg(text: str, n_clusters: int) -> int:
+    if not _INTEGER.fullmatch(text):
+        raise DiversifyError(f"`CLUSTER_ID` must be an integer cluster id (as `stats`, `export` and lookup() give "
+                             f"them); got {text!r}. To show the cluster of a document, pass --id ID.")
+    return int(text)
+
+
+def _id_arg(text: str, id_kind: str):
+    """The document id as the artifact holds it: an int for an artifact of int ids."""
+    if id_kind != "int":
+        return text
+    if not _INTEGER.fullmatch(text):
+        raise DiversifyError(f"`--id` must be an integer written with digits: this artifact's ids are ints; got "
+                             f"{text!r}.")
+    return int(text)
 
 
 def cmd_demo(a) -> int:

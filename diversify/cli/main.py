@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import NoReturn, Optional
 
 from ..files import DEFAULT_LOCK_TIMEOUT
-from .commands import cmd_add, cmd_build, cmd_demo, cmd_export, cmd_stats
+from .commands import cmd_add, cmd_build, cmd_demo, cmd_export, cmd_show, cmd_stats
 from .failures import Terminated, failure, writing
 from .index import add_index_parser
 from .options import add_config_args, add_input_args, metadata_item, model_default, show_defaults
@@ -60,6 +60,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT, metavar="SECONDS",
                    help="wait this long for another writer of the output (another add) to finish (default "
                         f"{DEFAULT_LOCK_TIMEOUT:g}; 0: fail at once)")
+    p.add_argument("--skip-existing", action="store_true",
+                   help="leave out records whose id the artifact already has (default: off, such a record is an "
+                        "error naming its line)")
     p.set_defaults(func=cmd_add)
 
     p = sub.add_parser("stats", help="summarize an artifact", description="Documents, clusters, size histogram, largest clusters, params.")
@@ -68,7 +71,21 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_stats)
 
-    p = sub.add_parser("export", help="write id, cluster_id, is_representative per document",
+    p = sub.add_parser("show", help="one cluster: its representative and members with their similarity and stages",
+                       description="Print one cluster (CLUSTER_ID, or the cluster of the document --id ID): its "
+                                   "representative, and each member with its similarity to the representative as the "
+                                   "build verified it and the stages that joined it.")
+    p.add_argument("artifact")
+    p.add_argument("cluster_id", nargs="?", default=None, metavar="CLUSTER_ID",
+                   help="a cluster id (as `stats` and `export` print them)")
+    p.add_argument("--id", default=None, metavar="ID", help="show the cluster of this document id instead (default: "
+                                                            "none, give CLUSTER_ID)")
+    p.add_argument("--limit", type=int, default=20, help="members to list (default 20; the rest are counted)")
+    p.add_argument("--json", action="store_true", help="print JSON (default: off)")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("export", help="write id, cluster_id, is_representative, representative_id, similarity, "
+                                      "stages per document",
                        description="Export one record per document (CSV, JSONL or Parquet) for a vector store's "
                                    "metadata.",
                        epilog="CSV cells that a spreadsheet would run as a formula (a string id starting with =, +, "
@@ -140,7 +157,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except BrokenPipeError:  # --help into a closed pipe
         return _stdout_closed()
     if not getattr(a, "func", None):
-        error_line("diversify", "give a COMMAND: build, add, stats, export, eval, tune, demo or index (see `diversify --help`)")
+        error_line("diversify", "give a COMMAND: build, add, stats, show, export, eval, tune, demo or index (see `diversify --help`)")
         return 2
     if extra:  # named by the command they were given to, as argparse does for its other errors
         error_line(f"diversify {a.command}", f"unrecognized arguments: {' '.join(extra)} "

@@ -194,8 +194,10 @@ def add_input_args(p: argparse.ArgumentParser, *, keys: bool = True, chunks: boo
     :func:`streams` reads (no keys, the default chunk, streamed), set as a parser default that
     ``--help`` does not list.
     """
-    p.add_argument("input", nargs="?", help="JSONL / CSV / Parquet file or a directory of text files; '-' reads JSONL "
-                                           "or CSV from stdin (with --format). Named pipes and devices are refused")
+    p.add_argument("input", nargs="?", help="JSONL / CSV / Parquet file; a quoted glob ('dir/*.jsonl') or a directory "
+                                           "of JSONL or Parquet shards, read in sorted path order; a directory of text "
+                                           "files (one document each); '-' reads JSONL or CSV from stdin (with "
+                                           "--format). Named pipes and devices are refused")
     p.add_argument("--format", choices=["jsonl", "csv", "parquet", "dir"], default=None, help="input format (default: from the name)")
     p.add_argument("--id-field", default=None,
                    help="record field holding the id; given, every record must have it (default: id if the first "
@@ -255,6 +257,7 @@ def streams(a) -> Inputs:
     """(texts, ids, keys, vectors, sources, info) for build/add from the CLI input arguments."""
     from ..corpus.filetexts import BlockColumns, JsonlTexts
     from ..corpus.readers import STDIN, detect_format, read_blocks, read_records, read_vectors
+    from ..corpus.shards import expand_shards
 
     if not 1 <= a.chunk_size <= MAX_CHUNK:
         raise DiversifyError(f"`chunk_size` (--chunk-size) must be between 1 and {MAX_CHUNK:,} documents; got "
@@ -274,14 +277,16 @@ def streams(a) -> Inputs:
             raise DiversifyError("give an INPUT file/directory, or --vectors FILE.npy (with --ids FILE). See --help.")
         info["ids"] = "field" if vec_ids is not None else "numbers"
         return Inputs(None, vec_ids, None, vectors, None, info)
-    if a.input != STDIN and not os.path.exists(a.input):
-        raise DiversifyError(f"`input` path {a.input!r} does not exist. Check the path (a file or a directory).")
+    shards = expand_shards(a.input, fmt=a.format)  # a glob or a directory of JSONL/Parquet files
+    if shards is None and a.input != STDIN and not os.path.exists(a.input):
+        raise DiversifyError(f"`input` path {a.input!r} does not exist. Check the path (a file, a directory or a "
+                             "quoted glob such as 'dir/*.jsonl').")
     nk = len(a.key_field or [])
     source = getattr(a, "source_field", None)
     fields = list(a.key_field or []) + ([source] if source else [])
     keys: Optional[list] = [] if nk else None
     sources: Optional[list] = [] if source else None
-    if keys is None and sources is None and not getattr(a, "stream", False) and a.input != STDIN \
+    if keys is None and sources is None and not getattr(a, "stream", False) and a.input != STDIN and shards is None \
             and hasattr(os, "pread") and (a.format or detect_format(a.input)) == "jsonl":
         # the texts stay in the file: read in blocks while the build sketches them, the few it checks
         # exactly read again by their offsets (diversify.corpus.filetexts); the same decisions

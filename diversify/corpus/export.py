@@ -1,5 +1,6 @@
-"""Export of a cluster map: one record per document (id, cluster_id, is_representative), for a
-vector store's metadata. Written atomically (temp file + rename).
+"""Export of a cluster map: one record per document (id, cluster_id, is_representative,
+representative_id, similarity, stages: see :mod:`diversify.artifact.views`), for a vector store's
+metadata or a log of what was deduplicated. Written atomically (temp file + rename).
 
 CSV exports are opened in spreadsheets, which run a cell that starts with ``=``, ``+``, ``-`` or
 ``@`` (and, in some, a tab or a carriage return) as a formula. A string id that starts with one of
@@ -15,13 +16,11 @@ import csv
 import json
 from typing import Optional
 
-import numpy as np
-
 from ..errors import InputError, require
 from ..files import atomic_replace, atomic_write_text
 from .readers import detect_format
 
-__all__ = ["write_export", "csv_cell", "csv_cell_id", "FORMULA_PREFIXES"]
+__all__ = ["write_export", "csv_cell", "csv_cell_id", "FORMULA_PREFIXES", "COLUMNS"]
 
 # what makes a spreadsheet read a cell as a formula (OWASP "CSV injection"), and the escape itself
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -40,30 +39,54 @@ def csv_cell_id(cell: str) -> str:
 
 
 
+#: the columns of an export, in order (diversify.artifact.views.document_columns)
+COLUMNS = ("id", "cluster_id", "is_representative", "representative_id", "similarity", "stages")
+#: how a CSV cell lists several stage names
+STAGE_SEPARATOR = ";"
+
+
+def _csv_bool(value: bool) -> str:
+    return "true" if value else "false"  # the spelling of JSON, so CSV and JSONL read alike
+
+
 def write_export(cmap, path: str, fmt: Optional[str] = None) -> int:
-    """Write one record per document: id, cluster_id, is_representative. Returns the row count."""
+    """Write one record per document (:data:`COLUMNS`). Returns the row count.
+
+    ``is_representative`` is ``true``/``false`` in CSV and JSONL, a boolean in Parquet;
+    ``similarity`` (verified, to the representative) is empty in CSV, ``null`` in JSONL and Parquet
+    where the artifact stores none; ``stages`` is a list of names in JSONL and Parquet, the names
+    joined by ``;`` in CSV (empty for a document that is alone).
+    """
+    from ..artifact.views import document_columns
+
     fmt = fmt or detect_format(path, param="--output")
-    ids = cmap.ids
-    ids = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
-    clusters = np.asarray(cmap.cluster_ids).tolist()
-    reps = np.asarray(cmap.is_representative).tolist()
+    if fmt not in ("jsonl", "csv", "parquet"):
+        raise InputError(f"export format must be jsonl, csv or parquet; got {fmt!r}.")
+    cols = document_columns(cmap)
+    rows = zip(*(cols[c] for c in COLUMNS))
     if fmt == "jsonl":
         def w(f):
-            for i, c, r in zip(ids, clusters, reps):
-                f.write(json.dumps({"id": i, "cluster_id": c, "is_representative": r}, ensure_ascii=False) + "\n")
+            for row in rows:
+                f.write(json.dumps(dict(zip(COLUMNS, row)), ensure_ascii=False) + "\n")
         atomic_write_text(path, w, what="the export", param="--output")
     elif fmt == "csv":
         def w(f):
             wr = csv.writer(f)
-            wr.writerow(["id", "cluster_id", "is_representative"])
-            wr.writerows(zip(map(csv_cell, ids), clusters, [int(r) for r in reps]))
+            wr.writerow(COLUMNS)
+            wr.writerows((csv_cell(i), c, _csv_bool(r), csv_cell(rep), "" if s is None else s,
+                          STAGE_SEPARATOR.join(st)) for i, c, r, rep, s, st in rows)
         atomic_write_text(path, w, what="the export", param="--output")
-    elif fmt == "parquet":
+    else:
         pa = require("pyarrow", extra="parquet", purpose="Writing Parquet")
         pq = require("pyarrow.parquet", extra="parquet", purpose="Writing Parquet")
-        table = pa.table({"id": ids, "cluster_id": clusters, "is_representative": reps})
+        table = pa.table({c: cols[c] for c in COLUMNS}, schema=_parquet_schema(pa, cmap.id_kind))
         with atomic_replace(path, what="the export", param="--output") as f:
             pq.write_table(table, f)
-    else:
-        raise InputError(f"export format must be jsonl, csv or parquet; got {fmt!r}.")
-    return len(ids)
+    return len(cols["id"])
+
+
+def _parquet_schema(pa, id_kind: str):
+    ident = pa.int64() if id_kind == "int" else pa.string()
+    return pa.schema([("id", ident), ("cluster_id", pa.int64()), ("is_representative", pa.bool_()),
+                      ("representative_id", ident), ("similarity", pa.float64()),
+                      ("stages", pa.list_(pa.string()))])

@@ -2,8 +2,9 @@
 labeled pairs). Everything streams: JSONL in blocks of lines (:func:`read_blocks`), the rest
 record by record.
 
-Inputs are regular files (or a directory for ``--format dir``); named pipes, devices and sockets
-are refused before anything is read (a FIFO would block forever, ``/dev/zero`` never ends).
+Inputs are regular files (or a directory for ``--format dir``, or a glob or directory of JSONL or
+Parquet shards: :mod:`diversify.corpus.shards`); named pipes, devices and sockets are refused
+before anything is read (a FIFO would block forever, ``/dev/zero`` never ends).
 The corpus INPUT of ``build``/``add`` may be ``-``: JSONL or CSV read from stdin.
 """
 
@@ -25,9 +26,10 @@ import msgspec
 import numpy as np
 
 from ..errors import InputError, require
+from .shards import Shards, expand_shards
 
 __all__ = ["detect_format", "open_input", "read_records", "read_blocks", "read_vectors", "read_table", "column",
-           "jsonl_records", "loads"]
+           "jsonl_records", "loads", "dir_files"]
 
 FORMATS = ("jsonl", "csv", "parquet", "dir")
 STDIN = "-"
@@ -120,9 +122,27 @@ class _Ids:
         self.field = id_field if id_field is not None else "id"
         self.present: Optional[bool] = None
         self.info = info if info is not None else {}
+        #: added to record numbers: the numbers the shards before this one used (diversify.corpus.shards)
+        self.offset = 0
+        #: record numbers this file used so far (JSONL: its lines; else its records)
+        self.used = 0
+
+    def next_shard(self) -> None:
+        """The next file of a sharded input numbers its records after this one's."""
+        self.offset += self.used
+        self.used = 0
 
     def decide(self, present: bool, where: str, have) -> None:
-        """Called once, with whether the first record (a CSV header, a Parquet schema) has the field."""
+        """Called with whether the first record (a CSV header, a Parquet schema) has the field; again
+        for each later shard, which must agree with the first."""
+        if self.present is not None:
+            if present != self.present:
+                raise InputError(
+                    f"{where} {'has' if present else 'has no'} field {self.field!r} but the first shard "
+                    f"{'does not' if present else 'does'}: ids come from that field in every shard, or from record "
+                    f"numbers in none. {'Add' if present else 'Fill in'} {self.field!r} in every shard, or pass "
+                    "--id-field NAME.")
+            return
         if not present and self.given:
             raise InputError(f"`--id-field` {self.field!r} is missing in {where}; fields present: "
                              f"{sorted(have)[:12]}. Pass --id-field NAME with the field that holds the ids.")
@@ -161,7 +181,9 @@ def read_records(path: str, *, fmt: Optional[str] = None, id_field: Optional[str
     ``info`` (a dict) receives ``ids`` = ``"field"`` or ``"numbers"`` and the first record's
     ``fields``. ``text_field`` defaults to ``text``; a directory has neither (its files are the
     documents, their relative paths the ids). ``key_field`` names one field (key = its value) or
-    several (key = a tuple of their values). ``path`` ``-`` reads JSONL or CSV from stdin.
+    several (key = a tuple of their values). ``path`` ``-`` reads JSONL or CSV from stdin. A glob or a
+    directory of JSONL or Parquet shards (:func:`~diversify.corpus.shards.expand_shards`) reads as
+    their concatenation in sorted path order: record numbers count on across the shards.
     """
     for block_ids, texts, keys in read_blocks(path, fmt=fmt, id_field=id_field, text_field=text_field,
                                               key_field=key_field, encoding_errors=encoding_errors, info=info):
@@ -182,6 +204,10 @@ def read_blocks(path: str, *, fmt: Optional[str] = None, id_field: Optional[str]
     anything out of the ordinary (a blank line, a line the fast parser refuses, a record without its
     text) is read again record by record, which raises the error of the first bad line.
     """
+    shards = expand_shards(path, fmt=fmt)
+    if shards is not None:
+        yield from _shard_blocks(shards, _Ids(id_field, info), "text" if text_field is None else text_field, key_field)
+        return
     if path != STDIN and not os.path.exists(path):
         raise InputError(f"`input` path {path!r} does not exist. Check the path.")
     fmt = fmt or detect_format(path)
@@ -214,6 +240,21 @@ def read_blocks(path: str, *, fmt: Optional[str] = None, id_field: Optional[str]
             yield from _blocks_of(_read_parquet(f, path, ids, text_field, key_field), key_field)
 
 
+def _shard_blocks(shards: Shards, ids: _Ids, text_field: str, key_field) -> Iterator[tuple]:
+    """The blocks of every shard in turn, as of one concatenated file: one id rule for all (set by
+    the first record), record numbers counted on across the shards, errors naming the shard."""
+    if shards.compressed:
+        raise InputError(f"`input` {shards.source!r}: compressed shards ({shards.compressed[0]!r}) are read by "
+                         "--engine dask only. Decompress them, or pass --engine dask.")
+    for path in shards.paths:
+        with open_input(path, "input") as f:
+            if shards.fmt == "jsonl":
+                yield from _jsonl_blocks(f, path, ids, text_field, key_field)
+            else:
+                yield from _blocks_of(_read_parquet(f, path, ids, text_field, key_field), key_field)
+        ids.next_shard()
+
+
 def _blocks_of(records: Iterable[tuple], key_field) -> Iterator[tuple]:
     """(ids, texts, keys or None) blocks of (id, text, key) records."""
     it = iter(records)
@@ -243,7 +284,7 @@ def _jsonl_record(rec, lineno: int, recno: int, path: str, ids: _Ids, text_field
     if not isinstance(text, str):
         raise InputError(f"{where}: field {text_field!r} must be a string; got {type(text).__name__}.")
     id_ = ids.of(rec.get(ids.field), ids.field in rec, recno, where, rec.keys())
-    return (lineno - 1 if id_ is None else id_), text, _key_of(rec.get, key_field)
+    return (ids.offset + lineno - 1 if id_ is None else id_), text, _key_of(rec.get, key_field)
 
 
 #: bytes of JSONL read at a time (a block ends at the last newline in it)
@@ -353,6 +394,7 @@ def _jsonl_blocks(f, path: str, ids: _Ids, text_field: str, key_field, spans: bo
     byte span of the file (int64 (m, 2), see :func:`_line_blocks`)."""
     recno = 0
     for first, data, starts, ends, base in _line_blocks(f):
+        ids.used = first - 1 + int(starts.size)  # record numbers are line numbers
         fast = None
         rows = None  # the lines (0-based, within the block) the records came from; None: every line
         if not key_field:
@@ -399,7 +441,7 @@ def _fast_columns(recs: list, first: int, recno: int, path: str, ids: _Ids, text
     else:
         if any(map(dict.__contains__, recs, itertools.repeat(ids.field))):
             return None
-        block_ids = list(range(first - 1, first - 1 + len(recs)))
+        block_ids = list(range(ids.offset + first - 1, ids.offset + first - 1 + len(recs)))
     return head[0] + block_ids, head[1] + texts, None
 
 
@@ -465,15 +507,20 @@ def _read_parquet(f, path, ids, text_field, key_field):
                 raise InputError(f"{path} (record {row + i}): column {text_field!r} must hold strings; got "
                                  f"{type(t).__name__}. Cast the column to string.")
             id_ = ids.of(col[i] if col is not None else None, ids.present, row + i, path, names)
-            yield (row + i if id_ is None else id_), t if t is not None else "", \
+            yield (ids.offset + row + i if id_ is None else id_), t if t is not None else "", \
                 _key_of(lambda f: d.get(f, [None] * len(texts))[i], key_field)
         row += len(texts)
+        ids.used = row
+
+
+def dir_files(path) -> list[Path]:
+    """The documents of a directory input (``--format dir``), in reading order."""
+    return sorted(p for p in Path(path).rglob("*") if p.is_file() and not p.name.startswith("."))
 
 
 def _read_dir(path, encoding_errors):
     root = Path(path)
-    files = sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
-    for p in files:
+    for p in dir_files(root):
         try:
             data = p.read_bytes()
         except OSError as exc:

@@ -116,6 +116,19 @@ class BuildResult:
     warnings: list = field(default_factory=list)
     #: ``add`` only: the version of the artifact file the result was derived from (compare and swap in ``save``)
     origin: Optional[FileIdentity] = field(default=None, repr=False)
+    #: ``add(on_existing="skip")`` only: the ids of the documents left out (already in the artifact)
+    skipped: list = field(default_factory=list, repr=False)
+    #: True when ``add`` left every document out: ``cluster_map`` is the artifact as it was
+    unchanged: bool = field(default=False, repr=False)
+
+    @classmethod
+    def nothing_added(cls, cmap, origin: Optional[FileIdentity], skipped: list) -> BuildResult:
+        """The result of an ``add`` that left every document out: the artifact as it was."""
+        stats: BuildStats = {"candidates": {}, "verified": {}, "merged": {}, "lsh": {}, "exact_checks": {}}
+        return cls(cluster_map=cmap, cluster_ids=np.asarray(cmap.cluster_ids), timings={}, stats=stats,
+                   is_representative=np.asarray(cmap.is_representative, dtype=bool),
+                   doc_stages=np.asarray(cmap.doc_stages), origin=origin, skipped=list(skipped),
+                   unchanged=True)
 
     @property
     def n_docs(self) -> int:

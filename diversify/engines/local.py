@@ -269,6 +269,7 @@ def add(
     progress: bool = False,
     chunk_size: int = 16384,
     created_at: Optional[str] = None,
+    on_existing: str = "error",
 ) -> BuildResult:
     """Add documents to an existing build without recomputing the old ones.
 
@@ -282,6 +283,12 @@ def add(
         A build made with ``incremental=True`` (the default).
     config : optional
         If given, must have the artifact's fingerprint (else :class:`IncompatibleArtifactError`).
+    on_existing : "error" or "skip"
+        A new document whose id the artifact already has: ``"error"`` (default) raises
+        :class:`~diversify.errors.ExistingIdError` naming the first (its position among ``ids``);
+        ``"skip"`` leaves those documents out (their ids in ``BuildResult.skipped``); when every
+        document is left out, the result holds the artifact unchanged. Replacing a document is not
+        offered (see :mod:`diversify.engines.existing`).
 
     Returns
     -------
@@ -291,6 +298,9 @@ def add(
         between (another writer's update would be lost). To serialize read and write, hold the
         lock: ``with diversify.files.file_lock(path): add(path, ...).save(path)``.
     """
+    from .existing import check_on_existing, leave_out_existing
+
+    check_on_existing(on_existing)
     cmap, origin = _read_versioned(cluster_map)
     cfg = _incremental_config(cmap, config)
     # every rule the kernels below rely on, before any of them runs (docs/artifact-format.md 2.1)
@@ -301,6 +311,10 @@ def add(
     n_old = cmap.n_docs
     old_ids = cmap.ids
     old_ids = old_ids.tolist() if isinstance(old_ids, np.ndarray) else list(old_ids)
+    texts, ids, vectors, keys, sources, skipped = leave_out_existing(cmap, texts, ids, vectors, keys, sources,
+                                                                     on_existing)
+    if skipped and ids is not None and not any(True for _ in ids):  # every document is in the artifact already
+        return BuildResult.nothing_added(cmap, origin, skipped)
     with _pages(vectors):
         timings: dict = {}
         new = sketch_inputs(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings,
@@ -335,6 +349,7 @@ def add(
                      metadata=cmap.metadata, created_at=created_at,
                      old_reps=np.asarray(cmap.is_representative, dtype=bool))
         res.origin = origin
+        res.skipped = skipped
         return res
 
 

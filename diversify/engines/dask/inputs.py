@@ -15,13 +15,14 @@ from typing import Any, Optional
 import numpy as np
 
 from ...corpus.readers import jsonl_records
+from ...corpus.shards import COMPRESSED, expand_shards
 from ...errors import ConfigError, InputError, InputTypeError, require
 
 __all__ = ["Part", "input_partitions", "DEFAULT_PARTITION_DOCS"]
 
 #: documents per input partition when texts are handed in as a Python sequence
 DEFAULT_PARTITION_DOCS = 20_000
-_COMPRESSED = (".gz", ".bz2", ".zst", ".xz")
+_COMPRESSED = COMPRESSED
 
 
 @dataclass
@@ -155,14 +156,24 @@ def part_from_parquet(fs, path: str, row_groups: list, text_field: str, id_field
 # ----------------------------------------------------------------------------- client side
 
 
-def _expand_paths(source) -> tuple[Any, list]:
+def _expand_paths(source, fmt: Optional[str]) -> tuple[Any, list, Optional[str]]:
+    """(file system, paths, format or None). A local glob or directory of shards expands as the
+    local engine's (diversify.corpus.shards); URLs and lists go through fsspec."""
     fsspec = require("fsspec", extra="dask", purpose="Reading partitioned input")
     if isinstance(source, (list, tuple)):
         paths = [os.fspath(p) for p in source]
         fs, _, _ = fsspec.core.get_fs_token_paths(paths[0])
-        return fs, paths
+        return fs, paths, None
+    if "://" not in os.fspath(source):
+        shards = expand_shards(source, fmt=fmt, param="texts_or_paths")
+        if shards is not None:
+            return fsspec.filesystem("file"), list(shards.paths), shards.fmt
+        if os.path.isdir(source):
+            raise InputError(f"`texts_or_paths` {os.fspath(source)!r} is a directory of documents (no JSONL or "
+                             "Parquet file in it): the Dask engine reads JSONL or Parquet files. Build it with the "
+                             "local engine, or convert it to JSONL.")
     fs, _, paths = fsspec.core.get_fs_token_paths(os.fspath(source))
-    return fs, sorted(paths)
+    return fs, sorted(paths), None
 
 
 def _format_of(path: str, fmt: Optional[str]) -> str:
@@ -227,11 +238,11 @@ def _frame_parts(src, text_field: str, id_field: Optional[str], key_field: Optio
 
 
 def _file_parts(src, fields: tuple, fmt: Optional[str], blocksize: int) -> list:
-    fs, paths = _expand_paths(src)
+    fs, paths, found = _expand_paths(src, fmt)
     if not paths:
         raise InputError(f"no file matches {os.fspath(src) if not isinstance(src, (list, tuple)) else src!r}. "
                          "Check the path or glob (to build from one text, pass a list: [text]).")
-    if _format_of(paths[0], fmt) == "jsonl":
+    if (found or _format_of(paths[0], fmt)) == "jsonl":
         return _jsonl_parts(paths, fields, blocksize)
     return _parquet_parts(fs, paths, fields, blocksize)
 
