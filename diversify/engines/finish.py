@@ -124,7 +124,8 @@ class BuildResult:
     @classmethod
     def nothing_added(cls, cmap, origin: Optional[FileIdentity], skipped: list) -> BuildResult:
         """The result of an ``add`` that left every document out: the artifact as it was."""
-        stats: BuildStats = {"candidates": {}, "verified": {}, "merged": {}, "lsh": {}, "exact_checks": {}}
+        stats: BuildStats = {"candidates": {}, "already_joined": {}, "checked": {}, "verified": {}, "merged": {},
+                             "lsh": {}, "exact_checks": {}}
         return cls(cluster_map=cmap, cluster_ids=np.asarray(cmap.cluster_ids), timings={}, stats=stats,
                    is_representative=np.asarray(cmap.is_representative, dtype=bool),
                    doc_stages=np.asarray(cmap.doc_stages), origin=origin, skipped=list(skipped),
