@@ -1,9 +1,10 @@
-"""NUMBA_NUM_THREADS set to something numba cannot run with (issue 38, environment class).
+"""NUMBA_NUM_THREADS set to something numba cannot run with.
 
 Kind: hostile environment, the CLI run as users run it (subprocesses). Numba reads the variable at
 its import: ``0`` and negative counts passed there and failed at the first parallel kernel with a
 bare ValueError ("internal error, please report it"); a value that is not a number got numba's
-warning (a traceback inside) and its default. Each must end the command with one line naming the
+warning (a traceback inside) and its default; 99999 started that many threads and hung once the
+system had no more to give. Each must end the command with one line naming the
 variable, the rule, what was received and the fix, exit 2; a valid value still builds.
 """
 
@@ -17,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from diversify._kernels import NUM_THREADS_VAR, num_threads_error
+from diversify._kernels import MIN_THREAD_CAP, NUM_THREADS_VAR, num_threads_error, thread_cap
 from diversify.errors import ConfigError, DiversifyError
 
 REPO = Path(__file__).resolve().parents[1]
-BAD = ["0", "-1", "-8", "abc", "", " ", "1.5", "2 threads", "0x2"]
+BAD = ["0", "-1", "-8", "abc", "", " ", "1.5", "2 threads", "0x2", "99999", str(2**70)]
 
 
 def _env(value: str | None) -> dict:
@@ -43,7 +44,7 @@ def test_bad_value_is_named_by_the_library(value):
     err = num_threads_error({NUM_THREADS_VAR: value})
     assert isinstance(err, ConfigError) and isinstance(err, DiversifyError) and isinstance(err, ValueError)
     text = str(err)
-    for needle in (NUM_THREADS_VAR, "whole number of at least 1", f"got {value!r}", "Unset it"):
+    for needle in (NUM_THREADS_VAR, "whole number from 1 to", f"got {value!r:.40}", "Unset it"):
         assert needle in text, (needle, text)
 
 
@@ -53,7 +54,7 @@ def test_good_or_absent_value_passes(value):
     assert num_threads_error({}) is None
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "abc", ""])
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "", "99999"])
 @pytest.mark.parametrize("command", ["build", "demo"])
 def test_cli_one_line_exit_2(tmp_path, command, value):
     src = tmp_path / "c.jsonl"
@@ -66,7 +67,7 @@ def test_cli_one_line_exit_2(tmp_path, command, value):
     assert proc.returncode == 2 and len(lines) == 1, (proc.returncode, proc.stderr[-3000:])
     line = lines[0]
     assert line.startswith(f"diversify {command}: error: {NUM_THREADS_VAR}"), line
-    for needle in ("whole number of at least 1", f"got {value!r}", "Unset it", f"{NUM_THREADS_VAR}="):
+    for needle in ("whole number from 1 to", f"got {value!r}", "Unset it", f"{NUM_THREADS_VAR}="):
         assert needle in line, (needle, line)
     assert "internal error" not in line and "Traceback" not in proc.stderr
     assert not (tmp_path / "a.dvf").exists()
@@ -79,3 +80,11 @@ def test_cli_valid_value_still_builds(tmp_path):
                            "--no-progress"], env=_env("1"), cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "a.dvf").exists()
+
+
+def test_the_cap_is_inclusive_and_grows_with_the_machine():
+    cap = thread_cap()
+    assert cap >= MIN_THREAD_CAP
+    assert num_threads_error({NUM_THREADS_VAR: str(cap)}) is None
+    assert isinstance(num_threads_error({NUM_THREADS_VAR: str(cap + 1)}), ConfigError)
+    assert thread_cap(1) == MIN_THREAD_CAP and thread_cap(1000) == 4000
