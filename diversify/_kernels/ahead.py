@@ -188,9 +188,9 @@ def warm(cfg: BuildConfig) -> None:
     """Run the build's path after sketching on :func:`made_up_sketches`, with one exact pair check
     before the fold check (the order a build needs the kernels in)."""
     from ..engines.finish import finish
-    from ..engines.local import linking_config
     from ..linking.link import link, link_exact, make_forest
     from ..stages import STAGE_MINHASH
+    from ..staging import linking_config
     from .linking import ShingleRows
 
     sk = made_up_sketches(cfg)

@@ -33,9 +33,9 @@ import numpy as np
 
 from .._spill import HeldRows
 from ..config import BuildConfig
-from ..linking.link import agreement_band, agreement_bounds
 from ..sketches.batch import Sketches
 from ..stages import STAGE_EXACT, STAGE_MINHASH, STAGE_SIMHASH, STAGE_TEXT_SIMHASH
+from ..staging import agreement_band, agreement_bounds
 from ..text import exact_jaccard
 
 __all__ = ["FoldStats", "Similarity", "priority_rank", "guaranteed_clusters"]
