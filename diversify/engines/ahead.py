@@ -17,8 +17,8 @@ running when the command ends is stopped (Numba writes each cache file under a t
 renames it, so a stopped helper leaves no half-written entry). One kernel is left to the helper
 instead: when the fold check's kernel is not ready and the helper still runs, the fold check of up
 to a bound of components takes its numpy path (same clusters) rather than compile the kernel a
-second time on the same cores (:func:`defer_to_helper`); the command then waits for the helper at
-its end, so that the next command finds the kernel in the cache.
+second time on the same cores (:func:`diversify._kernels.ahead.defer_to_helper`); the command then
+waits for the helper at its end, so that the next command finds the kernel in the cache.
 
 ``python -m diversify.engines.ahead CONFIG_JSON`` is the helper's entry point. It lives with the engines
 because it runs a build's stages; the kernels it compiles and the record of a running helper that
