@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
@@ -24,6 +25,7 @@ __all__ = [
     "TextSimHashConfig",
     "BuildConfig",
     "fingerprint",
+    "resolve_config",
     "HASH_SCHEME",
 ]
 
@@ -290,3 +292,14 @@ def fingerprint(config: BuildConfig) -> str:
         )
     payload = HASH_SCHEME + "|" + canonical_json(config)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def resolve_config(config) -> BuildConfig:
+    """The :class:`BuildConfig` a caller means: None is the defaults, a dict is its fields."""
+    if config is None:
+        return BuildConfig()
+    if isinstance(config, BuildConfig):
+        return config
+    if isinstance(config, Mapping):
+        return BuildConfig(**config)
+    raise ConfigError(f"`config` must be a BuildConfig, a dict of its fields, or None; got {type(config).__name__}.")

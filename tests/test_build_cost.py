@@ -132,13 +132,13 @@ CONFIG = dict(minhash=dict(threshold=0.5, verify="auto", borderline=0.5))
 
 
 def test_fresh_install_compiles_each_kernel_once(tmp_path):
-    """...and the cold-cache helper (diversify._kernels.ahead), run first into the same empty cache,
+    """...and the cold-cache helper (diversify.engines.ahead), run first into the same empty cache,
     compiles the linking kernels with the very signatures a real build calls them with: the build
     runs them, loaded from the cache, and compiles none of them itself."""
     from diversify.config import BuildConfig
 
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
-    helper = subprocess.run([sys.executable, "-m", "diversify._kernels.ahead", BuildConfig(**CONFIG).model_dump_json()],
+    helper = subprocess.run([sys.executable, "-m", "diversify.engines.ahead", BuildConfig(**CONFIG).model_dump_json()],
                             capture_output=True, text=True, env=env, timeout=900)
     assert helper.returncode == 0, helper.stderr[-3000:]
     got = subprocess.run([sys.executable, "-c", SPECIALIZATIONS], capture_output=True, text=True, env=env,

@@ -1,4 +1,4 @@
-"""The cold-cache helper of the console script (diversify/_kernels/ahead.py): when it starts, that
+"""The cold-cache helper of the console script (diversify/engines/ahead.py): when it starts, that
 it is stopped with the command, and that a build with it writes the same bytes as one without.
 (That it compiles the very kernels a build then loads is tests/test_build_cost.py's fresh-install test.)"""
 
@@ -13,8 +13,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from diversify._kernels import ahead
 from diversify.config import BuildConfig, MinHashConfig
+from diversify.engines import ahead
 
 CFG = BuildConfig(minhash=MinHashConfig(threshold=0.8))
 
@@ -36,7 +36,7 @@ def test_not_started_when_it_cannot_pay(warm_kernels, monkeypatch):
 
 PROBE = textwrap.dedent("""
     import json, os, sys
-    from diversify._kernels import ahead
+    from diversify.engines import ahead
     from diversify.config import BuildConfig, MinHashConfig
     cfg = BuildConfig(minhash=MinHashConfig(threshold=0.8))
     worth = ahead.worth_starting(cfg)
@@ -126,7 +126,9 @@ def test_warm_cache_loads_the_kernels_in_a_thread_that_ends_with_the_body(warm_k
 
 FOLD_PROBE = textwrap.dedent("""
     import json
-    from diversify._kernels import ahead, _runtime
+    from diversify._kernels import _runtime
+    from diversify._kernels import ahead as kernels_ahead
+    from diversify.engines import ahead
     from diversify._kernels.fold import fold_groups
     from diversify.clusters.guarantee import _KERNEL_FROM, _KERNEL_FROM_WHILE_AHEAD, _kernel_pays
     from diversify.config import BuildConfig, MinHashConfig
@@ -135,7 +137,7 @@ FOLD_PROBE = textwrap.dedent("""
     with ahead.compile_ahead(BuildConfig(minhash=MinHashConfig(threshold=0.8))) as proc:
         out["started"] = proc is not None
         out["above_bound"] = _kernel_pays(_KERNEL_FROM_WHILE_AHEAD)  # a build compiles it then: nothing to wait for
-        out["awaited_above"] = ahead._awaited
+        out["awaited_above"] = kernels_ahead.awaited()
         out["with_helper"] = [_kernel_pays(n) for n in sizes[:3]]
     out["ended"] = ahead.last_helper
     out["ready_after"] = _runtime.kernel_ready(fold_groups)

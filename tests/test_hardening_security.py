@@ -24,7 +24,7 @@ IMPORTLIB_ALLOWED = {"__init__.py", "errors.py", "stores/__init__.py"}
 # the one module that starts a process: the cold-cache compile helper runs this interpreter on
 # its own module with a fixed argument list (no shell), the run's config as JSON, validated by
 # BuildConfig in the child (docs/security.md)
-SUBPROCESS_ALLOWED = {"_kernels/ahead.py"}
+SUBPROCESS_ALLOWED = {"engines/ahead.py"}
 
 
 def code_tokens(path: Path):

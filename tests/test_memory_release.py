@@ -44,11 +44,11 @@ def test_release_free_heap_returns_freed_small_blocks_the_tuned_heap_kept():
 
 
 def test_a_large_build_trims_after_sketching_and_a_small_one_does_not(monkeypatch):
-    from diversify.engines import local
+    from diversify import staging
 
     calls = []
-    monkeypatch.setattr(local, "release_free_heap", lambda: calls.append(1) or True)
-    monkeypatch.setattr(local, "_TRIM_FROM", 50)
+    monkeypatch.setattr(staging, "release_free_heap", lambda: calls.append(1) or True)
+    monkeypatch.setattr(staging, "_TRIM_FROM", 50)
     import diversify
 
     diversify.build([f"document number {i} with some words" for i in range(49)])

@@ -376,7 +376,7 @@ def in_blocks(disp: Callable, args: tuple, n: int, block: int) -> None:
     Why not ``parallel=True``: on a fresh install a parallel kernel compiles ~2 s longer than the
     same loop serial (measured on the sketch kernel: 6.4-7.1 s against 4.3 s), and the kernels
     launched this way are compiled by the command itself, on its critical path (the others by the
-    helper of :mod:`diversify._kernels.ahead`). A batch of one block runs in the calling thread.
+    helper of :mod:`diversify.engines.ahead`). A batch of one block runs in the calling thread.
     """
     threads = 1 if _config.DISABLE_JIT else thread_count()  # kernels run as Python: threads only contend for the GIL
     size = max(block, -(-n // (threads * 8)))  # ~8 blocks a thread: balanced, few calls

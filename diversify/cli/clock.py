@@ -111,7 +111,7 @@ class Clock:
         if timings:
             lines.append("build stages     " + ", ".join(f"{k} {v:.2f}s" for k, v in timings.items()))
         c = compile_clock.snapshot()
-        from .._kernels import ahead
+        from ..engines import ahead
 
         helper = ""
         if ahead.last_helper is not None:  # the cold-cache helper ran beside the command (its CPU-s are counted above)

@@ -86,12 +86,12 @@ def _texts_read_while_building(a, clock, info: dict) -> bool:
 
 
 def _ahead(a, cfg):
-    """:func:`diversify._kernels.ahead.compile_ahead` under the console script, else nothing."""
+    """:func:`diversify.engines.ahead.compile_ahead` under the console script, else nothing."""
     import contextlib
 
     if not getattr(a, "compile_ahead", False):
         return contextlib.nullcontext()
-    from .._kernels.ahead import compile_ahead
+    from ..engines.ahead import compile_ahead
 
     return compile_ahead(cfg)
 

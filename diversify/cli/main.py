@@ -167,7 +167,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 #: set by the console script (:func:`run`): commands then tune the allocator (:func:`keep_freed_memory`)
-#: and may compile kernels ahead in a helper process (:mod:`diversify._kernels.ahead`)
+#: and may compile kernels ahead in a helper process (:mod:`diversify.engines.ahead`)
 _TUNE_ALLOCATOR = False
 #: glibc ``mallopt`` parameters (malloc.h): M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
@@ -260,7 +260,7 @@ _NO_CYCLE_COLLECTOR = frozenset({"build", "add"})
 def _run(prog: str, a: argparse.Namespace) -> int:
     if _TUNE_ALLOCATOR and not getattr(a, "stream", False):
         keep_freed_memory()  # not under --stream, whose point is memory (see keep_freed_memory)
-    a.compile_ahead = _TUNE_ALLOCATOR  # the console script may compile kernels in a helper (diversify._kernels.ahead)
+    a.compile_ahead = _TUNE_ALLOCATOR  # the console script may compile kernels in a helper (diversify.engines.ahead)
     if _TUNE_ALLOCATOR and a.command in _NO_CYCLE_COLLECTOR:
         gc.disable()  # see _NO_CYCLE_COLLECTOR
     restore = _on_sigterm()

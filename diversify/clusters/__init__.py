@@ -7,9 +7,9 @@
 """
 
 from .guarantee import FoldStats, guaranteed_clusters, priority_rank
-from .labels import check_keys, component_roots, follow_alias, representatives, stable_labels, union_pairs
+from .labels import component_roots, follow_alias, representatives, stable_labels, union_pairs
 from .report import cluster_report, fold_similarity, outcome_warnings
 
-__all__ = ["component_roots", "union_pairs", "stable_labels", "follow_alias", "representatives", "check_keys",
+__all__ = ["component_roots", "union_pairs", "stable_labels", "follow_alias", "representatives",
            "FoldStats", "guaranteed_clusters", "priority_rank", "cluster_report", "fold_similarity",
            "outcome_warnings"]

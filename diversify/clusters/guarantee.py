@@ -33,9 +33,9 @@ import numpy as np
 
 from .._spill import HeldRows
 from ..config import BuildConfig
-from ..linking.link import agreement_band, agreement_bounds
 from ..sketches.batch import Sketches
 from ..stages import STAGE_EXACT, STAGE_MINHASH, STAGE_SIMHASH, STAGE_TEXT_SIMHASH
+from ..staging import agreement_band, agreement_bounds
 from ..text import exact_jaccard
 
 __all__ = ["FoldStats", "Similarity", "priority_rank", "guaranteed_clusters"]
@@ -47,7 +47,7 @@ _REFERENCE = False
 #: components from which the kernel is worth compiling (~3 s, once per install) when it is not
 #: compiled yet; below, the numpy path takes under ~0.3 s. A compiled kernel is always used.
 _KERNEL_FROM = 1024
-#: the same bound while the console script's helper (:mod:`diversify._kernels.ahead`) is compiling
+#: the same bound while the console script's helper (:mod:`diversify.engines.ahead`) is compiling
 #: the kernel into the cache: the numpy path then runs up to this many components instead of the
 #: command compiling the same kernel a second time on the same cores, and the command waits for the
 #: helper at its end (so the next build finds the kernel)

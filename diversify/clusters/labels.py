@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["component_roots", "union_pairs", "stable_labels", "follow_alias", "representatives", "check_keys"]
+__all__ = ["component_roots", "union_pairs", "stable_labels", "follow_alias", "representatives"]
 
 
 def component_roots(parent: np.ndarray) -> np.ndarray:
@@ -110,27 +110,3 @@ def representatives(cluster_ids: np.ndarray, rule: str, lengths: np.ndarray, key
     return mask
 
 
-def check_keys(keys, n: int) -> np.ndarray:
-    """Representative keys as float64 (n,) or (n, m): finite numbers, one row per document.
-
-    With m columns, documents are compared on the first column, ties on the second, and so on
-    (e.g. authority, then updated_at); ties after the last column go to the longest text.
-    """
-    try:
-        arr = np.asarray(keys, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputError(
-            "`keys` must be numbers (e.g. timestamps or authority scores), one per document, or one row of numbers "
-            "per document for several keys in priority order."
-        ) from None
-    if arr.ndim == 2 and arr.shape[1] == 1:
-        arr = arr[:, 0]
-    if arr.ndim not in (1, 2) or arr.shape[0] != n or (arr.ndim == 2 and arr.shape[1] == 0):
-        raise InputError(
-            f"`keys` must have one number per document (shape ({n},)) or one row per document (shape ({n}, m)); "
-            f"got shape {arr.shape}."
-        )
-    bad = ~np.isfinite(arr) if arr.ndim == 1 else ~np.isfinite(arr).all(axis=1)
-    if bad.any():
-        raise InputError(f"`keys` must be finite; got NaN/inf at positions {np.flatnonzero(bad)[:5].tolist()}.")
-    return np.ascontiguousarray(arr)

@@ -9,7 +9,6 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, TypedDict, Union
@@ -29,17 +28,18 @@ from ..clusters import (
     stable_labels,
 )
 from ..config import BuildConfig, fingerprint
-from ..errors import ArtifactError, ConfigError, DiversifyWarning
+from ..errors import ArtifactError, DiversifyWarning
 from ..files import DEFAULT_LOCK_TIMEOUT, FileIdentity, file_identity, write_guard
 from ..hashing import HASH_SCHEME
 from ..linking.link import LinkStats
 from ..sketches.batch import Sketches
-from ..stages import FLAG_CHAR_SHINGLES, FLAG_EMPTY_TEXT, FLAG_HAS_VECTOR, STAGE_NAMES
+from ..stages import STAGE_NAMES
+from ..staging import incremental_extras
 
 if TYPE_CHECKING:
     from ..artifact import ClusterMap
 
-__all__ = ["BuildResult", "BuildStats", "build_stats", "stage_line", "finish", "resolve_config", "incremental_extras"]
+__all__ = ["BuildResult", "BuildStats", "build_stats", "stage_line", "finish"]
 
 log = logging.getLogger("diversify")
 
@@ -194,16 +194,6 @@ class BuildResult:
         return "\n".join(lines)
 
 
-def resolve_config(config) -> BuildConfig:
-    if config is None:
-        return BuildConfig()
-    if isinstance(config, BuildConfig):
-        return config
-    if isinstance(config, Mapping):
-        return BuildConfig(**config)
-    raise ConfigError(f"`config` must be a BuildConfig, a dict of its fields, or None; got {type(config).__name__}.")
-
-
 def finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray, stats: LinkStats, timings: dict,
            *, aliases: np.ndarray, raw_cluster: Optional[np.ndarray], metadata, created_at,
            old_reps: Optional[np.ndarray] = None, ids_ahead: Optional[Future] = None) -> BuildResult:
@@ -301,32 +291,5 @@ def _guaranteed(root, sk: Sketches, cfg: BuildConfig, flags: np.ndarray, raw_clu
         sim[: old_sim.size][keep] = old_sim[keep]
     sim[rep] = 1.0
     return labels, rep, bits, fstats.as_dict(), sim
-
-
-def incremental_extras(sk: Sketches) -> dict:
-    """The per-document state an artifact keeps so that ``add`` (and the live index's export) can
-    extend it without a rebuild."""
-    ex: dict[str, np.ndarray | None] = {"exact_hash": sk.exact}
-    doc_flags = sk.empty.astype(np.uint8) * FLAG_EMPTY_TEXT
-    if sk.simhash is not None:
-        doc_flags |= FLAG_HAS_VECTOR
-    if sk.char_docs is not None:
-        doc_flags[sk.char_docs] |= FLAG_CHAR_SHINGLES
-    ex["doc_flags"] = doc_flags
-    if sk.minhash is not None:
-        ex["minhash"] = sk.minhash
-    if sk.shingle_indptr is not None:
-        ex["shingle_indptr"] = sk.shingle_indptr
-        ex["shingle_hashes"] = sk.shingle_hashes
-    if sk.simhash is not None:
-        ex["simhash"] = sk.simhash
-        ex["vectors"] = sk.vectors
-    if sk.text_simhash is not None:
-        ex["text_simhash"] = sk.text_simhash
-    if sk.keys is not None:
-        ex["rep_keys"] = sk.keys
-    if sk.doc_threshold is not None:
-        ex["doc_threshold"] = sk.doc_threshold
-    return ex
 
 

@@ -10,35 +10,26 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Optional, Union
 
 import numpy as np
 
-from .._memory import release_free_heap, small_pages
+from .._memory import small_pages
 from .._spill import Spill
-from ..clusters import (
-    check_keys,
-    union_pairs,
-)
-from ..config import BuildConfig, fingerprint
+from ..clusters import union_pairs
+from ..config import BuildConfig, fingerprint, resolve_config
 from ..errors import ConfigError, IncompatibleArtifactError, InputError
 from ..files import file_identity
-from ..ids import PackedIds, check_ids, normalize_ids
+from ..ids import PackedIds, check_ids
 from ..linking.link import link
-from ..sketches.batch import Sketches, sketch_texts, sketch_vectors
+from ..sketches.batch import Sketches
 from ..stages import FLAG_CHAR_SHINGLES, FLAG_EMPTY_TEXT, FLAG_HAS_VECTOR
-from .finish import BuildResult, BuildStats, finish, resolve_config
+from ..staging import doc_thresholds, linking_config, sketch_inputs
+from .finish import BuildResult, BuildStats, finish
 
-__all__ = ["build", "add", "BuildResult", "BuildStats", "sketch_inputs", "doc_thresholds"]
-
-#: documents from which a build gives the sketching's freed heap back before linking: at 1M the peak
-#: fell by ~150 MiB; at 100k it did not move (545 MiB either way), and the pages the linking stage
-#: then faults in again cost 1.02x CPU-seconds in five paired runs, so smaller builds keep them
-_TRIM_FROM = 262_144
-
+__all__ = ["build", "add", "BuildResult", "BuildStats"]
 
 def build(
     texts: Optional[Iterable[str]] = None,
@@ -168,93 +159,6 @@ def _id_columns_beside(ids: list | PackedIds) -> Future:
         return pool.submit(id_columns, ids)
     finally:
         pool.shutdown(wait=False)
-
-
-def doc_thresholds(cfg: BuildConfig, sources, n: int) -> Optional[np.ndarray]:
-    """Each document's Jaccard threshold from its source, float64 (n,); None without source thresholds."""
-    if sources is None:
-        if cfg.source_thresholds is not None:
-            raise ConfigError(f"`source_thresholds` needs `sources` (one source name per document; on the command line "
-                              f"--source-field FIELD); the config has {cfg.source_thresholds}.")
-        return None
-    if cfg.source_thresholds is None:
-        raise ConfigError("`sources` were given but the config has no `source_thresholds`; set "
-                          "BuildConfig(source_thresholds={'name': 0.9, ...}) or drop `sources`.")
-    if isinstance(sources, str):
-        raise InputError("`sources` must be one source name per document, not one str.")
-    given = [s if isinstance(s, str) else None for s in sources]
-    if len(given) != n or any(s is None for s in given):
-        bad = next((i for i, s in enumerate(given) if s is None), None)
-        raise InputError(f"`sources` must hold one str per document ({n}); got {len(given)} items"
-                         + (f", item {bad} is not a str" if bad is not None else "") + ".")
-    assert cfg.minhash is not None
-    default = cfg.minhash.threshold
-    table = cfg.source_thresholds
-    names = [str(s) for s in given]
-    return np.array([table.get(s, default) for s in names], dtype=np.float64)
-
-
-def linking_config(cfg: BuildConfig) -> BuildConfig:
-    """The config the edge stages run with: with source thresholds, MinHash at the lowest of them
-    (the fold check then applies each pair's own, stricter, threshold)."""
-    if cfg.source_thresholds is None or cfg.minhash is None:
-        return cfg
-    low = min(cfg.minhash.threshold, *cfg.source_thresholds.values())
-    return cfg.model_copy(update={"minhash": cfg.minhash.model_copy(update={"threshold": low}),
-                                  "source_thresholds": None})
-
-
-def sketch_inputs(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool, chunk_size: int, timings: dict,
-            id_offset: int = 0, sets32: bool = False, spill: Optional[Spill] = None) -> Sketches:
-    """Validate and sketch a corpus as ``build`` does: texts (text stages), ids (diversify.ids rules),
-    vectors (SimHash), keys (representative rule). The live index sketches its batches with it too
-    (``sets32``: with the 32-bit shingle sets it stores, from the same pass where it can)."""
-    t0 = time.perf_counter()
-    if texts is not None:
-        if cfg.minhash is None and not cfg.exact and cfg.text_simhash is None:
-            raise ConfigError(
-                "texts were given but every text stage is off (`minhash=None`, `exact=False`, `text_simhash=None`). "
-                "Enable one of them, or pass only vectors."
-            )
-        sk = sketch_texts(texts, ids, cfg, id_offset=id_offset, chunk_size=chunk_size, progress=progress, timings=timings,
-                          sets32=sets32, spill=spill)
-        if sk.n >= _TRIM_FROM:  # the chunks' texts came and went: their heap pages go back (diversify._memory)
-            release_free_heap()
-        if cfg.empty == "error" and sk.empty.any():
-            bad = np.flatnonzero(sk.empty)
-            raise InputError(
-                f"documents must contain at least one word under `empty='error'`; {bad.size} do not, e.g. positions "
-                f"{bad[:5].tolist()}. Drop them, or use BuildConfig(empty='singleton') to keep them as their own clusters."
-            )
-    else:
-        if ids is None:
-            n = len(vectors)
-            id_list = list(range(id_offset, id_offset + n))
-        else:
-            id_list = list(ids)
-        n = len(id_list)
-        sk = Sketches(ids=id_list, lengths=np.zeros(n, np.uint32), exact=np.zeros(n, np.uint64), empty=np.ones(n, bool),
-                      has_text=False)
-    t1 = time.perf_counter()
-    if isinstance(sk.ids, PackedIds):  # every rule but uniqueness was applied block by block
-        sk.ids.check_unique()
-    else:
-        check_ids(sk.ids)
-        sk.ids = normalize_ids(sk.ids)
-    timings["ids"] = time.perf_counter() - t1
-    if vectors is not None:
-        if cfg.simhash is None:
-            raise ConfigError("vectors were given but `simhash=None` disables the vector stage. Set simhash=SimHashConfig().")
-        sk.simhash, vecs = sketch_vectors(vectors, sk.n, cfg, timings)
-        sk.vectors = vecs.astype(np.float32) if cfg.simhash.verify == "estimate" else vecs
-    if cfg.representative == "key":
-        if keys is None:
-            raise ConfigError("`representative='key'` needs `keys` (one number per document; the largest wins).")
-        sk.keys = check_keys(keys, sk.n)
-    elif keys is not None:
-        sk.keys = check_keys(keys, sk.n)
-    timings["sketch_total"] = time.perf_counter() - t0
-    return sk
 
 
 def add(

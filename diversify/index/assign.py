@@ -45,8 +45,8 @@ class Assigned:
 
 def assign(old: Sketches, new: Sketches, cfg: BuildConfig) -> Assigned:
     """Cluster ``new`` against the stored representatives ``old`` (see the module docstring)."""
-    from ..engines.local import linking_config
     from ..linking.link import link
+    from ..staging import linking_config
 
     sk = concat(old, new)
     n_old = old.n

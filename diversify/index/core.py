@@ -117,7 +117,7 @@ class Index:
 
     def __init__(self, url: str, config: Union[BuildConfig, dict, None] = None, *, create: bool = True,
                  lock_timeout: float = 30.0, connect_timeout: float = 5.0) -> None:
-        from ..engines.finish import resolve_config
+        from ..config import resolve_config
 
         self.url = mask_url(url)
         self._options = StorageOptions(lock_timeout=lock_timeout, connect_timeout=connect_timeout)
@@ -188,7 +188,7 @@ class Index:
     # ------------------------------------------------------------------ helpers
 
     def _sketch(self, texts, ids, vectors, keys, sources=None):
-        from ..engines.local import doc_thresholds, sketch_inputs
+        from ..staging import doc_thresholds, sketch_inputs
 
         if texts is None and vectors is None:
             raise InputError("`texts` or `vectors` (or both) must be given; got neither. Pass texts=[...].")

@@ -26,9 +26,9 @@ def export(index, path, *, created_at: Optional[str] = None, metadata: Optional[
     """Write ``index`` to ``path`` (atomically, as ``ClusterMap.save``); return the ClusterMap."""
     from ..artifact import ClusterMap
     from ..config import fingerprint
-    from ..engines.finish import incremental_extras
     from ..hashing import HASH_SCHEME
     from ..stages import STAGE_NAMES
+    from ..staging import incremental_extras
 
     cfg = index.config
     rows = []

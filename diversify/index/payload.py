@@ -242,8 +242,8 @@ def band_rows(sk: Sketches, docs: np.ndarray, cfg: BuildConfig) -> tuple[np.ndar
 
     Documents with no words get no text keys (no text stage joins them), as in the build.
     """
-    from ..engines.local import linking_config
     from ..linking.link import minhash_band_keys, simhash_band_keys, text_simhash_band_keys
+    from ..staging import linking_config
 
     cfg = linking_config(cfg)  # with source thresholds: the bands of the lowest, as the build's edges
     docs = np.asarray(docs, dtype=np.int64)

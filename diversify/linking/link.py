@@ -6,8 +6,7 @@ SimHash bands. Every candidate is verified (estimate, exact, or exact for the bo
 union of verified edges from every stage.
 
 The pieces both engines use: :func:`make_verifier` (how a stage verifies a pair),
-:func:`scan_buckets` (the bounded, resumable bucket scan), :func:`agreement_band` (the borderline
-band of ``verify="auto"``), :func:`shingle_rows` and :func:`link_exact` (the exact check of
+:func:`scan_buckets` (the bounded, resumable bucket scan), :func:`shingle_rows` and :func:`link_exact` (the exact check of
 borderline pairs).
 """
 
@@ -25,6 +24,7 @@ from ..config import BuildConfig, MinHashConfig, SimHashConfig
 from ..hashing import SALT_LSH_SIMHASH, SALT_LSH_TEXT_SIMHASH, lsh_seed
 from ..sketches.batch import Sketches
 from ..stages import STAGE_EXACT, STAGE_MINHASH, STAGE_SIMHASH, STAGE_TEXT_SIMHASH
+from ..staging import agreement_band
 from .bands import (
     LSHParams,
     band_starts,
@@ -44,7 +44,6 @@ __all__ = [
     "link",
     "minhash_params",
     "simhash_params",
-    "agreement_band",
     "decide_deferred",
     "make_forest",
     "make_verifier",
@@ -113,29 +112,6 @@ def simhash_params(config: BuildConfig) -> LSHParams:
         return fixed_params(p, sc.bands, sc.bits // sc.bands)
     # bit similarity is >= 0.5 for cosine >= 0; integrate the S-curve over [0.5, 1]
     return optimal_params(p, sc.bits, 0.1, 0.9, lo=0.5, hi=1.0)
-
-
-def agreement_band(cfg: BuildConfig, *, auto: bool) -> tuple[int, int]:
-    """Signature agreements (out of num_perm) below which a pair is rejected / at or above which
-    it is accepted without an exact check. Equal bounds mean "decide by the estimate alone"."""
-    mc = _minhash_config(cfg)
-    lo, hi = agreement_bounds(np.float64(mc.threshold), mc.num_perm,
-                              mc.borderline if mc.verify == "auto" and auto else 0.0)
-    return int(lo), int(hi)
-
-
-def agreement_bounds(threshold, num_perm: int, borderline: float):
-    """:func:`agreement_band` for one Jaccard threshold or an array of them (per pair): the
-    borderline band is ``threshold +- borderline`` standard errors of the estimate, in agreements;
-    ``borderline=0`` gives ``(need, need)``."""
-    t = np.asarray(threshold, dtype=np.float64)
-    if borderline == 0:
-        need = np.ceil(t * num_perm - 1e-9).astype(np.int64)
-        return need, need
-    se = np.sqrt(t * (1 - t) / num_perm)
-    lo = np.maximum(0, np.floor((t - borderline * se) * num_perm)).astype(np.int64)
-    hi = np.minimum(num_perm + 1, np.ceil((t + borderline * se) * num_perm)).astype(np.int64)
-    return lo, hi
 
 
 # ----------------------------------------------------------------------------- kernel records

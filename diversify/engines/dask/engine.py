@@ -69,7 +69,8 @@ import numpy as np
 
 from ...config import BuildConfig
 from ...errors import ConfigError, InputError, require
-from ...linking.link import agreement_band, minhash_params
+from ...linking.link import minhash_params
+from ...staging import agreement_band
 from .bands import band_row_bytes, shared_key_filter, shuffled_band_rows
 from .components import components_stage, connected_components
 from .exact import exact_stage
@@ -88,7 +89,7 @@ def _dask():
 
 
 def _resolve_config(config) -> BuildConfig:
-    from ..finish import resolve_config
+    from ...config import resolve_config
 
     cfg = resolve_config(config)
     if cfg.minhash is not None and cfg.minhash.verify == "exact":

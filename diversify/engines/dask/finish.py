@@ -12,11 +12,11 @@ from typing import Any, Optional
 import numpy as np
 
 from ..._arrays import unique_sorted
-from ...clusters import check_keys
 from ...errors import ConfigError
 from ...ids import check_ids, normalize_ids
 from ...sketches.batch import Sketches
 from ...stages import STAGE_EXACT, STAGE_MINHASH
+from ...staging import check_keys
 from .run import Edges, Run
 from .scan import flagged_of
 from .sketch import columns_of
