@@ -15,7 +15,7 @@ def _reexec_on_snapshot(argv, ref: str = "HEAD") -> int:
     """Run again with ``diversify`` imported from an export of git HEAD (cwd comes first on
     sys.path), and ``benchmarks`` from this checkout. Workers inherit both. The framework plugins
     (``integrations/``) are exported next to it; suites that import them put them first on
-    ``sys.path`` (``benchmarks.integrations.run.plugin_paths``)."""
+    ``sys.path`` (``benchmarks.rag.run.plugin_paths``)."""
     got = None if ref.startswith("-") else subprocess.run(
         ["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=ROOT, capture_output=True, text=True)
     if got is None or got.returncode != 0:

@@ -62,7 +62,7 @@ def run_tool(prefix: str, tool: str, kwargs: dict | None = None, tag: str | None
     """One MinHash tool on a corpus file in a worker: (record, {"labels", maybe "labels_verified"})."""
     kwargs = dict(num_perm=NUM_PERM, threshold=THRESHOLD, **(kwargs or {}))
     log(f"{tag or tool} on {prefix.rsplit('/', 1)[-1]} ...")
-    result = run_job("benchmarks.tools.minhash:TASK", dict(tool=tool, corpus=prefix, kwargs=kwargs),
+    result = run_job("benchmarks.peers.minhash:TASK", dict(tool=tool, corpus=prefix, kwargs=kwargs),
                      tag=f"{tool}-{prefix.rsplit('/', 1)[-1]}", threads=threads)
     if result is None:
         raise RuntimeError(f"{tag or tool} timed out")

@@ -63,7 +63,7 @@ def run_child(job: dict, timeout: float):
     """One vector tool in a worker: (record, {threshold: labels}) or None when it timed out."""
     from ..worker import run_job
 
-    r = run_job("benchmarks.tools.vectors:TASK", job, tag=f"vec-{job['tool']}", timeout=timeout)
+    r = run_job("benchmarks.peers.vectors:TASK", job, tag=f"vec-{job['tool']}", timeout=timeout)
     if r is None:
         return None
     meta, arrays = r

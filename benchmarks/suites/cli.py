@@ -97,7 +97,7 @@ def _cmd(tool: str, corpus: str, out: str) -> list:
     if tool.startswith("diversify"):
         return [sys.executable, "-m", "diversify", "build", corpus, "-o", out, "--no-progress", "--verbose",
                 *(["--stream"] if tool == "diversify-stream" else [])]
-    return [sys.executable, "-m", "benchmarks.tools.whole_process", tool, corpus, out]
+    return [sys.executable, "-m", "benchmarks.peers.whole_process", tool, corpus, out]
 
 
 def _whole(tools, corpus: str, tag: str) -> dict:
@@ -160,7 +160,7 @@ def run(args, ctx) -> list:
     if os.path.exists(mprefix + ".npz"):
         log("sketch throughput: ASCII vs multilingual ...")
         ascii_prefix = corpus_file(args.multilingual, TEXT_CORPUS)
-        got = subprocess.run([sys.executable, "-m", "benchmarks.tools.throughput", ascii_prefix, mprefix],
+        got = subprocess.run([sys.executable, "-m", "benchmarks.peers.throughput", ascii_prefix, mprefix],
                              check=True, capture_output=True, text=True, env=child_env(), cwd=os.getcwd())
         tp = json.loads(got.stdout.strip().splitlines()[-1])
         payload["throughput"] = dict(ascii=tp[ascii_prefix], multilingual=tp[mprefix],

@@ -7,7 +7,7 @@ seed), each run open and with its chunk's tenant as the user's filter. Per row (
 LangChain / LlamaIndex / Haystack retriever, the ecosystems' MMR and redundancy filters):
 distinct clusters and exact-Jaccard near-duplicate pairs in the top-10, store and embedding
 calls, wrapper CPU beyond the store, filter violations. The work lives in
-``benchmarks/integrations/``; this registers it with the harness.
+``benchmarks/rag/``; this registers it with the harness.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ SUITE = Suite(
 
 
 def add_arguments(p) -> None:
-    from ..integrations.run import GROUPS
+    from ..rag.run import GROUPS
 
     p.add_argument("--chunks", type=int, default=15_000, help="chunks in the corpus (default 15000)")
     p.add_argument("--queries", type=int, default=60, help="queries (default 60)")
@@ -56,9 +56,9 @@ def run(args, ctx) -> list:
     import time
 
     from ..env import environment, loadavg, version
-    from ..integrations.measure import checks, make_judge
-    from ..integrations.run import PEERS, make_queries, plugin_paths, run_groups, setup
     from ..paths import log, now, shown, write_json
+    from ..rag.measure import checks, make_judge
+    from ..rag.run import PEERS, make_queries, plugin_paths, run_groups, setup
     from ._online_latency import blas_threads
 
     t0 = time.perf_counter()
@@ -147,7 +147,7 @@ def _intro(d: dict) -> list[str]:
         "Columns are over the open queries (no user filter); *filter violations* and *tenant* run every query "
         "again with its chunk's tenant as the user's filter, given the way the method takes it. Distinct "
         "clusters come from the artifact; near-duplicate pairs are counted independently (exact Jaccard ≥ 0.8 "
-        "of word 5-shingles, `benchmarks/integrations/shingles.py`). *Store calls* are counted on the vendor "
+        "of word 5-shingles, `benchmarks/rag/shingles.py`). *Store calls* are counted on the vendor "
         "client for the core rows (Qdrant `query_points`, Chroma `query`, LanceDB query execution, FAISS "
         "`search`, Milvus `search`) and on the framework's store method otherwise (LangChain's embeds the "
         "query inside it); nested calls count once. *Own CPU* is process CPU time of the whole call minus "

@@ -172,7 +172,7 @@ def run(args, ctx) -> list:
     import os
 
     from ..paths import log, now, shown, write_json
-    from ..tools.minhash import warm_up
+    from ..peers.minhash import warm_up
 
     ctx.plots.mkdir(parents=True, exist_ok=True)
     warm_up("diversify")  # the histogram's build_s is the build, not the JIT

@@ -44,7 +44,7 @@ def exact_truth(texts, threshold: float) -> np.ndarray:
 
 
 def in_process(tool: str, texts, threshold: float, **kw) -> dict:
-    from ..tools.minhash import RUNNERS
+    from ..peers.minhash import RUNNERS
     from ._minhash import NUM_PERM
 
     return RUNNERS[tool](texts, [str(i) for i in range(len(texts))], num_perm=NUM_PERM, threshold=threshold, **kw)
@@ -106,7 +106,7 @@ def run(args, ctx) -> list:
     from .. import data
     from ..env import environment
     from ..paths import log, now, shown, write_json
-    from ..tools.minhash import warm_up
+    from ..peers.minhash import warm_up
     from ._minhash import NUM_PERM
 
     for tool, kw in RUNS:

@@ -102,7 +102,7 @@ def run(args, ctx) -> list:
     from .. import data
     from ..env import environment
     from ..paths import log, now, shown, write_json
-    from ..tools.minhash import warm_up
+    from ..peers.minhash import warm_up
     from ._cranfield import run_cranfield
 
     warm_up("diversify")  # JIT first: build_seconds below are the builds themselves

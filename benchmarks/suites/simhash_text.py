@@ -37,7 +37,7 @@ def add_arguments(p) -> None:
 
 def _text_dedup(prefix: str, n: int, threshold: float, timeout: float, tag: str) -> dict:
     """text-dedup's labels and record, or {"skipped": why}."""
-    from ..tools import text_dedup
+    from ..peers import text_dedup
 
     why = text_dedup.unavailable()
     if why:
@@ -64,7 +64,7 @@ def generated(n: int, ks, timeout: float, threshold: float = 0.8) -> dict:
     out["tools"]["diversify MinHash (verify=auto)"] = rec
     for k in ks:
         log(f"simhash k={k} on n={n:,} ...")
-        r = run_job("benchmarks.tools.simhash:TASK", dict(corpus=prefix, k=k), tag=f"simhash-k{k}", timeout=timeout)
+        r = run_job("benchmarks.peers.simhash:TASK", dict(corpus=prefix, k=k), tag=f"simhash-k{k}", timeout=timeout)
         if r is None:
             out["tools"][f"simhash k={k}"] = dict(skipped=f"timed out after {timeout:.0f}s")
             continue
@@ -90,9 +90,9 @@ def _mrpc_scored(labels, truth, tl, a, b, y, seconds, load) -> dict:
 def mrpc(ks, thresholds=(0.8, 0.5), timeout: float = 900) -> dict:
     from .. import data
     from ..corpora import texts_file
+    from ..peers.minhash import warm_up
+    from ..peers.simhash import run_simhash
     from ..protocol import timed
-    from ..tools.minhash import warm_up
-    from ..tools.simhash import run_simhash
     from ..truth import components
     from .quality import exact_truth, in_process
 
@@ -126,7 +126,7 @@ def mrpc(ks, thresholds=(0.8, 0.5), timeout: float = 900) -> dict:
 def run(args, ctx) -> list:
     from ..env import environment, version
     from ..paths import log, now, shown, write_json
-    from ..tools import text_dedup
+    from ..peers import text_dedup
 
     payload = dict(suite="simhash_text", created=now(),
                    env=environment({"simhash": version("simhash"), "text-dedup": text_dedup.version()}),
