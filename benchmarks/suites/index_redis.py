@@ -219,7 +219,100 @@ def run_index(kind: str, url: str, warm_url: str, texts, sources, args, client=N
         planted=_planted_found(sources[:qn], found))
 
 
+def _own_server(tmp: str):
+    """A throw-away redis-server (the suite restarts it empty for each tool); (server, url)."""
+    import shutil
+    from pathlib import Path
+
+    from ..servers import RedisServer
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SystemExit("index_redis: redis-server is not installed (apt-get install -y redis-server), "
+                         "or pass --redis-url")
+    server = RedisServer(binary, Path(tmp) / "redis")
+    server.directory.mkdir()
+    server.start()
+    return server, f"redis://127.0.0.1:{server.port}/0"
+
+
+def _tool_rows(args, texts, sources, url: str, server, client, tmp: str):
+    """Each tool on the same documents (a fresh server per tool when the suite owns it); (rows, client)."""
+    from ..paths import log
+
+    rows = {}
+    for tool in args.tools:
+        if server is not None:
+            client = _fresh_server(server, client)
+        log(f"{tool} on {args.n:,} documents ...")
+        if tool == "datasketch":
+            kw = client.connection_pool.connection_kwargs
+            rows[tool] = run_datasketch(texts, sources, kw.get("host", "127.0.0.1"), kw.get("port", 6379),
+                                        kw.get("db", 0), args)
+        elif tool == "redis":
+            sep = "&" if "?" in url else "?"
+            tag = uuid.uuid4().hex[:8]
+            rows[tool] = run_index("redis", f"{url}{sep}index=bench{tag}", f"{url}{sep}index=warm{tag}", texts,
+                                   sources, args, client)
+        else:
+            rows[tool] = run_index("sqlite", f"sqlite:///{tmp}/index.db", f"sqlite:///{tmp}/warm.db", texts,
+                                   sources, args)
+        r = rows[tool]
+        log(f"  {tool}: insert {r['insert_docs_per_s']:,.0f} docs/s, query {r['query_docs_per_s']:,.0f} docs/s")
+    return rows, client
+
+
+def _ratios(rows: dict) -> dict:
+    ratios = {}
+    if "datasketch" in rows:
+        ds = rows["datasketch"]
+        for tool in ("redis", "sqlite"):
+            if tool in rows:
+                r = rows[tool]
+                ratios[tool] = dict(
+                    insert=r["insert_docs_per_s"] / ds["insert_docs_per_s"],
+                    insert_vs_storage_only=r["insert_docs_per_s"] / ds["insert_docs_per_s_storage_only"],
+                    query=r["query_docs_per_s"] / ds["query_docs_per_s"],
+                    query_vs_storage_only=r["query_docs_per_s"] / ds["query_docs_per_s_storage_only"],
+                    insert_per_cpu=r["insert_docs_per_cpu_s"] / ds["insert_docs_per_cpu_s"],
+                    query_per_cpu=r["query_docs_per_cpu_s"] / ds["query_docs_per_cpu_s"])
+    return ratios
+
+
+def _figures(args, url: str, server, client):
+    """The index suite's figures (and its concurrency run) on Redis; (figures, client)."""
+    from ..corpora import TEXT_CORPUS, corpus_file, load_texts
+    from ..paths import log
+    from .index import concurrency, measure_backend
+
+    figures: dict = {}
+    if args.figures_base <= 0:
+        return figures, client
+    sep = "&" if "?" in url else "?"
+    need = args.figures_base + args.figures_measure + args.singles + 10
+    fig_prefix = corpus_file(need, TEXT_CORPUS)
+    if server is not None:
+        client = _fresh_server(server, client)
+    before = _used_memory(client)
+    log(f"index suite figures on redis, base {args.figures_base:,} ...")
+    fig = measure_backend(f"{url}{sep}index=figures{uuid.uuid4().hex[:8]}", load_texts(fig_prefix),
+                          base=args.figures_base, measure=args.figures_measure, batch=args.figures_batch,
+                          queries=args.singles, log=log)
+    fig["redis_used_memory_per_document"] = (_used_memory(client) - before) / max(fig.get("documents") or 1, 1)
+    figures["backend"] = fig
+    if args.writers > 0:
+        if server is not None:
+            client = _fresh_server(server, client)
+        log(f"{args.writers} writers + {args.queriers} queriers on redis for {args.duration:g} s ...")
+        figures["concurrency"] = concurrency(f"{url}{sep}index=conc{uuid.uuid4().hex[:8]}", fig_prefix,
+                                             min(need, 200_000), writers=args.writers, queriers=args.queriers,
+                                             duration=args.duration, log=log)
+    return figures, client
+
+
 def run(args, ctx) -> list:
+    import shutil
+
     import numpy as np
     import redis
 
@@ -234,91 +327,24 @@ def run(args, ctx) -> list:
     tmp = tempfile.mkdtemp(prefix="dvf-bench-index-")
     try:
         if args.redis_url is None:
-            import shutil
-            from pathlib import Path
-
-            from tests.index.servers_redis import RedisServer
-
-            binary = shutil.which("redis-server")
-            if binary is None:
-                raise SystemExit("index_redis: redis-server is not installed (apt-get install -y redis-server), "
-                                 "or pass --redis-url")
-            server = RedisServer(binary, Path(tmp) / "redis")
-            server.directory.mkdir()
-            server.start()
-            url = f"redis://127.0.0.1:{server.port}/0"
+            server, url = _own_server(tmp)
         else:
             url = args.redis_url
         client = redis.Redis.from_url(url.split("?", 1)[0])
         info = client.info("server")
-        rows = {}
-        for tool in args.tools:
-            if server is not None:
-                client = _fresh_server(server, client)
-            log(f"{tool} on {args.n:,} documents ...")
-            if tool == "datasketch":
-                kw = client.connection_pool.connection_kwargs
-                rows[tool] = run_datasketch(texts, sources, kw.get("host", "127.0.0.1"), kw.get("port", 6379),
-                                            kw.get("db", 0), args)
-            elif tool == "redis":
-                sep = "&" if "?" in url else "?"
-                tag = uuid.uuid4().hex[:8]
-                rows[tool] = run_index("redis", f"{url}{sep}index=bench{tag}", f"{url}{sep}index=warm{tag}", texts,
-                                       sources, args, client)
-            else:
-                rows[tool] = run_index("sqlite", f"sqlite:///{tmp}/index.db", f"sqlite:///{tmp}/warm.db", texts,
-                                       sources, args)
-            r = rows[tool]
-            log(f"  {tool}: insert {r['insert_docs_per_s']:,.0f} docs/s, query {r['query_docs_per_s']:,.0f} docs/s")
-        ratios = {}
-        if "datasketch" in rows:
-            ds = rows["datasketch"]
-            for tool in ("redis", "sqlite"):
-                if tool in rows:
-                    r = rows[tool]
-                    ratios[tool] = dict(
-                        insert=r["insert_docs_per_s"] / ds["insert_docs_per_s"],
-                        insert_vs_storage_only=r["insert_docs_per_s"] / ds["insert_docs_per_s_storage_only"],
-                        query=r["query_docs_per_s"] / ds["query_docs_per_s"],
-                        query_vs_storage_only=r["query_docs_per_s"] / ds["query_docs_per_s_storage_only"],
-                        insert_per_cpu=r["insert_docs_per_cpu_s"] / ds["insert_docs_per_cpu_s"],
-                        query_per_cpu=r["query_docs_per_cpu_s"] / ds["query_docs_per_cpu_s"])
-        figures = {}
-        if args.figures_base > 0:
-            from .index import concurrency, measure_backend
-
-            sep = "&" if "?" in url else "?"
-            need = args.figures_base + args.figures_measure + args.singles + 10
-            fig_prefix = corpus_file(need, TEXT_CORPUS)
-            if server is not None:
-                client = _fresh_server(server, client)
-            before = _used_memory(client)
-            log(f"index suite figures on redis, base {args.figures_base:,} ...")
-            fig = measure_backend(f"{url}{sep}index=figures{uuid.uuid4().hex[:8]}", load_texts(fig_prefix),
-                                  base=args.figures_base, measure=args.figures_measure, batch=args.figures_batch,
-                                  queries=args.singles, log=log)
-            fig["redis_used_memory_per_document"] = (_used_memory(client) - before) / max(fig.get("documents") or 1, 1)
-            figures["backend"] = fig
-        if args.figures_base > 0 and args.writers > 0:
-            if server is not None:
-                client = _fresh_server(server, client)
-            log(f"{args.writers} writers + {args.queriers} queriers on redis for {args.duration:g} s ...")
-            figures["concurrency"] = concurrency(f"{url}{sep}index=conc{uuid.uuid4().hex[:8]}", fig_prefix,
-                                                 min(need, 200_000), writers=args.writers, queriers=args.queriers,
-                                                 duration=args.duration, log=log)
+        rows, client = _tool_rows(args, texts, sources, url, server, client, tmp)
+        figures, client = _figures(args, url, server, client)
         payload = dict(suite="index_redis", created=now(), env=environment(), command=ctx.command,
                        corpus=corpus_params(prefix), num_perm=NUM_PERM, threshold=THRESHOLD, batch=args.batch,
                        queries=args.queries, singles=args.singles,
                        redis=dict(version=info.get("redis_version"), own_server=server is not None,
                                   appendonly=server is not None or None, fresh_server_per_tool=server is not None),
                        load_note="shared 2-core machine: numbers are indicative; compare the ratios, measured in one run",
-                       tools=rows, ratios=ratios, figures=figures)
+                       tools=rows, ratios=_ratios(rows), figures=figures)
         client.close()
     finally:
         if server is not None:
             server.stop()
-        import shutil
-
         shutil.rmtree(tmp, ignore_errors=True)
     path = write_json(ctx.results / f"index_redis-n{args.n}.json", payload)
     log(f"wrote {shown(path)}")
