@@ -15,19 +15,10 @@ def _reexec_on_snapshot(argv, ref: str = "HEAD") -> int:
     """Run again with ``diversify`` imported from an export of git HEAD (cwd comes first on
     sys.path), and ``benchmarks`` from this checkout. Workers inherit both. The framework plugins
     (``integrations/``) are exported next to it; suites that import them put them first on
-    ``sys.path`` (``benchmarks.integrations.run.plugin_paths``)."""
-    got = None if ref.startswith("-") else subprocess.run(
-        ["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=ROOT, capture_output=True, text=True)
-    if got is None or got.returncode != 0:
-        raise SystemExit(f"--ref {ref!r} is not a commit of this repository (a branch, tag or commit hash); "
-                         "use e.g. --ref HEAD or --ref main")
-    commit = got.stdout.strip()
-    snap = CACHE / f"lib-{commit[:12]}"
-    if not (snap / "diversify" / "__init__.py").exists() or not (snap / "integrations").is_dir():
-        snap.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "archive", commit, "diversify", "integrations"], cwd=ROOT,
-                                 capture_output=True, check=True)
-        subprocess.run(["tar", "-x", "-C", str(snap)], input=archive.stdout, check=True)
+    ``sys.path`` (``benchmarks.rag.run.plugin_paths``). The export is :mod:`benchmarks.snapshot`'s."""
+    from .snapshot import export
+
+    commit, snap = export(ref)
     env = dict(os.environ, DIVERSIFY_BENCH_LIB=commit,
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     print(f"measuring diversify at git {ref} {commit[:12]} (snapshot {snap})", file=sys.stderr, flush=True)

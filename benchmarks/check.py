@@ -95,8 +95,8 @@ def check_layout(root: Path | None = None) -> list[str]:
 def check_integrations(results: Path | None = None) -> list[str]:
     import json
 
-    from .integrations.measure import checks
     from .paths import RESULTS
+    from .rag.measure import checks
 
     path = (results or RESULTS) / "integrations.json"
     if not path.exists():

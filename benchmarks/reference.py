@@ -40,6 +40,22 @@ def shingle_strings(text: str, k: int = K) -> list[str]:
     return [" ".join(w[i : i + k]) for i in range(len(w) - k + 1)]
 
 
+def shingle_set(text: str, k: int = K) -> set[str]:
+    """The document's set of distinct word k-shingles (each as its words joined by ' ': words never
+    contain a space, so the join is unambiguous)."""
+    return set(shingle_strings(text, k))
+
+
+def shingle_digests(text: str, k: int = K) -> np.ndarray:
+    """Sorted distinct uint64 digests (BLAKE2b, 64 bits) of the document's shingles: the real-corpus
+    truth's representation (a collision among N distinct shingles has probability about N²/2**65)."""
+    sh = shingle_set(text, k)
+    if not sh:
+        return np.empty(0, dtype=np.uint64)
+    raw = b"".join(hashlib.blake2b(s.encode("utf-8", "surrogatepass"), digest_size=8).digest() for s in sh)
+    return np.unique(np.frombuffer(raw, dtype="<u8").astype(np.uint64))
+
+
 def _mix(x: np.ndarray) -> np.ndarray:
     # splitmix64 finalizer; numpy uint64 array arithmetic wraps modulo 2**64.
     x = x ^ (x >> np.uint64(30))

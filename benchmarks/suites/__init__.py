@@ -2,8 +2,11 @@
 
 A suite module defines ``SUITE`` (a :class:`Suite`: what it measures, the data and peers it
 needs, its result files and their renderer, its ``--quick`` settings), ``add_arguments(parser)``
-for its own options and ``run(args, ctx)``, which writes its JSON into ``ctx.results``.
-Suite modules import only the standard library and numpy at import time, so listing is cheap.
+for its own options, ``run(args, ctx)``, which writes its JSON into ``ctx.results``, and the
+renderer of its RESULTS.md section (suites that share one keep it in their helper module,
+``_minhash.py``). Every measurement of the project is a suite named here: no stand-alone
+scripts. Suite modules import only the standard library, numpy and the harness's formatter at
+import time, so listing is cheap.
 """
 
 from __future__ import annotations
@@ -14,8 +17,8 @@ from pathlib import Path
 
 # Report order: RESULTS.md sections follow this list.
 NAMES = ("build", "boilerplate", "scaling", "quality", "quality_real", "vectors", "simhash_families", "simhash_text",
-         "online", "integrations", "retrieval", "plots", "dask", "cli", "index",
-         "index_postgres", "index_redis")
+         "online", "request_cost", "refill_cost", "async_latency", "write_rate", "integrations", "milvus",
+         "retrieval", "plots", "dask", "cli", "index", "index_postgres", "index_redis")
 
 
 @dataclass(frozen=True)

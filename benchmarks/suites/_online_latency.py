@@ -140,7 +140,7 @@ def wrap_added_ns(s, passes, store=None):
 def peers(s):
     """(erf_call, mmr_call) on the setup's hits, made once."""
     if "peers" not in s:
-        from ..tools.langchain import filters
+        from ..peers.langchain import filters
 
         vector_of_text = {t: s["vectors"][s["row"][i]].tolist() for i, t in s["texts"].items()}
         s["peers"] = filters(s["hits"], s["queries"], s["texts"], vector_of_text, k=K, erf_threshold=ERF_THRESHOLD,

@@ -28,32 +28,14 @@ ROW_KEYS = ("tool", "kwargs", "n", "dim", "warmup_s", "loadavg_before", "loadavg
             "rss_peak_mb", "vectors_mb", "peak_method")
 
 
-def exact_pairs(v: np.ndarray, t: float, margin: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
-    """All pairs i<j with cosine ≥ t: FAISS flat range search at t - margin (float32), then the
-    survivors' cosine recomputed in float64 and cut at t."""
-    import faiss
-
-    x = np.ascontiguousarray(v, dtype=np.float32)
-    index = faiss.IndexFlatIP(x.shape[1])
-    index.add(x)
-    lims, _, ids = index.range_search(x, float(t - margin))
-    q = np.repeat(np.arange(x.shape[0], dtype=np.int64), np.diff(lims).astype(np.int64))
-    ids = ids.astype(np.int64)
-    keep = q < ids
-    a, b = q[keep], ids[keep]
-    x64 = np.asarray(v, dtype=np.float64)
-    x64 /= np.linalg.norm(x64, axis=1, keepdims=True)
-    cos = np.einsum("ij,ij->i", x64[a], x64[b])
-    ok = cos >= t
-    return np.stack([a[ok], b[ok]], axis=1), cos[ok]
-
-
 def truth_for(vec_path: str, t_min: float) -> tuple[np.ndarray, np.ndarray, dict]:
     out = vec_path.replace(".npy", f"-truth-{t_min}.npz")
     if not os.path.exists(out):
         log(f"exact cosine truth (≥ {t_min}) for {vec_path.rsplit('/', 1)[-1]} ...")
         t0 = time.perf_counter()
-        pairs, cos = exact_pairs(np.load(vec_path), t_min)
+        from ..truth import cosine_pairs
+
+        pairs, cos = cosine_pairs(np.load(vec_path), t_min)
         np.savez(out, pairs=pairs, cos=cos, seconds=time.perf_counter() - t0)
     z = np.load(out)
     return z["pairs"], z["cos"], dict(seconds=float(z["seconds"]))
@@ -63,7 +45,7 @@ def run_child(job: dict, timeout: float):
     """One vector tool in a worker: (record, {threshold: labels}) or None when it timed out."""
     from ..worker import run_job
 
-    r = run_job("benchmarks.tools.vectors:TASK", job, tag=f"vec-{job['tool']}", timeout=timeout)
+    r = run_job("benchmarks.peers.vectors:TASK", job, tag=f"vec-{job['tool']}", timeout=timeout)
     if r is None:
         return None
     meta, arrays = r

@@ -8,7 +8,7 @@ from ._minhash import TOOLS
 SUITE = Suite(
     name="boilerplate",
     summary="the build comparison on 20k docs, a fifth rendered from 8 templates (giant LSH buckets)",
-    results=("boilerplate-n*.json",), render="benchmarks.report.build:build_section",
+    results=("boilerplate-n*.json",), render="benchmarks.suites._minhash:build_section",
     peers=("datasketch", "rensa"), quick={"n": 2000}, takes="~3 min")
 
 

@@ -9,7 +9,7 @@ SUITE = Suite(
     name="build",
     summary="text MinHash end to end on 200k generated docs (~550 words): docs/s, docs per CPU-second, "
             "signatures/s, peak RSS beyond the texts, pair P/R/F1 vs exact Jaccard ≥ 0.8",
-    results=("build-n*.json",), render="benchmarks.report.build:build_section",
+    results=("build-n*.json",), render="benchmarks.suites._minhash:build_section",
     peers=("datasketch", "rensa"), quick={"n": 2000}, takes="~10 min")
 
 

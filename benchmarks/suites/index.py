@@ -9,7 +9,7 @@ Four measurements, each callable on its own (the PostgreSQL and Redis suites cal
   backend reports;
 * ``concurrency``: ``writers`` writer processes and ``queriers`` query processes on one index for a
   bounded run: docs/s, query latency percentiles, documents lost / duplicated, ``Index.check()``;
-* ``streaming_quality``: the clusters quality corpora (benchmarks/quality_real: licence files,
+* ``streaming_quality``: the clusters quality corpora (the quality_real suite's: licence files,
   Clough & Stevenson) streamed into an index in batches of 1,000 and exported, against a batch
   build of the same documents: fold fidelity and true-pair recall against exact truth.
 
@@ -222,9 +222,9 @@ def streaming_quality(corpora: list[str], batch: int = 1000, log=print) -> dict:
     """Each quality_real corpus: batch build vs streamed index (export), scored against exact truth."""
     import diversify
 
-    from ..quality_real import truth as truthmod
-    from ..quality_real.assemble import DEFAULT_CACHE, assemble
-    from ..quality_real.run import T, _components, score
+    from .. import truth as truthmod
+    from ._real_corpora import DEFAULT_CACHE, assemble
+    from ._real_scores import T, _components, score
 
     assemble(DEFAULT_CACHE)
     out = {}

@@ -4,7 +4,7 @@ The same corpus and the same two measurements as :mod:`benchmarks.suites.index`
 (:func:`~benchmarks.suites.index.measure_backend`: batch adds into a full index, single-document
 queries p50/p99, bytes per document; :func:`~benchmarks.suites.index.concurrency`: writer and query
 processes on one index), on a ``postgresql://`` URL: ``--url`` names a server; without it the suite
-starts a throw-away local PostgreSQL 15 (the test session's launcher, tests/index/servers.py) on a
+starts a throw-away local PostgreSQL 15 (:mod:`benchmarks.servers`) on a
 free loopback port with **durable settings** (fsync and synchronous_commit on, shared_buffers
 256MB), and removes it at the end. The index lives in the schema ``diversify_bench`` /
 ``diversify_conc`` (``?index=``); client and server share the machine's cores.
@@ -14,11 +14,8 @@ free loopback port with **durable settings** (fsync and synchronous_commit on, s
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import urllib.parse
-from pathlib import Path
 
 from . import Suite
 
@@ -43,17 +40,6 @@ def add_arguments(p) -> None:
     p.add_argument("--writers", type=int, default=4)
     p.add_argument("--queriers", type=int, default=4)
     p.add_argument("--duration", type=float, default=60.0, help="seconds of the concurrency run")
-
-
-def _launcher():
-    """tests/index/servers.py of this checkout (one launcher for the tests and the benchmarks)."""
-    path = Path(__file__).resolve().parents[2] / "tests" / "index" / "servers.py"
-    spec = importlib.util.spec_from_file_location("_diversify_test_servers", path)
-    assert spec is not None and spec.loader is not None, path
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve the module by name
-    spec.loader.exec_module(module)
-    return module
 
 
 def _with_index(url: str, name: str) -> str:
@@ -82,9 +68,10 @@ def run(args, ctx) -> list:
     prefix = corpus_file(need, TEXT_CORPUS)
     texts = _texts(need)
     result: dict = {"suite": "index_postgres", "created": now(), "env": environment(), "corpus": dict(TEXT_CORPUS)}
-    servers = server = None
+    server = None
     if args.url is None:
-        servers = _launcher()
+        from .. import servers
+
         try:
             server = servers.start_postgres(SETTINGS)
         except servers.ServerUnavailable as exc:
@@ -114,8 +101,8 @@ def run(args, ctx) -> list:
                                             writers=args.writers, queriers=args.queriers, duration=args.duration,
                                             log=log)
     finally:
-        if server is not None and servers is not None:
-            servers.stop_postgres(server)
+        if server is not None:
+            server.stop()
     path = write_json(ctx.results / "index_postgres.json", result)
     log(f"wrote {shown(path)}")
     return [path]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..markdown import env_line, table
 from . import Suite
 
 SUITE = Suite(
     name="quality",
     summary="real labeled data: Clough & Stevenson (share of cut/light/heavy/non answers clustered with their "
             "source), MRPC and Twitter URL (P/R/F1 vs exact Jaccard truth and vs paraphrase labels)",
-    results=("quality.json",), render="benchmarks.report.quality:quality_section",
+    results=("quality.json",), render="benchmarks.suites.quality:quality_section",
     peers=("datasketch", "rensa"), data=("clough_stevenson_plagiarism", "mrpc", "twitter_url_corpus"),
     quick={"datasets": ["clough_stevenson"]}, takes="~3 min")
 
@@ -43,7 +44,7 @@ def exact_truth(texts, threshold: float) -> np.ndarray:
 
 
 def in_process(tool: str, texts, threshold: float, **kw) -> dict:
-    from ..tools.minhash import RUNNERS
+    from ..peers.minhash import RUNNERS
     from ._minhash import NUM_PERM
 
     return RUNNERS[tool](texts, [str(i) for i in range(len(texts))], num_perm=NUM_PERM, threshold=threshold, **kw)
@@ -105,7 +106,7 @@ def run(args, ctx) -> list:
     from .. import data
     from ..env import environment
     from ..paths import log, now, shown, write_json
-    from ..tools.minhash import warm_up
+    from ..peers.minhash import warm_up
     from ._minhash import NUM_PERM
 
     for tool, kw in RUNS:
@@ -123,3 +124,56 @@ def run(args, ctx) -> list:
     path = write_json(ctx.results / "quality.json", payload)
     log(f"wrote {shown(path)}")
     return [path]
+
+
+# --- RESULTS.md section
+
+def _clough(cs: dict) -> list[str]:
+    if cs.get("skipped"):
+        return [f"Clough & Stevenson: skipped ({cs['skipped']}).", ""]
+    if not cs:
+        return []
+    cats = list(cs["counts"])
+    ej = cs["exact_jaccard_to_source"]
+    L = ["**Clough & Stevenson** (95 answers vs their task's Wikipedia source): share of answers put in the "
+         "source's cluster, per category. Mean exact 5-shingle Jaccard to the source: "
+         + ", ".join(f"{c} {ej[c]['mean']:.3f} (max {ej[c]['max']:.3f})" for c in cats) + ".", ""]
+    rows = [[t, name, *(f"{per[c]:.2f}" for c in cats)] for t, res in cs["results"].items() for name, per in res.items()]
+    L += table(["threshold", "method", *(f"{c} (n={cs['counts'][c]})" for c in cats)], "ll" + "r" * len(cats), rows)
+    return L + [""]
+
+
+def _pair_rows(q: dict):
+    for t, res in q["results"].items():
+        for name, r in res.items():
+            lab = r["labels"]
+            tail = [f"{lab['precision']:.3f}", f"{lab['recall']:.3f}", f"{lab['f1']:.3f}"]
+            if name == "exact Jaccard":
+                yield [t, f"exact Jaccard ({r['truth_pairs']:,} pairs ≥ t)", "1", "1", "1", *tail]
+            else:
+                e = r["vs_exact"]
+                yield [t, name, f"{e['precision']:.3f}", f"{e['recall']:.3f}", f"{e['f1']:.3f}", *tail]
+
+
+def _pairs(title: str, q: dict) -> list[str]:
+    if q.get("skipped"):
+        return [f"{title}: skipped ({q['skipped']}).", ""]
+    if not q:
+        return []
+    L = [f"**{title}**: {q['n_docs']:,} unique sentences, {q['n_pairs']:,} labeled pairs "
+         f"({q['n_positive']:,} paraphrases). Against exact Jaccard truth (all pairs) and against the "
+         "paraphrase labels (predicted paraphrase = same cluster).", ""]
+    L += table(["threshold", "method", "P vs exact", "R vs exact", "F1 vs exact", "P vs labels", "R vs labels",
+                "F1 vs labels"], "llrrrrrr", _pair_rows(q))
+    return L + [""]
+
+
+def quality_section(d: dict) -> list[str]:
+    L = ["## Quality on real labeled data", ""]
+    if d.get("skipped"):
+        return L + [f"Skipped: {d['skipped']}", ""]
+    L += [f"Measured {d['created']} on {env_line(d['env'])}.", ""]
+    L += _clough(d.get("clough_stevenson", {}))
+    L += _pairs("MRPC", d.get("mrpc", {}))
+    L += _pairs("Twitter URL corpus (test split, n=3 votes discarded)", d.get("twitter_url", {}))
+    return L

@@ -8,7 +8,7 @@ SUITE = Suite(
     name="scaling",
     summary="diversify alone at 10k / 100k / 1M generated docs: wall time, docs/s, peak RSS, CPU seconds, "
             "pair F1 where exact truth is affordable (≤ 200k)",
-    results=("scaling.json",), render="benchmarks.report.build:scaling_section",
+    results=("scaling.json",), render="benchmarks.suites._minhash:scaling_section",
     quick={"n": [2000, 5000]}, takes="~10 min, ~10 GB RAM")
 
 TRUTH_MAX = 200_000

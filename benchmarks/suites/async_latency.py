@@ -1,7 +1,4 @@
-"""Per-query latency of the sync and async store adapters under 16 concurrent queries.
-
-``python -m benchmarks.async_latency [--n 10000] [--dim 64] [--queries 160] [--concurrency 16]
-[--repeats 3] [--stores qdrant,chroma] [--out file.json]``
+"""async_latency: per-query latency of the sync and async store adapters under concurrent queries.
 
 A corpus of ``--n`` unit vectors in near-duplicate groups of 1-8 (the group is the cluster), the
 queries next to a group each so that a diversified top-10 needs refills. Each store is loaded once
@@ -13,15 +10,15 @@ on one event loop. The three modes run in turn, ``--repeats`` times (so a burst 
 other jobs hits all of them). Reported per mode: per-query wall time from the query's start to
 its answer (median and p90 over every query of every repeat) and queries per second (the median
 repeat). Indicative only on a shared machine.
+
+``python -m benchmarks run --suite async_latency [--n 10000] [--dim 64] [--queries 160] [--concurrency 16]
+[--repeats 3] [--stores qdrant,chroma]``
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import statistics
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,13 +27,31 @@ from typing import Any
 
 import numpy as np
 
-from diversify.online import Diversifier
+from ..markdown import command, table
+from . import Suite
 
+SUITE = Suite(
+    name="async_latency",
+    summary="sync vs async store adapters (Qdrant local, Chroma server) under concurrent queries: per-query "
+            "p50/p90 ms and queries/s, one at a time, from threads, and in flight on one event loop",
+    results=("async_latency.json",), render="benchmarks.suites.async_latency:render",
+    peers=("qdrant-client", "chromadb"),
+    quick={"n": 1000, "queries": 16, "concurrency": 4, "repeats": 1, "stores": "qdrant"}, takes="~5 min")
 K = 10
 
 
+def add_arguments(p) -> None:
+    p.add_argument("--n", type=int, default=10000)
+    p.add_argument("--dim", type=int, default=64)
+    p.add_argument("--queries", type=int, default=160)
+    p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--stores", default="qdrant,chroma")
+    p.add_argument("--chroma", default=None, help="HOST:PORT of a running Chroma server (else one is started)")
+
+
 def corpus(n: int, dim: int, queries: int, seed: int = 0):
-    from benchmarks.refill_cost import clustered_vectors
+    from ._stores import clustered_vectors
 
     rng = np.random.default_rng(seed)
     x, groups, centers = clustered_vectors(rng, n, dim)
@@ -98,6 +113,7 @@ async def run_async(search, queries, concurrency: int) -> tuple[list[float], flo
 def bench_qdrant(x, ids, clusters, queries, concurrency, repeats) -> dict[str, Any]:
     from qdrant_client import AsyncQdrantClient, QdrantClient, models
 
+    from diversify.online import Diversifier
     from diversify.stores import AsyncQdrantStore, QdrantStore
 
     params = models.VectorParams(size=x.shape[1], distance=models.Distance.COSINE)
@@ -127,6 +143,7 @@ def bench_qdrant(x, ids, clusters, queries, concurrency, repeats) -> dict[str, A
 def bench_chroma(x, ids, clusters, queries, concurrency, repeats, server) -> dict[str, Any]:
     import chromadb
 
+    from diversify.online import Diversifier
     from diversify.stores import AsyncChromaStore, ChromaStore
 
     host, port = server
@@ -153,46 +170,47 @@ def bench_chroma(x, ids, clusters, queries, concurrency, repeats, server) -> dic
         client.delete_collection(name)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--n", type=int, default=10000)
-    p.add_argument("--dim", type=int, default=64)
-    p.add_argument("--queries", type=int, default=160)
-    p.add_argument("--concurrency", type=int, default=16)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--stores", default="qdrant,chroma")
-    p.add_argument("--chroma", default=None, help="HOST:PORT of a running Chroma server (else one is started)")
-    p.add_argument("--out", default=None)
-    a = p.parse_args(argv)
-    x, ids, clusters, queries = corpus(a.n, a.dim, a.queries)
-    results: dict[str, Any] = {"n": a.n, "dim": a.dim, "queries": a.queries, "concurrency": a.concurrency, "k": K,
-                               "repeats": a.repeats}
+def _chroma(a, data) -> dict[str, Any]:
+    from ..servers import start_chroma
+
+    server = None
+    if a.chroma:
+        host, _, port = a.chroma.rpartition(":")
+        where = (host, int(port))
+    else:  # `chroma run` on a free loopback port
+        server = start_chroma(Path(tempfile.mkdtemp()) / "chroma")
+        where = (server.host, server.port)
+    try:
+        return bench_chroma(*data, a.concurrency, a.repeats, where)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def run(a, ctx) -> list:
+    from ..env import environment
+    from ..paths import log, now, shown, write_json
+
+    data = corpus(a.n, a.dim, a.queries)
+    results: dict[str, Any] = {"suite": "async_latency", "command": ctx.command, "created": now(),
+                               "env": environment(), "n": a.n, "dim": a.dim, "queries": a.queries,
+                               "concurrency": a.concurrency, "k": K, "repeats": a.repeats, "stores": {}}
     stores = a.stores.split(",")
     if "qdrant" in stores:
-        results["qdrant local (in memory)"] = bench_qdrant(x, ids, clusters, queries, a.concurrency, a.repeats)
+        results["stores"]["qdrant local (in memory)"] = bench_qdrant(*data, a.concurrency, a.repeats)
     if "chroma" in stores:
-        server = None
-        if a.chroma:
-            host, _, port = a.chroma.rpartition(":")
-            where = (host, int(port))
-        else:  # the test suite's launcher: `chroma run` on a free loopback port
-            sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-            from contract.chroma_server import start
-
-            server = start(Path(tempfile.mkdtemp()) / "chroma")
-            where = (server.host, server.port)
-        try:
-            results["chroma server (HTTP, loopback)"] = bench_chroma(x, ids, clusters, queries, a.concurrency,
-                                                                     a.repeats, where)
-        finally:
-            if server is not None:
-                server.stop()
-    text = json.dumps(results, indent=2)
-    print(text)
-    if a.out:
-        Path(a.out).write_text(text + "\n", encoding="utf-8")
-    return 0
+        results["stores"]["chroma server (HTTP, loopback)"] = _chroma(a, data)
+    path = write_json(ctx.results / "async_latency.json", results)
+    log(f"wrote {shown(path)}")
+    return [path]
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+# --- RESULTS.md section
+
+def render(d: dict) -> list[str]:
+    rows = [[store, mode, f"{r['p50_ms']:.2f}", f"{r['p90_ms']:.2f}", f"{r['qps']:.1f}", r["queries"]]
+            for store, modes in d["stores"].items() for mode, r in modes.items()]
+    L = [f"## Sync vs async adapters under {d['concurrency']} concurrent queries ({d['n']:,} vectors, dim {d['dim']})",
+         "", f"k={d['k']}, {d['queries']} queries × {d['repeats']} repeats. Command: "
+         f"`{command(d.get('command'), 'python -m benchmarks run --suite async_latency')}`, {d.get('created')}.", ""]
+    return L + table(["store", "mode", "p50 ms", "p90 ms", "queries/s", "queries"], "llrrrr", rows) + [""]

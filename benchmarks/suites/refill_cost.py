@@ -1,6 +1,5 @@
-"""What a refetch costs per store: the exclusion pushed down vs a larger k, and bulk write_clusters.
-
-``python -m benchmarks.refill_cost [--n 15000] [--dim 128] [--queries 20] [--out file.json]``
+"""refill_cost: what a refetch costs per store, the exclusion pushed down vs a larger k, and the
+bulk ``write_clusters`` rate.
 
 A refetch must return ``k`` hits none of which were seen. It can push the seen ids down as the
 store's filter (``refill="exclude"``) or ask for ``k + len(seen)`` and drop them
@@ -10,11 +9,12 @@ excluded ids being the query's own top-L hits (what a refetch excludes), for sev
 without a tenant filter (a third of the corpus). Medians and 90th percentiles over ``--queries``
 queries, in ms, after one warm-up call. Then the rate of ``write_clusters`` over the whole
 corpus. The ``auto`` choice of each adapter (docs/online.md) comes from these numbers.
+
+``python -m benchmarks run --suite refill_cost [--n 15000] [--dim 128] [--queries 20] [--stores a,b]``
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -25,30 +25,28 @@ from typing import Any
 
 import numpy as np
 
+from ..markdown import command, table
+from . import Suite
+
+SUITE = Suite(
+    name="refill_cost",
+    summary="per store adapter: a refetch with the seen ids pushed down as a filter vs a larger k, with and "
+            "without a tenant filter (median/p90 ms); bulk write_clusters points/s",
+    results=("refill_cost.json",), render="benchmarks.suites.refill_cost:render",
+    peers=("faiss-cpu", "qdrant-client", "chromadb", "lancedb"),
+    quick={"n": 2000, "queries": 3, "stores": "numpy,faiss-flat,qdrant-disk", "disk_points": 50},
+    takes="~5 min")
 K = 25
 LENGTHS = (25, 100, 250, 470)
 
 
-def clustered_vectors(rng: np.random.Generator, n: int, dim: int) -> tuple[np.ndarray, list[int], list[np.ndarray]]:
-    """``n`` unit float32 vectors in groups of 1-8 near-copies of random centers: (vectors, group of
-    each vector, the centers). Also the corpus of benchmarks/async_latency.py."""
-    rows, groups, centers = [], [], []
-    while len(rows) < n:
-        center = rng.normal(size=dim)
-        centers.append(center)
-        for _ in range(int(rng.integers(1, 9))):
-            rows.append(center + 0.05 * rng.normal(size=dim))
-            groups.append(len(centers) - 1)
-    x = np.asarray(rows[:n], dtype=np.float32)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    return x, groups[:n], centers
-
-
-def corpus(n: int, dim: int, seed: int = 0):
-    x, groups, _ = clustered_vectors(np.random.default_rng(seed), n, dim)
-    ids = list(range(n))
-    tenants = [("a", "b", "c")[i % 3] for i in ids]
-    return x, ids, tenants, {i: groups[i] for i in ids}
+def add_arguments(p) -> None:
+    p.add_argument("--n", type=int, default=15_000)
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--queries", type=int, default=20)
+    p.add_argument("--stores", default="", help="comma-separated subset of the stores")
+    p.add_argument("--disk-points", type=int, default=1000, help="points for the on-disk Qdrant write rate")
+    p.add_argument("--no-writes", action="store_true", help="skip the write_clusters rates")
 
 
 def _builders(x, ids, tenants, tmp: str) -> dict[str, Callable[[bool], Any]]:
@@ -158,25 +156,6 @@ def _summary(ms: list) -> dict:
     return {"median_ms": round(statistics.median(s), 3), "p90_ms": round(s[int(0.9 * (len(s) - 1))], 3)}
 
 
-def cluster_map(cluster_of: dict):
-    """The real ClusterMap (representative = first member) for the write-back."""
-    from diversify.artifact import ClusterMap
-
-    ids = list(cluster_of)
-    first: dict = {}
-    cids = np.empty(len(ids), dtype=np.int64)
-    rep = np.zeros(len(ids), dtype=bool)
-    for j, i in enumerate(ids):
-        g = cluster_of[i]
-        if g not in first:
-            first[g] = j
-            rep[j] = True
-        cids[j] = first[g]
-    n = len(ids)
-    return ClusterMap.from_arrays(ids, cids, rep, np.zeros(n, dtype=np.uint8), np.zeros(n, dtype=np.uint32),
-                                  config={}, fingerprint="bench", seed=0, hash_scheme="", build_info={})
-
-
 def qdrant_disk_writes(x, ids, cm, tmp: str, n: int) -> dict:
     """Qdrant's local mode on disk commits each point to its SQLite file: timed on the first ``n``."""
     from qdrant_client import QdrantClient, models
@@ -196,56 +175,69 @@ def qdrant_disk_writes(x, ids, cm, tmp: str, n: int) -> dict:
             "upsert_points_per_s": round(n / upsert)}
 
 
-def measure_writes(build, cm) -> dict:
-    return timed_write(build(False), cm)
+def _store_row(name: str, builders: dict, x, ids, cm, tmp: str, queries, args) -> dict:
+    from ._stores import timed_write
+
+    row: dict = {}
+    if name == "qdrant-disk":  # search as in memory (the local mode searches in RAM); writes differ
+        if not args.no_writes:
+            row["write_clusters"] = qdrant_disk_writes(x, ids, cm, tmp, args.disk_points)
+        return row
+    for filtered in (False, True):
+        row["tenant" if filtered else "no_filter"] = measure_store(builders[name](filtered), queries)
+    if not args.no_writes:
+        row["write_clusters"] = timed_write(builders[name](False), cm)
+    return row
 
 
-def timed_write(store, cm) -> dict:
-    """One ``store.write_clusters(cm)``: points written, seconds, points/s (also benchmarks/write_rate.py)."""
-    t = time.perf_counter()
-    written = store.write_clusters(cm)
-    s = time.perf_counter() - t
-    return {"points": written, "seconds": round(s, 3), "points_per_s": round(written / s) if s else None}
+def run(args, ctx) -> list:
+    from ..env import environment
+    from ..paths import log, now, shown, write_json
+    from ._stores import cluster_map, corpus
 
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=15_000)
-    ap.add_argument("--dim", type=int, default=128)
-    ap.add_argument("--queries", type=int, default=20)
-    ap.add_argument("--stores", default="", help="comma-separated subset of the stores")
-    ap.add_argument("--disk-points", type=int, default=1000, help="points for the on-disk Qdrant write rate")
-    ap.add_argument("--no-writes", action="store_true", help="skip the write_clusters rates")
-    ap.add_argument("--out", help="write the numbers as JSON here")
-    args = ap.parse_args(argv)
     x, ids, tenants, cluster_of = corpus(args.n, args.dim)
     rng = np.random.default_rng(1)
     queries = [x[int(i)] + 0.05 * rng.normal(size=x.shape[1]).astype(np.float32)
                for i in rng.integers(0, len(ids), args.queries)]
-    results: dict = {"n": args.n, "dim": args.dim, "k": K, "queries": args.queries,
+    results: dict = {"suite": "refill_cost", "command": ctx.command, "created": now(), "env": environment(),
+                     "n": args.n, "dim": args.dim, "k": K, "queries": args.queries,
                      "loadavg_before": os.getloadavg(), "stores": {}}
     cm = None if args.no_writes else cluster_map(cluster_of)
     with tempfile.TemporaryDirectory() as tmp:
         builders = _builders(x, ids, tenants, tmp)
-        wanted = [s for s in args.stores.split(",") if s] or list(builders) + ["qdrant-disk"]
-        for name in wanted:
-            row: dict = {}
-            if name == "qdrant-disk":  # search as in memory (the local mode searches in RAM); writes differ
-                if not args.no_writes:
-                    row["write_clusters"] = qdrant_disk_writes(x, ids, cm, tmp, args.disk_points)
-            else:
-                for filtered in (False, True):
-                    row["tenant" if filtered else "no_filter"] = measure_store(builders[name](filtered), queries)
-                if not args.no_writes:
-                    row["write_clusters"] = measure_writes(builders[name], cm)
-            results["stores"][name] = row
-            print(name, json.dumps(row), flush=True)
+        for name in [s for s in args.stores.split(",") if s] or list(builders) + ["qdrant-disk"]:
+            results["stores"][name] = row = _store_row(name, builders, x, ids, cm, tmp, queries, args)
+            log(f"{name} {json.dumps(row)}")
     results["loadavg_after"] = os.getloadavg()
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=1)
-    return 0
+    path = write_json(ctx.results / "refill_cost.json", results)
+    log(f"wrote {shown(path)}")
+    return [path]
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+# --- RESULTS.md section
+
+def _cell(s: dict | None) -> str:
+    return "—" if not s else f"{s['median_ms']:.2f} / {s['p90_ms']:.2f}"
+
+
+def render(d: dict) -> list[str]:
+    first = next((r["no_filter"] for r in d["stores"].values() if r.get("no_filter")), {})
+    lengths = [int(k.split("_")[1]) for k in first if k.startswith("exclude_")]
+    rows = []
+    for name, r in d["stores"].items():
+        for mode in ("no_filter", "tenant"):
+            m = r.get(mode)
+            if m:
+                rows.append([name, mode.replace("_", " "), _cell(m["plain"]),
+                             *(f"{_cell(m[f'exclude_{n}'])} · {_cell(m[f'grow_{n}'])}" for n in lengths)])
+    writes = [[name, r["write_clusters"]["points"], r["write_clusters"]["points_per_s"]]
+              for name, r in d["stores"].items() if isinstance(r.get("write_clusters"), dict)]
+    L = [f"## Refetch cost per store: exclusion pushed down vs a larger k ({d['n']:,} vectors, dim {d['dim']})", "",
+         f"One store call for k={d['k']} after excluding the query's own top-L hits (*exclude*) vs asking for "
+         f"k + L and dropping them (*grow*), median / p90 ms over {d['queries']} queries. Command: "
+         f"`{command(d.get('command'), 'python -m benchmarks run --suite refill_cost')}`, {d.get('created')}.", ""]
+    L += table(["store", "filter", "plain k", *(f"L={n}: exclude · grow" for n in lengths)],
+               "lll" + "l" * len(lengths), rows)
+    if writes:
+        L += ["", *table(["store", "write_clusters points", "points/s"], "lrr", writes)]
+    return L + [""]

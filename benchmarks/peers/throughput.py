@@ -1,6 +1,6 @@
 """Sketch throughput in bytes/s per kind of text, next to a memory-bandwidth baseline.
 
-``python -m benchmarks.tools.throughput PREFIX [PREFIX ...]`` prints one JSON object: for each
+``python -m benchmarks.peers.throughput PREFIX [PREFIX ...]`` prints one JSON object: for each
 corpus file (:func:`benchmarks.corpora.write_texts`), its UTF-8 MiB, the build's sketch stage
 (encode + kernels; reading excluded: the texts are in memory) and whole ``diversify.build`` in
 MB/s, best of ``REPEATS`` after a warm-up; and numpy summing the same bytes (``uint64`` view) as

@@ -1,8 +1,8 @@
 """A peer as a whole process, the way a user runs it on a JSONL file: ``python -m
-benchmarks.tools.whole_process TOOL corpus.jsonl labels.npy``.
+benchmarks.peers.whole_process TOOL corpus.jsonl labels.npy``.
 
 Reads the corpus with the standard library's ``json`` line by line (what a script around the peer
-would do), runs the peer's bulk path from :mod:`benchmarks.tools.minhash` (rensa: ``RMinHash``
+would do), runs the peer's bulk path from :mod:`benchmarks.peers.minhash` (rensa: ``RMinHash``
 over Python shingles, the accurate path; datasketch: ``MinHash.update_batch`` + ``MinHashLSH``),
 and writes one cluster label per document. diversify's counterpart is ``diversify build``.
 """

@@ -1,32 +1,38 @@
-"""Bulk ``write_clusters`` rate per store adapter, now and (``--baseline REV``) at an earlier commit.
-
-``python -m benchmarks.write_rate [--n 15000] [--disk-points 1000] [--baseline REV] [--stores a,b] [--out f.json]``
+"""write_rate: the bulk ``write_clusters`` rate per store adapter, now and (``--baseline REV``) at
+an earlier commit.
 
 Each store is built fresh from the same ``--n`` unit vectors (planted near-duplicate groups of
 1-8, the artifact's clusters) with a chunk-like payload (tenant, document id, ~1 KB of text), then
 timed: the first ``write_clusters`` over every document (points/s), and a rerun with the same
-artifact. With ``--baseline`` the adapter module of that commit (read with ``git show`` and
-loaded next to the current one, in this process) is timed on a store built the same way,
-alternating with the current code, so both see the same machine load: compare the two, not the
-absolute rates, on a shared machine. Qdrant's local mode on disk commits every point to SQLite
-(~20 ms each): it is timed on the first ``--disk-points`` points.
+artifact. With ``--baseline`` the adapter module of that commit (from the harness's export of the
+commit, :mod:`benchmarks.snapshot`, loaded next to the measured one in this process) is timed on a
+store built the same way, before the measured code, so both see the same machine load: compare the
+two, not the absolute rates, on a shared machine. Qdrant's local mode on disk commits every point
+to SQLite: it is timed on the first ``--disk-points`` points.
+
+``python -m benchmarks run --suite write_rate [--n 15000] [--disk-points 1000] [--baseline REV] [--stores a,b]``
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 import types
 from pathlib import Path
 
-from .refill_cost import cluster_map, corpus, timed_write
+from ..markdown import command, table
+from . import Suite
 
-ROOT = Path(__file__).resolve().parents[1]
+SUITE = Suite(
+    name="write_rate",
+    summary="bulk write_clusters points/s per store adapter (first write and rerun), optionally next to the "
+            "adapters of another commit in the same process",
+    results=("write_rate.json",), render="benchmarks.suites.write_rate:render",
+    peers=("faiss-cpu", "qdrant-client", "chromadb", "lancedb", "pymilvus"),
+    quick={"n": 2000, "disk_points": 50, "stores": "numpy,faiss,qdrant-memory"}, takes="~5 min")
 TEXT = "lorem ipsum dolor sit amet " * 40  # ~1 KB, like a chunk's text in its payload
 #: store -> (adapter module, class)
 ADAPTERS = {"numpy": ("numpy_store", "NumpyStore"), "faiss": ("faiss", "FaissStore"),
@@ -35,17 +41,28 @@ ADAPTERS = {"numpy": ("numpy_store", "NumpyStore"), "faiss": ("faiss", "FaissSto
             "milvus": ("milvus", "MilvusStore")}
 
 
+def add_arguments(p) -> None:
+    p.add_argument("--n", type=int, default=15_000)
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--disk-points", type=int, default=1000, help="points for Qdrant's local mode on disk")
+    p.add_argument("--baseline", help="also time the adapters of this commit (same process, before the measured code)")
+    p.add_argument("--stores", default="", help=f"comma-separated subset of {','.join(ADAPTERS)}")
+
+
 def adapter_at(rev: str, module: str, name: str):
-    """The adapter class as commit ``rev`` wrote it (None when its module is unchanged since)."""
-    path = f"diversify/stores/{module}.py"
-    old = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"], capture_output=True, text=True,
-                         check=True).stdout
-    if old == (ROOT / path).read_text():
+    """The adapter class as commit ``rev`` wrote it (None when the module is the measured one's)."""
+    import diversify.stores
+
+    from ..snapshot import export
+
+    _, snap = export(rev)
+    old = (snap / "diversify" / "stores" / f"{module}.py").read_text()
+    if old == (Path(diversify.stores.__file__).parent / f"{module}.py").read_text():
         return None
     mod = types.ModuleType(f"diversify.stores._at_{module}")
     mod.__package__ = "diversify.stores"
     sys.modules[mod.__name__] = mod  # dataclasses look their module up
-    exec(compile(old, f"{rev}:{path}", "exec"), mod.__dict__)
+    exec(compile(old, f"{rev}:diversify/stores/{module}.py", "exec"), mod.__dict__)
     return getattr(mod, name)
 
 
@@ -107,41 +124,55 @@ def _build(store: str, x, ids, tenants, tmp: str, cls):
     raise ValueError(store)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=15_000)
-    ap.add_argument("--dim", type=int, default=128)
-    ap.add_argument("--disk-points", type=int, default=1000, help="points for Qdrant's local mode on disk")
-    ap.add_argument("--baseline", help="also time the adapters of this commit (same process, alternating)")
-    ap.add_argument("--stores", default="", help=f"comma-separated subset of {','.join(ADAPTERS)}")
-    ap.add_argument("--out", help="write the numbers as JSON here")
-    args = ap.parse_args(argv)
+def _store_row(store: str, data, cm, tmp: str, baseline: str | None) -> dict:
     import diversify.stores as current
+
+    from ._stores import timed_write
+
+    module, name = ADAPTERS[store]
+    row: dict = {"points": len(data[1])}
+    old = adapter_at(baseline, module, name) if baseline else None
+    new_store = _build(store, *data, tmp, getattr(current, name))
+    if old is not None:
+        row["baseline"] = timed_write(_build(store, *data, tmp, old), cm)
+    row["now"] = timed_write(new_store, cm)
+    row["now_rerun"] = timed_write(new_store, cm)
+    if baseline and old is None:
+        row["baseline"] = "adapter unchanged"
+    return row
+
+
+def run(args, ctx) -> list:
+    from ..env import environment
+    from ..paths import log, now, shown, write_json
+    from ._stores import cluster_map, corpus
 
     x, ids, tenants, cluster_of = corpus(args.n, args.dim)
     cm = cluster_map(cluster_of)
-    results: dict = {"n": args.n, "baseline": args.baseline, "loadavg_before": os.getloadavg(), "stores": {}}
+    results: dict = {"suite": "write_rate", "command": ctx.command, "created": now(), "env": environment(),
+                     "n": args.n, "baseline": args.baseline, "loadavg_before": os.getloadavg(), "stores": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for store in [s for s in args.stores.split(",") if s] or list(ADAPTERS):
-            module, name = ADAPTERS[store]
             k = args.disk_points if store == "qdrant-disk" else args.n
-            sub = (x[:k], ids[:k], tenants[:k])
-            row: dict = {"points": k}
-            old = adapter_at(args.baseline, module, name) if args.baseline else None
-            new_store = _build(store, *sub, tmp, getattr(current, name))
-            if old is not None:
-                row["baseline"] = timed_write(_build(store, *sub, tmp, old), cm)
-            row["now"] = timed_write(new_store, cm)
-            row["now_rerun"] = timed_write(new_store, cm)
-            if args.baseline and old is None:
-                row["baseline"] = "adapter unchanged"
-            results["stores"][store] = row
-            print(store, json.dumps(row), flush=True)
+            results["stores"][store] = row = _store_row(store, (x[:k], ids[:k], tenants[:k]), cm, tmp, args.baseline)
+            log(f"{store} {json.dumps(row)}")
     results["loadavg_after"] = os.getloadavg()
-    if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=1))
-    return 0
+    path = write_json(ctx.results / "write_rate.json", results)
+    log(f"wrote {shown(path)}")
+    return [path]
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+# --- RESULTS.md section
+
+def _rate(r) -> str:
+    return r if isinstance(r, str) else f"{r['points_per_s']:,}" if r and r.get("points_per_s") else "—"
+
+
+def render(d: dict) -> list[str]:
+    rows = [[store, f"{r['points']:,}", _rate(r.get("now")), _rate(r.get("now_rerun")), _rate(r.get("baseline"))]
+            for store, r in d["stores"].items()]
+    base = f"at {d['baseline']}" if d.get("baseline") else "(no --baseline)"
+    L = [f"## Bulk write_clusters per store ({d['n']:,} points)", "",
+         f"Points per second of one `write_clusters` over every point, then again with the same artifact. Command: "
+         f"`{command(d.get('command'), 'python -m benchmarks run --suite write_rate')}`, {d.get('created')}.", ""]
+    return L + table(["store", "points", "points/s", "rerun points/s", f"points/s {base}"], "lrrrr", rows) + [""]

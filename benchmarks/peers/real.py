@@ -1,6 +1,6 @@
 """One peer run in its own process: rensa or datasketch on a JSONL corpus.
 
-Both peers get the same shingle sets (textrule.shingle_strings, one shared Python tokenizer),
+Both peers get the same shingle sets (``reference.shingle_set``, the harness's one reference rule),
 threshold 0.8 and 128 permutations. Their clusters are the connected components of their LSH
 candidate pairs whose MinHash estimate is >= t (documents without words are left as singletons:
 an empty MinHash would collide with every other empty one).
@@ -11,7 +11,7 @@ an empty MinHash would collide with every other empty one).
   that divide num_perm and has no default).
 - datasketch: ``MinHash.update_batch`` + ``MinHashLSH(threshold, num_perm)`` (its own bands).
 
-Usage: ``python -m benchmarks.quality_real.peers {rensa,datasketch} corpus.jsonl out_prefix``;
+The quality_real suite runs ``python -m benchmarks.peers.real {rensa,datasketch} corpus.jsonl out_prefix``;
 writes ``out_prefix.npz`` (labels, accepted edges) and ``out_prefix.json`` (phase timings, versions).
 """
 
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import textrule
-from .truth import read_corpus
+from ..reference import shingle_set
+from ..truth import read_corpus
 
 NUM_PERM = 128
 THRESHOLD = 0.8
@@ -65,7 +65,7 @@ def run(tool: str, corpus: Path) -> tuple[np.ndarray, dict]:
     ids, texts = read_corpus(corpus)
     phases["read"] = time.perf_counter() - t0
     t = time.perf_counter()
-    sets = [sorted(textrule.shingle_strings(x)) for x in texts]
+    sets = [sorted(shingle_set(x)) for x in texts]
     del texts
     phases["tokenize"] = time.perf_counter() - t
     n = len(sets)

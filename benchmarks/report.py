@@ -1,7 +1,7 @@
 """``python -m benchmarks report``: RESULTS.md from ``benchmarks/results/*.json`` only.
 
 Each suite names its result files and their renderer (``benchmarks.suites``); sections follow the
-suite order, and every table goes through the one formatter in :mod:`benchmarks.report.markdown`.
+suite order, and every table goes through the one formatter in :mod:`benchmarks.markdown`.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def _files(results: Path, pattern: str) -> list[Path]:
 
 
 def sections(results: Path) -> list[str]:
-    from ..suites import all_suites
+    from .suites import all_suites
 
     lines: list[str] = []
     for suite in all_suites():
@@ -69,7 +69,7 @@ def sections(results: Path) -> list[str]:
 
 
 def write(results: Path | None = None, out: Path | None = None) -> Path:
-    from ..paths import HERE, RESULTS, shown
+    from .paths import HERE, RESULTS, shown
 
     results = results or RESULTS
     out = out or (HERE / "RESULTS.md" if results == RESULTS else results / "RESULTS.md")

@@ -10,12 +10,12 @@ Corpora (written to the cache folder, never into the repository):
 - ``clough.jsonl``: the 100 Clough & Stevenson short answers from ``../shared/data`` (if present),
   with their human category kept beside the corpus in ``clough.labels.json``.
 
-Usage: ``python -m benchmarks.quality_real.assemble [--cache DIR]``.
+The quality_real suite assembles them before it measures (``python -m benchmarks run --suite
+quality_real``); the index suite streams them.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import glob
 import gzip
@@ -24,7 +24,6 @@ import os
 from pathlib import Path
 
 DEFAULT_CACHE = Path(os.environ.get("QUALITY_REAL_CACHE", "/tmp/quality_real_cache"))
-DEFAULT_DATA = Path(os.environ.get("DIVERSIFY_DATA", "/work/shared/data"))
 CORPORA = ("manpages", "licenses", "mixed", "clough")
 
 
@@ -89,7 +88,10 @@ def _write(path: Path, docs: list[tuple[str, str]]) -> None:
     os.replace(tmp, path)
 
 
-def assemble(cache: Path = DEFAULT_CACHE, data: Path = DEFAULT_DATA) -> dict:
+def assemble(cache: Path = DEFAULT_CACHE, data: Path | None = None) -> dict:
+    from ..paths import data_dir
+
+    data = data_dir() if data is None else data
     if Path(__file__).resolve().parents[2] in [cache.resolve(), *cache.resolve().parents]:
         raise SystemExit(f"the cache folder {cache} is inside the repository; corpora must stay outside it")
     cache.mkdir(parents=True, exist_ok=True)
@@ -117,17 +119,3 @@ def assemble(cache: Path = DEFAULT_CACHE, data: Path = DEFAULT_DATA) -> dict:
             manifest[name]["bytes"] = p.stat().st_size
     (cache / "manifest.json").write_text(json.dumps(manifest, indent=1))
     return manifest
-
-
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    args = ap.parse_args(argv)
-    manifest = assemble(args.cache, args.data)
-    for name, info in manifest.items():
-        print(name, {k: v for k, v in info.items() if k != "failed"}, f"failed={len(info.get('failed', []))}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,23 +1,18 @@
-"""Real-corpus quality suite: the ``diversify build`` command line against exact truth and peers.
+"""The quality_real suite's measurements: ``diversify build`` against exact truth and peers.
 
-For each corpus (see assemble.py) it
+For each corpus (``_real_corpora``) it
 
-1. computes (or loads from cache) the exact pairs with Jaccard >= t (truth.py, no library code);
+1. computes (or loads from cache) the exact pairs with Jaccard >= t (:mod:`benchmarks.truth`);
 2. runs ``python -m diversify build corpus.jsonl -o x.dvf --no-progress`` (default clustering,
    ``guaranteed``) and the same with ``--clustering components``, each as a timed subprocess with
-   ``PYTHONPATH`` = this repository, and reads each artifact with ``diversify.load``;
-3. runs rensa and datasketch (peers.py) in timed subprocesses on the same shingles;
-4. scores every clustering against the truth and writes results.json and RESULTS.md here.
-
-Usage (from the repository root)::
-
-    python -m benchmarks.quality_real.assemble          # once: corpora into /tmp/quality_real_cache
-    python -m benchmarks.quality_real.run [--corpora manpages licenses mixed clough] [--check]
+   the measured library (the harness's export of ``--ref``, or the working tree) first on
+   ``PYTHONPATH``, and reads each artifact with ``diversify.load``;
+3. runs rensa and datasketch (:mod:`benchmarks.peers.real`) in timed subprocesses on the same shingles;
+4. scores every clustering against the truth.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import hashlib
 import importlib.metadata
@@ -31,12 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import truth as truthmod
-from .assemble import CORPORA, DEFAULT_CACHE
+from .. import truth as truthmod
+from ..paths import ROOT
+from .quality_real import METHODS
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-METHODS = ("diversify", "diversify-components", "diversify-verify-exact", "rensa", "datasketch")
 FLAGS = {"diversify": [], "diversify-components": ["--clustering", "components"],
          "diversify-verify-exact": ["--verify", "exact"], "diversify-verify-estimate": ["--verify", "estimate"]}
 # the borderline band of verify="auto", in standard errors (the default is 2): `--methods diversify-borderline-1 ...`
@@ -49,11 +42,19 @@ T = 0.8
 # ----------------------------------------------------------------------------- processes
 
 
+def _library_root() -> Path:
+    """The folder holding the measured ``diversify`` (the harness's export, or the working tree)."""
+    import diversify
+
+    return Path(diversify.__file__).resolve().parents[1]
+
+
 def _library_digest() -> str:
     """SHA-256 over the library's source files (the worktree may change under a long run)."""
     h = hashlib.sha256()
-    for p in sorted((REPO / "diversify").rglob("*.py")):
-        h.update(str(p.relative_to(REPO)).encode())
+    lib = _library_root()
+    for p in sorted((lib / "diversify").rglob("*.py")):
+        h.update(str(p.relative_to(lib)).encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
 
@@ -67,13 +68,14 @@ def _timed(cmd: list[str], log: Path) -> dict:
     CPU and peak RSS come from GNU time when it is installed: rusage from os.wait4 would report the
     parent's RSS (a forked child keeps its pre-exec high-water mark).
     """
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    lib = _library_root()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(dict.fromkeys([str(lib), str(ROOT)])))
     load_before = os.getloadavg()
     stat = log.with_suffix(".time")
     full = [TIME_BIN, "-f", "%e %U %S %M", "-o", str(stat), *cmd] if os.access(TIME_BIN, os.X_OK) else cmd
     with open(log, "w") as out:
         t0 = time.perf_counter()
-        proc = subprocess.run(full, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.run(full, cwd=lib, env=env, stdout=out, stderr=subprocess.STDOUT)
         wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}; see {log}:\n{log.read_text()[-2000:]}")
@@ -103,8 +105,6 @@ def _repeat(fn, repeat: int):
 def run_diversify(corpus: Path, out_dir: Path, method: str) -> tuple[list, np.ndarray, np.ndarray, dict]:
     import diversify
 
-    if not Path(diversify.__file__).resolve().is_relative_to(REPO):
-        raise SystemExit(f"diversify was imported from {diversify.__file__}, not {REPO}; run from the repository root")
     tag = method
     art = out_dir / f"{corpus.stem}.{tag}.dvf"
     cmd = [sys.executable, "-m", "diversify", "build", str(corpus), "-o", str(art), "--no-progress", *FLAGS[method]]
@@ -122,7 +122,7 @@ def run_diversify(corpus: Path, out_dir: Path, method: str) -> tuple[list, np.nd
 
 def run_peer(tool: str, corpus: Path, out_dir: Path) -> tuple[np.ndarray, np.ndarray, dict]:
     prefix = out_dir / f"{corpus.stem}.{tool}"
-    cmd = [sys.executable, "-m", "benchmarks.quality_real.peers", tool, str(corpus), str(prefix)]
+    cmd = [sys.executable, "-m", "benchmarks.peers.real", tool, str(corpus), str(prefix)]
     info = _timed(cmd, out_dir / f"{corpus.stem}.{tool}.log")
     info.update(json.loads(prefix.with_suffix(".json").read_text()))
     with np.load(prefix.with_suffix(".npz")) as z:
@@ -134,21 +134,8 @@ def run_peer(tool: str, corpus: Path, out_dir: Path) -> tuple[np.ndarray, np.nda
 
 
 def _components(n: int, pi: np.ndarray, pj: np.ndarray) -> np.ndarray:
-    parent = list(range(n))
-
-    def find(x):
-        root = x
-        while parent[root] != root:
-            root = parent[root]
-        while parent[x] != root:
-            parent[x], x = root, parent[x]
-        return root
-
-    for a, b in zip(pi.tolist(), pj.tolist()):
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-    return np.array([find(i) for i in range(n)])
+    """Connected-component label (smallest member) of each document in the truth graph."""
+    return truthmod.components(n, np.stack([pi, pj], axis=1))
 
 
 def _pairs_in(labels: np.ndarray) -> int:
@@ -266,9 +253,10 @@ def environment() -> dict:
 
     import diversify
 
-    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--short", "--", "diversify"], capture_output=True,
-                           text=True).stdout.split("\n")
+    head = os.environ.get("DIVERSIFY_BENCH_LIB") or subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = [] if os.environ.get("DIVERSIFY_BENCH_LIB") else subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--short", "--", "diversify"], capture_output=True, text=True).stdout.split("\n")
     return {
         "date": _dt.datetime.now().isoformat(timespec="seconds"),
         "python": platform.python_version(), "platform": platform.platform(), "cpu_count": os.cpu_count(),
@@ -280,7 +268,8 @@ def environment() -> dict:
     }
 
 
-def run(corpora, cache: Path, methods=METHODS, check: bool = False, repeat: int = 1, out: str = "results") -> dict:
+def run(corpora, cache: Path, methods=METHODS, check: bool = False, repeat: int = 1, save=None) -> dict:
+    """Every method on every corpus; ``save(results)`` after each corpus (a long run keeps its progress)."""
     out_dir = cache / "runs"
     out_dir.mkdir(parents=True, exist_ok=True)
     results = {"environment": environment(), "threshold": T, "repeat": repeat, "corpora": {}}
@@ -293,7 +282,7 @@ def run(corpora, cache: Path, methods=METHODS, check: bool = False, repeat: int 
     for name in corpora:
         corpus = cache / f"{name}.jsonl"
         if not corpus.exists():
-            results["corpora"][name] = {"skipped": f"{corpus} missing: run python -m benchmarks.quality_real.assemble"}
+            results["corpora"][name] = {"skipped": f"{corpus} missing (assembled from this machine's files)"}
             continue
         print(f"[{name}] truth ...", flush=True)
         t0 = time.perf_counter()
@@ -337,148 +326,11 @@ def run(corpora, cache: Path, methods=METHODS, check: bool = False, repeat: int 
                 {k: v for k, v in s.items() if k != "worst_folds"}), flush=True)
         if check:
             t1 = time.perf_counter()
-            entry["checks"] = {"rule_vs_tests_reference": truthmod.check_rule(corpus),
-                               "join_vs_brute_force": truthmod.brute_force_check(truth, 800),
-                               "seconds": None}
+            entry["checks"] = {"join_vs_brute_force": truthmod.brute_force_check(truth, 800), "seconds": None}
             entry["checks"]["seconds"] = round(time.perf_counter() - t1, 1)
         entry["string_audit"] = truthmod.audit(corpus, truth, extra_pairs=sorted(set(below_pairs)), sample=1000)
         results["corpora"][name] = entry
-        write(results, out)
+        if save is not None:
+            save(results)
     results["environment"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    write(results, out)
     return results
-
-
-# ----------------------------------------------------------------------------- report
-
-
-def _f(x, digits=4):
-    return "n/a" if x is None else f"{x:.{digits}f}"
-
-
-def markdown(results: dict) -> str:
-    env = results["environment"]
-    lines = [
-        "# Real-corpus quality: `diversify build` vs exact truth and peers",
-        "",
-        f"Generated by `python -m benchmarks.quality_real.run` on {env['date']}; threshold t = {results['threshold']} "
-        "(word 5-shingles, Jaccard). Truth: every pair with exact Jaccard >= t (prefix-filtered all-pairs join, "
-        "no sampling). Build seconds = wall time of the whole process, median of "
-        f"{results.get('repeat', 1)} run(s) (CPU seconds of that run in brackets).",
-        "",
-        f"Machine: {env['cpu_count']} CPUs, load average {env['loadavg_start']} at start, "
-        f"{env.get('loadavg_end')} at end (other work was running). diversify {env['diversify']} from the worktree "
-        f"(HEAD {env['git_head'][:10]}, uncommitted library files: {len(env['library_uncommitted_files'])}, "
-        f"source digest {env['library_source_sha256']}), numpy {env['numpy']}, numba {env['numba']}, "
-        f"rensa {env['rensa']}, datasketch {env['datasketch']}, Python {env['python']}. "
-        f"Warm-up build (numba cache) before measuring: {env.get('warmup_build_seconds')} s.",
-        "",
-        "| corpus | method | docs | clusters | folded share | fold fidelity (min J) | true-pair recall "
-        "| pair precision | F1 vs truth components | build s (CPU s) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for name, entry in results["corpora"].items():
-        if "skipped" in entry:
-            lines.append(f"| {name} | skipped: {entry['skipped']} |||||||||")
-            continue
-        tr = entry["truth"]
-        lines.append(f"| {name} | **exact truth** | {tr['docs']} | {tr['components']} (components) | "
-                     f"{(tr['docs'] - tr['components']) / tr['docs']:.4f} | | {tr['pairs']} pairs | | | "
-                     f"{tr['seconds']} (truth) |")
-        for m, got in entry["methods"].items():
-            s, r = got["scores"], got["run"]
-            fid = "n/a (none folded)" if s["fold_fidelity"] is None else \
-                f"{s['fold_fidelity']:.4f} ({_f(s['fold_min_jaccard'], 3)})"
-            if not m.startswith("diversify"):
-                fid += "\\*"
-            lines.append(f"| {name} | {m} | {s['docs']} | {s['clusters']} | {s['folded_share']:.4f} | {fid} | "
-                         f"{_f(s['true_pair_recall'])} | {_f(s['pair_precision'])} | {_f(s['components_f1'])} | "
-                         f"{r['wall_seconds']} ({r['cpu_seconds']}) |")
-    return "\n".join(lines + _legend() + _details(results)) + "\n"
-
-
-def _legend() -> list[str]:
-    return [
-        "",
-        "\\* rensa and datasketch have no representative: fold fidelity is measured against the longest text of "
-        "each of their clusters (connected components of LSH candidates whose MinHash estimate is >= t).",
-        "",
-        "- *fold fidelity*: share of folded (non-representative) documents whose exact Jaccard to their cluster's "
-        "representative is >= t; min J in brackets.",
-        "- *true-pair recall*: share of exact pairs (J >= t) that share a cluster. *pair precision*: share of "
-        "same-cluster pairs with J >= t (exact: the numerator is counted over the truth pairs, the denominator "
-        "is the sum of m(m-1)/2 over clusters; no sampling).",
-        "- *F1 vs truth components*: pair F1 against the connected components of the truth graph (the target "
-        "of `--clustering components` and of the peers; informative only for `guaranteed`).",
-        "",
-        "## Details",
-        "",
-    ]
-
-
-def _details(results: dict) -> list[str]:
-    lines: list[str] = []
-    for name, entry in results["corpora"].items():
-        if "skipped" in entry:
-            continue
-        tr = entry["truth"]
-        lines.append(f"**{name}**: {tr['docs']} docs ({tr['empty_docs']} without words), {tr['total_shingles']} "
-                     f"distinct shingles summed over docs; truth: {tr['pairs']} pairs ({tr['pairs_identical_sets']} "
-                     f"between identical shingle sets), {tr['components_with_copies']} components with copies, "
-                     f"largest {tr['largest_component']}; {tr['candidates_verified']} candidates verified; truth "
-                     f"computed in {tr['seconds']} s (tokenizing {tr['tokenize_seconds']} s)"
-                     f"{', loaded from cache' if tr.get('cached') else ''}. String audit: "
-                     f"{entry['string_audit']['pairs_checked']} pairs re-checked on shingle strings, "
-                     f"{len(entry['string_audit']['mismatches'])} mismatches.")
-        if "checks" in entry:
-            c = entry["checks"]
-            lines.append(f"Checks: tokenizer vs tests/reference.py {c['rule_vs_tests_reference']}; join vs brute "
-                         f"force {c['join_vs_brute_force']}.")
-        lines.append("")
-        for m, got in entry["methods"].items():
-            s, r = got["scores"], got["run"]
-            extra = f"; wall s of each run {r.get('wall_seconds_all')}, identical output across runs: " \
-                    f"{r.get('identical_across_repeats')}"
-            if "edge_precision" in s:
-                extra += (f"; accepted edges {s['edges_accepted']}: edge precision {s['edge_precision']:.4f}, "
-                          f"edge recall {s['edge_recall']:.4f}")
-            if "phases_seconds" in r:
-                extra += (f"; phases {r['phases_seconds']} (without tokenizing: {r['seconds_without_tokenize']} s), "
-                         f"bands x rows {r['bands']} x {r['rows']}, {r['candidate_pairs']} candidates, "
-                         f"{r['accepted_pairs']} accepted")
-            lines.append(f"- {m}: {s['clusters_with_copies']} clusters with copies, largest {s['largest_cluster']}; "
-                         f"{s['folds_below_t']} folds below t (median fold J {_f(s['fold_median_jaccard'], 3)}); "
-                         f"peak RSS {r['peak_rss_mb']} MB; load {r['loadavg_before']} -> {r['loadavg_after']}{extra}"
-                         + (f"; **{r['warning']}**" if "warning" in r else ""))
-            if s["worst_folds"]:
-                w = "; ".join(f"`{x['doc']}` under `{x['representative']}` J={x['jaccard']}" for x in s["worst_folds"][:3])
-                lines.append(f"  - worst folds: {w}")
-            if s.get("clustered_with_source_by_category"):
-                lines.append(f"  - clustered with the Wikipedia source, by human category: "
-                             f"{s['clustered_with_source_by_category']}")
-        lines.append("")
-    return lines
-
-
-def write(results: dict, out: str = "results") -> None:
-    """``<out>.json`` and its markdown (``RESULTS.md`` for the main run, ``<out>.md`` for a sweep)."""
-    (HERE / f"{out}.json").write_text(json.dumps(results, indent=1) + "\n")
-    (HERE / ("RESULTS.md" if out == "results" else f"{out}.md")).write_text(markdown(results))
-
-
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description="real-corpus quality suite")
-    ap.add_argument("--corpora", nargs="+", default=list(CORPORA), choices=CORPORA)
-    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS + SWEEP)
-    ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
-    ap.add_argument("--repeat", type=int, default=1, help="runs per method (median wall time reported)")
-    ap.add_argument("--check", action="store_true",
-                    help="also compare the tokenizer with tests/reference.py and the join with brute force")
-    ap.add_argument("--out", default="results", help="name of the result files (default results: results.json, "
-                                                      "RESULTS.md); e.g. --out borderline for a sweep")
-    args = ap.parse_args(argv)
-    run(args.corpora, args.cache, args.methods, args.check, args.repeat, args.out)
-
-
-if __name__ == "__main__":
-    main()
