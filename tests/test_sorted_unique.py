@@ -76,7 +76,8 @@ MIXED = TEXTS + ["東京都の天気は晴れです", "Ελληνικά κείμ
 def test_one_pass_signatures_and_sets_equal_the_two_passes(cfg, num_perm):
     """The live index's one pass (signature folded from the distinct shingles, plus the 32-bit
     sets) gives the fused sketch's signatures and stats and shingle_sets32's sets, bit for bit."""
-    from diversify.text import encode_batch, shingle_sets32, sketch_oph_buffer, sketch_oph_sets_buffer
+    from diversify.sketches.minhash import sketch_oph_buffer, sketch_oph_sets_buffer
+    from diversify.text import encode_batch, shingle_sets32
 
     buf, offsets = encode_batch(MIXED)
     sigs, n_sh, lengths, exact = sketch_oph_buffer(buf, offsets, cfg, 11, num_perm)
@@ -90,7 +91,8 @@ def test_one_pass_signatures_and_sets_equal_the_two_passes(cfg, num_perm):
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.text(alphabet=st.sampled_from(list("ab cdé,Ж日\u0301\u00a0ﬁA")), max_size=40), max_size=12))
 def test_one_pass_equals_two_passes_on_any_text(texts):
-    from diversify.text import encode_batch, shingle_sets32, sketch_oph_buffer, sketch_oph_sets_buffer
+    from diversify.sketches.minhash import sketch_oph_buffer, sketch_oph_sets_buffer
+    from diversify.text import encode_batch, shingle_sets32
 
     cfg = TextConfig(shingle="auto", k=2)
     buf, offsets = encode_batch(texts)
@@ -130,7 +132,8 @@ def _rows(result) -> list:
 def test_room_from_the_sketch_counts_gives_the_same_sets(cfg):
     """The output sized by the sketching pass's shingle counts (what a build re-shingles with)
     holds the same sets as the output sized by the length bound, in less memory."""
-    from diversify.text import encode_batch, sketch_oph_buffer, sorted_unique_of_buffer
+    from diversify.sketches.minhash import sketch_oph_buffer
+    from diversify.text import encode_batch, sorted_unique_of_buffer
 
     buf, offsets = encode_batch(MIXED)
     n_shingles = sketch_oph_buffer(buf, offsets, cfg, 7, 16)[1]

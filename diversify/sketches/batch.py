@@ -30,12 +30,11 @@ from ..text import (
     encode_batch,
     encode_batch_scripts,
     shingle_buffer,
-    sketch_oph_buffer,
-    sketch_oph_sets_buffer,
     sorted_unique_of_buffer,
-    text_simhash_buffer,
     unspaced_docs,
 )
+from .minhash import minhash_signatures, sketch_oph_buffer, sketch_oph_sets_buffer
+from .simhash import text_simhash_buffer
 
 __all__ = ["Sketches", "sketch_texts", "sketch_vectors", "unique_shingles", "chunks", "progress_bar"]
 
@@ -292,8 +291,6 @@ def _sketch_chunk(buf: np.ndarray, offsets: np.ndarray, config: BuildConfig, set
 
 def _sketch_chunk_kernels(buf: np.ndarray, offsets: np.ndarray, config: BuildConfig, t0: float,
                           sets32: bool, char_docs: Optional[np.ndarray]) -> _ChunkSketch:
-    from .minhash import minhash_signatures
-
     fingerprints = text_simhash_buffer(buf, offsets) if config.text_simhash is not None else None
     mh_cfg = config.minhash
     if mh_cfg is not None and mh_cfg.method == "oph" and mh_cfg.verify != "exact":
