@@ -157,3 +157,67 @@ def test_old_import_paths_of_the_text_rule_still_work():
         assert callable(getattr(text, name)), name
     assert text.nfkc("\u2026") == "..."
     assert all(map(callable, (sketch_oph_buffer, sketch_oph_sets_buffer, text_simhash, text_simhash_buffer)))
+
+
+def test_one_bloom_filter_serves_the_index_and_the_dask_engine():
+    """The SQLite backend's band filter and the Dask engine's filter of shared keys are one class."""
+    from diversify.engines.dask import bands
+    from diversify.index import keyfilter as index_filter
+    from diversify.linking.keyfilter import KeyFilter
+
+    assert index_filter.KeyFilter is KeyFilter and bands.KeyFilter is KeyFilter
+    assert not (PACKAGE / "engines" / "dask" / "bloom.py").exists()
+    homes = sorted(p.relative_to(PACKAGE).as_posix() for p in _modules(PACKAGE)
+                   if "class KeyFilter" in p.read_text() or "def bloom" in p.read_text())
+    assert homes == ["linking/keyfilter.py"], homes
+
+
+#: what tunes the process rather than compute a result; only diversify/_tuning.py may say it
+TUNING_WORDS = ("mallopt", "malloc_trim", "gc.disable", "gc.freeze", "_set_madvise_hugepage", "OPENBLAS_",
+                "NUMPY_MADVISE_HUGEPAGE")
+
+
+def test_process_tuning_lives_in_one_module():
+    wrong = [f"{p.relative_to(PACKAGE)} says {w}" for p in _modules(PACKAGE) if p.name != "_tuning.py"
+             for w in TUNING_WORDS if w in p.read_text()]
+    assert not wrong, wrong
+    assert all(w in (PACKAGE / "_tuning.py").read_text() for w in TUNING_WORDS[:3] + TUNING_WORDS[4:])
+
+
+def test_the_console_environment_is_set_for_each_command_line():
+    """tune_environment, on a dict standing for the environment: OpenBLAS quieted unless vectors,
+    numpy's huge pages off for text builds and adds only, a user's own value kept."""
+    from diversify._tuning import BUILD_PAGES, QUIET_LIBRARIES, tune_environment
+
+    cases = {("build", "c.jsonl"): {**QUIET_LIBRARIES, **BUILD_PAGES}, ("add", "a.dvf", "c.jsonl"):
+             {**QUIET_LIBRARIES, **BUILD_PAGES}, ("index", "add", "u", "c.jsonl"): QUIET_LIBRARIES,
+             ("stats", "a.dvf"): QUIET_LIBRARIES, ("build", "--vectors", "v.npy"): {},
+             ("build", "--vectors=v.npy"): {}, (): QUIET_LIBRARIES}
+    for args, want in cases.items():
+        env: dict = {}
+        tune_environment(list(args), env)
+        assert env == want, args
+    env = {"OPENBLAS_THREAD_TIMEOUT": "12"}
+    tune_environment(["build", "c.jsonl"], env)
+    assert env == {"OPENBLAS_THREAD_TIMEOUT": "12", **BUILD_PAGES}
+
+
+def test_a_command_is_tuned_as_the_console_script_runs_it(monkeypatch):
+    """build and add run without the cycle collector and keep freed memory; --stream keeps the
+    allocator as it is; other commands keep the collector."""
+    import gc
+
+    from diversify import _tuning
+
+    calls: list = []
+    monkeypatch.setattr(_tuning, "keep_freed_memory", lambda: calls.append("keep") or True)
+    was = gc.isenabled()
+    try:
+        for command, stream, want_keep, want_gc in (("build", False, True, False), ("add", True, False, False),
+                                                     ("stats", False, True, True), ("index", True, False, True)):
+            gc.enable()
+            calls.clear()
+            _tuning.tune_command(command, stream=stream)
+            assert (calls == ["keep"]) == want_keep and gc.isenabled() == want_gc, command
+    finally:
+        gc.enable() if was else gc.disable()

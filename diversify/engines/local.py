@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Iterable, Mapping
@@ -17,8 +16,8 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from .._memory import release_free_heap, small_pages
 from .._spill import Spill
+from .._tuning import build_pages, trim_after_sketching
 from ..clusters import (
     check_keys,
     union_pairs,
@@ -33,12 +32,6 @@ from ..stages import FLAG_CHAR_SHINGLES, FLAG_EMPTY_TEXT, FLAG_HAS_VECTOR
 from .finish import BuildResult, BuildStats, finish, resolve_config
 
 __all__ = ["build", "add", "BuildResult", "BuildStats", "sketch_inputs", "doc_thresholds"]
-
-#: documents from which a build gives the sketching's freed heap back before linking: at 1M the peak
-#: fell by ~150 MiB; at 100k it did not move (545 MiB either way), and the pages the linking stage
-#: then faults in again cost 1.02x CPU-seconds in five paired runs, so smaller builds keep them
-_TRIM_FROM = 262_144
-
 
 def build(
     texts: Optional[Iterable[str]] = None,
@@ -131,7 +124,7 @@ def build(
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise ConfigError(f"`chunk_size` must be a positive int; got {chunk_size!r}. The default 16384 suits most corpora.")
     spill = Spill(spill_dir) if spill_dir is not None else None
-    with _pages(vectors):
+    with build_pages(vectors):
         timings: dict = {}
         sk = sketch_inputs(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings,
                            spill=spill)
@@ -148,12 +141,6 @@ def build(
         finally:
             if spill is not None:
                 spill.kept = None  # its file goes (the signatures' own stays with the result)
-
-
-def _pages(vectors) -> contextlib.AbstractContextManager:
-    """:func:`diversify._memory.small_pages` for a build of texts; a build given vectors keeps
-    numpy's huge pages (the console script leaves them on for ``--vectors`` too)."""
-    return small_pages() if vectors is None else contextlib.nullcontext()
 
 
 def _id_columns_beside(ids: list | PackedIds) -> Future:
@@ -218,8 +205,7 @@ def sketch_inputs(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool
             )
         sk = sketch_texts(texts, ids, cfg, id_offset=id_offset, chunk_size=chunk_size, progress=progress, timings=timings,
                           sets32=sets32, spill=spill)
-        if sk.n >= _TRIM_FROM:  # the chunks' texts came and went: their heap pages go back (diversify._memory)
-            release_free_heap()
+        trim_after_sketching(sk.n)  # the chunks' texts came and went: their heap pages go back
         if cfg.empty == "error" and sk.empty.any():
             bad = np.flatnonzero(sk.empty)
             raise InputError(
@@ -315,7 +301,7 @@ def add(
                                                                      on_existing)
     if skipped and ids is not None and not any(True for _ in ids):  # every document is in the artifact already
         return BuildResult.nothing_added(cmap, origin, skipped)
-    with _pages(vectors):
+    with build_pages(vectors):
         timings: dict = {}
         new = sketch_inputs(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings,
                       id_offset=n_old)

@@ -20,8 +20,8 @@ from typing import Optional
 
 import numpy as np
 
-from .._memory import allocator_tuned
 from .._spill import Spill
+from .._tuning import allocator_tuned
 from ..config import BuildConfig
 from ..errors import ConfigError, InputError
 from ..ids import PackedIds
