@@ -26,17 +26,17 @@ from ..config import BuildConfig
 from ..errors import ConfigError, InputError
 from ..ids import PackedIds
 from ..text import (
-    Shingles,
     encode_batch,
     encode_batch_scripts,
     shingle_buffer,
     sorted_unique_of_buffer,
+    unique_shingles,
     unspaced_docs,
 )
 from .minhash import minhash_signatures, sketch_oph_buffer, sketch_oph_sets_buffer
 from .simhash import text_simhash_buffer
 
-__all__ = ["Sketches", "sketch_texts", "sketch_vectors", "unique_shingles", "chunks", "progress_bar"]
+__all__ = ["Sketches", "sketch_texts", "sketch_vectors", "chunks", "progress_bar"]
 
 
 @dataclass
@@ -232,20 +232,6 @@ def progress_bar(total: Optional[int], desc: str, enabled: bool, unit: str = "do
     except ImportError:  # pragma: no cover - tqdm is a dependency
         return None
     return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit == "doc", file=sys.stderr, leave=False)
-
-
-def unique_shingles(shingles: Shingles) -> tuple[np.ndarray, np.ndarray]:
-    """Each document's distinct shingle hashes, sorted, as CSR: (indptr int64 (n+1,), hashes uint64)."""
-    from .._kernels.minhash import gather_segments, sort_unique_segments
-
-    hashes = shingles.hashes.copy()
-    counts = np.empty(len(shingles), dtype=np.int64)
-    sort_unique_segments(hashes, shingles.indptr, counts)
-    indptr = np.zeros(len(shingles) + 1, dtype=np.int64)
-    np.cumsum(counts, out=indptr[1:])
-    out = np.empty(int(indptr[-1]), dtype=np.uint64)
-    gather_segments(hashes, shingles.indptr, counts, indptr, out)
-    return indptr, out
 
 
 def _add_seconds(timings: dict, key: str, seconds: float) -> None:

@@ -34,10 +34,10 @@ from __future__ import annotations
 
 from .encode import encode_batch, encode_batch_scripts
 from .normalization import nfkc, normalize
-from .sets import exact_jaccard, shingle_sets32, sorted_unique_of_buffer, sorted_unique_shingles
+from .sets import exact_jaccard, shingle_sets32, sorted_unique_of_buffer, sorted_unique_shingles, unique_shingles
 from .shingle import Shingles, shingle_buffer, shingle_hashes, unspaced_docs
 from .tables import code_points
 
 __all__ = ["normalize", "nfkc", "encode_batch", "encode_batch_scripts", "Shingles", "shingle_hashes", "shingle_buffer",
-           "unspaced_docs", "sorted_unique_shingles", "sorted_unique_of_buffer", "shingle_sets32", "exact_jaccard",
-           "code_points"]
+           "unspaced_docs", "sorted_unique_shingles", "sorted_unique_of_buffer", "unique_shingles", "shingle_sets32",
+           "exact_jaccard", "code_points"]

@@ -9,9 +9,9 @@ import numpy as np
 from ..config import TextConfig
 from .buffers import subset
 from .encode import encode_batch
-from .shingle import auto_split, shingle_room, text_rule
+from .shingle import Shingles, auto_split, shingle_room, text_rule
 
-__all__ = ["sorted_unique_shingles", "sorted_unique_of_buffer", "shingle_sets32", "exact_jaccard"]
+__all__ = ["sorted_unique_shingles", "sorted_unique_of_buffer", "unique_shingles", "shingle_sets32", "exact_jaccard"]
 
 
 def sorted_unique_shingles(texts: Sequence[str], config: TextConfig, seed: int,
@@ -77,6 +77,20 @@ def _sorted_unique_one(buf: np.ndarray, offsets: np.ndarray, config: TextConfig,
         starts[short], counts[short] = s_ + hashes.size, c_
         hashes = np.concatenate([hashes, h_])
     return starts[:-1], counts, hashes
+
+
+def unique_shingles(shingles: Shingles) -> tuple[np.ndarray, np.ndarray]:
+    """Each document's distinct shingle hashes, sorted, as CSR: (indptr int64 (n+1,), hashes uint64)."""
+    from .._kernels.minhash import gather_segments, sort_unique_segments
+
+    hashes = shingles.hashes.copy()
+    counts = np.empty(len(shingles), dtype=np.int64)
+    sort_unique_segments(hashes, shingles.indptr, counts)
+    indptr = np.zeros(len(shingles) + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    out = np.empty(int(indptr[-1]), dtype=np.uint64)
+    gather_segments(hashes, shingles.indptr, counts, indptr, out)
+    return indptr, out
 
 
 def shingle_sets32(texts: Sequence[str], config: TextConfig, seed: int) -> tuple[np.ndarray, np.ndarray]:
