@@ -77,12 +77,12 @@ def fold_dense(raw: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
 def nfkc_fold_dense(raw: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
     """NFKC, case fold and the space rule of the NUL-joined batch ``raw`` of ``n`` documents, the
     NULs dropped: (buffer, offsets), or None for a cut sequence or a NUL inside a document. The
-    same bytes as :func:`nfkc_utf8` followed by :func:`fold_dense`, in one kernel pass per
-    segment instead of two passes and a splice over the whole batch.
+    same bytes as :func:`~diversify.text.normalization.nfkc_utf8` followed by :func:`fold_dense`,
+    in one kernel pass per segment instead of two passes and a splice over the whole batch.
 
     The pass (:func:`diversify._kernels.text.nfkc_fold_compact`, in threads) folds every code point
-    outside the NFKC pieces (found as :func:`nfkc_utf8` finds them) and copies the pieces
-    unchanged; the pieces of all segments are then normalized and folded together
+    outside the NFKC pieces (found as :func:`~diversify.text.normalization.nfkc_utf8` finds them)
+    and copies the pieces unchanged; the pieces of all segments are then normalized and folded together
     (:func:`nfkc_fold_pieces`) and spliced into the output, each segment into its place in the
     result. Folding a piece after NFKC is what the two-pass path does to the same code points.
     """
