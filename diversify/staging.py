@@ -19,8 +19,8 @@ from typing import Optional
 
 import numpy as np
 
-from ._memory import release_free_heap
 from ._spill import Spill
+from ._tuning import trim_after_sketching
 from .config import BuildConfig
 from .errors import ConfigError, InputError
 from .ids import PackedIds, check_ids, normalize_ids
@@ -29,12 +29,6 @@ from .stages import FLAG_CHAR_SHINGLES, FLAG_EMPTY_TEXT, FLAG_HAS_VECTOR
 
 __all__ = ["sketch_inputs", "check_keys", "doc_thresholds", "linking_config", "agreement_band", "agreement_bounds",
            "incremental_extras"]
-
-
-#: documents from which a build gives the sketching's freed heap back before linking: at 1M the peak
-#: fell by ~150 MiB; at 100k it did not move (545 MiB either way), and the pages the linking stage
-#: then faults in again cost 1.02x CPU-seconds in five paired runs, so smaller builds keep them
-_TRIM_FROM = 262_144
 
 
 def sketch_inputs(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool, chunk_size: int, timings: dict,
@@ -51,8 +45,7 @@ def sketch_inputs(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool
             )
         sk = sketch_texts(texts, ids, cfg, id_offset=id_offset, chunk_size=chunk_size, progress=progress, timings=timings,
                           sets32=sets32, spill=spill)
-        if sk.n >= _TRIM_FROM:  # the chunks' texts came and went: their heap pages go back (diversify._memory)
-            release_free_heap()
+        trim_after_sketching(sk.n)  # the chunks' texts came and went: their heap pages go back
         if cfg.empty == "error" and sk.empty.any():
             bad = np.flatnonzero(sk.empty)
             raise InputError(

@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 
 import diversify
 import diversify.sketches.batch as sb
-from diversify import strview
-from diversify.text import encode_batch_scripts
+from diversify.text import encode_batch_scripts, strview
 
 ascii_texts = st.lists(st.text(alphabet=st.characters(max_codepoint=127), max_size=60), max_size=40)
 

@@ -274,7 +274,7 @@ if len(sys.argv) > 1:  # a command as the console script runs it, then the probe
     assert cli.main(sys.argv[1:]) == 0
     tuned = "command"
 else:
-    tuned = cli.keep_freed_memory()
+    tuned = importlib.import_module("diversify._tuning").keep_freed_memory()
 def rss():
     for line in open("/proc/self/status"):
         if line.startswith("VmRSS:"):
@@ -296,7 +296,7 @@ print(tuned, released(48), large)
 def test_console_script_keeps_freed_memory_unless_the_user_tuned_malloc(env):
     """Under the console script's tuning a freed 48 MiB buffer stays mapped for reuse (the next
     stage does not fault it in again); by default glibc unmaps it. A buffer of 64 MiB or more is
-    given back either way once the heap cannot serve it (cli.main._MMAP_FROM). A user's own malloc
+    given back either way once the heap cannot serve it (diversify._tuning._MMAP_FROM). A user's own malloc
     settings win."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
     r = subprocess.run([sys.executable, "-c", _FREED_PROBE], env={**clean, **env}, capture_output=True, text=True,

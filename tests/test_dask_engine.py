@@ -321,19 +321,29 @@ def test_bucket_scan_keeps_every_borderline_pair_when_its_buffer_fills(corpus_te
     assert tight["candidates"] == roomy["candidates"] and tight["verified"] == roomy["verified"]
 
 
-def test_bloom_filter_has_no_false_negatives_and_about_one_percent_false_positives(rng):
-    from diversify.engines.dask import bloom as bf
+def test_the_filter_of_shared_keys_has_no_false_negatives_and_the_false_positives_of_theory(rng):
+    """The filter pass 1 sends to the workers, sized and joined as the engine does (uint64 band
+    keys, one filter per shuffle partition, a tree of unions)."""
+    from diversify.engines.dask import bands
+    from diversify.linking.keyfilter import PROBES, bits_for, filter_of
 
     keys = rng.integers(0, 2**63, size=20_000, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(1)
-    m_bits = 64 * int(np.ceil(10 * keys.size / 64))
-    half = keys.size // 2
-    bits = bf.bloom_or(bf.bloom(keys[:half], m_bits), bf.bloom(keys[half:], m_bits))
-    assert bf.bloom_has(bits, keys).all(), "a key in the filter must always be found"
+    keys[0] = np.uint64(2**64 - 1)  # the top bit set: a uint64 key that is no int64
+    m_bits = bits_for(keys.size, bits_per_key=bands.FILTER_BITS_PER_KEY, min_bits=bands.FILTER_MIN_BITS)
+    assert m_bits >= bands.FILTER_BITS_PER_KEY * keys.size and m_bits & (m_bits - 1) == 0
+    third = keys.size // 3
+    parts = [filter_of(keys[:third], m_bits), filter_of(keys[third:2 * third], m_bits), filter_of(keys[2 * third:], m_bits)]
+    joined = parts[0].union(parts[1]).union(parts[2])
+    assert joined.keys == keys.size
+    assert joined.may_contain(keys).all(), "a key in the filter must always be found"
+    assert np.array_equal(joined.bits, filter_of(keys, m_bits).bits), "the union is the filter of all the keys"
     others = rng.integers(0, 2**63, size=50_000, dtype=np.int64).astype(np.uint64) * np.uint64(2)  # even: disjoint
-    fp = bf.bloom_has(bits, others).mean()
-    expect = (1 - np.exp(-bf.BLOOM_K * keys.size / m_bits)) ** bf.BLOOM_K  # ~0.8% at 10 bits, k=7
+    fp = joined.may_contain(others).mean()
+    expect = (1 - np.exp(-PROBES * keys.size / m_bits)) ** PROBES
     tol = 4 * np.sqrt(expect * (1 - expect) / others.size)
     assert abs(fp - expect) < tol + 0.002, f"false positive rate {fp:.4f}, theory {expect:.4f} +- {tol:.4f}"
+    with pytest.raises(ValueError, match="different sizes"):
+        joined.union(filter_of(keys[:10], 2 * m_bits))
 
 
 def test_ids_with_files_are_refused(client, tmp_path):

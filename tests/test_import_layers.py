@@ -24,12 +24,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "diversify"
 #: leading ``diversify.``; a module belongs to the longest part its name starts with ("" is the
 #: package's own ``__init__``, which loads everything else lazily by name, so sits at the bottom)
 LAYERS: list[tuple[str, ...]] = [
-    ("", "errors", "hashing", "stages", "_memory", "_arrays"),  # constants, the error tree, process tuning
+    ("", "errors", "hashing", "stages", "_tuning", "_arrays"),  # constants, the error tree, process tuning
     ("config", "files", "ids"),  # every default and its coercion; atomic files; id rules
     ("_spill",),  # arrays spilled to disk
     ("_kernels",),  # numba: compute only (never the build, its config or its stages)
     ("text",),  # the text rule
-    ("strview", "sketches"),  # str fast path; MinHash/SimHash signatures
+    ("sketches",),  # MinHash/SimHash signatures
     ("staging", "linking.bands"),  # the stage layer the engines and the index share; LSH band math
     ("linking", "clusters"),  # candidate scan and verification; labels and the fold check
     ("artifact", "evaluate"),  # the .dvf container; metrics
@@ -44,9 +44,6 @@ LAYERS: list[tuple[str, ...]] = [
 #: imports inside a function that run against :data:`LAYERS` or close a circle, with the reason.
 #: Keep it short: an entry is a debt with a named way out, and one that no longer matches fails.
 ALLOWED: dict[tuple[str, str], str] = {
-    # text.py calls its str fast path, which takes text.py's private tables: a circle until text is a
-    # package with the tables public inside it
-    ("text", "strview"): "text <-> strview: goes when text becomes a package",
     # the URL registry lives in the storage interface, which opens each backend by its scheme while
     # the backends subclass the interface: a circle until the registry has a module of its own
     ("index.storage", "index.sqlite"): "URL registry in the storage interface: goes when it moves out",

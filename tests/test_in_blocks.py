@@ -11,7 +11,8 @@ import pytest
 from diversify._kernels import _runtime
 from diversify._kernels import text as kt
 from diversify.config import TextConfig
-from diversify.text import _doc_stats, _text_rule, encode_batch
+from diversify.text import encode_batch
+from diversify.text.shingle import doc_stats, text_rule
 
 
 def _texts(n: int) -> list[str]:
@@ -22,7 +23,7 @@ def _texts(n: int) -> list[str]:
 
 def _sketch(buf, offsets, rule):
     n = offsets.size - 1
-    stats, sigs = _doc_stats(n), np.empty((n, 64), dtype=np.uint32)
+    stats, sigs = doc_stats(n), np.empty((n, 64), dtype=np.uint32)
     kt.sketch_oph(buf, offsets, rule, np.uint64(12345), stats, sigs)
     return sigs, stats.n_shingles, stats.lengths, stats.exact
 
@@ -40,7 +41,7 @@ def _sets(buf, offsets, rule):
 @pytest.mark.parametrize("n", [0, 1, 7, 1000])
 def test_blocks_in_threads_equal_one_call(monkeypatch, shingle, n):
     buf, offsets = encode_batch(_texts(n))
-    rule = _text_rule(TextConfig(shingle=shingle), 3)
+    rule = text_rule(TextConfig(shingle=shingle), 3)
     monkeypatch.setattr(_runtime, "thread_count", lambda: 1)
     want_sketch, want_sets = _sketch(buf, offsets, rule), _sets(buf, offsets, rule)
     for threads in (2, 3, 5):

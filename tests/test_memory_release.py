@@ -14,8 +14,7 @@ glibc = pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc
 
 _PROBE = """
 import sys
-from diversify.cli.main import keep_freed_memory
-from diversify._memory import release_free_heap
+from diversify._tuning import keep_freed_memory, release_free_heap
 def rss():
     for line in open("/proc/self/status"):
         if line.startswith("VmRSS:"):
@@ -44,11 +43,11 @@ def test_release_free_heap_returns_freed_small_blocks_the_tuned_heap_kept():
 
 
 def test_a_large_build_trims_after_sketching_and_a_small_one_does_not(monkeypatch):
-    from diversify import staging
+    from diversify import _tuning
 
     calls = []
-    monkeypatch.setattr(staging, "release_free_heap", lambda: calls.append(1) or True)
-    monkeypatch.setattr(staging, "_TRIM_FROM", 50)
+    monkeypatch.setattr(_tuning, "release_free_heap", lambda: calls.append(1) or True)
+    monkeypatch.setattr(_tuning, "TRIM_FROM", 50)
     import diversify
 
     diversify.build([f"document number {i} with some words" for i in range(49)])

@@ -22,8 +22,8 @@ from diversify._kernels._common import splitmix64 as jit_splitmix64
 from diversify._kernels.minhash import mulmod61
 from diversify.config import TextConfig
 from diversify.errors import ConfigError, InputError
-from diversify.sketches.minhash import EMPTY, classic_params, estimate_jaccard, minhash_signatures
-from diversify.text import Shingles, encode_batch, shingle_hashes, sketch_oph_buffer
+from diversify.sketches.minhash import EMPTY, classic_params, estimate_jaccard, minhash_signatures, sketch_oph_buffer
+from diversify.text import Shingles, encode_batch, shingle_hashes
 
 P61 = (1 << 61) - 1
 SETTINGS = settings(max_examples=150, deadline=None,

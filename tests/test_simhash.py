@@ -25,8 +25,8 @@ from diversify.sketches.simhash import (
     hyperplanes,
     normalize_vectors,
     simhash_vectors,
+    text_simhash,
 )
-from diversify.text import text_simhash
 
 SIGMAS = 4.0
 MIN_ABS_DOT = 1e-9  # bits whose dot product is closer to 0 than this are not compared

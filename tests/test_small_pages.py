@@ -1,5 +1,5 @@
 """``diversify.build`` of texts turns numpy's huge-page advice off while it runs and restores it
-(diversify/_memory.py: small_pages), as the console script does with NUMPY_MADVISE_HUGEPAGE=0."""
+(diversify/_tuning.py: small_pages), as the console script does with NUMPY_MADVISE_HUGEPAGE=0."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import threading
 import pytest
 
 import diversify
-from diversify import _memory
+from diversify import _tuning
 
-setter = _memory._hugepage_setter()
+setter = _tuning._hugepage_setter()
 pytestmark = pytest.mark.skipif(setter is None, reason="this numpy has no huge-page switch")
 
 
@@ -32,9 +32,9 @@ def no_user_setting(monkeypatch):
 @pytest.mark.parametrize("start", [True, False])
 def test_off_inside_and_restored_after(no_user_setting, start):
     setter(start)
-    with _memory.small_pages():
+    with _tuning.small_pages():
         assert current() is False
-        with _memory.small_pages():
+        with _tuning.small_pages():
             assert current() is False
         assert current() is False  # the outer one still runs
     assert current() is start
@@ -42,7 +42,7 @@ def test_off_inside_and_restored_after(no_user_setting, start):
 
 def test_restored_after_an_error(no_user_setting):
     setter(True)
-    with pytest.raises(ZeroDivisionError), _memory.small_pages():
+    with pytest.raises(ZeroDivisionError), _tuning.small_pages():
         1 / 0
     assert current() is True
 
@@ -52,7 +52,7 @@ def test_user_setting_is_left_alone(monkeypatch):
     before = current()
     try:
         setter(True)
-        with _memory.small_pages():
+        with _tuning.small_pages():
             assert current() is True
     finally:
         setter(before)
@@ -63,7 +63,7 @@ def test_overlapping_builds_in_threads_restore_once_all_left(no_user_setting):
     inside, release = threading.Barrier(3), threading.Event()
 
     def hold():
-        with _memory.small_pages():
+        with _tuning.small_pages():
             inside.wait()
             release.wait()
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from diversify.config import TextConfig
-from diversify.text import exact_jaccard, shingle_hashes, sorted_unique_shingles
+from diversify.text import Shingles, exact_jaccard, shingle_hashes, sorted_unique_shingles, unique_shingles
 
 TEXTS = ["", "  ", "a", "a b", "one two three four five six seven", "x, y. z! x y z x y z x y z",
          "Straße ﬁne  ÄÖ", "w " * 300, "abc" * 50]
@@ -19,6 +19,24 @@ def test_sorted_unique_equals_csr_unique(cfg):
     for i in range(len(TEXTS)):
         got = hashes[starts[i] : starts[i] + counts[i]]
         assert np.array_equal(got, np.unique(sh.doc(i))), (TEXTS[i][:20], cfg)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 40), max_size=30), max_size=12))
+def test_unique_shingles_is_np_unique_of_each_document(docs):
+    """The CSR of distinct hashes (verify="exact" keeps it) is np.unique of every row, empty rows
+    and repeats included; the input is left as it was."""
+    counts = np.array([len(d) for d in docs], dtype=np.int64)
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    hashes = np.array([np.uint64(v * 0x9E3779B97F4A7C15 % 2**64) for d in docs for v in d], dtype=np.uint64)
+    sh = Shingles(indptr=indptr, hashes=hashes, lengths=np.zeros(len(docs), np.uint32),
+                  exact=np.zeros(len(docs), np.uint64))
+    before = hashes.copy()
+    got_ptr, got = unique_shingles(sh)
+    assert got_ptr[0] == 0 and got_ptr.size == len(docs) + 1 and got.dtype == np.uint64
+    for i in range(len(docs)):
+        assert np.array_equal(got[got_ptr[i]:got_ptr[i + 1]], np.unique(sh.doc(i))), docs[i]
+    assert np.array_equal(hashes, before)
 
 
 def test_exact_jaccard_equals_python_sets_of_the_sorted_unique_rows():
@@ -76,7 +94,8 @@ MIXED = TEXTS + ["東京都の天気は晴れです", "Ελληνικά κείμ
 def test_one_pass_signatures_and_sets_equal_the_two_passes(cfg, num_perm):
     """The live index's one pass (signature folded from the distinct shingles, plus the 32-bit
     sets) gives the fused sketch's signatures and stats and shingle_sets32's sets, bit for bit."""
-    from diversify.text import encode_batch, shingle_sets32, sketch_oph_buffer, sketch_oph_sets_buffer
+    from diversify.sketches.minhash import sketch_oph_buffer, sketch_oph_sets_buffer
+    from diversify.text import encode_batch, shingle_sets32
 
     buf, offsets = encode_batch(MIXED)
     sigs, n_sh, lengths, exact = sketch_oph_buffer(buf, offsets, cfg, 11, num_perm)
@@ -90,7 +109,8 @@ def test_one_pass_signatures_and_sets_equal_the_two_passes(cfg, num_perm):
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.text(alphabet=st.sampled_from(list("ab cdé,Ж日\u0301\u00a0ﬁA")), max_size=40), max_size=12))
 def test_one_pass_equals_two_passes_on_any_text(texts):
-    from diversify.text import encode_batch, shingle_sets32, sketch_oph_buffer, sketch_oph_sets_buffer
+    from diversify.sketches.minhash import sketch_oph_buffer, sketch_oph_sets_buffer
+    from diversify.text import encode_batch, shingle_sets32
 
     cfg = TextConfig(shingle="auto", k=2)
     buf, offsets = encode_batch(texts)
@@ -130,7 +150,8 @@ def _rows(result) -> list:
 def test_room_from_the_sketch_counts_gives_the_same_sets(cfg):
     """The output sized by the sketching pass's shingle counts (what a build re-shingles with)
     holds the same sets as the output sized by the length bound, in less memory."""
-    from diversify.text import encode_batch, sketch_oph_buffer, sorted_unique_of_buffer
+    from diversify.sketches.minhash import sketch_oph_buffer
+    from diversify.text import encode_batch, sorted_unique_of_buffer
 
     buf, offsets = encode_batch(MIXED)
     n_shingles = sketch_oph_buffer(buf, offsets, cfg, 7, 16)[1]

@@ -1,6 +1,6 @@
 """The batch normalizer that reads the strings' own code units gives the bytes of the other paths.
 
-:func:`diversify.strview.fold_batch` reads each ``str``'s code units in place (one, two or four
+:func:`diversify.text.strview.fold_batch` reads each ``str``'s code units in place (one, two or four
 bytes wide) and folds, NFKC-normalizes and writes UTF-8 in two kernel passes, counting the scripts
 of ``shingle="auto"`` as it writes. Each test compares it with the Python-encoding path of
 ``encode_batch`` (itself checked against the per-document rule in test_text_batch.py) and with
@@ -20,16 +20,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_text_batch import _doc, reference_encode, same_for_kernels
 
-from diversify import strview
-from diversify import text as dtext
 from diversify._kernels import strings as ks
-from diversify.text import encode_batch, encode_batch_scripts, unspaced_docs
+from diversify.text import encode, encode_batch, encode_batch_scripts, strview, unspaced_docs
 
 pytestmark = pytest.mark.skipif(strview._layout() is None, reason="the str layout is CPython's")
 
 
 def python_path(texts: list[str]) -> tuple[bytes, list[int], list[bool]]:
-    buf, offsets = dtext._encode_python(texts)
+    buf, offsets = encode.encode_python(texts)
     return buf.tobytes(), offsets.tolist(), unspaced_docs(buf, offsets).tolist()
 
 

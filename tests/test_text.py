@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from diversify.config import TextConfig
 from diversify.errors import InputTypeError
-from diversify.text import encode_batch, normalize, shingle_hashes, sketch_oph_buffer
+from diversify.sketches.minhash import sketch_oph_buffer
+from diversify.text import encode_batch, normalize, shingle_hashes
 
 HOSTILE = [
     "",
@@ -223,12 +224,13 @@ def test_nfkc_by_pieces_equals_unicodedata_at_every_code_point():
     compose, reorder or decompose across a piece's edge it equals unicodedata.normalize."""
     import unicodedata
 
-    from diversify.text import _UNSTABLE_TOP, nfkc
+    from diversify.text import nfkc
+    from diversify.text.tables import UNSTABLE_TOP
 
     contexts = ("a{}", "{}b", "e{}\u0301", "\u1100{}\u1161", "\uac00{}\u11a8", "{}\u0301\u0327x", "\u0915{}\u093c",
                 "x\u0301{}{}", "\u2026{}\uff1a")
     bad = []
-    for cp in range(0x80, 0x110000 if os.environ.get("DIVERSIFY_NFKC_ALL") else _UNSTABLE_TOP + 0x100):
+    for cp in range(0x80, 0x110000 if os.environ.get("DIVERSIFY_NFKC_ALL") else UNSTABLE_TOP + 0x100):
         if 0xD800 <= cp < 0xE000:
             continue
         ch = chr(cp)
@@ -242,9 +244,9 @@ def test_nfkc_by_pieces_equals_unicodedata_at_every_code_point():
 def test_nothing_at_or_above_the_unstable_top_changes_under_nfkc():
     import unicodedata
 
-    from diversify.text import _UNSTABLE_TOP
+    from diversify.text.tables import UNSTABLE_TOP
 
-    changed = [hex(cp) for cp in range(_UNSTABLE_TOP, 0x110000)
+    changed = [hex(cp) for cp in range(UNSTABLE_TOP, 0x110000)
                if unicodedata.combining(chr(cp)) or unicodedata.normalize("NFKC", chr(cp)) != chr(cp)]
     assert changed == []
 

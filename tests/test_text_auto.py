@@ -14,7 +14,8 @@ import pytest
 
 from diversify import TextConfig, build
 from diversify.evaluate import jaccard_pairs
-from diversify.text import encode_batch, shingle_buffer, sketch_oph_buffer, sorted_unique_shingles, unspaced_docs
+from diversify.sketches.minhash import sketch_oph_buffer
+from diversify.text import encode_batch, shingle_buffer, sorted_unique_shingles, unspaced_docs
 
 HELP = Path("/usr/share/gnupg")
 

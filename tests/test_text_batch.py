@@ -17,10 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diversify import text as dtext
-from diversify.text import encode_batch, unspaced_docs
+from diversify.text import buffers, encode_batch, fold, normalization, tables, unspaced_docs
 
-_SPACES = {cp: " " for cp in dtext._UNICODE_SPACES}
+_SPACES = {cp: " " for cp in tables.UNICODE_SPACES}
 
 
 def reference_encode(texts: list[str]) -> tuple[bytes, list[int]]:
@@ -52,7 +51,7 @@ def reference_unspaced(texts: list[str]) -> list[bool]:
 def same_for_kernels(buf: np.ndarray, want: bytes) -> bool:
     """Equal as the kernels read them: every byte goes through the TextRule's lower table (A-Z ->
     a-z), so the batch path may leave ASCII capitals of a non-ASCII document for the kernel."""
-    return bool(np.array_equal(dtext._LOWER[buf], dtext._LOWER[np.frombuffer(want, dtype=np.uint8)]))
+    return bool(np.array_equal(tables.LOWER[buf], tables.LOWER[np.frombuffer(want, dtype=np.uint8)]))
 
 
 # characters where a batch could differ from one document at a time
@@ -82,12 +81,12 @@ def test_encode_batch_in_segments_equals_per_document_rule(texts, threads, segme
     per-document rule. (Small batches take the Python splice: the test above.)"""
     from diversify._kernels import _runtime
 
-    old = dtext._SEGMENT_FROM, dtext._SPLICE_FROM, _runtime.thread_count
-    dtext._SEGMENT_FROM, dtext._SPLICE_FROM, _runtime.thread_count = segment_from, 0, lambda: threads
+    old = buffers.SEGMENT_FROM, normalization.SPLICE_FROM, _runtime.thread_count
+    buffers.SEGMENT_FROM, normalization.SPLICE_FROM, _runtime.thread_count = segment_from, 0, lambda: threads
     try:
         buf, offsets = encode_batch(texts)
     finally:
-        dtext._SEGMENT_FROM, dtext._SPLICE_FROM, _runtime.thread_count = old
+        buffers.SEGMENT_FROM, normalization.SPLICE_FROM, _runtime.thread_count = old
     want_buf, want_offsets = reference_encode(texts)
     assert same_for_kernels(buf, want_buf)
     assert offsets.tolist() == want_offsets
@@ -102,10 +101,10 @@ def test_segments_cut_at_ascii_bytes_and_cover_the_buffer():
     old = _runtime.thread_count
     _runtime.thread_count = lambda: 4
     try:
-        segs = dtext._segments(raw)
+        segs = buffers.segments(raw)
     finally:
         _runtime.thread_count = old
-    assert len(segs) == 1 + (raw.size >= 2 * dtext._SEGMENT_FROM) * (min(4, raw.size // dtext._SEGMENT_FROM) - 1)
+    assert len(segs) == 1 + (raw.size >= 2 * buffers.SEGMENT_FROM) * (min(4, raw.size // buffers.SEGMENT_FROM) - 1)
     assert segs[0][0] == 0 and segs[-1][1] == raw.size
     assert all(a[1] == b[0] for a, b in zip(segs, segs[1:]))
     assert all(raw[lo] < 0x80 for lo, _ in segs[1:])
@@ -119,7 +118,7 @@ def test_large_multilingual_batch_equals_per_document_rule():
              "ᾀ", "ß", "АБ", "Σα", "ﬁx", "각", "　", "plain"]
     texts = [" ".join(rng.choice(words, 60)) for _ in range(30_000)]
     buf, offsets = encode_batch(texts)
-    assert buf.size > 2 * dtext._SEGMENT_FROM
+    assert buf.size > 2 * buffers.SEGMENT_FROM
     want_buf, want_offsets = reference_encode(texts)
     assert same_for_kernels(buf, want_buf)
     assert offsets.tolist() == want_offsets
@@ -129,7 +128,7 @@ def test_large_multilingual_batch_equals_per_document_rule():
 @given(st.lists(_doc, max_size=12))
 def test_unspaced_docs_equals_regex_rule(texts):
     buf, offsets = encode_batch(texts)
-    assert unspaced_docs(buf, offsets).tolist() == reference_unspaced([dtext._prepare(t) for t in texts])
+    assert unspaced_docs(buf, offsets).tolist() == reference_unspaced([normalization.prepare(t) for t in texts])
 
 
 def test_unspaced_docs_on_every_utf8_width_and_empty_documents():
@@ -139,7 +138,7 @@ def test_unspaced_docs_on_every_utf8_width_and_empty_documents():
              "ไทยไม่มีช่องว่าง", "Ünïcödé wörds only", "日本語のテキスト", "", "\U00020000\U00020001\U0002a700 x",
              "emoji \U0001f600\U0001f601 and words", "lone \ud800 surrogate 中", "…“quoted”…", "語"]
     buf, offsets = encode_batch(texts)
-    assert unspaced_docs(buf, offsets).tolist() == reference_unspaced([dtext._prepare(t) for t in texts])
+    assert unspaced_docs(buf, offsets).tolist() == reference_unspaced([normalization.prepare(t) for t in texts])
 
 
 def test_batch_with_nul_falls_back_to_per_document():
@@ -153,7 +152,7 @@ def test_batch_with_nul_falls_back_to_per_document():
 def test_fold_tables_cover_every_code_point_that_folds():
     import sys
 
-    assert all(chr(cp).casefold() == chr(cp) for cp in range(dtext._FOLD_TOP, sys.maxunicode + 1))
+    assert all(chr(cp).casefold() == chr(cp) for cp in range(tables.FOLD_TOP, sys.maxunicode + 1))
 
 
 @pytest.mark.parametrize("doc", ["\u0130stanbul \u0130ZM\u0130R", "\u1f80\u1f81 \u0390 \u03b0 \u0149", "Stra\u00dfe \u1e9e \u017fs",
@@ -162,7 +161,7 @@ def test_fold_tables_cover_every_code_point_that_folds():
 def test_folds_that_grow_shrink_or_leave_the_bmp(doc, ascii_words):
     texts = ["plain Ascii " + "words " * ascii_words, doc, "caf\u00e9", doc.upper()]
     joined = np.frombuffer("\x00".join(texts).encode("utf-8"), dtype=np.uint8)
-    dense = np.count_nonzero(joined[:-1] >= 0xC0) >= dtext._SPARSE_LEADS * joined.size
+    dense = np.count_nonzero(joined[:-1] >= 0xC0) >= fold.SPARSE_LEADS * joined.size
     assert dense == (ascii_words == 0)
     buf, offsets = encode_batch(texts)
     want_buf, want_offsets = reference_encode(texts)
@@ -178,11 +177,11 @@ def test_fold_kernel_and_numpy_scan_agree(texts):
     texts = [t.replace("\x00", " ") for t in texts]  # NUL is the batch separator
     joined = "\x00".join(texts).encode("utf-8", "surrogatepass")
     n = len(texts)
-    dense = dtext._fold_dense(dtext._readonly(np.frombuffer(joined, dtype=np.uint8)), n)
+    dense = fold.fold_dense(buffers.readonly(np.frombuffer(joined, dtype=np.uint8)), n)
     assert dense is not None
     raw = np.frombuffer(bytearray(joined), dtype=np.uint8)
-    grows = any(dtext._fold_tables()[2][ord(c)] for t in texts for c in t if ord(c) < dtext._FOLD_TOP)
-    if not dtext._fold_bytes(raw):
+    grows = any(tables.fold_tables()[2][ord(c)] for t in texts for c in t if ord(c) < tables.FOLD_TOP)
+    if not fold.fold_bytes(raw):
         assert grows and raw.tobytes() == joined
         return
     assert not grows
@@ -200,19 +199,19 @@ def test_ascii_batch_bytes_are_the_str_in_place_and_outlive_it():
     read-only, alive after every other reference to the str is gone, and empty for no text."""
     import gc
 
-    from diversify.text import _ascii_bytes
+    from diversify.text.strview import ascii_bytes
 
     texts = [f"Doc {i} the quick brown fox\tjumps" * (i % 7) for i in range(2000)]
     joined = "".join(texts)
     want = joined.encode("ascii")
-    buf = _ascii_bytes(joined)
+    buf = ascii_bytes(joined)
     del joined
     gc.collect()
     _ = ["x" * 1000 for _ in range(20000)]  # reuse freed memory, if the str had been freed
     assert bytes(buf) == want and buf.dtype == np.uint8 and not buf.flags.writeable
     with pytest.raises(ValueError):
         buf[0] = 1
-    assert _ascii_bytes("").size == 0
+    assert ascii_bytes("").size == 0
     b, off = encode_batch(texts)
     assert bytes(b) == want and off[-1] == len(want)
 
@@ -233,9 +232,9 @@ def test_segmenting_a_batch_does_not_start_numba_threads():
     import subprocess
     import sys
 
-    code = ("import numpy as np\nfrom diversify import text as t\nfrom diversify._kernels import _runtime\n"
+    code = ("import numpy as np\nfrom diversify.text import buffers as t\nfrom diversify._kernels import _runtime\n"
             "raw = np.frombuffer(('\\u4e2d\\u6587 ' * 1_000_000).encode(), dtype=np.uint8)\n"
-            "assert len(t._segments(raw)) >= 1\nprint(_runtime.started_layer())")
+            "assert len(t.segments(raw)) >= 1\nprint(_runtime.started_layer())")
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert got.returncode == 0, got.stderr[-2000:]
     assert got.stdout.strip().splitlines()[-1] == "None"
@@ -246,7 +245,7 @@ def test_nfkc_of_texts_dense_in_pieces(size):
     """A piece after every other character (a compatibility character between ASCII letters): as
     many pieces as the text allows, on both sides of the Python / kernel splice threshold."""
     text = ("a\uff21" * size)[:size]
-    assert dtext.nfkc(text) == unicodedata.normalize("NFKC", text)
+    assert normalization.nfkc(text) == unicodedata.normalize("NFKC", text)
     buf, offsets = encode_batch([text, "x\u2026" * size])
     want_buf, want_offsets = reference_encode([text, "x\u2026" * size])
     assert same_for_kernels(buf, want_buf) and offsets.tolist() == want_offsets
@@ -262,13 +261,13 @@ def test_one_pass_nfkc_and_fold_gives_the_bytes_of_the_two_passes(texts, threads
     from diversify._kernels import _runtime
 
     joined = "\x00".join(texts).encode("utf-8", "surrogatepass")
-    old = dtext._SEGMENT_FROM, dtext._SPLICE_FROM, _runtime.thread_count
-    dtext._SEGMENT_FROM, dtext._SPLICE_FROM, _runtime.thread_count = segment_from, 0, lambda: threads
+    old = buffers.SEGMENT_FROM, normalization.SPLICE_FROM, _runtime.thread_count
+    buffers.SEGMENT_FROM, normalization.SPLICE_FROM, _runtime.thread_count = segment_from, 0, lambda: threads
     try:
-        one = dtext._nfkc_fold_dense(dtext._readonly(np.frombuffer(joined, dtype=np.uint8)), len(texts))
-        two = dtext._fold_dense(dtext._readonly(dtext._nfkc_utf8(joined).view()), len(texts))
+        one = fold.nfkc_fold_dense(buffers.readonly(np.frombuffer(joined, dtype=np.uint8)), len(texts))
+        two = fold.fold_dense(buffers.readonly(normalization.nfkc_utf8(joined).view()), len(texts))
     finally:
-        dtext._SEGMENT_FROM, dtext._SPLICE_FROM, _runtime.thread_count = old
+        buffers.SEGMENT_FROM, normalization.SPLICE_FROM, _runtime.thread_count = old
     assert one is not None and two is not None
     assert one[0].tobytes() == two[0].tobytes()
     assert one[1].tolist() == two[1].tolist()
@@ -276,7 +275,7 @@ def test_one_pass_nfkc_and_fold_gives_the_bytes_of_the_two_passes(texts, threads
 
 def test_one_pass_nfkc_and_fold_refuses_a_nul_inside_a_document():
     joined = "\x00".join(["caf\u00e9 \uff21", "a\x00b \u2026"]).encode("utf-8")
-    assert dtext._nfkc_fold_dense(dtext._readonly(np.frombuffer(joined, dtype=np.uint8)), 2) is None
+    assert fold.nfkc_fold_dense(buffers.readonly(np.frombuffer(joined, dtype=np.uint8)), 2) is None
     buf, offsets = encode_batch(["caf\u00e9 \uff21" * 2000, "a\x00b \u2026" * 2000])  # the per-document path
     want_buf, want_offsets = reference_encode(["caf\u00e9 \uff21" * 2000, "a\x00b \u2026" * 2000])
     assert same_for_kernels(buf, want_buf) and offsets.tolist() == want_offsets

@@ -7,7 +7,7 @@ import pytest
 
 import diversify
 from diversify.config import BuildConfig, TextSimHashConfig
-from diversify.text import text_simhash
+from diversify.sketches.simhash import text_simhash
 
 
 def _components(n, pairs):

@@ -4,9 +4,9 @@
 def test_unicode_space_table_is_complete():
     import sys
 
-    from diversify.text import _UNICODE_SPACES
+    from diversify.text.tables import UNICODE_SPACES
 
-    assert sorted(_UNICODE_SPACES) == [cp for cp in range(128, sys.maxunicode + 1) if chr(cp).isspace()]
+    assert sorted(UNICODE_SPACES) == [cp for cp in range(128, sys.maxunicode + 1) if chr(cp).isspace()]
 
 
 def test_code_points_is_the_join_of_every_chr_it_replaces():

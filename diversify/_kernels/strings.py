@@ -2,11 +2,11 @@
 
 A CPython ``str`` keeps its characters as one array of fixed-width code units (PEP 393): one byte
 each when every character is below U+0100, two below U+10000, four otherwise; a lone surrogate is
-one unit like any other character. :mod:`diversify.strview` finds each document's array and its
+one unit like any other character. :mod:`diversify.text.strview` finds each document's array and its
 width; the kernels here take those addresses and read the code points directly, so a non-ASCII
 batch is never encoded to UTF-8 by Python and then decoded again by the fold.
 
-The rule is the one of :func:`diversify.text._nfkc_fold_dense` (NFKC only around the characters it
+The rule is the one of :func:`diversify.text.fold.nfkc_fold_dense` (NFKC only around the characters it
 can change, case fold and the space rule by tables, ASCII capitals left for the sketch kernel), in
 two passes over each document's units:
 

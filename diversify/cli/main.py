@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import io
 import os
 import signal
@@ -13,6 +12,7 @@ import warnings
 from collections.abc import Sequence
 from typing import NoReturn, Optional
 
+from .._tuning import tune_command
 from ..files import DEFAULT_LOCK_TIMEOUT
 from .commands import cmd_add, cmd_build, cmd_demo, cmd_export, cmd_show, cmd_stats
 from .failures import Terminated, failure, writing
@@ -166,58 +166,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return _run(f"diversify {a.command}", a)
 
 
-#: set by the console script (:func:`run`): commands then tune the allocator (:func:`keep_freed_memory`)
-#: and may compile kernels ahead in a helper process (:mod:`diversify.engines.ahead`)
+#: set by the console script (:func:`run`): commands then tune the process
+#: (:func:`diversify._tuning.tune_command`) and may compile kernels ahead in a helper process (:mod:`diversify.engines.ahead`)
 _TUNE_ALLOCATOR = False
-#: glibc ``mallopt`` parameters (malloc.h): M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD
-_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
-#: allocations from this size on are mapped afresh and unmapped on free (see keep_freed_memory)
-_MMAP_FROM = 1 << 26
-
-
-def keep_freed_memory() -> bool:
-    """Ask glibc's allocator to keep freed memory for reuse instead of giving it back to the kernel.
-
-    A command allocates and frees buffers of tens to hundreds of MB one stage after another (the
-    file's blocks, the joined texts, the sketches, the candidate pairs). By default glibc maps each
-    one above 128 KB-32 MB afresh and unmaps it on free, so every stage faults its pages in again
-    from zeroed memory: a build of 100,000 documents took 330,000 page faults and 2.0 s of system
-    time, for a peak of 880 MiB. With allocations up to 1 GiB served from the heap, which is not
-    trimmed, it takes 178,000 faults; paired runs (6 each): 0.93x the CPU-seconds, 0.92x the wall
-    time, +64 MiB of peak memory. A command's process exits when it is done, so nothing is held
-    for long. Allocations of 64 MiB and more (at 1M documents: the signatures, the band keys and
-    their sort, the exact checks' buffers) are still mapped afresh and given back when freed: with
-    them in the never-trimmed heap too (a 1 GiB bound), the peak of a 1M build was 1,768-1,790 MiB,
-    with this bound 1,571-1,581 MiB, for the same 26-27 s (three runs each); the untuned allocator
-    peaks at 1,420 MiB but takes 30 s. ``build --stream`` is left alone: there the never-trimmed
-    heap raised the peak at 1M documents to 2,575 MiB, against 2,194 MiB untuned, for the same
-    38-39 s. Only the console
-    script does this (library callers keep their allocator as it is), only under glibc, and not
-    when the user has tuned malloc themselves (``MALLOC_*`` or ``GLIBC_TUNABLES`` set). Returns
-    whether the allocator was tuned.
-    """
-    try:  # what glibc says of itself (platform.libc_ver() reads the interpreter's binary: ~5 ms a start)
-        libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
-    except (AttributeError, ValueError, OSError):  # no confstr, or a C library without that name
-        libc = ""
-    if not sys.platform.startswith("linux") or not libc.startswith("glibc"):
-        return False
-    if "GLIBC_TUNABLES" in os.environ or any(k.startswith("MALLOC_") for k in os.environ):
-        return False
-    try:
-        import ctypes
-
-        mallopt = ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):  # pragma: no cover - glibc without the usual soname
-        return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    settings = ((_M_MMAP_THRESHOLD, _MMAP_FROM), (_M_TOP_PAD, 1 << 28), (_M_TRIM_THRESHOLD, (1 << 31) - 1))
-    tuned = all([mallopt(param, value) == 1 for param, value in settings])  # a list: every one is set
-    if tuned:
-        from .._memory import mark_allocator_tuned
-
-        mark_allocator_tuned()
-    return tuned
 
 
 def run() -> NoReturn:
@@ -248,21 +199,10 @@ def run() -> NoReturn:
     os._exit(status)
 
 
-#: commands the console script runs without Python's cycle collector. Reading a corpus makes a
-#: container per document (msgspec's record dicts, the lists of ids and texts), and every 700 new
-#: containers start a collection, every tenth of those a deeper one, each walking the containers
-#: alive: on 100,000 documents 2.7% of the samples of a whole-process profile. A build makes no
-#: cycles per document, and the process ends with the command. Paired runs of `build` on 100,000
-#: documents (5 each): 0.95x the CPU-seconds, 0.92x the wall time, the same peak memory.
-_NO_CYCLE_COLLECTOR = frozenset({"build", "add"})
-
-
 def _run(prog: str, a: argparse.Namespace) -> int:
-    if _TUNE_ALLOCATOR and not getattr(a, "stream", False):
-        keep_freed_memory()  # not under --stream, whose point is memory (see keep_freed_memory)
+    if _TUNE_ALLOCATOR:  # the console script tunes its process for the command (diversify._tuning)
+        tune_command(a.command, stream=bool(getattr(a, "stream", False)))
     a.compile_ahead = _TUNE_ALLOCATOR  # the console script may compile kernels in a helper (diversify.engines.ahead)
-    if _TUNE_ALLOCATOR and a.command in _NO_CYCLE_COLLECTOR:
-        gc.disable()  # see _NO_CYCLE_COLLECTOR
     restore = _on_sigterm()
     try:
         with warnings.catch_warnings():

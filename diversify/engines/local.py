@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -16,8 +15,8 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from .._memory import small_pages
 from .._spill import Spill
+from .._tuning import build_pages
 from ..clusters import union_pairs
 from ..config import BuildConfig, fingerprint, resolve_config
 from ..errors import ConfigError, IncompatibleArtifactError, InputError
@@ -122,7 +121,7 @@ def build(
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise ConfigError(f"`chunk_size` must be a positive int; got {chunk_size!r}. The default 16384 suits most corpora.")
     spill = Spill(spill_dir) if spill_dir is not None else None
-    with _pages(vectors):
+    with build_pages(vectors):
         timings: dict = {}
         sk = sketch_inputs(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings,
                            spill=spill)
@@ -139,12 +138,6 @@ def build(
         finally:
             if spill is not None:
                 spill.kept = None  # its file goes (the signatures' own stays with the result)
-
-
-def _pages(vectors) -> contextlib.AbstractContextManager:
-    """:func:`diversify._memory.small_pages` for a build of texts; a build given vectors keeps
-    numpy's huge pages (the console script leaves them on for ``--vectors`` too)."""
-    return small_pages() if vectors is None else contextlib.nullcontext()
 
 
 def _id_columns_beside(ids: list | PackedIds) -> Future:
@@ -219,7 +212,7 @@ def add(
                                                                      on_existing)
     if skipped and ids is not None and not any(True for _ in ids):  # every document is in the artifact already
         return BuildResult.nothing_added(cmap, origin, skipped)
-    with _pages(vectors):
+    with build_pages(vectors):
         timings: dict = {}
         new = sketch_inputs(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings,
                       id_offset=n_old)

@@ -20,24 +20,23 @@ from typing import Optional
 
 import numpy as np
 
-from .._memory import allocator_tuned
 from .._spill import Spill
+from .._tuning import allocator_tuned
 from ..config import BuildConfig
 from ..errors import ConfigError, InputError
 from ..ids import PackedIds
 from ..text import (
-    Shingles,
     encode_batch,
     encode_batch_scripts,
     shingle_buffer,
-    sketch_oph_buffer,
-    sketch_oph_sets_buffer,
     sorted_unique_of_buffer,
-    text_simhash_buffer,
+    unique_shingles,
     unspaced_docs,
 )
+from .minhash import minhash_signatures, sketch_oph_buffer, sketch_oph_sets_buffer
+from .simhash import text_simhash_buffer
 
-__all__ = ["Sketches", "sketch_texts", "sketch_vectors", "unique_shingles", "chunks", "progress_bar"]
+__all__ = ["Sketches", "sketch_texts", "sketch_vectors", "chunks", "progress_bar"]
 
 
 @dataclass
@@ -235,20 +234,6 @@ def progress_bar(total: Optional[int], desc: str, enabled: bool, unit: str = "do
     return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit == "doc", file=sys.stderr, leave=False)
 
 
-def unique_shingles(shingles: Shingles) -> tuple[np.ndarray, np.ndarray]:
-    """Each document's distinct shingle hashes, sorted, as CSR: (indptr int64 (n+1,), hashes uint64)."""
-    from .._kernels.minhash import gather_segments, sort_unique_segments
-
-    hashes = shingles.hashes.copy()
-    counts = np.empty(len(shingles), dtype=np.int64)
-    sort_unique_segments(hashes, shingles.indptr, counts)
-    indptr = np.zeros(len(shingles) + 1, dtype=np.int64)
-    np.cumsum(counts, out=indptr[1:])
-    out = np.empty(int(indptr[-1]), dtype=np.uint64)
-    gather_segments(hashes, shingles.indptr, counts, indptr, out)
-    return indptr, out
-
-
 def _add_seconds(timings: dict, key: str, seconds: float) -> None:
     timings[key] = timings.get(key, 0.0) + seconds
 
@@ -292,8 +277,6 @@ def _sketch_chunk(buf: np.ndarray, offsets: np.ndarray, config: BuildConfig, set
 
 def _sketch_chunk_kernels(buf: np.ndarray, offsets: np.ndarray, config: BuildConfig, t0: float,
                           sets32: bool, char_docs: Optional[np.ndarray]) -> _ChunkSketch:
-    from .minhash import minhash_signatures
-
     fingerprints = text_simhash_buffer(buf, offsets) if config.text_simhash is not None else None
     mh_cfg = config.minhash
     if mh_cfg is not None and mh_cfg.method == "oph" and mh_cfg.verify != "exact":

@@ -1,4 +1,8 @@
-"""SimHash: random-hyperplane signatures of vectors (cosine similarity).
+"""SimHash (cosine similarity): every way the library makes the signatures.
+
+- :func:`simhash_vectors`: random-hyperplane signatures of vectors, ``bits`` per family;
+- :func:`text_simhash` / :func:`text_simhash_buffer`: Charikar's 64-bit fingerprint of a text
+  over its words (the ``text_simhash`` stage), from texts or from an encoded batch.
 
 Hyperplanes come from the seed through a fixed generator (splitmix64 stream -> uniform doubles
 -> Box-Muller normals), so they are the same on every machine and numpy version. Vectors are
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -21,6 +26,8 @@ __all__ = [
     "normalize_vector",
     "normalize_vectors",
     "simhash_vectors",
+    "text_simhash",
+    "text_simhash_buffer",
     "hamming_distance",
     "hamming_distance_hex",
     "cosine_from_hamming",
@@ -131,6 +138,31 @@ def simhash_vectors(vectors, *, seed: int = 1, bits: int = 256, families: int = 
     planes = _planes(int(seed), int(vecs.shape[1]), int(bits), int(families))
     out = np.empty((vecs.shape[0], families * bits // 64), dtype=np.uint64)
     fill_simhash(np.ascontiguousarray(vecs), planes, out)
+    return out
+
+
+def text_simhash(texts: Sequence[str]) -> np.ndarray:
+    """64-bit Charikar SimHash of each document over its words (weight = occurrence count).
+
+    Returns uint64 (n,). Near-identical texts differ in few bits; estimate cosine similarity of
+    the word-count vectors with ``cos(pi * hamming / 64)`` (rough: 64 bits is a small sample).
+    """
+    from ..text.encode import encode_batch
+    from ..text.shingle import check_texts
+
+    texts = check_texts(texts)
+    buf, offsets = encode_batch(texts)
+    return text_simhash_buffer(buf, offsets)
+
+
+def text_simhash_buffer(buf: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """:func:`text_simhash` of an already encoded batch (see :func:`diversify.text.encode_batch`):
+    uint64 (n,). Words are the text rule's (:mod:`diversify.text.tables`)."""
+    from .._kernels import text as kt
+    from ..text.tables import CLASSES, LOWER
+
+    out = np.empty(offsets.size - 1, dtype=np.uint64)
+    kt.fill_unit_simhash(buf, offsets, LOWER, CLASSES, out)
     return out
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diversify.index.keyfilter import MIN_BITS, PROBES, KeyFilter, bits_for
+from diversify.linking.keyfilter import MIN_BITS, PROBES, KeyFilter, bits_for
 
 int64s = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
 
@@ -43,7 +43,7 @@ def test_false_positive_rate_is_what_theory_says(bits_per_key):
 
 def _reference_bits(keys: np.ndarray, n_bits: int) -> np.ndarray:
     """The bits the kernel must set, in numpy alone (the probe positions of the lookups)."""
-    from diversify.index.keyfilter import _positions
+    from diversify.linking.keyfilter import _positions
 
     bits = np.zeros(n_bits // 8, dtype=np.uint8)
     pos = _positions(keys, np.uint64(n_bits - 1)).ravel()

@@ -2,7 +2,8 @@
 holds every member of its shared buckets.
 
 Pass 1 shuffles the bare keys (8 bytes a row) and keeps the keys held by two or more rows; their
-Bloom filter (no false negatives, ~1% false positives) goes to every worker. Pass 2 emits only the
+Bloom filter (:mod:`diversify.linking.keyfilter`: no false negatives, a few percent false
+positives at most, see ``FILTER_BITS_PER_KEY``) goes to every worker. Pass 2 emits only the
 rows whose key passes the filter, each with the document index, band, exact hash and whole
 signature, shuffled by key. A row left out by the filter has a key no other row holds: it can
 never give a candidate pair.
@@ -19,7 +20,7 @@ import numpy as np
 from ..._arrays import unique_sorted
 from ...hashing import lsh_seed
 from ...linking.bands import LSHParams
-from .bloom import bloom, bloom_bits, bloom_has, bloom_or
+from ...linking.keyfilter import KeyFilter, bits_for, filter_of
 from .run import Run
 
 __all__ = ["SHUFFLE_PARTITION_BYTES", "key_frame", "shared_keys", "band_frame", "shared_key_filter",
@@ -27,6 +28,12 @@ __all__ = ["SHUFFLE_PARTITION_BYTES", "key_frame", "shared_keys", "band_frame", 
 
 #: target size of one shuffle partition of band rows (bytes); lower -> less memory per task
 SHUFFLE_PARTITION_BYTES = 128 * 2**20
+#: bits of the filter of shared keys per key, at least (its size is a power of two, so 8 to 16): 2.4%
+#: to 0.24% false positives; on average about the memory and the rate of the 10-bit filter with 7
+#: probes the engine had before it took the library's one filter
+FILTER_BITS_PER_KEY = 8
+#: the smallest filter of shared keys (bits)
+FILTER_MIN_BITS = 1 << 16
 
 
 def sig_columns(num_perm: int) -> list:
@@ -82,7 +89,7 @@ def shared_keys(df) -> np.ndarray:
 
 
 def band_frame(skp: dict, offset: int, lo: int, hi: int, rows: int, bands: int, seed_h: int,
-               key_filter: Optional[np.ndarray] = None):
+               key_filter: Optional[KeyFilter] = None):
     """Pass 2: one row per (non-empty document in [lo, hi), band) whose key may be shared (passes the
     Bloom filter of shared keys; no false negatives): key, doc, band, exact hash, signature."""
     import pandas as pd
@@ -93,7 +100,7 @@ def band_frame(skp: dict, offset: int, lo: int, hi: int, rows: int, bands: int, 
     row_doc = np.repeat(local, bands)
     row_band = np.tile(np.arange(bands, dtype=np.int16), local.size)
     if key_filter is not None:
-        keep = bloom_has(key_filter, flat) if flat.size else np.zeros(0, bool)
+        keep = key_filter.may_contain(flat) if flat.size else np.zeros(0, bool)
         flat, row_doc, row_band = flat[keep], row_doc[keep], row_band[keep]
     num_perm = sigs.shape[1]
     frame = pd.DataFrame({"key": flat, "doc": row_doc + np.int64(offset), "band": row_band,
@@ -129,11 +136,11 @@ def shared_key_filter(run: Run, p: LSHParams) -> tuple:
     ksh = kframe.shuffle(on="key", npartitions=q1, shuffle_method=run.shuffle_method)
     shared = run.compute([delayed(shared_keys, pure=True)(part) for part in ksh.to_delayed()], "band keys")
     n_shared = int(sum(run.gather(len, shared)))
-    m_bits = bloom_bits(n_shared)
-    blooms = [client.submit(bloom, f, m_bits, pure=False) for f in shared]
+    m_bits = bits_for(n_shared, bits_per_key=FILTER_BITS_PER_KEY, min_bits=FILTER_MIN_BITS)
+    blooms = [client.submit(filter_of, f, m_bits, pure=False) for f in shared]
     del shared
-    while len(blooms) > 1:  # a tree of ORs: no worker holds more than two filters at a time
-        blooms = [client.submit(bloom_or, blooms[j], blooms[j + 1], pure=False) if j + 1 < len(blooms)
+    while len(blooms) > 1:  # a tree of unions: no worker holds more than two filters at a time
+        blooms = [client.submit(KeyFilter.union, blooms[j], blooms[j + 1], pure=False) if j + 1 < len(blooms)
                   else blooms[j] for j in range(0, len(blooms), 2)]
     run.info.update(band_keys=n_rows_all, shared_keys=n_shared, bloom_bytes=m_bits // 8,
                     key_shuffle_seconds=round(time.perf_counter() - t0, 3))

@@ -25,7 +25,7 @@ Stages (each a pure Dask task graph; a failed task is recomputed from its inputs
    local builder's :func:`~diversify.engines.local.finish` (representatives, stage flags, extras).
 
 Modules, one per stage: :mod:`.inputs` (partitions), :mod:`.sketch`, :mod:`.exact`, :mod:`.bands`
-(with :mod:`.bloom`), :mod:`.scan` (bucket scan and borderline checks), :mod:`.components`,
+(with the Bloom filter of :mod:`diversify.linking.keyfilter`), :mod:`.scan` (bucket scan and borderline checks), :mod:`.components`,
 :mod:`.finish`; :mod:`.run` holds what they share; this module runs them in order.
 
 Why the clusters are identical to the local build's

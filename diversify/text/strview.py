@@ -1,4 +1,11 @@
-"""Normalize a non-ASCII batch from the strings' own code units, without encoding it in Python.
+"""The CPython-string fast path: a batch read from the strings' own memory, not encoded by Python.
+
+Everything of the text rule that reads a ``str`` object's memory lives here, behind checks that
+fall back to ordinary encoding:
+
+- :func:`ascii_bytes`: the bytes of an all-ASCII ``str`` in place (``PyUnicode_AsUTF8AndSize``);
+- :func:`ascii_into`: an all-ASCII batch copied from its strings into a lent buffer;
+- :func:`fold_batch`: a non-ASCII batch normalized from its strings' code units.
 
 CPython stores a compact ``str`` as one array of fixed-width code units right after the object's
 header (PEP 393), and the header's state word says the width. :func:`fold_batch` finds each
@@ -19,12 +26,17 @@ batch (or the copy), which this module holds references to for the duration of t
 from __future__ import annotations
 
 import sys
-import unicodedata
 from collections.abc import Sequence
 
 import numpy as np
 
-#: batches of fewer characters are encoded by Python (diversify.text): below ~2,000 characters the
+from .buffers import in_threads, readonly
+from .fold import nfkc_fold_pieces
+from .tables import FOLD_TOP, UNSTABLE_TOP, code_points, compact_tables, script_tables, unstable_table
+
+__all__ = ["FOLD_FROM", "ascii_bytes", "ascii_into", "fold_batch"]
+
+#: batches of fewer characters are encoded by Python (diversify.text.encode): below ~2,000 characters the
 #: fixed cost here (~30 us) is more than the encoding saves (a 150-character query: 33 us here, 25 us
 #: encoded and its scripts counted; 3,600 characters: 45 us either way)
 FOLD_FROM = 2048
@@ -41,7 +53,7 @@ def _probe_layout() -> tuple[int, int, int] | None:
         return None
     import ctypes
 
-    from ._kernels.strings import KIND_ASCII, str_layouts
+    from .._kernels.strings import KIND_ASCII, str_layouts
 
     state_at = object.__basicsize__ + 2 * ctypes.sizeof(ctypes.c_ssize_t)  # after length and hash
     ascii_header = sys.getsizeof("") - 1
@@ -76,39 +88,38 @@ _TABLES: list = []
 
 def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(scan table, packed output bytes, fold table, script counts) of
-    :mod:`diversify._kernels.strings`, from the tables of :mod:`diversify.text` (the same NFKC and
+    :mod:`diversify._kernels.strings`, from the tables of :mod:`diversify.text.tables` (the same NFKC and
     fold rule, and the same script rule, as its other paths)."""
     if not _TABLES:
-        from ._kernels.strings import CHANGE, LENGTH, LONG, UNSTABLE
-        from .text import _FOLD_TOP, _UNSTABLE_TOP, _compact_tables, _script_tables, _unstable_table, code_points
+        from .._kernels.strings import CHANGE, LENGTH, LONG, UNSTABLE
 
-        change, fold, length = _compact_tables()
+        change, fold, length = compact_tables()
         assert int(length.max()) <= LENGTH, "a fold longer than the scan table's length bits"
-        cps = np.arange(_UNSTABLE_TOP)
+        cps = np.arange(UNSTABLE_TOP)
         own = np.where(cps < 0x80, 1, np.where(cps < 0x800, 2, np.where(cps < 0x10000, 3, 4)))
         table = own.astype(np.uint8)
-        table[:_FOLD_TOP][change] = length[change].astype(np.uint8) | CHANGE
-        table[_unstable_table()] |= UNSTABLE
+        table[:FOLD_TOP][change] = length[change].astype(np.uint8) | CHANGE
+        table[unstable_table()] |= UNSTABLE
         # each code point's output bytes, little-endian in a uint32: its fold where that is at most
         # four bytes (longer ones are marked LONG), else its own UTF-8 (surrogates as surrogatepass),
         # cut from Python's own encoding of every code point in a row
-        utf8 = np.frombuffer(code_points(0, _UNSTABLE_TOP).encode("utf-8", "surrogatepass"), dtype=np.uint8)
+        utf8 = np.frombuffer(code_points(0, UNSTABLE_TOP).encode("utf-8", "surrogatepass"), dtype=np.uint8)
         starts = np.cumsum(own) - own
-        own_bytes = np.zeros((_UNSTABLE_TOP, 4), dtype=np.uint8)
+        own_bytes = np.zeros((UNSTABLE_TOP, 4), dtype=np.uint8)
         for k in range(4):
             has = own > k
             own_bytes[has, k] = utf8[starts[has] + k]
-        long = np.zeros(_UNSTABLE_TOP, dtype=bool)
-        long[:_FOLD_TOP] = change & (length > 4)
-        short = np.zeros(_UNSTABLE_TOP, dtype=bool)
-        short[:_FOLD_TOP] = change & (length <= 4)
-        own_bytes[short] = fold[short[:_FOLD_TOP], :4]
+        long = np.zeros(UNSTABLE_TOP, dtype=bool)
+        long[:FOLD_TOP] = change & (length > 4)
+        short = np.zeros(UNSTABLE_TOP, dtype=bool)
+        short[:FOLD_TOP] = change & (length <= 4)
+        own_bytes[short] = fold[short[:FOLD_TOP], :4]
         table[long] |= LONG
         packed = own_bytes.view("<u4").reshape(-1).copy()
         # per code point, the letters (low nibble) and code points of unspaced scripts (high nibble)
         # of its output: its own, or those of its fold
-        unspaced_all, letter_all = _script_tables()
-        script = (letter_all[:_UNSTABLE_TOP].astype(np.uint8) | (unspaced_all[:_UNSTABLE_TOP].astype(np.uint8) << 4))
+        unspaced_all, letter_all = script_tables()
+        script = (letter_all[:UNSTABLE_TOP].astype(np.uint8) | (unspaced_all[:UNSTABLE_TOP].astype(np.uint8) << 4))
         for cp in np.flatnonzero(change).tolist():
             out_cps = [ord(c) for c in fold[cp, : length[cp]].tobytes().decode("utf-8", "surrogatepass")]
             script[cp] = sum(map(letter_all.__getitem__, out_cps)) | (sum(map(unspaced_all.__getitem__, out_cps)) << 4)
@@ -139,7 +150,7 @@ def _units_of(texts: Sequence[str]) -> tuple[tuple, np.ndarray, np.ndarray] | No
     held = tuple(texts)
     if layout is None or set(map(type, held)) - {str}:
         return None
-    from ._kernels import strings as ks
+    from .._kernels import strings as ks
 
     n = len(held)
     ids = np.fromiter(map(id, held), dtype=np.uint64, count=n).view(np.int64)
@@ -158,7 +169,7 @@ def ascii_into(texts: Sequence[str], offsets: np.ndarray, out: np.ndarray) -> bo
     units = _units_of(texts) if out.size >= int(offsets[-1]) else None
     if units is None:
         return False
-    from ._kernels import strings as ks
+    from .._kernels import strings as ks
 
     _held, addrs, kinds = units  # the strings' references, held until the copy is done
     if (kinds != ks.KIND_ASCII).any():
@@ -171,87 +182,134 @@ def fold_batch(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray
     """``encode_batch(texts)`` for a batch of exact ``str`` documents (some not ASCII), read from
     their code units: (read-only UTF-8 buffer, int64 offsets, :func:`diversify.text.unspaced_docs`
     of them, counted as they are written), or None where the layout is unknown or a document is a
-    ``str`` subclass (the caller encodes then)."""
+    ``str`` subclass (the caller encodes then).
+
+    A first kernel pass (:func:`_scan`) sizes each document and gathers the NFKC pieces; the
+    pieces are normalized together (:func:`_normalize_pieces`); a second pass writes every
+    document's bytes with the normalized pieces spliced in."""
     units = _units_of(texts)
     if units is None:
         return None
     texts, addrs, kinds = units  # our own references, held while the kernels read the strings
-    from ._kernels import strings as ks
-    from ._kernels._runtime import thread_count
-    from ._kernels.text import count_scripts
-    from .text import _fold_pass, _in_threads, _readonly, _script_tables
+    from .._kernels import strings as ks
+    from .._kernels._runtime import thread_count
 
     n = len(texts)
     lens = np.fromiter(map(len, texts), dtype=np.int64, count=n)
-    held = None  # the UTF-32 copy of documents that are not compact strings
-    unknown = np.flatnonzero(kinds == ks.KIND_UNKNOWN)
-    if unknown.size:
-        held = np.frombuffer(b"".join([texts[i].encode("utf-32-le", "surrogatepass") for i in unknown.tolist()]),
-                             dtype=np.uint32)
-        starts = np.concatenate([[0], np.cumsum(lens[unknown])[:-1]]).astype(np.int64)
-        addrs[unknown] = held.ctypes.data + 4 * starts
-        kinds[unknown] = ks.KIND_UCS4
+    held = _copy_unknown(texts, lens, addrs, kinds)  # the UTF-32 copy of documents that are not compact strings
     table, packed, fold, script = _tables()
     width = np.where(kinds == ks.KIND_ASCII, 1, kinds).astype(np.int64)
     weight = lens * width
     ranges = _ranges(weight, thread_count() if int(weight.sum()) >= _THREADS_FROM else 1)
-
     sizes = np.zeros(n, dtype=np.int64)
-
-    def scan(lo: int, hi: int):
-        units = int(lens[lo:hi].sum())
-        room, buf_room = units // 256 + 256, units // 64 + 4096  # real text: a piece every ~500 bytes
-        while True:
-            pd, pl, ph = (np.empty(room, dtype=np.int64) for _ in range(3))
-            pb = np.empty(buf_room, dtype=np.uint8)
-            count, used = ks.fold_scan(addrs, kinds, lens, lo, hi, table, sizes, pd, pl, ph, pb)
-            if count <= room and used <= buf_room:
-                return pd[:count], pl[:count], ph[:count], pb[:used]
-            room, buf_room = max(room, int(count)), max(buf_room, int(used))
-
-    found = _in_threads(scan, ranges)
+    found = in_threads(lambda lo, hi: _scan(addrs, kinds, lens, lo, hi, table, sizes), ranges)
     piece_doc = np.concatenate([f[0] for f in found])
     piece_lo = np.concatenate([f[1] for f in found])
     piece_hi = np.concatenate([f[2] for f in found])
-    pieces = piece_doc.size
-    if pieces:
-        # the pieces normalized in one call over their join by NUL (see text._nfkc_utf8: NUL is a
-        # starter that composes with nothing), then folded by the same tables as the rest
-        joined = b"".join([f[3].tobytes() for f in found])[:-1].decode("utf-8", "surrogatepass")
-        normalized = unicodedata.normalize("NFKC", joined).encode("utf-8", "surrogatepass")
-        raw_new = _readonly(np.frombuffer(normalized, dtype=np.uint8))
-        new = np.empty(raw_new.size + raw_new.size // 4 + 64, dtype=np.uint8)
-        nuls = np.empty(pieces - 1, dtype=np.int64)
-        size, count = _fold_pass(raw_new, new, nuls, True)
-        if size == -2:  # folds that grow past the room: count, then write into exactly the room
-            size, count = _fold_pass(raw_new, new[:0], nuls[:0], False)
-            new = np.empty(max(size, 0), dtype=np.uint8)
-            size, count = _fold_pass(raw_new, new, nuls, True)
-        assert size >= 0 and count == pieces - 1, "NFKC made or removed a NUL"
-        new = _readonly(new[:size])
-        new_starts = np.concatenate([[0], nuls]).astype(np.int64)  # the NULs are dropped
-        new_ends = np.concatenate([nuls, [size]]).astype(np.int64)
-        np.add.at(sizes, piece_doc, new_ends - new_starts)
-        # the pieces' own code points counted as the writer counts the rest (below)
-        piece_unspaced, piece_letters = np.empty(pieces, dtype=np.int64), np.empty(pieces, dtype=np.int64)
-        count_scripts(new, np.append(new_starts, size), np.arange(pieces, dtype=np.int64), *_script_tables(),
-                      piece_unspaced, piece_letters)
-    else:
-        new = np.zeros(0, dtype=np.uint8)
-        new_starts = new_ends = np.zeros(0, dtype=np.int64)
+    new, new_starts, new_ends, piece_unspaced, piece_letters = _normalize_pieces(found, piece_doc.size)
+    np.add.at(sizes, piece_doc, new_ends - new_starts)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
     out = np.empty(int(offsets[-1]), dtype=np.uint8)
     firsts = np.concatenate([[0], np.cumsum([f[0].size for f in found])]).tolist()
-    unspaced_all, letter_all = _script_tables()
+    unspaced_all, letter_all = script_tables()
     unspaced, letters = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
-    _in_threads(lambda lo, hi, p: ks.fold_write(addrs, kinds, lens, lo, hi, table, packed, fold, script, unspaced_all,
-                                                letter_all, offsets, piece_doc, piece_lo, piece_hi, np.int64(p), new,
-                                                new_starts, new_ends, out, unspaced, letters),
-                [(lo, hi, firsts[k]) for k, (lo, hi) in enumerate(ranges)])
+    in_threads(lambda lo, hi, p: ks.fold_write(addrs, kinds, lens, lo, hi, table, packed, fold, script, unspaced_all,
+                                               letter_all, offsets, piece_doc, piece_lo, piece_hi, np.int64(p), new,
+                                               new_starts, new_ends, out, unspaced, letters),
+               [(lo, hi, firsts[k]) for k, (lo, hi) in enumerate(ranges)])
     del held  # the kernels are done with the copy
-    if pieces:
-        np.add.at(unspaced, piece_doc, piece_unspaced)
-        np.add.at(letters, piece_doc, piece_letters)
+    np.add.at(unspaced, piece_doc, piece_unspaced)
+    np.add.at(letters, piece_doc, piece_letters)
     char = (unspaced > 0) & (2 * unspaced >= letters)  # the rule of text.unspaced_docs
-    return _readonly(out), offsets, char
+    return readonly(out), offsets, char
+
+
+def _copy_unknown(texts: tuple, lens: np.ndarray, addrs: np.ndarray, kinds: np.ndarray) -> np.ndarray | None:
+    """The documents whose kind is unknown (not compact strings) encoded to UTF-32 in one array,
+    which ``addrs`` and ``kinds`` then point at (as UCS-4); None when there are none. The caller
+    holds the array while kernels read it."""
+    from .._kernels import strings as ks
+
+    unknown = np.flatnonzero(kinds == ks.KIND_UNKNOWN)
+    if not unknown.size:
+        return None
+    held = np.frombuffer(b"".join([texts[i].encode("utf-32-le", "surrogatepass") for i in unknown.tolist()]),
+                         dtype=np.uint32)
+    starts = np.concatenate([[0], np.cumsum(lens[unknown])[:-1]]).astype(np.int64)
+    addrs[unknown] = held.ctypes.data + 4 * starts
+    kinds[unknown] = ks.KIND_UCS4
+    return held
+
+
+def _scan(addrs: np.ndarray, kinds: np.ndarray, lens: np.ndarray, lo: int, hi: int, table: np.ndarray,
+          sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The first pass over documents ``lo .. hi - 1``: their output sizes into ``sizes`` (the NFKC
+    pieces left out) and their pieces: (document, first unit, end unit, the pieces' UTF-8 bytes,
+    each followed by a NUL)."""
+    from .._kernels import strings as ks
+
+    units = int(lens[lo:hi].sum())
+    room, buf_room = units // 256 + 256, units // 64 + 4096  # real text: a piece every ~500 bytes
+    while True:
+        pd, pl, ph = (np.empty(room, dtype=np.int64) for _ in range(3))
+        pb = np.empty(buf_room, dtype=np.uint8)
+        count, used = ks.fold_scan(addrs, kinds, lens, lo, hi, table, sizes, pd, pl, ph, pb)
+        if count <= room and used <= buf_room:
+            return pd[:count], pl[:count], ph[:count], pb[:used]
+        room, buf_room = max(room, int(count)), max(buf_room, int(used))
+
+
+def _normalize_pieces(found: list, pieces: int
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The NFKC pieces :func:`_scan` found, normalized and folded together
+    (:func:`diversify.text.fold.nfkc_fold_pieces`): (their bytes, start and end of each piece in
+    them, the letters of unspaced scripts and all letters of each piece, counted as the writer
+    counts the rest)."""
+    empty = np.zeros(0, dtype=np.int64)
+    if not pieces:
+        return np.zeros(0, dtype=np.uint8), empty, empty, empty, empty
+    from .._kernels.text import count_scripts
+
+    joined = b"".join([f[3].tobytes() for f in found])[:-1]
+    new, new_starts, new_ends = nfkc_fold_pieces(joined, pieces)
+    size = new.size
+    piece_unspaced, piece_letters = np.empty(pieces, dtype=np.int64), np.empty(pieces, dtype=np.int64)
+    count_scripts(new, np.append(new_starts, size), np.arange(pieces, dtype=np.int64), *script_tables(),
+                  piece_unspaced, piece_letters)
+    return new, new_starts, new_ends, piece_unspaced, piece_letters
+
+
+def _ascii_view_of():
+    """CPython's ``PyUnicode_AsUTF8AndSize`` through ctypes, or None elsewhere."""
+    if sys.implementation.name != "cpython":  # pragma: no cover - other interpreters encode
+        return None
+    import ctypes
+
+    f = ctypes.pythonapi.PyUnicode_AsUTF8AndSize
+    f.argtypes, f.restype = [ctypes.py_object, ctypes.POINTER(ctypes.c_ssize_t)], ctypes.c_void_p
+    return f
+
+
+_AS_UTF8 = _ascii_view_of()
+
+
+def ascii_bytes(joined: str) -> np.ndarray:
+    """The bytes of an all-ASCII str as a read-only uint8 array, without copying them.
+
+    A compact ASCII str holds its characters as bytes, and ``PyUnicode_AsUTF8AndSize`` (public C
+    API) returns them in place; the array keeps the str alive. ``str.encode`` would copy the whole
+    batch once more: for 100,000 documents (330 MB) one copy and 80,000 page faults, 0.3-0.4 s of
+    the encode stage. Elsewhere than CPython the str is encoded.
+    """
+    if _AS_UTF8 is None or not joined:
+        return np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
+    import ctypes
+
+    size = ctypes.c_ssize_t()
+    ptr = _AS_UTF8(joined, ctypes.byref(size))
+    if not ptr or size.value != len(joined):  # pragma: no cover - an ASCII str's UTF-8 is its characters
+        return np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
+    holder = (ctypes.c_uint8 * size.value).from_address(ptr)
+    holder._str = joined  # type: ignore[attr-defined]  # the bytes live as long as the str
+    return readonly(np.frombuffer(memoryview(holder), dtype=np.uint8))
