@@ -26,9 +26,9 @@ uncommitted WAL frames are ignored at the next open); a power loss may lose the 
 committed before it, never leave a partial one.
 
 Checkpoints (copying committed WAL pages back into the file) run off the writer's path: after each
-commit, one background thread per process runs a PASSIVE checkpoint on a connection of its own,
-which overlaps the next batch's sketching instead of lengthening the commit (a 5,000-document
-batch into 1M documents wrote ~30 MB of WAL, and SQLite's own checkpoint at 1,000 pages ran inside
+commit, one background thread per process (:mod:`diversify.index.sqlite_checkpoint`) runs a PASSIVE
+checkpoint on a connection of its own, which overlaps the next batch's sketching instead of
+lengthening the commit (a 5,000-document batch into 1M documents wrote ~30 MB of WAL, and SQLite's own checkpoint at 1,000 pages ran inside
 the commit: 22% of the add time). SQLite's automatic checkpoint stays on as a backstop at
 :data:`AUTOCHECKPOINT_PAGES`, for a checkpointer that falls behind. A checkpoint is crash-safe; a
 killed process leaves the rest to the next one.
@@ -83,8 +83,6 @@ _FILTER_FROM_KEYS = 1024
 #: (see _SQLiteView), with the two it is compared with
 _FILTER_KEYS = ("filter_token", "filter_keys", "filter_crc", "filter_seq", "filter_main", "next_seq", "main_rows")
 
-_META_KEYS = META_FIELDS
-_STATE_KEYS = STATE_FIELDS
 _COLS = "seq, id, cluster, is_rep, similarity, stages"
 
 
@@ -211,7 +209,7 @@ class _SQLiteView(Transaction):
 
     # ---- reads
     def state(self) -> State:
-        rows = dict(self.con.execute("SELECT k, v FROM meta WHERE k IN (?, ?, ?, ?)", _STATE_KEYS).fetchall())
+        rows = dict(self.con.execute("SELECT k, v FROM meta WHERE k IN (?, ?, ?, ?)", STATE_FIELDS).fetchall())
         if not rows:
             return State()
         return checked_state(self.url, rows.get("next_seq"), rows.get("next_cluster"), rows.get("id_kind"),
@@ -413,7 +411,7 @@ class SQLiteStorage(Storage):
             has = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
             if not has:
                 return None
-            rows = dict(con.execute("SELECT k, v FROM meta WHERE k IN (?, ?, ?, ?)", _META_KEYS).fetchall())
+            rows = dict(con.execute("SELECT k, v FROM meta WHERE k IN (?, ?, ?, ?)", META_FIELDS).fetchall())
         except sqlite3.DatabaseError as exc:
             raise StorageError(f"cannot read {self.url}: {type(exc).__name__}: {exc}. Is it a diversify index?") from exc
         if not rows:
@@ -427,7 +425,7 @@ class SQLiteStorage(Storage):
             try:
                 for stmt in _SCHEMA:
                     con.execute(stmt)
-                rows = dict(con.execute("SELECT k, v FROM meta WHERE k IN (?, ?, ?, ?)", _META_KEYS).fetchall())
+                rows = dict(con.execute("SELECT k, v FROM meta WHERE k IN (?, ?, ?, ?)", META_FIELDS).fetchall())
                 if not rows:
                     con.executemany("INSERT INTO meta (k, v) VALUES (?, ?)", list(meta_fields(meta).items()))
                     stored = meta
