@@ -44,12 +44,6 @@ LAYERS: list[tuple[str, ...]] = [
 #: imports inside a function that run against :data:`LAYERS` or close a circle, with the reason.
 #: Keep it short: an entry is a debt with a named way out, and one that no longer matches fails.
 ALLOWED: dict[tuple[str, str], str] = {
-    # the URL registry lives in the storage interface, which opens each backend by its scheme while
-    # the backends subclass the interface: a circle until the registry has a module of its own
-    ("index.storage", "index.sqlite"): "URL registry in the storage interface: goes when it moves out",
-    ("index.storage", "index.postgres"): "URL registry in the storage interface: goes when it moves out",
-    ("index.storage", "index.redis"): "URL registry in the storage interface: goes when it moves out",
-    ("index.storage", "index.urls"): "URL registry in the storage interface: goes when it moves out",
 }
 
 

@@ -71,7 +71,7 @@ def measure_backend(url: str, texts: list[str], *, base: int, measure: int, batc
                     log=print, verify: str = "auto") -> dict:
     """Fill ``url`` with ``texts[:base]``, then time adds of ``texts[base:base+measure]`` and queries."""
     import diversify
-    from diversify.index.storage import mask_url
+    from diversify.index.urls import mask_url
 
     assert len(texts) >= base + measure + queries, "not enough texts"
     idx = diversify.Index(url, config=diversify.BuildConfig(minhash=diversify.MinHashConfig(verify=verify)))

@@ -18,7 +18,7 @@ def __getattr__(name: str):
 
         return Index
     if name == "open_storage":
-        from .storage import open_storage
+        from .registry import open_storage
 
         return open_storage
     raise AttributeError(f"module 'diversify.index' has no attribute {name!r}")

@@ -31,6 +31,7 @@ from ..config import BuildConfig, canonical_json, fingerprint
 from ..errors import ConfigError, DuplicateIdError, IncompatibleIndexError, InputError, StorageError
 from .payload import Layout, attach_sets, band_rows, decode, encode
 from .records import stored_id
+from .registry import open_storage
 from .storage import (
     SCHEMA_VERSION,
     Assignment,
@@ -41,9 +42,8 @@ from .storage import (
     StorageOptions,
     Transaction,
     View,
-    mask_url,
-    open_storage,
 )
+from .urls import mask_url
 
 __all__ = ["Index", "Match"]
 

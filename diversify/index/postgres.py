@@ -69,7 +69,6 @@ import contextlib
 import hashlib
 import struct
 import time
-import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import Any, Optional
 
@@ -79,20 +78,10 @@ from psycopg import sql
 
 from .._arrays import unique_sorted
 from ..errors import ConfigError, StorageError
-from .records import checked_meta, checked_state, stored_id_text
-from .storage import (
-    Assignment,
-    Counts,
-    DocRow,
-    Meta,
-    State,
-    Storage,
-    StorageOptions,
-    Transaction,
-    View,
-    index_name,
-    mask_url,
-)
+from .failures import NOTHING_CREATED, NOTHING_WRITTEN, ROLLED_BACK, failed, lock_timeout, scrub
+from .records import META_FIELDS, STATE_FIELDS, checked_meta, checked_state, stored_id_text
+from .storage import Assignment, Counts, DocRow, Meta, State, Storage, StorageOptions, Transaction, View
+from .urls import index_name, mask_url, url_secrets, without_params
 
 __all__ = ["PostgresStorage", "libpq_url", "lock_key"]
 
@@ -104,7 +93,6 @@ _DOC_TYPES = ["int8", "bytea", "int8", "bool", "float8", "int4", "bytea"]
 #: planner); JIT compilation costs more than any of these statements
 _SESSION = "SET LOCAL enable_seqscan = off; SET LOCAL jit = off;"
 _EXISTS = "SELECT to_regclass(%s)"
-_ROLLED_BACK = "The batch was rolled back; nothing of it was written. Run it again."
 
 #: one band row of a binary COPY: field count, then (length, value) for key and seq, big-endian
 _BAND_ROW = np.dtype([("n", ">i2"), ("kl", ">i4"), ("k", ">i8"), ("sl", ">i4"), ("s", ">i8")])
@@ -129,34 +117,14 @@ class _Int8Array(psycopg.adapt.Dumper):
 
 
 def libpq_url(url: str) -> str:
-    """``url`` without the ``index=`` parameter (ours, not libpq's), ``postgres://`` kept as is."""
-    parts = urllib.parse.urlsplit(url)
-    pairs = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True) if k != "index"]
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, urllib.parse.urlencode(pairs),
-                                    parts.fragment))
+    """``url`` without the ``index=`` parameter (ours, not libpq's), the rest as written."""
+    return without_params(url, ("index",))
 
 
 def lock_key(schema: str) -> int:
     """The advisory-lock key of an index: a signed int64 that every process derives alike."""
     digest = hashlib.blake2b(f"diversify.index:{schema}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little", signed=True)
-
-
-def _secrets(url: str) -> list[str]:
-    """The password of ``url`` in the forms a driver message could show (for scrubbing)."""
-    out: list[str] = []
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return out
-    userinfo = parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else ""
-    if ":" in userinfo:
-        raw = userinfo.split(":", 1)[1]
-        out += [raw, urllib.parse.unquote(raw)]
-    for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
-        if k.lower() == "password":
-            out.append(v)
-    return sorted({s for s in out if s}, key=len, reverse=True)
 
 
 def _one(cur: psycopg.Cursor) -> tuple:
@@ -180,7 +148,7 @@ class _PgView(Transaction):
 
     # ---- reads
     def state(self) -> State:
-        row = self.conn.execute(self._q("SELECT next_seq, next_cluster, id_kind, layout FROM {meta}")).fetchone()
+        row = self.conn.execute(self._q(f"SELECT {', '.join(STATE_FIELDS)} FROM {{meta}}")).fetchone()
         if row is None:
             return State()
         return checked_state(self.url, row[0], row[1], row[2], row[3])
@@ -293,7 +261,7 @@ class PostgresStorage(Storage):
 
     def __init__(self, url: str, options: StorageOptions):
         self.url = mask_url(url)
-        self._secrets = _secrets(url)
+        self._secrets = url_secrets(url)
         self.options = options
         self.index = index_name(url)
         self.schema = f"diversify_{self.index}"
@@ -310,14 +278,10 @@ class PostgresStorage(Storage):
 
     # ---- messages
     def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return scrub(text, self._secrets)
 
     def _error(self, action: str, exc: BaseException, tail: str = "") -> StorageError:
-        text = " ".join(str(exc).split()).rstrip(".")  # libpq's messages span lines
-        cause = self._scrub(f"{type(exc).__name__}: {text}")
-        return StorageError(f"{action} {self.url} failed: {cause}." + (f" {tail}" if tail else ""))
+        return failed(action, self.url, exc, tail, self._secrets)
 
     # ---- connection
     def _connect(self) -> psycopg.Connection:
@@ -367,11 +331,10 @@ class PostgresStorage(Storage):
         return reg is not None
 
     def _meta_row(self, conn: psycopg.Connection) -> Optional[Meta]:
-        row = conn.execute(sql.SQL("SELECT schema_version, config_json, fingerprint, created_by FROM {}")
-                           .format(self._names["meta"])).fetchone()
+        row = conn.execute(sql.SQL(f"SELECT {', '.join(META_FIELDS)} FROM {{}}").format(self._names["meta"])).fetchone()
         if row is None:
             return None
-        return checked_meta(dict(zip(("schema_version", "config_json", "fingerprint", "created_by"), row)), self.url)
+        return checked_meta(dict(zip(META_FIELDS, row)), self.url)
 
     def read_meta(self) -> Optional[Meta]:
         try:
@@ -417,7 +380,7 @@ class PostgresStorage(Storage):
                 assert stored is not None, "the meta row was just written or found"
                 return stored
         except psycopg.Error as exc:
-            raise self._error("creating the index in", exc, "Nothing was created.") from exc
+            raise self._error("creating the index in", exc, NOTHING_CREATED) from exc
 
     # ---- transactions
     @contextlib.contextmanager
@@ -454,18 +417,15 @@ class PostgresStorage(Storage):
             (_, xid) = _one(cur)
         except psycopg.errors.LockNotAvailable as exc:
             self._rollback(conn)
-            raise StorageError(
-                f"the writer lock of {self.url} (index {self.index!r}) was not acquired within "
-                f"{self.options.lock_timeout:g} s: another process is writing a long batch; nothing was written. "
-                "Retry, or raise lock_timeout.") from exc
+            raise lock_timeout(f"index {self.index!r} on {self.url}", self.options.lock_timeout) from exc
         except psycopg.Error as exc:
             self._rollback(conn)
-            raise self._error("starting a write on", exc, "Nothing was written.") from exc
+            raise self._error("starting a write on", exc, NOTHING_WRITTEN) from exc
         try:
             yield _PgView(conn, self.schema, self._names, self.url)
         except psycopg.Error as exc:
             self._rollback(conn)
-            raise self._error("writing a batch to", exc, _ROLLED_BACK) from exc
+            raise self._error("writing a batch to", exc, ROLLED_BACK) from exc
         except BaseException:
             self._rollback(conn)
             raise
@@ -479,7 +439,7 @@ class PostgresStorage(Storage):
         if not (conn.closed or conn.broken):
             # the server answered with an error: it rolled back (e.g. a deferred constraint)
             self._rollback(conn)
-            raise self._error("committing a batch to", exc, _ROLLED_BACK) from exc
+            raise self._error("committing a batch to", exc, ROLLED_BACK) from exc
         status = None
         try:
             with psycopg.connect(self._conninfo, autocommit=True, connect_timeout=max(1, round(
@@ -495,7 +455,7 @@ class PostgresStorage(Storage):
         if status == "committed":
             return  # the commit reached the server before the connection broke: the batch stands
         if status == "aborted":
-            raise self._error("committing a batch to", exc, _ROLLED_BACK) from exc
+            raise self._error("committing a batch to", exc, ROLLED_BACK) from exc
         raise self._error("committing a batch to", exc,
                           f"The connection broke during COMMIT and the server could not tell whether transaction "
                           f"{xid} committed (status {status or 'unreachable'}): the batch is either applied whole or "

@@ -6,6 +6,10 @@ checked field by field as they are read. A damaged field (missing, a counter tha
 int64 in range, an id kind other than ``str``/``int``, text that is not UTF-8, an ``int`` id kind
 over ids that are not decimal ints) is a :class:`~diversify.errors.StorageError` naming the record,
 the field, what it holds and the fix, never a bare ValueError, KeyError or UnicodeDecodeError.
+
+It is also where the meta and state records are encoded for storage (:func:`meta_fields`,
+:func:`state_fields`: the text every backend stores, field by field, under the names
+:data:`META_FIELDS` and :data:`STATE_FIELDS`), so the three backends write and read them alike.
 """
 
 from __future__ import annotations
@@ -15,15 +19,39 @@ from typing import Optional, Union
 from ..errors import StorageError
 from .storage import Meta, State
 
-__all__ = ["checked_meta", "checked_state", "checked_int", "stored_id_text", "stored_id"]
+__all__ = ["checked_meta", "checked_state", "checked_int", "stored_id_text", "stored_id", "damaged", "META_FIELDS",
+           "STATE_FIELDS", "meta_fields", "state_fields"]
+
+#: the fields of the meta record, in the order of :class:`Meta`
+META_FIELDS = ("schema_version", "config_json", "fingerprint", "created_by")
+#: the fields of the state record, in the order of :class:`State`
+STATE_FIELDS = ("next_seq", "next_cluster", "id_kind", "layout")
 
 _DAMAGED = ("the index was altered outside diversify or its storage is damaged: restore it from a backup, or "
             "create a new index and add the documents again")
 
 
+def damaged(url: str, record: str, what: str) -> StorageError:
+    """The StorageError of a damaged stored record: which record, what is wrong with it, the fix."""
+    return StorageError(f"the {record} record of the index at {url} is damaged: {what}. It was not changed; "
+                        f"{_DAMAGED}.")
+
+
 def _damaged(url: str, record: str, field: str, rule: str, found: object) -> StorageError:
-    return StorageError(f"the {record} record of the index at {url} is damaged: `{field}` must be {rule}; found "
-                        f"{found!r:.80}. It was not changed; {_DAMAGED}.")
+    return damaged(url, record, f"`{field}` must be {rule}; found {found!r:.80}")
+
+
+def meta_fields(meta: Meta) -> dict[str, str]:
+    """The meta record as the text a backend stores (:func:`checked_meta` reads it back)."""
+    return {"schema_version": str(int(meta.schema_version)), "config_json": meta.config_json,
+            "fingerprint": meta.fingerprint, "created_by": meta.created_by}
+
+
+def state_fields(state: State) -> dict[str, str]:
+    """The state record as the text a backend stores (``id_kind`` ``""`` for none yet; read back by
+    :func:`checked_state`)."""
+    return {"next_seq": str(int(state.next_seq)), "next_cluster": str(int(state.next_cluster)),
+            "id_kind": state.id_kind or "", "layout": state.layout}
 
 
 def _text_field(url: str, record: str, field: str, value: object) -> str:
@@ -54,7 +82,7 @@ def checked_int(url: str, record: str, field: str, value: object, low: int) -> i
 def checked_meta(fields: dict, url: str) -> Meta:
     """A :class:`Meta` from a backend's stored fields (str, bytes or int values; a missing one is
     absent from ``fields``), or StorageError naming the damaged field, what it holds and the fix."""
-    for name in ("schema_version", "config_json", "fingerprint", "created_by"):
+    for name in META_FIELDS:
         if fields.get(name) is None:
             raise _damaged(url, "meta", name, "present", None)
     return Meta(schema_version=checked_int(url, "meta", "schema_version", fields["schema_version"], 1),

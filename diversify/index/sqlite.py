@@ -26,9 +26,9 @@ uncommitted WAL frames are ignored at the next open); a power loss may lose the 
 committed before it, never leave a partial one.
 
 Checkpoints (copying committed WAL pages back into the file) run off the writer's path: after each
-commit, one background thread per process runs a PASSIVE checkpoint on a connection of its own,
-which overlaps the next batch's sketching instead of lengthening the commit (a 5,000-document
-batch into 1M documents wrote ~30 MB of WAL, and SQLite's own checkpoint at 1,000 pages ran inside
+commit, one background thread per process (:mod:`diversify.index.sqlite_checkpoint`) runs a PASSIVE
+checkpoint on a connection of its own, which overlaps the next batch's sketching instead of
+lengthening the commit (a 5,000-document batch into 1M documents wrote ~30 MB of WAL, and SQLite's own checkpoint at 1,000 pages ran inside
 the commit: 22% of the add time). SQLite's automatic checkpoint stays on as a backstop at
 :data:`AUTOCHECKPOINT_PAGES`, for a checkpointer that falls behind. A checkpoint is crash-safe; a
 killed process leaves the rest to the next one.
@@ -39,10 +39,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import queue
 import sqlite3
-import threading
-import urllib.parse
 import zlib
 from collections.abc import Iterator, Sequence
 from typing import Optional
@@ -51,22 +48,12 @@ import numpy as np
 
 from .._arrays import unique_sorted
 from ..errors import ConfigError, StorageError
+from .failures import NOTHING_WRITTEN, ROLLED_BACK, failed, lock_timeout, storage_errors
 from .keyfilter import KeyFilter, bits_for
-from .records import checked_int, checked_meta, checked_state
-from .storage import (
-    Assignment,
-    Counts,
-    DocRow,
-    Meta,
-    State,
-    Storage,
-    StorageOptions,
-    Transaction,
-    View,
-    index_name,
-    mask_url,
-)
-from .urls import sqlite_file
+from .records import META_FIELDS, STATE_FIELDS, checked_int, checked_meta, checked_state, meta_fields, state_fields
+from .sqlite_checkpoint import CHECKPOINTER
+from .storage import Assignment, Counts, DocRow, Meta, State, Storage, StorageOptions, Transaction, View
+from .urls import index_name, mask_url, query_param, sqlite_file
 
 __all__ = ["SQLiteStorage", "sqlite_path", "sqlite_mmap_mb"]
 
@@ -96,8 +83,6 @@ _FILTER_FROM_KEYS = 1024
 #: (see _SQLiteView), with the two it is compared with
 _FILTER_KEYS = ("filter_token", "filter_keys", "filter_crc", "filter_seq", "filter_main", "next_seq", "main_rows")
 
-_META_KEYS = ("schema_version", "config_json", "fingerprint", "created_by")
-_STATE_KEYS = ("next_seq", "next_cluster", "id_kind", "layout")
 _COLS = "seq, id, cluster, is_rep, similarity, stages"
 
 
@@ -110,75 +95,14 @@ MMAP_MB = 1024
 AUTOCHECKPOINT_PAGES = 8192
 
 
-class _Checkpointer:
-    """One daemon thread per process: PASSIVE checkpoints of the files whose commits asked for one.
-
-    Each checkpoint opens its own short-lived connection, read-write but never creating the file (a
-    connection kept per file would outlive the indexes); a file asked for twice before its turn is
-    checkpointed once. Errors are ignored: the writer's automatic checkpoint is the backstop.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pending: dict[str, list[threading.Event]] = {}  # path -> events to set once it is done
-        self._wake: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread: Optional[threading.Thread] = None
-        self._pid = 0
-        self.done = 0  # checkpoints run in this process
-
-    def request(self, path: str, done: Optional[threading.Event] = None) -> None:
-        with self._lock:
-            if self._thread is None or self._pid != os.getpid():  # first use, or a forked child
-                self._pending = {}
-                self._wake = queue.SimpleQueue()
-                self._pid = os.getpid()
-                self._thread = threading.Thread(target=self._run, name="diversify-sqlite-checkpoint", daemon=True)
-                self._thread.start()
-            waiters = self._pending.get(path)
-            if waiters is None:
-                self._pending[path] = [done] if done is not None else []
-                self._wake.put(None)
-            elif done is not None:
-                waiters.append(done)
-
-    def checkpoint_now(self, path: str, timeout: float = 60.0) -> bool:
-        """Ask for a checkpoint of ``path`` and wait for it; False if it did not finish in ``timeout``."""
-        done = threading.Event()
-        self.request(path, done)
-        return done.wait(timeout)
-
-    def _run(self) -> None:
-        while True:
-            self._wake.get()
-            with self._lock:
-                if not self._pending:
-                    continue
-                path = next(iter(self._pending))
-                waiters = self._pending.pop(path)
-            try:
-                uri = "file:" + urllib.parse.quote(path) + "?mode=rw"
-                con = sqlite3.connect(uri, uri=True, timeout=0, isolation_level=None, check_same_thread=False)
-                try:
-                    con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                    self.done += 1
-                finally:
-                    con.close()
-            except Exception:  # noqa: BLE001 - the writer's automatic checkpoint is the backstop
-                pass
-            for event in waiters:
-                event.set()
-
-
-_CHECKPOINTER = _Checkpointer()
+_CHECKPOINTER = CHECKPOINTER  # one per process (tests reach it here)
 
 
 def sqlite_mmap_mb(url: str) -> int:
     """The ``mmap_mb=`` parameter of a sqlite URL (default :data:`MMAP_MB`; 0 turns memory-mapped reads off)."""
-    query = urllib.parse.urlsplit(url).query
-    values = [v for k, v in urllib.parse.parse_qsl(query, keep_blank_values=True) if k == "mmap_mb"]
-    if not values:
+    text = query_param(url, "mmap_mb")
+    if text is None:
         return MMAP_MB
-    text = values[-1]
     if not text.isdigit() or int(text) > 1 << 20:
         raise ConfigError(f"the `mmap_mb` parameter of a sqlite URL is the MiB of the file read through a memory map, "
                           f"an integer from 0 (off) to {1 << 20}; got {text!r} in {mask_url(url)}. Use e.g. "
@@ -285,7 +209,7 @@ class _SQLiteView(Transaction):
 
     # ---- reads
     def state(self) -> State:
-        rows = dict(self.con.execute("SELECT k, v FROM meta WHERE k IN (?, ?, ?, ?)", _STATE_KEYS).fetchall())
+        rows = dict(self.con.execute("SELECT k, v FROM meta WHERE k IN (?, ?, ?, ?)", STATE_FIELDS).fetchall())
         if not rows:
             return State()
         return checked_state(self.url, rows.get("next_seq"), rows.get("next_cluster"), rows.get("id_kind"),
@@ -349,9 +273,7 @@ class _SQLiteView(Transaction):
 
     # ---- writes
     def set_state(self, state: State) -> None:
-        self.con.executemany("INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)",
-                             [("next_seq", str(int(state.next_seq))), ("next_cluster", str(int(state.next_cluster))),
-                              ("id_kind", state.id_kind or ""), ("layout", state.layout)])
+        self.con.executemany("INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)", list(state_fields(state).items()))
 
     def insert_docs(self, rows: Sequence[DocRow]) -> None:
         self.con.executemany("INSERT INTO docs (seq, id, cluster, is_rep, similarity, stages, payload) "
@@ -489,12 +411,12 @@ class SQLiteStorage(Storage):
             has = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
             if not has:
                 return None
-            rows = dict(con.execute("SELECT k, v FROM meta WHERE k IN (?, ?, ?, ?)", _META_KEYS).fetchall())
+            rows = dict(con.execute("SELECT k, v FROM meta WHERE k IN (?, ?, ?, ?)", META_FIELDS).fetchall())
         except sqlite3.DatabaseError as exc:
             raise StorageError(f"cannot read {self.url}: {type(exc).__name__}: {exc}. Is it a diversify index?") from exc
         if not rows:
             return None
-        return _meta(rows, self.url)
+        return checked_meta(rows, self.url)
 
     def initialize(self, meta: Meta) -> Meta:
         con = self._connect()
@@ -503,21 +425,19 @@ class SQLiteStorage(Storage):
             try:
                 for stmt in _SCHEMA:
                     con.execute(stmt)
-                rows = dict(con.execute("SELECT k, v FROM meta WHERE k IN (?, ?, ?, ?)", _META_KEYS).fetchall())
+                rows = dict(con.execute("SELECT k, v FROM meta WHERE k IN (?, ?, ?, ?)", META_FIELDS).fetchall())
                 if not rows:
-                    con.executemany("INSERT INTO meta (k, v) VALUES (?, ?)",
-                                    [("schema_version", str(meta.schema_version)), ("config_json", meta.config_json),
-                                     ("fingerprint", meta.fingerprint), ("created_by", meta.created_by)])
+                    con.executemany("INSERT INTO meta (k, v) VALUES (?, ?)", list(meta_fields(meta).items()))
                     stored = meta
                 else:
-                    stored = _meta(rows, self.url)
+                    stored = checked_meta(rows, self.url)
                 con.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):
                     con.execute("ROLLBACK")
                 raise
         except sqlite3.DatabaseError as exc:
-            raise StorageError(f"cannot create the index in {self.url}: {type(exc).__name__}: {exc}.") from exc
+            raise failed("creating the index in", self.url, exc, "Nothing was created.") from exc
         return stored
 
     # ---- transactions
@@ -526,10 +446,7 @@ class SQLiteStorage(Storage):
             con.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
-                raise StorageError(
-                    f"the writer lock of {self.url} was not acquired within {self.options.lock_timeout:g} s (another "
-                    "process is writing a long batch); nothing was written. Retry, or raise lock_timeout."
-                ) from exc
+                raise lock_timeout(self.url, self.options.lock_timeout) from exc
             raise
 
     @contextlib.contextmanager
@@ -540,9 +457,8 @@ class SQLiteStorage(Storage):
         except sqlite3.DatabaseError as exc:
             raise StorageError(f"cannot read {self.url}: {type(exc).__name__}: {exc}.") from exc
         try:
-            yield _SQLiteView(con, self._filters, url=self.url)
-        except sqlite3.DatabaseError as exc:
-            raise StorageError(f"reading {self.url} failed: {type(exc).__name__}: {exc}.") from exc
+            with storage_errors(self.url, "reading", kinds=(sqlite3.DatabaseError,)):
+                yield _SQLiteView(con, self._filters, url=self.url)
         finally:
             with contextlib.suppress(sqlite3.Error):
                 con.execute("COMMIT")
@@ -553,28 +469,22 @@ class SQLiteStorage(Storage):
         try:
             self._begin_immediate(con)
         except sqlite3.DatabaseError as exc:
-            raise StorageError(f"cannot write {self.url}: {type(exc).__name__}: {exc}; nothing was written.") from exc
+            raise failed("starting a write on", self.url, exc, NOTHING_WRITTEN) from exc
         try:
-            view = _SQLiteView(con, self._filters, writing=True, url=self.url)
-            yield view
-            view.finish()
-        except BaseException as exc:
+            with storage_errors(self.url, "writing a batch to", rolled_back=True, kinds=(sqlite3.DatabaseError,)):
+                view = _SQLiteView(con, self._filters, writing=True, url=self.url)
+                yield view
+                view.finish()
+        except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 con.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.DatabaseError):
-                raise StorageError(f"writing {self.url} failed: {type(exc).__name__}: {exc}. The batch was rolled "
-                                   "back; nothing of it was written.") from exc
             raise
         try:
             con.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
             with contextlib.suppress(sqlite3.Error):
                 con.execute("ROLLBACK")
-            raise StorageError(f"committing to {self.url} failed: {type(exc).__name__}: {exc}. The batch was rolled "
-                               "back; nothing of it was written.") from exc
+            raise failed("committing a batch to", self.url, exc, ROLLED_BACK) from exc
         view.committed()
         _CHECKPOINTER.request(os.path.abspath(self.path))
 
-
-def _meta(rows: dict, url: str) -> Meta:
-    return checked_meta(rows, url)

@@ -30,22 +30,25 @@ Concurrency contract (the part the fold guarantee depends on):
   a consistent snapshot; a backend that cannot (Redis) makes each call atomic, and a row named by
   one call may be gone in the next: :meth:`View.docs_by_seq` then simply omits it.
 * A :class:`Storage` object is used by one thread at a time and is not shared across ``fork``;
-  every process opens its own with :func:`open_storage`.
+  every process opens its own with :func:`~diversify.index.registry.open_storage`.
 
 Errors a backend raises: :class:`~diversify.errors.StorageError` for a server that cannot be
 reached, goes away, or times out on the writer lock (the message names the masked URL, the cause,
-and for a write that the batch was rolled back), and
-:class:`~diversify.errors.MissingDependencyError` (from :func:`open_storage`) for an absent client
-library. Every other check (schema version, config, ids, texts) is the index's, not the backend's.
+and for a write that the batch was rolled back: :mod:`diversify.index.failures` words these once for
+all backends), and :class:`~diversify.errors.MissingDependencyError` (from
+:func:`~diversify.index.registry.open_storage`) for an absent client library. Every other check
+(schema version, config, ids, texts) is the index's, not the backend's.
 
 URLs: ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``; ``postgresql://`` (or
 ``postgres://``) as libpq takes them; ``redis://``, ``rediss://``, ``unix://`` as redis-py takes
 them. Every backend accepts the query parameter ``index=<name>`` (letters, digits, ``_``; default
 ``default``) to keep several independent indexes in one database / Redis database: table names
-or key prefixes derive from it (:func:`index_name`). SQLite: one file is one index (``index``
-names nothing and is refused when not ``default``). :func:`open_storage` applies the rules of
-:mod:`diversify.index.urls` (no control characters, no fragment, valid ports...) before a
-backend or driver sees the URL.
+or key prefixes derive from it (:func:`~diversify.index.urls.index_name`). SQLite: one file is one
+index (``index`` names nothing and is refused when not ``default``). Which backend serves a scheme
+is :mod:`diversify.index.registry`'s to say (this module imports no backend; the backends import
+it); its :func:`~diversify.index.registry.open_storage` applies the rules of
+:mod:`diversify.index.urls` (no control characters, no fragment, valid ports...) before a backend
+or driver sees the URL.
 
 Backends read stored records through :mod:`diversify.index.records`: a damaged field is a StorageError naming the record,
 the field and what it holds, never a bare ValueError or KeyError.
@@ -55,15 +58,13 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import re
-import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
-from ..errors import ConfigError, MissingDependencyError, StorageError, require
+from ..errors import ConfigError
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -76,19 +77,12 @@ __all__ = [
     "View",
     "Transaction",
     "Storage",
-    "open_storage",
-    "mask_url",
-    "index_name",
-    "scheme_of",
-    "storage_errors",
 ]
 
 #: Version of the logical schema (the rows above and what the index stores in ``payload``). An index
 #: whose meta carries a larger number was written by a newer diversify and is refused; a backend
 #: keeps its own physical layout in step with this number.
 SCHEMA_VERSION = 1
-
-_INDEX_NAME = re.compile(r"[A-Za-z0-9_]{1,48}")
 
 
 # --------------------------------------------------------------------------- rows
@@ -170,7 +164,7 @@ class Counts:
 
 @dataclass(frozen=True)
 class StorageOptions:
-    """Options every backend takes (given to :func:`open_storage`)."""
+    """Options every backend takes (given to :func:`~diversify.index.registry.open_storage`)."""
 
     #: seconds a writer waits for the index-wide writer lock before StorageError
     lock_timeout: float = 30.0
@@ -298,137 +292,3 @@ class Storage(abc.ABC):
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-# --------------------------------------------------------------------------- URLs
-
-
-#: scheme -> (client module, extra) of the server backends; their modules are imported on use
-_BACKENDS = {
-    "sqlite": (None, None),
-    "postgresql": ("psycopg", "postgres"),
-    "postgres": ("psycopg", "postgres"),
-    "redis": ("redis", "redis"),
-    "rediss": ("redis", "redis"),
-    "unix": ("redis", "redis"),
-}
-
-
-def mask_url(url: str) -> str:
-    """``url`` with the password (if any) replaced by ``***``, for messages and logs.
-
-    Also masks ``password=`` query parameters (libpq's and redis-py's keyword form).
-    """
-    if not isinstance(url, str):
-        return repr(url)
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:  # e.g. an unclosed IPv6 bracket: hide whatever stands before an '@'
-        return re.sub(r"://[^/?#]*@", "://***@", url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        if ":" in userinfo:
-            user = userinfo.split(":", 1)[0]
-            netloc = f"{user}:***@{host}"
-    query = parts.query
-    if query:
-        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
-        if any(k.lower() == "password" for k, _ in pairs):
-            query = "&".join(f"{k}=***" if k.lower() == "password" else f"{k}={v}" for k, v in pairs)
-    if netloc == parts.netloc and query == parts.query:
-        return url  # nothing to hide (urlunsplit would also drop the empty host of sqlite:////abs)
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def scheme_of(url: str) -> str:
-    """The URL's scheme, lower case, checked against the known backends (ConfigError if unknown)."""
-    if not isinstance(url, str) or "://" not in url:
-        raise ConfigError(f"`url` must be a storage URL such as 'sqlite:///index.db', 'postgresql://host/db' or "
-                          f"'redis://host:6379/0'; got {mask_url(url) if isinstance(url, str) else url!r}.")
-    scheme = url.split("://", 1)[0].lower()
-    if scheme not in _BACKENDS:
-        raise ConfigError(f"`url` scheme must be one of {sorted(set(_BACKENDS))}; got {scheme!r} in {mask_url(url)}. "
-                          "Use sqlite:///path.db for an embedded index.")
-    return scheme
-
-
-def index_name(url: str) -> str:
-    """The ``index=`` query parameter of ``url`` (default ``"default"``), checked."""
-    query = urllib.parse.urlsplit(url).query
-    values = [v for k, v in urllib.parse.parse_qsl(query, keep_blank_values=True) if k == "index"]
-    if not values:
-        return "default"
-    name = values[-1]
-    if not _INDEX_NAME.fullmatch(name):
-        raise ConfigError(f"the `index` parameter of the URL must be 1-48 letters, digits or '_'; got {name!r} in "
-                          f"{mask_url(url)}.")
-    return name
-
-
-def open_storage(url: str, options: Optional[StorageOptions] = None) -> Storage:
-    """Open the backend named by the URL's scheme (the client library is imported only now).
-
-    Raises ConfigError for an unknown scheme or a URL that breaks a rule of
-    :mod:`diversify.index.urls`, MissingDependencyError naming the extra to install
-    (``pip install 'diversify-retrieval[postgres]'`` / ``[redis]``), StorageError when the server
-    cannot be reached (within ``options.connect_timeout``).
-    """
-    from .urls import check_url
-
-    scheme = scheme_of(url)
-    check_url(url, scheme)  # before any driver sees it (NUL, fragments, bad ports...: see .urls)
-    client, extra = _BACKENDS[scheme]
-    if client is not None:
-        assert extra is not None
-        require(client, extra=extra, purpose=f"a {scheme}:// index")
-    opts = options if options is not None else StorageOptions()
-    backend = _backend_class(scheme)
-    storage = backend(url, opts)
-    if not isinstance(storage, Storage):  # pragma: no cover - a backend bug
-        raise StorageError(f"{type(storage).__name__} is not a Storage")
-    return storage
-
-
-def _backend_class(scheme: str) -> type:
-    """The backend class of a scheme, imported now (static imports of our own modules only)."""
-    try:
-        if scheme == "sqlite":
-            from .sqlite import SQLiteStorage
-
-            return SQLiteStorage
-        if scheme in ("postgresql", "postgres"):
-            from .postgres import PostgresStorage  # type: ignore[import-not-found,unused-ignore]
-
-            return PostgresStorage
-        from .redis import RedisStorage  # type: ignore[import-not-found,unused-ignore]
-
-        return RedisStorage
-    except ModuleNotFoundError as exc:
-        if not (exc.name or "").startswith("diversify.index."):
-            raise
-        raise MissingDependencyError(f"the {scheme}:// backend ({exc.name}) is not part of this installation of "
-                                     "diversify; upgrade diversify-retrieval, or use sqlite:///path.db.") from exc
-
-
-@contextlib.contextmanager
-def storage_errors(url: str, action: str, *, rolled_back: bool = False) -> Iterator[None]:
-    """Re-raise a backend driver's exception as StorageError naming the masked URL and the cause.
-
-    ``rolled_back`` adds that the batch was rolled back (for failures inside a write transaction).
-    """
-    try:
-        yield
-    except StorageError:
-        raise
-    except Exception as exc:
-        if not _driver_error(exc):
-            raise
-        tail = " The batch was rolled back; nothing of it was written. Run it again." if rolled_back else ""
-        raise StorageError(f"{action} {mask_url(url)} failed: {type(exc).__name__}: {exc}.{tail}") from exc
-
-
-def _driver_error(exc: BaseException) -> bool:
-    """Errors of the database client libraries (and the OS below them), not bugs in our code."""
-    mod = type(exc).__module__ or ""
-    return isinstance(exc, OSError) or mod.split(".")[0] in {"sqlite3", "psycopg", "redis", "psycopg_pool"}

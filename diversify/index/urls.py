@@ -15,28 +15,116 @@ exception or, worse, open something else than what was written:
 * ``redis://`` / ``rediss://``: the path is empty or ``/<database number>`` (redis-py reads
   ``/abc`` as database 0 and ``/3/4`` as database 34);
 * ``postgresql://``: each ``host:port`` of a multi-host URL follows the port rule.
+
+The query parameters that are diversify's rather than a driver's are read here too
+(:func:`index_name`, :func:`query_param`) and removed before the URL goes on
+(:func:`without_params`); :func:`mask_url` and :func:`url_secrets` keep a password out of messages.
 """
 
 from __future__ import annotations
 
 import re
 import urllib.parse
+from typing import Optional
 
 from ..errors import ConfigError
 
-__all__ = ["check_url", "sqlite_file", "SQLITE_PARAMS"]
+__all__ = ["check_url", "sqlite_file", "SQLITE_PARAMS", "mask_url", "url_secrets", "index_name", "query_param", "query_values",
+           "without_params"]
 
 #: C0 controls, DEL and C1 controls
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _PORT = re.compile(r"[0-9]{1,5}")
+_INDEX_NAME = re.compile(r"[A-Za-z0-9_]{1,48}")
 #: the query parameters a sqlite URL takes
 SQLITE_PARAMS = ("mmap_mb", "index")
 
 
-def _shown(url: str) -> str:
-    from .storage import mask_url
+def mask_url(url: str) -> str:
+    """``url`` with the password (if any) replaced by ``***``, for messages and logs.
 
+    Also masks ``password=`` query parameters (libpq's and redis-py's keyword form).
+    """
+    if not isinstance(url, str):
+        return repr(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # e.g. an unclosed IPv6 bracket: hide whatever stands before an '@'
+        return re.sub(r"://[^/?#]*@", "://***@", url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        if ":" in userinfo:
+            user = userinfo.split(":", 1)[0]
+            netloc = f"{user}:***@{host}"
+    query = parts.query
+    if query:
+        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
+        if any(k.lower() == "password" for k, _ in pairs):
+            query = "&".join(f"{k}=***" if k.lower() == "password" else f"{k}={v}" for k, v in pairs)
+    if netloc == parts.netloc and query == parts.query:
+        return url  # nothing to hide (urlunsplit would also drop the empty host of sqlite:////abs)
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def url_secrets(url: str) -> list[str]:
+    """The password of ``url`` in the forms a driver's message could show (for scrubbing), longest first."""
+    out: list[str] = []
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return out
+    userinfo = parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else ""
+    if ":" in userinfo:
+        raw = userinfo.split(":", 1)[1]
+        out += [raw, urllib.parse.unquote(raw)]
+    for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
+        if k.lower() == "password":
+            out.append(v)
+    return sorted({s for s in out if s}, key=len, reverse=True)
+
+
+def query_values(url: str, name: str) -> list[str]:
+    """Every value of the query parameter ``name`` of ``url``, in order (decoded)."""
+    query = urllib.parse.urlsplit(url).query
+    return [v for k, v in urllib.parse.parse_qsl(query, keep_blank_values=True) if k == name]
+
+
+def query_param(url: str, name: str) -> Optional[str]:
+    """The value of the query parameter ``name`` of ``url`` (the last one when repeated), or None."""
+    values = query_values(url, name)
+    return values[-1] if values else None
+
+
+def without_params(url: str, names: tuple[str, ...]) -> str:
+    """``url`` without the query parameters ``names`` (diversify's, not the driver's).
+
+    The other parameters are kept as written (not decoded and encoded again: ``%20`` stays ``%20``,
+    where a round trip through ``urlencode`` would write ``+``, which libpq does not read as a
+    space), and so is everything before the ``?`` (``urlunsplit`` would write ``unix:///path`` as
+    ``unix:/path`` and ``postgresql:///db`` as ``postgresql:/db``, which the drivers refuse).
+    """
+    head, sep, query = url.partition("?")
+    if not sep:
+        return url
+    kept = [part for part in query.split("&")
+            if part and urllib.parse.unquote_plus(part.split("=", 1)[0]) not in names]
+    return head + ("?" + "&".join(kept) if kept else "")
+
+
+def index_name(url: str) -> str:
+    """The ``index=`` query parameter of ``url`` (default ``"default"``), checked."""
+    name = query_param(url, "index")
+    if name is None:
+        return "default"
+    if not _INDEX_NAME.fullmatch(name):
+        raise ConfigError(f"the `index` parameter of the URL must be 1-48 letters, digits or '_'; got {name!r} in "
+                          f"{mask_url(url)}.")
+    return name
+
+
+def _shown(url: str) -> str:
     return repr(mask_url(url))
 
 

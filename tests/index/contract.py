@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 
 from diversify.errors import StorageError
+from diversify.index.registry import open_storage
 from diversify.index.storage import (
     SCHEMA_VERSION,
     Assignment,
@@ -37,7 +38,6 @@ from diversify.index.storage import (
     Meta,
     State,
     StorageOptions,
-    open_storage,
 )
 
 META = Meta(schema_version=SCHEMA_VERSION, config_json='{"seed":1}', fingerprint="f" * 64, created_by="test")

@@ -15,7 +15,8 @@ import time
 
 import numpy as np
 
-from diversify.index.storage import DocRow, State, open_storage
+from diversify.index.registry import open_storage
+from diversify.index.storage import DocRow, State
 
 
 def batch(tx, name: str, start: int, k: int) -> None:

@@ -24,7 +24,7 @@ from diversify.errors import (
     StorageError,
 )
 from diversify.ids import INDEX_ID_MAX_BYTES
-from diversify.index.storage import open_storage
+from diversify.index.registry import open_storage
 from index.contract import _doc, _near
 from index.servers import postgres_server  # noqa: F401  (session fixture)
 from index.servers_redis import redis_server  # noqa: F401  (session fixture)

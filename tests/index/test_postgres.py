@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 from diversify.errors import ConfigError, StorageError
-from diversify.index.storage import SCHEMA_VERSION, DocRow, Meta, State, StorageOptions, open_storage
+from diversify.index.registry import open_storage
+from diversify.index.storage import SCHEMA_VERSION, DocRow, Meta, State, StorageOptions
 from index.contract import META, IndexContract
 from index.servers import (  # noqa: F401  (postgres_server: the session fixture)
     PG_PASSWORD,
@@ -297,7 +298,8 @@ REPO = Path(__file__).resolve().parents[2]
 WORKER = r'''
 import random, sys, time
 import numpy as np
-from diversify.index.storage import SCHEMA_VERSION, DocRow, Meta, State, StorageOptions, open_storage
+from diversify.index.registry import open_storage
+from diversify.index.storage import SCHEMA_VERSION, DocRow, Meta, State, StorageOptions
 url, mode, w, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 s = open_storage(url, StorageOptions(lock_timeout=120))
 if mode == "assign":

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from diversify.errors import ConfigError, IncompatibleIndexError, StorageError
-from diversify.index.storage import DocRow, State, StorageOptions, open_storage
+from diversify.index.registry import open_storage
+from diversify.index.storage import DocRow, State, StorageOptions
 from index.contract import META, IndexContract
 from index.servers_redis import free_port, own_redis_server, redis_server, require_binary  # noqa: F401  (fixtures)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from diversify.index.storage import open_storage
+from diversify.index.registry import open_storage
 from index.contract import IndexContract
 
 

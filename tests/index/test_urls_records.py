@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from diversify.errors import ConfigError, StorageError
 from diversify.index.records import checked_int, checked_meta, checked_state, stored_id
+from diversify.index.registry import scheme_of
 from diversify.index.sqlite import sqlite_path
-from diversify.index.storage import Meta, State, scheme_of
+from diversify.index.storage import Meta, State
 from diversify.index.urls import check_url
 
 _CONTROL = {chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)]}
