@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from importlib import resources
+from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
 import numpy as np
@@ -27,6 +27,8 @@ I64 = np.dtype("<i8")
 #: the scripts under diversify/index/lua/ (``<name>.lua``)
 SCRIPTS = ("init", "renew", "release", "commit", "band_get", "docs_by_id", "docs_in_clusters")
 _LUA: dict[str, str] = {}
+#: the scripts' folder, installed beside this module as package data
+_LUA_DIR = Path(__file__).resolve().parent / "lua"
 
 
 def lua(name: str) -> str:
@@ -35,7 +37,7 @@ def lua(name: str) -> str:
     if source is None:
         if name not in SCRIPTS:
             raise KeyError(f"no Lua script {name!r}; the scripts are {list(SCRIPTS)}")
-        source = _LUA[name] = (resources.files(__package__) / "lua" / f"{name}.lua").read_text("utf-8")
+        source = _LUA[name] = (_LUA_DIR / f"{name}.lua").read_text("utf-8")
     return source
 
 
