@@ -25,7 +25,7 @@ from diversify.online.stats import UNKNOWN_WARN_MIN
 
 POLICIES = ("raise", "last_good", "passthrough")
 
-# Crafted from the id rules (diversify/ids.py): what a store can hand back that no artifact holds.
+# Crafted from the id rules (diversify/ids/rules.py): what a store can hand back that no artifact holds.
 # (label, id, the cursor can carry it so the next page must not show it again)
 HOSTILE = [
     ("lone high surrogate", "\ud800", True),
