@@ -90,7 +90,8 @@ class JsonlTexts(Sequence):
 
     def __init__(self, path: str, *, id_field: Optional[str] = None, text_field: Optional[str] = None,
                  info: Optional[dict] = None) -> None:
-        from .readers import STDIN, _Ids, _jsonl_blocks, open_input
+        from .inputs import STDIN, open_input
+        from .readers import _Ids, _jsonl_blocks
 
         if path == STDIN:
             raise InputError("`input` '-' (stdin) cannot be read twice; a build from stdin holds its texts in memory "
@@ -195,7 +196,7 @@ class JsonlTexts(Sequence):
 
     def _decode_group(self, fd: int, lo: int, hi: int, group: list[int], want: np.ndarray, out: list) -> None:
         """The texts of the lines ``want[group]``, all within bytes ``lo .. hi`` of the file, from one read."""
-        from .readers import loads
+        from .jsonl import loads
 
         raw = os.pread(fd, hi - lo, lo)
         if len(raw) != hi - lo:
