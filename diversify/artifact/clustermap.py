@@ -183,8 +183,8 @@ class ClusterMap(ClusterQueries):
         Always, whatever ``verify``: 2,048 evenly spaced documents are re-hashed and looked up
         (they must map to their own document and cluster), and the documents at 2,048 evenly
         spaced lookup positions are looked up (they must be found exactly there), so a table
-        written with the wrong key scheme or permuted against the ids is refused (cost 5-9 ms at
-        any size; see ``docs/artifact-format.md`` section 5).
+        written with the wrong key scheme or permuted against the ids is refused (a cost that does not
+        grow with the artifact; see ``docs/artifact-format.md`` section 5).
 
         Raises
         ------
@@ -221,7 +221,7 @@ class ClusterMap(ClusterQueries):
 
             def keys_of(docs: np.ndarray) -> np.ndarray:
                 lo, hi = off.take(docs).tolist(), off.take(docs + 1).tolist()
-                blob = bytes(raw) if docs.size > 4096 else raw  # slicing bytes is ~2x faster; a copy only for many
+                blob = bytes(raw) if docs.size > 4096 else raw  # slicing bytes is faster; a copy only for many
                 return utf8_id_keys([bytes(blob[a:b]) for a, b in zip(lo, hi)])
 
         problem = check_binding(self._lookup_table, self._arrays["lookup/doc"], self._arrays["doc/cluster_id"],

@@ -39,6 +39,16 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"diversify {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    _build_parsers(sub)
+    _inspect_parsers(sub)
+    _quality_parsers(sub)
+    add_index_parser(sub)
+    show_defaults(parser)  # every option states its default in --help
+    return parser
+
+
+def _build_parsers(sub) -> None:
+    """The commands that write an artifact: build and add."""
     p = sub.add_parser("build", help="cluster a corpus and write the artifact", description="Cluster a corpus and write a ClusterMap artifact.")
     add_input_args(p)
     p.add_argument("-o", "--output", required=True, help="artifact path to write (atomically)")
@@ -65,6 +75,9 @@ def make_parser() -> argparse.ArgumentParser:
                         "error naming its line)")
     p.set_defaults(func=cmd_add)
 
+
+def _inspect_parsers(sub) -> None:
+    """The commands that read an artifact: stats, show and export."""
     p = sub.add_parser("stats", help="summarize an artifact", description="Documents, clusters, size histogram, largest clusters, params.")
     p.add_argument("artifact")
     p.add_argument("--top", type=int, default=10, help="largest clusters to list (default 10)")
@@ -97,6 +110,9 @@ def make_parser() -> argparse.ArgumentParser:
                    help="output format (default: from the extension of --output)")
     p.set_defaults(func=cmd_export)
 
+
+def _quality_parsers(sub) -> None:
+    """The commands that measure quality and the demo: eval, tune and demo."""
     p = sub.add_parser("eval", help="precision/recall/F1/ARI of a build against labels", description="Compare a build (or a build of --corpus) with labeled pairs or gold cluster labels.")
     p.add_argument("artifact", nargs="?", help="artifact to evaluate (or give --corpus to build one in memory)")
     p.add_argument("--corpus", default=None, help="JSONL/CSV/Parquet corpus to build with the clustering options below")
@@ -141,10 +157,6 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--threshold", type=float, default=model_default("minhash.threshold"),
                    help=f"Jaccard threshold (default {model_default('minhash.threshold')})")
     p.set_defaults(func=cmd_demo)
-
-    add_index_parser(sub)
-    show_defaults(parser)  # every option states its default in --help
-    return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -101,12 +101,12 @@ def shingle_sets32(texts: Sequence[str], config: TextConfig, seed: int) -> tuple
     shingles whose hashes share their high 32 bits, about one pair in 10^4 documents) are merged.
     Jaccard of these sets differs from Jaccard of the 64-bit sets only by such merges.
     """
-    from .._kernels import text as kt
+    from .._kernels._common import high_halves
 
     starts, counts, hashes = sorted_unique_shingles(texts, config, seed)
     indptr = np.empty(counts.size + 1, dtype=np.int64)
     values = np.empty(int(counts.sum()), dtype=np.uint32)
-    kt.high_halves(starts, counts, hashes, indptr, values)
+    high_halves(starts, counts, hashes, indptr, values)
     return indptr, values[: int(indptr[-1])]
 
 

@@ -269,7 +269,7 @@ def _normalize_pieces(found: list, pieces: int
     empty = np.zeros(0, dtype=np.int64)
     if not pieces:
         return np.zeros(0, dtype=np.uint8), empty, empty, empty, empty
-    from .._kernels.text import count_scripts
+    from .._kernels.utf8 import count_scripts
 
     joined = b"".join([f[3].tobytes() for f in found])[:-1]
     new, new_starts, new_ends = nfkc_fold_pieces(joined, pieces)
