@@ -1,4 +1,4 @@
-"""The README's install order in a fresh virtual environment (issue 38), run as a user runs it.
+"""The README's install order in a fresh virtual environment, run as a user runs it.
 
 Kind: end to end, in subprocesses. A new venv sees this test run's packages through a plain path
 line (no download: ``pip install --no-deps --no-build-isolation``) and none of its ``.pth`` files

@@ -1,5 +1,5 @@
 """Ids from the store that the artifact cannot hold, ids in another form, and ids that silently
-match nothing (issue 11 class 7, online half; issue 12 item 4).
+match nothing: the online half of silent id mismatches.
 
 Rules under test (docs/online.md, "Ids that match"): an id no artifact can hold is an unknown
 id (its own cluster, never folded, passed through) under every ``on_error`` policy; the next

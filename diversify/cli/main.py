@@ -187,8 +187,8 @@ def run() -> NoReturn:
     """The ``diversify`` console script and ``python -m diversify``: :func:`main`, then leave
     without the interpreter's teardown.
 
-    After a build of 100,000 documents the teardown (every object freed one by one, the compiled
-    kernels released) took 0.6-0.7 s of a 9 s whole process, with nothing in it to wait for. The
+    After a large build the teardown (every object freed one by one, the compiled kernels
+    released) is a noticeable share of the whole process, with nothing in it to wait for. The
     exit handlers still run and the standard streams are flushed first; every file a command writes
     is complete and closed before it returns (written under a temporary name, then renamed).
     """

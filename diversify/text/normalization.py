@@ -33,8 +33,7 @@ def nfkc_utf8(raw: bytes) -> np.ndarray:
     and NFKC neither makes nor removes one: the normalized join splits back at its NULs into the
     normalized pieces. (A piece can hold a NUL only as its first byte, the document separator before
     a document that starts with a mark; that NUL is left out of the piece, which changes nothing
-    for the same reason.) 92,000 pieces of a multilingual corpus took 0.23 s one call each, 0.02 s
-    in one.
+    for the same reason.) One call for the batch is far cheaper than one a piece (docs/building.md).
     """
     from .._kernels import utf8 as ku
 
@@ -71,8 +70,8 @@ def nfkc_utf8(raw: bytes) -> np.ndarray:
     return out
 
 
-#: texts shorter than this (bytes) are normalized piece by piece in Python: one document of a
-#: query costs ~25 us so, against ~85 us through the joined call, the threads and the splice kernel
+#: texts shorter than this (bytes) are normalized piece by piece in Python: for one document of a
+#: query that is cheaper than the joined call, the threads and the splice kernel
 SPLICE_FROM = 4096
 
 

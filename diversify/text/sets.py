@@ -31,8 +31,8 @@ def sorted_unique_of_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextCo
 
     ``room`` (one count per document, optional): each document's shingle count as the sketching
     pass found it (:attr:`diversify.sketches.Sketches.text_shingles`), to size the output to the
-    shingles themselves instead of the most a document of its length could have: about 3x less
-    fresh memory to fault in, the cost that dominated these calls (see :func:`_sorted_unique_one`).
+    shingles themselves instead of the most a document of its length could have: less fresh
+    memory to fault in, the cost that dominated these calls (see :func:`_sorted_unique_one`).
     """
     parts = auto_split(buf, offsets, config)
     if parts is not None and len(parts) == 1:
@@ -54,9 +54,8 @@ def _sorted_unique_one(buf: np.ndarray, offsets: np.ndarray, config: TextConfig,
                        room: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One rule's batch. Output room: ``room`` where given (at least 1 a document), else the most
     shingles a document of its length can have (4 bytes of room a byte of word-shingled text,
-    ~3x what it uses): a batch of exact checks at 1M documents was mostly page faults on that
-    fresh memory (on a 2-core VM, 60 of 70 us a document), as the same kernel into memory already
-    touched ran at 9.5 us. A document that does not fit a given room (a count that is not this
+    several times what it uses): a batch of exact checks at 1M documents was mostly page faults on
+    that fresh memory (docs/building.md, "Exact checks at scale"). A document that does not fit a given room (a count that is not this
     rule's) takes the bound instead, so the result never depends on ``room``."""
     from .._kernels import text as kt
 
