@@ -59,6 +59,8 @@ _LAZY = {
     "LockTimeoutError": "diversify.errors",
     "StorageError": "diversify.errors",
     "IncompatibleIndexError": "diversify.errors",
+    "VectorStoreError": "diversify.errors",  # = StoreError, its clearer name
+    "IndexStorageError": "diversify.errors",  # = StorageError, its clearer name
     # the live index
     "Index": "diversify.index",
     # one vector's SimHash: signatures, band keys, the band table, Hamming -> cosine (docs/simhash-api.md)

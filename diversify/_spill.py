@@ -65,8 +65,7 @@ class SpillFile:
     Where the file system allows it, the bytes go past the page cache (``O_DIRECT``) through an
     aligned staging buffer, and are read back the same way. Why: a buffered write makes every page
     of the file a fresh page of the page cache, and on virtual machines whose free memory is handed
-    back to the host each is a fault into the hypervisor: on this project's VM, 512 MB of signatures
-    written buffered cost ~3.5 s of system time, ``O_DIRECT`` 0.3 s of writing and ~0.25 s a read.
+    back to the host each is a fault into the hypervisor (docs/building.md has the measured cost).
     Elsewhere (tmpfs, or a refusal) the file is written and read buffered: the same bytes.
     """
 
@@ -284,8 +283,8 @@ def row_blocks(arr: np.ndarray, rows: int) -> Iterator[tuple[int, np.ndarray]]:
     """``(first row, arr[first: first + rows])`` over the whole of ``arr``. An array a spill mapped
     (:meth:`Spill.mapped`) is read from its file into one reused buffer instead (valid until the
     next block is asked for): the mapping itself is never touched, so no page of it becomes
-    resident, and no page of it has to be faulted in (on this project's VM a pass over 512 MB of
-    signatures through the mapping took ~0.9 s; a direct read of the file ~0.25 s)."""
+    resident, and no page of it has to be faulted in (a direct read of the file is also the faster
+    pass)."""
     n = arr.shape[0]
     mm = _mapping_of(arr)
     f: Optional[SpillFile] = _FILES.get(mm) if mm is not None else None
@@ -332,8 +331,7 @@ def gather_rows(arr: np.ndarray, rows: np.ndarray, out: Optional[np.ndarray] = N
     way (``arr`` must be a spill's mapping).
 
     Why not ``arr[rows]`` through the mapping: a read at random makes resident the pages around it
-    too (a whole page-cache folio; on this project's VM 3,000 rows read at random out of 256 MB
-    made 176 MB resident), and every page is a fault.
+    too (a whole page-cache folio; docs/building.md), and every page is a fault.
     """
     if out is None:
         out = np.empty((rows.size,) + arr.shape[1:], dtype=arr.dtype)
@@ -366,13 +364,11 @@ class HeldRows:
     (the kernels' ``minhash`` and ``sig_rows``): one buffer, reused from group to group, and one
     map from document to row, -1 for a document not held.
 
-    Why groups: holding the rows of every document a stage compares grows with the corpus (at 1M
-    generated documents the linking compared 318,000: 163 MB of signatures); a group holds at most
+    Why groups: holding the rows of every document a stage compares grows with the corpus; a group holds at most
     :data:`HELD_BYTES` (more only for one indivisible unit, a bucket or a component), at the cost
     of one pass per group (:func:`gather_rows`): the first over the whole file, the later ones over
-    the rows it kept (``keep`` below). At 1M generated documents the linking took four groups and
-    the fold check two; the build took 16.1-17.2 s against 16.2-17.4 s holding every compared row,
-    and peaked at 492-518 MiB against 538-545 (850 in one run).
+    the rows it kept (``keep`` below), for about the same time and a lower peak than holding every
+    compared row (docs/building.md).
     """
 
     def __init__(self, arr: np.ndarray, spill: Optional[Spill] = None) -> None:
@@ -392,7 +388,7 @@ class HeldRows:
         ``keep`` (sorted documents, with a spill): the pass also writes their rows to a file of their
         own (:attr:`Spill.kept`), from which any later group of documents among them is read: the
         linking keeps the documents it may compare, and later groups, the fold check's too, read
-        those rows (at 1M generated documents 163 MB) instead of every signature (512 MB).
+        those rows instead of every signature.
         """
         self.release()
         if docs.size > self._buf.shape[0]:  # room for this group, and a quarter more for the next ones

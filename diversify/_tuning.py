@@ -22,9 +22,8 @@ sketch worker), and the reader's blocks and the chunks' buffers come and go with
 what they freed in its heap for reuse (the console script asks it to: :func:`keep_freed_memory`),
 and the linking stage that follows allocates its large arrays elsewhere (mapped on their own), so
 the freed sketching memory stayed resident under the linking stage's peak. ``malloc_trim(0)``
-returns every free page of the heap to the system once sketching is over: at 1M documents (3.3 GB
-of JSONL, 2 cores) the peak of a whole build fell from 1,520-1,581 MiB (five runs) to
-1,361-1,423 MiB (three runs), at ~10 ms a call.
+returns every free page of the heap to the system once sketching is over, which lowers the peak of
+a large build (docs/building.md has the figures).
 
 Elsewhere than glibc (musl, macOS, Windows) the allocator settings do nothing: those allocators
 give memory back in their own ways, and nothing here is needed for a correct result.
@@ -45,19 +44,16 @@ __all__ = ["QUIET_LIBRARIES", "BUILD_PAGES", "NO_CYCLE_COLLECTOR", "TRIM_FROM", 
 
 #: set for the process unless the user set them (:func:`tune_environment`). OpenBLAS (numpy's, and
 #: scipy's, which numba loads to check for BLAS) starts a thread per core when it loads, and they spin 2**28 cycles before they
-#: sleep: ~0.2 CPU-s of every command on two cores, spent waiting for nothing. With 2**4 they sleep
-#: at once; the threads stay, so a matrix product still runs on every core. Paired runs (6 each) of
-#: `build` on 100,000 documents: 0.965x the CPU-seconds. Not for a command given --vectors: the
-#: vectors' SimHash makes many products one after another, and waking the threads for each one made
-#: a build of 200,000 vectors 1.05x slower.
+#: sleep: CPU time of every command spent waiting for nothing. With 2**4 they sleep at once; the
+#: threads stay, so a matrix product still runs on every core. Not for a command given --vectors: the
+#: vectors' SimHash makes many products one after another, and waking the threads for each one costs
+#: more than it saves (docs/building.md).
 QUIET_LIBRARIES = {"OPENBLAS_THREAD_TIMEOUT": "4"}
 
 #: set for `build` and `add` of texts unless the user set it. numpy asks the kernel for huge pages
 #: (madvise) on every array of 4 MB or more, and a huge page is zeroed whole at its first touch:
 #: the buffers that hold re-shingled documents leave room for every byte's shingle and are touched
-#: in a third of it, and with huge pages all of it was zeroed. Paired runs (6 each) of `build` on
-#: 100,000 documents: 0.943x the CPU-seconds, 0.949x the wall time, system time 0.77 -> 0.55 s,
-#: 38 MiB less peak; at 1M documents two runs each showed no difference beyond the noise.
+#: in a third of it, and with huge pages all of it was zeroed (docs/building.md).
 BUILD_PAGES = {"NUMPY_MADVISE_HUGEPAGE": "0"}
 
 
@@ -79,9 +75,8 @@ def tune_environment(args: Sequence[str], environ: dict | None = None) -> None:
 #: commands the console script runs without Python's cycle collector. Reading a corpus makes a
 #: container per document (msgspec's record dicts, the lists of ids and texts), and every 700 new
 #: containers start a collection, every tenth of those a deeper one, each walking the containers
-#: alive: on 100,000 documents 2.7% of the samples of a whole-process profile. A build makes no
-#: cycles per document, and the process ends with the command. Paired runs of `build` on 100,000
-#: documents (5 each): 0.95x the CPU-seconds, 0.92x the wall time, the same peak memory.
+#: alive. A build makes no cycles per document, and the process ends with the command
+#: (docs/building.md).
 NO_CYCLE_COLLECTOR = frozenset({"build", "add"})
 
 
@@ -107,22 +102,17 @@ def keep_freed_memory() -> bool:
     A command allocates and frees buffers of tens to hundreds of MB one stage after another (the
     file's blocks, the joined texts, the sketches, the candidate pairs). By default glibc maps each
     one above 128 KB-32 MB afresh and unmaps it on free, so every stage faults its pages in again
-    from zeroed memory: a build of 100,000 documents took 330,000 page faults and 2.0 s of system
-    time, for a peak of 880 MiB. With allocations up to 1 GiB served from the heap, which is not
-    trimmed, it takes 178,000 faults; paired runs (6 each): 0.93x the CPU-seconds, 0.92x the wall
-    time, +64 MiB of peak memory. A command's process exits when it is done, so nothing is held
-    for long. Allocations of 64 MiB and more (at 1M documents: the signatures, the band keys and
-    their sort, the exact checks' buffers) are still mapped afresh and given back when freed: with
-    them in the never-trimmed heap too (a 1 GiB bound), the peak of a 1M build was 1,768-1,790 MiB,
-    with this bound 1,571-1,581 MiB, for the same 26-27 s (three runs each); the untuned allocator
-    peaks at 1,420 MiB but takes 30 s. ``build --stream`` is left alone: there the never-trimmed
-    heap raised the peak at 1M documents to 2,575 MiB, against 2,194 MiB untuned, for the same
-    38-39 s. Only the console
-    script does this (library callers keep their allocator as it is), only under glibc, and not
+    from zeroed memory. Served from the heap, which is not trimmed, they fault far less, for a
+    little more peak memory; a command's process exits when it is done, so nothing is held for
+    long. Allocations of 64 MiB and more (at 1M documents: the signatures, the band keys and their
+    sort, the exact checks' buffers) are still mapped afresh and given back when freed: kept in the
+    heap too, they raised the peak of a large build for no gain in time. ``build --stream`` is left
+    alone: there the never-trimmed heap raised the peak for the same time (docs/building.md has the
+    figures). Only the console script does this (library callers keep their allocator as it is), only under glibc, and not
     when the user has tuned malloc themselves (``MALLOC_*`` or ``GLIBC_TUNABLES`` set). Returns
     whether the allocator was tuned.
     """
-    try:  # what glibc says of itself (platform.libc_ver() reads the interpreter's binary: ~5 ms a start)
+    try:  # what glibc says of itself (platform.libc_ver() reads the interpreter's whole binary)
         libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
     except (AttributeError, ValueError, OSError):  # no confstr, or a C library without that name
         libc = ""
@@ -185,9 +175,9 @@ def release_free_heap() -> bool:
     return True
 
 
-#: documents from which a build gives the sketching's freed heap back before linking: at 1M the peak
-#: fell by ~150 MiB; at 100k it did not move (545 MiB either way), and the pages the linking stage
-#: then faults in again cost 1.02x CPU-seconds in five paired runs, so smaller builds keep them
+#: documents from which a build gives the sketching's freed heap back before linking: a large build's
+#: peak falls; a small one's does not move, and the pages the linking stage then faults in again
+#: cost CPU time, so smaller builds keep them
 TRIM_FROM = 262_144
 
 
@@ -225,9 +215,8 @@ def small_pages() -> Iterator[None]:
     has it (``NUMPY_MADVISE_HUGEPAGE=0``, see :data:`BUILD_PAGES`), then as it was.
 
     numpy advises the kernel to back every array of 4 MB or more with 2 MB pages, each zeroed whole
-    at its first touch; a build's buffers are many and short-lived, and on this project's 2-core VM
-    ``diversify.build(texts)`` of 100,000 documents took 2.74-3.11 s with the advice and 2.24-2.27 s
-    without (1.35 -> 0.35 s of system time, the same clusters). Nested and concurrent builds share
+    at its first touch; a build's buffers are many and short-lived, so the advice costs a library
+    build system time for nothing (docs/building.md). Nested and concurrent builds share
     one setting: the first to enter turns it off, the last to leave restores it. Left alone when the
     user set ``NUMPY_MADVISE_HUGEPAGE`` or numpy has no such switch. Only the advice for arrays
     allocated meanwhile changes, never a value.

@@ -25,6 +25,8 @@ __all__ = [
     "LockTimeoutError",
     "StorageError",
     "IncompatibleIndexError",
+    "VectorStoreError",
+    "IndexStorageError",
 ]
 
 
@@ -88,6 +90,13 @@ class LockTimeoutError(DiversifyError, TimeoutError):
 class StorageError(DiversifyError, RuntimeError):
     """The storage of a live index failed: unreachable, gone away mid-batch (the batch was rolled
     back), or its writer lock was not acquired in time. The message names the URL, password masked."""
+
+
+#: the clearer names of the two errors of outside systems, one per layer: a vector store adapter (or
+#: the search it wraps) failed -- :class:`StoreError`; the storage of a live index failed --
+#: :class:`StorageError`. The same classes: catching either name catches the error.
+VectorStoreError = StoreError
+IndexStorageError = StorageError
 
 
 class IncompatibleIndexError(DiversifyError, ValueError):

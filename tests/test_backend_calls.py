@@ -1,6 +1,6 @@
 """``Result.backend_calls`` (and ``stats()["backend_calls"]``) is the number of calls the store or
-the wrapped retriever really received (issue 12: it undercounted where one search call of the
-wrapper asks the store again).
+the wrapped retriever really received, also where one search call of the wrapper asks the store
+again (counted once there before).
 
 Every case counts the calls on the real library object (the vendor method, replaced on the
 instance by a counting wrapper that calls the original) and compares per query:

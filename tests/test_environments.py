@@ -1,4 +1,4 @@
-"""Environments (issue 11, class 9): read-only installs and Numba's cache; fork and threads.
+"""Environments the library runs in: read-only installs and Numba's cache; fork and threads.
 
 Kinds: hostile environment, run for real in subprocesses over a read-only copy of the package:
 as an unprivileged process (root without capabilities, whom file permissions bind like anyone;
@@ -352,7 +352,7 @@ def _user_cache(install) -> Path:
 
 
 def test_writable_install_and_home_cache_in_the_user_dir_never_in_the_package(install):
-    """Issue 38: a writable package and a writable home (a plain `pip install .`). Numba's own rule
+    """A writable package and a writable home (a plain `pip install .`). Numba's own rule
     put the cache in the package's `__pycache__`, which `pip uninstall` leaves behind; now it goes
     to ~/.cache/diversify/numba (each level created 0700), silently, and a second process loads it.
     XDG_CACHE_HOME, when absolute, moves it; a relative one is ignored."""

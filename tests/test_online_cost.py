@@ -1,5 +1,5 @@
-"""A query that touches a giant cluster costs what a query over a small one costs (issue 11
-class 10): the online path never does work proportional to a cluster's size.
+"""A query that touches a giant cluster costs what a query over a small one costs (a hostile
+input: a huge cluster): the online path never does work proportional to a cluster's size.
 
 Two real artifacts that differ only in the size of the cluster at the top of the ranking
 (1,000 vs 250,000 members). Counted (deterministic): member ids the refetch lists from the

@@ -1,5 +1,5 @@
 """Ids from the store that the artifact cannot hold, ids in another form, and ids that silently
-match nothing (issue 11 class 7, online half; issue 12 item 4).
+match nothing: the online half of silent id mismatches.
 
 Rules under test (docs/online.md, "Ids that match"): an id no artifact can hold is an unknown
 id (its own cluster, never folded, passed through) under every ``on_error`` policy; the next
@@ -25,7 +25,7 @@ from diversify.online.stats import UNKNOWN_WARN_MIN
 
 POLICIES = ("raise", "last_good", "passthrough")
 
-# Crafted from the id rules (diversify/ids.py): what a store can hand back that no artifact holds.
+# Crafted from the id rules (diversify/ids/rules.py): what a store can hand back that no artifact holds.
 # (label, id, the cursor can carry it so the next page must not show it again)
 HOSTILE = [
     ("lone high surrogate", "\ud800", True),

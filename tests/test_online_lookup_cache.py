@@ -1,4 +1,4 @@
-"""The per-artifact cache of cluster ids (issue 12 item 6: per-query CPU): an id looked up once is
+"""The per-artifact cache of cluster ids (per-query CPU): an id looked up once is
 not hashed and searched again while the same artifact answers, and the cache never changes an
 answer.
 

@@ -1,4 +1,4 @@
-"""Pagination with any search callable (issue 12, item 5): nothing skipped, nothing repeated,
+"""Pagination with any search callable: nothing skipped, nothing repeated,
 ``exhausted`` exactly when nothing is left, a cursor whose size follows what was shown.
 
 The invariant, for a store that ranks deterministically (``search(q, m)`` is the first ``m`` of

@@ -354,7 +354,7 @@ def test_unhashable_cluster_ids_are_a_type_error():
 @given(st.lists(st.tuples(st.one_of(st.integers(0, 30), st.text(max_size=3)), st.sampled_from([None, 0.5, 0.7, 0.9])),
                 max_size=40), st.integers(0, 40))
 def test_tie_order_extended_round_by_round_equals_the_whole(items, cut):
-    """The refill loop extends the tie order of its first round instead of redoing it (a
+    """The refetch loop extends the tie order of its first round instead of redoing it (a
     refetch appends hits); that must be the order of the whole list, ties crossing the cut too."""
     from diversify.online.selection import _tie_order, extend_tie_order
 

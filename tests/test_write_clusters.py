@@ -1,6 +1,6 @@
 """``write_clusters`` on Qdrant (local mode, in memory and on disk) and Chroma writes only what
-changed (issue 12: bulk write-back; Qdrant's local mode on disk commits each point written to
-SQLite, ~20 ms a point, and Chroma's ``update`` runs at ~2-3k records/s).
+changed, in bulk (Qdrant's local mode on disk commits each point written to SQLite, and Chroma's
+``update`` is slow per record: docs/online.md).
 
 Against the real clients. Crafted from the write-back rules (docs/online.md, "Writing cluster ids
 into the store"): a rerun with the same artifact writes nothing; a rebuilt artifact rewrites

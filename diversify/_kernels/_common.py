@@ -116,8 +116,8 @@ def sort_unique_run(a, lo, hi, scratch, heads):
     ``hi - lo`` long, else the whole run is heap-sorted in place), then each bucket, a few values
     on average, by insertion; a bucket holding more than ``_SMALL_RUN`` values (inputs whose top
     bits agree) is heap-sorted, so no input costs more than n log n. ``heads`` (int64, at least 33
-    long) holds the bucket heads; its length caps the bucket count. About 3x faster than heap
-    sorting a 550-shingle document.
+    long) holds the bucket heads; its length caps the bucket count. Faster than heap sorting a
+    document's shingles.
     """
     n = hi - lo
     if n <= _SMALL_RUN or n > scratch.size:
@@ -172,3 +172,26 @@ def _drop_repeats(a, lo, hi):
             a[w] = a[t]
             w += 1
     return w - lo
+
+
+@kernel
+def high_halves(starts, counts, hashes, indptr, out):
+    """Each document's sorted distinct shingle hashes (as :func:`fill_sorted_unique` leaves them)
+    cut to their high 32 bits, equal neighbours merged, packed as CSR into ``indptr``/``out``.
+
+    starts, counts : int64 (n,)   document i's hashes are ``hashes[starts[i]:starts[i] + counts[i]]``
+    indptr : int64 (n+1,)         out: document i's values are ``out[indptr[i]:indptr[i+1]]``
+    out : uint32 (>= sum(counts)) out
+    """
+    w = 0
+    indptr[0] = 0
+    for i in range(counts.size):
+        first = starts[i]
+        prev = np.uint32(0)
+        for t in range(counts[i]):
+            v = np.uint32(hashes[first + t] >> S32)
+            if t == 0 or v != prev:
+                out[w] = v
+                w += 1
+                prev = v
+        indptr[i + 1] = w

@@ -373,8 +373,8 @@ def in_blocks(disp: Callable, args: tuple, n: int, block: int) -> None:
     releases the GIL). Each document's outputs depend on that document alone, so the result is the
     same for any number of threads.
 
-    Why not ``parallel=True``: on a fresh install a parallel kernel compiles ~2 s longer than the
-    same loop serial (measured on the sketch kernel: 6.4-7.1 s against 4.3 s), and the kernels
+    Why not ``parallel=True``: on a fresh install a parallel kernel compiles markedly longer than the
+    same loop serial, and the kernels
     launched this way are compiled by the command itself, on its critical path (the others by the
     helper of :mod:`diversify.engines.ahead`). A batch of one block runs in the calling thread.
     """

@@ -21,11 +21,12 @@ _awaited = False
 
 def ahead_kernels() -> list:
     """The dispatchers the helper compiles: those of the MinHash build after sketching."""
+    from . import hashsort as hs
     from . import linking as kl
     from .fold import fold_groups
     from .union import roots
 
-    return [kl.link_scan, kl.link_pairs_exact, kl._scatter_top, kl._sort_buckets, roots, fold_groups]
+    return [kl.link_scan, kl.link_pairs_exact, hs._scatter_top, hs._sort_buckets, roots, fold_groups]
 
 
 def track(proc: Optional[Any]) -> None:

@@ -297,7 +297,7 @@ def fold_write(addrs, kinds, lens, lo, hi, table, packed, fold, script, unspaced
     range, on) replaced by ``new[new_starts[k]:new_ends[k]]``. ``packed[cp]``: the output bytes of
     code point ``cp`` (little-endian, ``table[cp] & LENGTH`` of them); ``fold[cp]``: those of the
     folds marked ``LONG``. ``unspaced[d]`` and ``letters[d]`` get the counts of
-    :func:`diversify._kernels.text.count_scripts` over the output outside the pieces (see
+    :func:`diversify._kernels.utf8.count_scripts` over the output outside the pieces (see
     :func:`_write_units`)."""
     for d in range(lo, hi):
         kind = kinds[d]

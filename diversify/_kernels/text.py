@@ -28,9 +28,8 @@ Two Numba traps shape the code (keep them in mind when editing):
 - A jitted helper that takes a record of arrays increfs and decrefs those arrays (atomics) on
   every call unless LLVM can pair the operations up, which it did only when the helper uses the
   record on every path from its entry block. Hence ``_slide`` unpacks its window first thing,
-  ``_emit`` reads ``sink.kind`` first thing, and the passes call ``_emit`` themselves rather than
-  through a "push and maybe emit" helper, which made character shingling 2-3x slower. The hot
-  loops of ``_word_pass`` and ``_char_pass`` carry no reference counting at all.
+  ``_emit`` reads ``sink.kind`` first thing, and the passes call ``_emit`` themselves (a "push and
+  maybe emit" helper brought the counting back): their hot loops carry no reference counting.
 """
 
 from __future__ import annotations
@@ -43,7 +42,13 @@ import numpy as np
 from .. import hashing
 from . import _runtime
 from ._common import FNV_OFFSET, FNV_PRIME, MASK32, S32, fmix64, kernel, sort_unique_run
+from ._common import high_halves as high_halves  # at home with the sorted hash runs; named here for callers
 from .minhash import EMPTY, _oph_row, densify
+from .utf8 import count_scripts as count_scripts  # the UTF-8 scans: at home in .utf8, named here for callers
+from .utf8 import join_pieces as join_pieces
+from .utf8 import nfkc_fold_compact as nfkc_fold_compact
+from .utf8 import splice_pieces as splice_pieces
+from .utf8 import unstable_pieces as unstable_pieces
 
 #: unit modes of a :class:`TextRule`
 WORD = 0
@@ -451,29 +456,6 @@ def sketch_oph_sets(buf, offsets, rule, mh_seed, stats, sigs, starts, out, count
 sketch_oph_sets.dispatcher = _sketch_oph_sets_docs  # type: ignore[attr-defined]
 
 
-@kernel
-def high_halves(starts, counts, hashes, indptr, out):
-    """Each document's sorted distinct shingle hashes (as :func:`fill_sorted_unique` leaves them)
-    cut to their high 32 bits, equal neighbours merged, packed as CSR into ``indptr``/``out``.
-
-    starts, counts : int64 (n,)   document i's hashes are ``hashes[starts[i]:starts[i] + counts[i]]``
-    indptr : int64 (n+1,)         out: document i's values are ``out[indptr[i]:indptr[i+1]]``
-    out : uint32 (>= sum(counts)) out
-    """
-    w = 0
-    indptr[0] = 0
-    for i in range(counts.size):
-        first = starts[i]
-        prev = np.uint32(0)
-        for t in range(counts[i]):
-            v = np.uint32(hashes[first + t] >> S32)
-            if t == 0 or v != prev:
-                out[w] = v
-                w += 1
-                prev = v
-        indptr[i + 1] = w
-
-
 @kernel(parallel=True)
 def fill_unit_simhash(buf, offsets, lower, classes, out):
     """Charikar SimHash (64 bits) of each document over its word features, weight = count.
@@ -516,261 +498,3 @@ def fill_unit_simhash(buf, offsets, lower, classes, out):
                 if votes[bit] > 0:
                     fp |= np.uint64(1) << np.uint64(bit)
             out[i] = fp
-
-
-@kernel(inline="always")
-def _utf8_at(raw, i, end):
-    """(code point, width) of the UTF-8 sequence that starts at ``raw[i]``; a byte below 0xC0
-    reads as itself, width 1. ``width`` is the sequence's own length even when it runs past ``end``
-    (the caller decides what a cut sequence means); only bytes before ``end`` are read."""
-    b = raw[i]
-    if b < 0xC0:
-        return np.int64(b), 1
-    if b < 0xE0:
-        width, cp = 2, np.int64(b & 0x1F)
-    elif b < 0xF0:
-        width, cp = 3, np.int64(b & 0x0F)
-    else:
-        width, cp = 4, np.int64(b & 0x07)
-    for j in range(1, min(width, end - i)):
-        cp = (cp << 6) | np.int64(raw[i + j] & 0x3F)
-    return cp, width
-
-
-@kernel(inline="always")
-def _utf8_in(raw, i, n):
-    """:func:`_utf8_at` with ``end = n``, the common widths unrolled: the byte scans of non-ASCII
-    text spent most of their time in its loop over continuation bytes (1.5x faster so)."""
-    b = np.int64(raw[i])
-    if b < 0xC0:
-        return b, 1
-    if b < 0xE0:
-        if i + 1 < n:
-            return ((b & 0x1F) << 6) | (np.int64(raw[i + 1]) & 0x3F), 2
-    elif b < 0xF0:
-        if i + 2 < n:
-            return ((b & 0x0F) << 12) | ((np.int64(raw[i + 1]) & 0x3F) << 6) | (np.int64(raw[i + 2]) & 0x3F), 3
-    elif i + 3 < n:
-        return (((b & 0x07) << 18) | ((np.int64(raw[i + 1]) & 0x3F) << 12) | ((np.int64(raw[i + 2]) & 0x3F) << 6)
-                | (np.int64(raw[i + 3]) & 0x3F)), 4
-    return _utf8_at(raw, i, n)
-
-
-@kernel(parallel=True)
-def count_scripts(buf, offsets, docs, unspaced_table, letter_table, unspaced, letters):
-    """For each document ``docs[t]`` of the encoded batch: its code points marked in
-    ``unspaced_table`` and in ``letter_table`` (bool, one entry per code point), decoded from the
-    UTF-8 bytes in one pass (the batch is valid UTF-8, surrogates included, as ``encode_batch``
-    writes it).
-
-    unspaced, letters : int64 (len(docs),)  out
-    """
-    top = unspaced_table.size
-    for t in numba.prange(docs.size):
-        d = docs[t]
-        i = offsets[d]
-        end = offsets[d + 1]
-        nu = 0
-        nl = 0
-        while i < end:
-            cp, width = _utf8_in(buf, i, end)
-            if i + width > end:
-                break
-            if cp < top:
-                if unspaced_table[cp]:
-                    nu += 1
-                if letter_table[cp]:
-                    nl += 1
-            i += width
-        unspaced[t] = nu
-        letters[t] = nl
-
-
-@kernel
-def unstable_pieces(raw, unstable, starts, ends):
-    """The pieces NFKC is applied to in the UTF-8 text ``raw``: each maximal run of code points
-    marked in ``unstable`` (bool over code points; those at or above its size are stable), together
-    with the code point before it. Writes piece k's byte range to ``starts[k]:ends[k]`` while there
-    is room, and returns the number of pieces (call again with larger arrays when it exceeds them).
-    """
-    top = unstable.size
-    n = raw.size
-    count = 0
-    i = 0
-    prev = -1  # start of the code point before i (-1: none)
-    run_start = -1  # start of the current piece (-1: not in a run)
-    while i < n:
-        if raw[i] < 0x80:  # ASCII: stable (the table marks none), and no decoding
-            cp, width = np.int64(raw[i]), 1
-        else:
-            cp, width = _utf8_in(raw, i, n)
-            if i + width > n:
-                width = n - i
-        if cp < top and unstable[cp]:
-            if run_start < 0:
-                run_start = prev if prev >= 0 else i
-        elif run_start >= 0:
-            if count < starts.size:
-                starts[count] = run_start
-                ends[count] = i
-            count += 1
-            run_start = -1
-        prev = i
-        i += width
-    if run_start >= 0:
-        if count < starts.size:
-            starts[count] = run_start
-            ends[count] = n
-        count += 1
-    return count
-
-
-@kernel
-def splice_pieces(raw, starts, ends, new, new_starts, new_ends, out):
-    """``raw`` with each byte range ``starts[k]:ends[k]`` (ascending, disjoint) replaced by
-    ``new[new_starts[k]:new_ends[k]]``, written to ``out`` (sized by the caller); returns its size."""
-    w = 0
-    last = 0
-    for k in range(starts.size):
-        s = starts[k]
-        out[w: w + s - last] = raw[last:s]
-        w += s - last
-        m = new_ends[k] - new_starts[k]
-        out[w: w + m] = new[new_starts[k]: new_ends[k]]
-        w += m
-        last = ends[k]
-    out[w: w + raw.size - last] = raw[last:]
-    return w + raw.size - last
-
-
-@kernel(inline="always")
-def _close_piece(pstarts, pends, p, start, end, write):
-    """Record piece ``p`` as ``start:end`` (when writing): p + 1, or -1 when the arrays are full."""
-    if write:
-        if p >= pstarts.size:
-            return -1
-        pstarts[p] = start
-        pends[p] = end
-    return p + 1
-
-
-@kernel
-def nfkc_fold_compact(raw, unstable, change, fold, fold_len, out, seps, pstarts, pends, write):
-    """Case-fold UTF-8 ``raw`` (documents separated by NUL) into ``out`` in one pass, without the
-    separators, leaving the pieces NFKC is applied to as they are: each code point below
-    ``change.size`` marked in ``change`` becomes its fold ``fold[cp, :fold_len[cp]]`` (shorter, as
-    long or longer than itself), every other byte is copied, and the output position of the k-th
-    NUL goes to ``seps[k]``. A piece is a maximal run of code points marked in ``unstable`` with
-    the code point before it, unless that is a separator (the pieces :func:`unstable_pieces`
-    finds); it is copied unfolded and its output byte range goes to ``pstarts[k]:pends[k]``, for
-    the caller to normalize, fold and splice in. An empty ``unstable`` makes this the plain fold.
-
-    Returns (output size, NULs, pieces); with ``write`` False only counts them. Returns (-1, 0, 0)
-    for a sequence cut short at the end of ``raw``, and (-2, 0, 0) when ``out``, ``seps`` or the
-    piece arrays are too small (the caller counts first then). A byte below 0xC0 that is not ASCII
-    (a continuation byte with no lead, which ``str.encode`` never writes) is copied as it is.
-    """
-    top_u = unstable.size
-    top = change.size
-    n = raw.size
-    w = 0
-    k = 0
-    p = 0
-    i = 0
-    prev_in = -1  # where the code point before i starts (-1: none, or a separator)
-    prev_out = 0  # where its output starts
-    piece_out = -1  # output start of the open piece (-1: none)
-    while i < n:
-        b = raw[i]
-        if b < 0xC0:  # ASCII (stable, folds as itself: the kernel lowercases A-Z later), or a stray byte
-            if piece_out >= 0:
-                p = _close_piece(pstarts, pends, p, piece_out, w, write)
-                if p < 0:
-                    return -2, 0, 0
-                piece_out = -1
-            if b == 0:
-                if write:
-                    if k >= seps.size:
-                        return -2, 0, 0
-                    seps[k] = w
-                k += 1
-                prev_in = -1
-            else:
-                if write:
-                    if w >= out.size:
-                        return -2, 0, 0
-                    out[w] = b
-                prev_in = i
-                prev_out = w
-                w += 1
-            i += 1
-            continue
-        cp, width = _utf8_in(raw, i, n)
-        if i + width > n:
-            return -1, 0, 0
-        if cp < top_u and unstable[cp]:
-            if piece_out < 0:  # a piece opens: with the code point before it, unfolded
-                if prev_in >= 0:
-                    w = prev_out
-                    if write:
-                        m = i - prev_in
-                        if w + m > out.size:
-                            return -2, 0, 0
-                        for j in range(m):
-                            out[w + j] = raw[prev_in + j]
-                    w += i - prev_in
-                piece_out = prev_out if prev_in >= 0 else w
-            if write:
-                if w + width > out.size:
-                    return -2, 0, 0
-                for j in range(width):
-                    out[w + j] = raw[i + j]
-            prev_in = i
-            prev_out = w
-            w += width
-            i += width
-            continue
-        if piece_out >= 0:
-            p = _close_piece(pstarts, pends, p, piece_out, w, write)
-            if p < 0:
-                return -2, 0, 0
-            piece_out = -1
-        prev_in = i
-        prev_out = w
-        if cp < top and change[cp]:
-            m = fold_len[cp]
-            if write:
-                if w + m > out.size:
-                    return -2, 0, 0
-                for j in range(m):
-                    out[w + j] = fold[cp, j]
-            w += m
-        else:
-            if write:
-                if w + width > out.size:
-                    return -2, 0, 0
-                out[w] = b
-                out[w + 1] = raw[i + 1]
-                if width > 2:
-                    out[w + 2] = raw[i + 2]
-                    if width > 3:
-                        out[w + 3] = raw[i + 3]
-            w += width
-        i += width
-    if piece_out >= 0:
-        p = _close_piece(pstarts, pends, p, piece_out, w, write)
-        if p < 0:
-            return -2, 0, 0
-    return w, k, p
-
-
-@kernel
-def join_pieces(raw, starts, ends, out, at):
-    """Copy each byte range ``raw[starts[k]:ends[k]]`` to ``out`` from ``at`` on, each followed by a
-    NUL; returns the position after the last NUL."""
-    for k in range(starts.size):
-        m = ends[k] - starts[k]
-        out[at: at + m] = raw[starts[k]: ends[k]]
-        out[at + m] = 0
-        at += m + 1
-    return at

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 
 from diversify import __version__ as _LIB_VERSION
-from diversify.artifact.aliases import alias_map
 from diversify.artifact.assemble import assemble
 from diversify.artifact.format import read_container, write_container
 from diversify.artifact.layout import artifact_error
 from diversify.artifact.lookup import FULL_BINDING_DOCS, LookupTable, check_binding
+from diversify.artifact.members import ClusterQueries
 from diversify.artifact.schema import (
     EXTRA_PREFIX,
     FORMAT_NAME,
@@ -34,14 +34,14 @@ from diversify.artifact.schema import (
     required_arrays,
 )
 from diversify.artifact.validation import validate_arrays, validate_header
-from diversify.errors import ArtifactError, InputError, InputTypeError
+from diversify.errors import ArtifactError
 from diversify.files import DEFAULT_LOCK_TIMEOUT, FileIdentity, file_identity, write_guard
 from diversify.ids import check_id_type, id_kind_of, query_keys, utf8_id_keys
 
 __all__ = ["ClusterMap", "load", "FORMAT_NAME", "STAGE_EXACT", "STAGE_MINHASH", "STAGE_SIMHASH_VECTORS", "STAGE_SIMHASH_TEXT"]
 
 
-class ClusterMap:
+class ClusterMap(ClusterQueries):
     """Which cluster each document belongs to, plus how the clusters were built.
 
     Build with :meth:`from_arrays` (offline) or read an artifact with :func:`load` (online).
@@ -183,8 +183,8 @@ class ClusterMap:
         Always, whatever ``verify``: 2,048 evenly spaced documents are re-hashed and looked up
         (they must map to their own document and cluster), and the documents at 2,048 evenly
         spaced lookup positions are looked up (they must be found exactly there), so a table
-        written with the wrong key scheme or permuted against the ids is refused (cost 5-9 ms at
-        any size; see ``docs/artifact-format.md`` section 5).
+        written with the wrong key scheme or permuted against the ids is refused (a cost that does not
+        grow with the artifact; see ``docs/artifact-format.md`` section 5).
 
         Raises
         ------
@@ -221,7 +221,7 @@ class ClusterMap:
 
             def keys_of(docs: np.ndarray) -> np.ndarray:
                 lo, hi = off.take(docs).tolist(), off.take(docs + 1).tolist()
-                blob = bytes(raw) if docs.size > 4096 else raw  # slicing bytes is ~2x faster; a copy only for many
+                blob = bytes(raw) if docs.size > 4096 else raw  # slicing bytes is faster; a copy only for many
                 return utf8_id_keys([bytes(blob[a:b]) for a, b in zip(lo, hi)])
 
         problem = check_binding(self._lookup_table, self._arrays["lookup/doc"], self._arrays["doc/cluster_id"],
@@ -416,69 +416,7 @@ class ClusterMap:
     def __len__(self) -> int:
         return self._n
 
-    # ------------------------------------------------------------------ clusters
-
-    def _aliases(self) -> dict[int, int]:
-        al = self._lazy.get("aliases")
-        if al is None:
-            al = alias_map(self._arrays.get(EXTRA_PREFIX + "aliases"), self._n, self._arrays["doc/cluster_id"])
-            self._lazy["aliases"] = al
-        return al
-
-    def _cluster_row(self, cluster_id) -> int:
-        if id_kind_of(cluster_id) != "int":  # cluster ids are document indices
-            raise InputTypeError(
-                f"`cluster_id` must be an int; got {type(cluster_id).__name__} {cluster_id!r}. "
-                "Use an id returned by lookup()/cluster_of() on this artifact."
-            )
-        c = int(cluster_id)
-        j = self._row_of(c)
-        if j is None:
-            alias = self._aliases().get(c)  # only now: the aliases load (and are checksummed) on first need
-            j = None if alias is None else self._row_of(alias)
-        if j is not None:
-            return j
-        raise InputError(
-            f"`cluster_id` {c} is not a cluster of this artifact ({self._k} clusters). "
-            "Use an id returned by lookup()/cluster_of() on this artifact."
-        )
-
-    def _row_of(self, c: int) -> int | None:
-        cids = self._arrays["cluster/id"]
-        j = int(cids.searchsorted(c)) if self._k else 0
-        return j if j < self._k and int(cids[j]) == c else None
-
-    def resolve_cluster(self, cluster_id: int) -> int:
-        """The current id of a cluster (follows merges recorded in ``extras["aliases"]``)."""
-        return int(self._arrays["cluster/id"][self._cluster_row(cluster_id)])
-
-    def _member_docs(self, cluster_id) -> np.ndarray:
-        j = self._cluster_row(cluster_id)
-        indptr = self._arrays["cluster/indptr"]
-        return self._arrays["cluster/members"][int(indptr[j]) : int(indptr[j + 1])]
-
-    def members(self, cluster_id: int) -> list:
-        """Ids of the cluster's members, in document order."""
-        return [self._id_at(int(d)) for d in self._member_docs(cluster_id).tolist()]
-
-    def member_indices(self, cluster_id: int) -> np.ndarray:
-        """Document indices of the cluster's members (int64, ascending)."""
-        return self._member_docs(cluster_id)
-
-    def representative_of(self, cluster_id: int) -> str | int:
-        """Id of the cluster's representative document."""
-        j = self._cluster_row(cluster_id)
-        return self._id_at(int(self._arrays["cluster/representative"][j]))
-
-    def cluster_sizes(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(cluster_ids, sizes)``: int64 arrays of shape (n_clusters,), cluster ids ascending."""
-        indptr = self._arrays["cluster/indptr"]
-        return self._arrays["cluster/id"], np.diff(indptr)
-
-    def cluster_stages(self, cluster_id: int) -> int:
-        """Bitwise OR of the members' stage bitmasks (1 exact, 2 minhash, 4 simhash vectors, 8 simhash text)."""
-        docs = self._member_docs(cluster_id)
-        return int(np.bitwise_or.reduce(self.doc_stages[docs])) if docs.size else 0
+    # ------------------------------------------------------------------ views
 
     def to_pandas(self):
         """One row per document: ``id``, ``cluster_id``, ``is_representative``, ``representative_id``,

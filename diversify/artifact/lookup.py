@@ -38,8 +38,8 @@ __all__ = [
 
 SLOT_MULTIPLIER = 0x9E3779B97F4A7C15
 _MULT = np.uint64(SLOT_MULTIPLIER)
-# Below this many documents plain binary search is as fast (fewer numpy calls, arrays in cache);
-# measured crossover ~0.5-2M documents, earlier when other processes contend for the caches.
+# Below this many documents plain binary search is as fast (fewer numpy calls, arrays in cache;
+# docs/artifact-format.md section 3 has the measured crossover).
 BUCKET_MIN_DOCS = 1 << 19
 MAX_BUCKET_BITS = 40
 #: widest window scanned per id; honest keys fill 2-4 per bucket, the largest bucket of 2**40
@@ -49,7 +49,7 @@ MAX_WINDOW = 64
 LOOKUP_CHUNK = 4096
 #: documents (and as many lookup positions) re-hashed at load to check the table belongs to the ids
 BINDING_SAMPLE = 2048
-#: str-id artifacts up to this many documents have every id re-hashed at load (~1 us per id, with its lookup)
+#: str-id artifacts up to this many documents have every id re-hashed at load (one BLAKE2b and a lookup each)
 FULL_BINDING_DOCS = 1 << 16
 
 

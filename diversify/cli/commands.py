@@ -110,7 +110,7 @@ def _build_dask(a, cfg):
     if a.input is None or a.vectors:
         raise DiversifyError("`--engine dask` needs an INPUT path or glob of JSONL/Parquet files and no --vectors.")
     if os.path.exists(a.input) and not os.path.isdir(a.input):
-        from ..corpus.readers import check_input_file
+        from ..corpus.inputs import check_input_file
 
         check_input_file(a.input, "input")  # a named pipe or a device would block or never end
     client = None

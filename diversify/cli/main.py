@@ -39,6 +39,16 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"diversify {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    _build_parsers(sub)
+    _inspect_parsers(sub)
+    _quality_parsers(sub)
+    add_index_parser(sub)
+    show_defaults(parser)  # every option states its default in --help
+    return parser
+
+
+def _build_parsers(sub) -> None:
+    """The commands that write an artifact: build and add."""
     p = sub.add_parser("build", help="cluster a corpus and write the artifact", description="Cluster a corpus and write a ClusterMap artifact.")
     add_input_args(p)
     p.add_argument("-o", "--output", required=True, help="artifact path to write (atomically)")
@@ -65,6 +75,9 @@ def make_parser() -> argparse.ArgumentParser:
                         "error naming its line)")
     p.set_defaults(func=cmd_add)
 
+
+def _inspect_parsers(sub) -> None:
+    """The commands that read an artifact: stats, show and export."""
     p = sub.add_parser("stats", help="summarize an artifact", description="Documents, clusters, size histogram, largest clusters, params.")
     p.add_argument("artifact")
     p.add_argument("--top", type=int, default=10, help="largest clusters to list (default 10)")
@@ -97,6 +110,9 @@ def make_parser() -> argparse.ArgumentParser:
                    help="output format (default: from the extension of --output)")
     p.set_defaults(func=cmd_export)
 
+
+def _quality_parsers(sub) -> None:
+    """The commands that measure quality and the demo: eval, tune and demo."""
     p = sub.add_parser("eval", help="precision/recall/F1/ARI of a build against labels", description="Compare a build (or a build of --corpus) with labeled pairs or gold cluster labels.")
     p.add_argument("artifact", nargs="?", help="artifact to evaluate (or give --corpus to build one in memory)")
     p.add_argument("--corpus", default=None, help="JSONL/CSV/Parquet corpus to build with the clustering options below")
@@ -142,10 +158,6 @@ def make_parser() -> argparse.ArgumentParser:
                    help=f"Jaccard threshold (default {model_default('minhash.threshold')})")
     p.set_defaults(func=cmd_demo)
 
-    add_index_parser(sub)
-    show_defaults(parser)  # every option states its default in --help
-    return parser
-
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run one command; every failure is one stderr line and an exit status (see :mod:`.failures`)."""
@@ -175,8 +187,8 @@ def run() -> NoReturn:
     """The ``diversify`` console script and ``python -m diversify``: :func:`main`, then leave
     without the interpreter's teardown.
 
-    After a build of 100,000 documents the teardown (every object freed one by one, the compiled
-    kernels released) took 0.6-0.7 s of a 9 s whole process, with nothing in it to wait for. The
+    After a large build the teardown (every object freed one by one, the compiled kernels
+    released) is a noticeable share of the whole process, with nothing in it to wait for. The
     exit handlers still run and the standard streams are flushed first; every file a command writes
     is complete and closed before it returns (written under a temporary name, then renamed).
     """

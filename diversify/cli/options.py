@@ -256,8 +256,10 @@ class Inputs(typing.NamedTuple):
 def streams(a) -> Inputs:
     """(texts, ids, keys, vectors, sources, info) for build/add from the CLI input arguments."""
     from ..corpus.filetexts import BlockColumns, JsonlTexts
-    from ..corpus.readers import STDIN, detect_format, read_blocks, read_records, read_vectors
+    from ..corpus.inputs import STDIN, detect_format
+    from ..corpus.readers import read_blocks, read_records
     from ..corpus.shards import expand_shards
+    from ..corpus.tables import read_vectors
 
     if not 1 <= a.chunk_size <= MAX_CHUNK:
         raise DiversifyError(f"`chunk_size` (--chunk-size) must be between 1 and {MAX_CHUNK:,} documents; got "

@@ -81,7 +81,7 @@ def fold_fidelity(cm, texts: dict) -> dict:
 
 
 def cmd_eval(a) -> int:
-    from ..corpus.readers import column, read_table
+    from ..corpus.tables import column, read_table
     from ..evaluate import clustering_metrics, pair_metrics
 
     if bool(a.pairs) == bool(a.labels):
@@ -139,7 +139,8 @@ def _coerce_ids(values):
 
 def _tune_scores(a, rows) -> tuple[np.ndarray, str, Optional[list], Optional[np.ndarray]]:
     """(similarity per labeled pair, what it is, corpus texts or None, --vectors or None) for `tune`."""
-    from ..corpus.readers import column, read_records, read_vectors
+    from ..corpus.readers import read_records
+    from ..corpus.tables import column, read_vectors
     from ..evaluate import cosine_pairs, jaccard_pairs
     from ..sketches.simhash import normalize_vectors
 
@@ -218,7 +219,7 @@ def _band_settings(a, threshold: float, vectors: bool) -> tuple[dict, str]:
 
 
 def cmd_tune(a) -> int:
-    from ..corpus.readers import column, read_table
+    from ..corpus.tables import column, read_table
     from ..evaluate import DEFAULT_GRID, all_positive_baseline, best_threshold, check_labels, pr_curve, tune_notes
 
     if a.plot:  # before the sweep, not after

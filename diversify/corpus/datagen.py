@@ -203,25 +203,17 @@ def generate_corpus(
     rate_lo, rate_hi = _check_corpus_args(n_docs, words_per_doc, dup_fraction, boilerplate_fraction, noise,
                                           length_jitter, topics, edit_rate)
     n_docs = int(n_docs)
-    params = dict(
-        n_docs=n_docs, words_per_doc=int(words_per_doc), dup_fraction=float(dup_fraction),
-        edit_rate=edit_rate if isinstance(edit_rate, (int, float)) else list(edit_rate),
-        boilerplate_fraction=float(boilerplate_fraction), topics=int(topics), noise=float(noise),
-        vocab_size=int(vocab_size), zipf_s=float(zipf_s), length_jitter=float(length_jitter),
-        n_templates=n_templates, seed=int(seed),
-    )
+    params = dict(n_docs=n_docs, words_per_doc=int(words_per_doc), dup_fraction=float(dup_fraction),
+                  edit_rate=edit_rate if isinstance(edit_rate, (int, float)) else list(edit_rate),
+                  boilerplate_fraction=float(boilerplate_fraction), topics=int(topics), noise=float(noise),
+                  vocab_size=int(vocab_size), zipf_s=float(zipf_s), length_jitter=float(length_jitter),
+                  n_templates=n_templates, seed=int(seed))
 
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5D1F]))
     vocab = _make_vocabulary(rng, vocab_size)
     writer = _Writer(_surface_table(vocab), vocab_size, _Sampler(rng, vocab_size, topics, zipf_s), int(seed))
 
-    n_bp = int(round(boilerplate_fraction * n_docs))
-    n_rest = n_docs - n_bp
-    n_copies = min(int(round(dup_fraction * n_docs)), max(n_rest - 1, 0))
-    n_orig = n_rest - n_copies
-    if n_bp and n_templates is None:
-        n_templates = max(1, n_bp // 2000)
-    n_templates = min(int(n_templates or 0), n_bp)
+    n_orig, n_copies, n_bp, n_templates = _counts(n_docs, dup_fraction, boilerplate_fraction, n_templates)
 
     # Layout before shuffling: [originals | copies | boilerplate (templates first)].
     orig_topics = rng.integers(0, topics, size=n_orig)
@@ -237,6 +229,17 @@ def generate_corpus(
     texts += bp_texts
 
     return _shuffled(writer, texts, params, orig_topics, copy_src, copy_rates, bp_template, bp_rates)
+
+
+def _counts(n_docs: int, dup_fraction: float, boilerplate_fraction: float,
+            n_templates: int | None) -> tuple[int, int, int, int]:
+    """(originals, copies, boilerplate pages, templates) of a corpus of ``n_docs``."""
+    n_bp = int(round(boilerplate_fraction * n_docs))
+    n_rest = n_docs - n_bp
+    n_copies = min(int(round(dup_fraction * n_docs)), max(n_rest - 1, 0))
+    if n_bp and n_templates is None:
+        n_templates = max(1, n_bp // 2000)
+    return n_rest - n_copies, n_copies, n_bp, min(int(n_templates or 0), n_bp)
 
 
 def _check_corpus_args(n_docs, words_per_doc, dup_fraction, boilerplate_fraction, noise, length_jitter, topics,

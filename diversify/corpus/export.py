@@ -18,7 +18,7 @@ from typing import Optional
 
 from ..errors import InputError, require
 from ..files import atomic_replace, atomic_write_text
-from .readers import detect_format
+from .inputs import detect_format
 
 __all__ = ["write_export", "csv_cell", "csv_cell_id", "FORMULA_PREFIXES", "COLUMNS"]
 

@@ -2,8 +2,8 @@
 
 A build reads every text once, in order, to sketch it; afterwards it needs only the few texts whose
 pairs or folds it decides by exact Jaccard (``verify="auto"``). Holding the whole corpus in memory
-for those few cost the command line 3.3 GB at 1M documents and, at 100,000, a 0.9 s read phase
-that could not overlap the sketching. :class:`JsonlTexts` is read in blocks while it is iterated
+for those few cost the command line memory in proportion to the corpus and a read phase that could
+not overlap the sketching (docs/building.md). :class:`JsonlTexts` is read in blocks while it is iterated
 (the sketch pass overlaps the reading with the kernels, as ``--stream`` does), keeps each record's
 byte span in the file (16 bytes a document), and gives any text again by its offset afterwards.
 The decisions, and so the artifact's bytes, are those of a build from the list of texts.
@@ -28,8 +28,7 @@ __all__ = ["BlockColumns", "JsonlTexts"]
 #: texts read back per call of the reader when a finished sequence is iterated again
 _READ_BACK = 4096
 #: lines read back in one read when the bytes between them are at most _GAP and the read at most
-#: _READ_BYTES: at 1M documents the exact checks read 415,000 lines, one read each took 5.5 s in
-#: system calls (traced)
+#: _READ_BYTES (one read a line cost the exact checks of a large build seconds of system calls)
 _GAP = 64 << 10
 _READ_BYTES = 4 << 20
 
@@ -90,7 +89,8 @@ class JsonlTexts(Sequence):
 
     def __init__(self, path: str, *, id_field: Optional[str] = None, text_field: Optional[str] = None,
                  info: Optional[dict] = None) -> None:
-        from .readers import STDIN, _Ids, _jsonl_blocks, open_input
+        from .inputs import STDIN, open_input
+        from .readers import _Ids, _jsonl_blocks
 
         if path == STDIN:
             raise InputError("`input` '-' (stdin) cannot be read twice; a build from stdin holds its texts in memory "
@@ -195,7 +195,7 @@ class JsonlTexts(Sequence):
 
     def _decode_group(self, fd: int, lo: int, hi: int, group: list[int], want: np.ndarray, out: list) -> None:
         """The texts of the lines ``want[group]``, all within bytes ``lo .. hi`` of the file, from one read."""
-        from .readers import loads
+        from .jsonl import loads
 
         raw = os.pread(fd, hi - lo, lo)
         if len(raw) != hi - lo:

@@ -10,7 +10,8 @@ import csv
 import io
 from typing import Optional
 
-from .readers import STDIN, detect_format, dir_files, jsonl_records, open_input
+from .inputs import STDIN, detect_format, dir_files, open_input
+from .jsonl import jsonl_records
 from .shards import expand_shards
 
 __all__ = ["record_location"]

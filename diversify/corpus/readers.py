@@ -1,11 +1,11 @@
-"""Reading corpora for the CLI (JSONL, CSV, Parquet, a directory of text files, .npy vectors,
-labeled pairs). Everything streams: JSONL in blocks of lines (:func:`read_blocks`), the rest
-record by record.
+"""Reading corpora for the CLI (JSONL, CSV, Parquet, a directory of text files). Everything
+streams: JSONL in blocks of lines (:func:`read_blocks`), the rest record by record.
 
 Inputs are regular files (or a directory for ``--format dir``, or a glob or directory of JSONL or
-Parquet shards: :mod:`diversify.corpus.shards`); named pipes, devices and sockets are refused
-before anything is read (a FIFO would block forever, ``/dev/zero`` never ends).
-The corpus INPUT of ``build``/``add`` may be ``-``: JSONL or CSV read from stdin.
+Parquet shards: :mod:`diversify.corpus.shards`), opened by :mod:`diversify.corpus.inputs`. The
+corpus INPUT of ``build``/``add`` may be ``-``: JSONL or CSV read from stdin. The side inputs
+(vectors, label tables) are read by :mod:`diversify.corpus.tables`; JSONL lines are parsed by
+:mod:`diversify.corpus.jsonl`.
 """
 
 from __future__ import annotations
@@ -14,95 +14,24 @@ import contextlib
 import csv
 import io
 import itertools
-import json
 import os
-import stat
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import Optional
 
 import msgspec
 import numpy as np
 
 from ..errors import InputError, require
+from .inputs import FORMATS, STDIN, STDIN_FORMATS, detect_format, dir_files, open_input
+from .jsonl import jsonl_records, loads
 from .shards import Shards, expand_shards
 
-__all__ = ["detect_format", "open_input", "read_records", "read_blocks", "read_vectors", "read_table", "column",
-           "jsonl_records", "loads", "dir_files"]
+__all__ = ["read_records", "read_blocks", "jsonl_records", "loads"]
 
-FORMATS = ("jsonl", "csv", "parquet", "dir")
-STDIN = "-"
-_STDIN_FORMATS = ("jsonl", "csv")
-
-
-def detect_format(path: str, *, param: str = "input") -> str:
-    """The format implied by ``path``'s name (or ``"dir"`` for a directory)."""
-    if path == STDIN and param == "input":
-        raise InputError(f"`{param}` '-' (stdin) has no name to tell its format from. Pass --format jsonl or "
-                         "--format csv.")
-    p = Path(path)
-    if p.is_dir():
-        return "dir"
-    suffix = "".join(p.suffixes[-2:]).lower() if p.suffix.lower() == ".gz" else p.suffix.lower()
-    for fmt, exts in (("jsonl", (".jsonl", ".ndjson", ".json")), ("csv", (".csv", ".tsv")), ("parquet", (".parquet", ".pq"))):
-        if suffix in exts:
-            return fmt
-    raise InputError(
-        f"`{param}` format could not be told from its name {path!r} (expected .jsonl, .csv, .parquet"
-        f"{' or a directory' if param == 'input' else ''}). Pass --format "
-        f"{'jsonl|csv|parquet|dir' if param == 'input' else 'jsonl|csv|parquet'}."
-    )
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
-def open_input(path: str, param: str, *, stdin: bool = False) -> IO[bytes]:
-    """Open an input file for reading (binary): a regular file, or ``-`` for stdin when ``stdin``.
-
-    The file is opened with ``O_NONBLOCK`` and checked with ``fstat`` before anything is read, so
-    a named pipe is refused instead of blocking, and a device or directory is refused instead of
-    read (``/dev/zero`` would never end). Errors name ``param`` (the flag or argument).
-    """
-    if path == STDIN:
-        if stdin:
-            return sys.stdin.buffer
-        raise InputError(f"`{param}` cannot be '-' (stdin): only the INPUT of build/add is read from stdin. "
-                         "Pass a file path.")
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    except OSError as exc:
-        what = "does not exist" if isinstance(exc, FileNotFoundError) else f"cannot be opened ({exc.strerror})"
-        raise InputError(f"`{param}` path {path!r} {what}. Check the path.") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            hint = (" To stream from a pipe, feed it on stdin and pass '-' as INPUT (e.g. `zcat c.jsonl.gz | "
-                    "diversify build - --format jsonl -o c.dvf`)." if stdin else "")
-            if stat.S_ISDIR(mode):
-                hint = " A file is expected here" + (" (a directory is read with --format dir)." if stdin else ".")
-            raise InputError(f"`{param}` {path!r} is {_kind(mode)}, not a regular file; inputs are read from "
-                             f"regular files.{hint}")
-        if hasattr(os, "O_NONBLOCK"):
-            import fcntl
-
-            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def check_input_file(path: str, param: str) -> None:
-    """Refuse ``path`` unless it is a regular file (for readers that take a path, such as ``np.load``)."""
-    open_input(path, param).close()
+#: the batch JSONL decoder of :func:`_decode_block` (one call per block of lines)
+_fast_lines = msgspec.json.Decoder().decode_lines
 
 
 def _missing_field(field: str, which: str, where: str, have) -> InputError:
@@ -213,7 +142,7 @@ def read_blocks(path: str, *, fmt: Optional[str] = None, id_field: Optional[str]
     fmt = fmt or detect_format(path)
     if fmt not in FORMATS:
         raise InputError(f"`--format` must be one of {FORMATS}; got {fmt!r}.")
-    if path == STDIN and fmt not in _STDIN_FORMATS:
+    if path == STDIN and fmt not in STDIN_FORMATS:
         raise InputError(f"`input` '-' (stdin) must be JSONL or CSV (--format jsonl|csv); got --format {fmt}. "
                          f"{'Parquet needs a seekable file' if fmt == 'parquet' else 'A directory needs a path'}.")
     ids = _Ids(id_field, info)
@@ -300,9 +229,8 @@ def _line_blocks(f) -> Iterator[tuple[int, memoryview, np.ndarray, np.ndarray, i
 
     ``data`` is a view of one buffer that the next block is read into: it is valid until the next
     block is asked for (copy what must outlive it). The file is read into that buffer and a line
-    cut by the end of a read is moved to its front, so no block is copied whole; at 1M documents
-    (3.3 GB) this and :func:`_newlines` took the reading from 2.2 s to 0.8 s of the command's one
-    Python thread.
+    cut by the end of a read is moved to its front, so no block is copied whole (docs/building.md
+    has what this and :func:`_newlines` saved).
     """
     buf = bytearray(_JSONL_BLOCK_BYTES)
     lineno, base, held = 1, 0, 0  # held: bytes of a line not yet ended, at the front of buf
@@ -345,8 +273,8 @@ _FIND_FROM = 256
 
 
 def _newlines(buf: bytearray, lo: int, hi: int) -> np.ndarray:
-    """Positions (int64, ascending) of the newlines in ``buf[lo:hi]``. numpy's comparison and the
-    scan of its result ran at 2.8 GB/s; a memchr a line at 11 GB/s on lines of 3 KB."""
+    """Positions (int64, ascending) of the newlines in ``buf[lo:hi]``, by a memchr a line (``bytes.find``),
+    which outran numpy's comparison and the scan of its result."""
     found: list = []
     add, find = found.append, buf.find
     i = lo - 1
@@ -513,10 +441,6 @@ def _read_parquet(f, path, ids, text_field, key_field):
         ids.used = row
 
 
-def dir_files(path) -> list[Path]:
-    """The documents of a directory input (``--format dir``), in reading order."""
-    return sorted(p for p in Path(path).rglob("*") if p.is_file() and not p.name.startswith("."))
-
 
 def _read_dir(path, encoding_errors):
     root = Path(path)
@@ -533,127 +457,3 @@ def _read_dir(path, encoding_errors):
                 "pass --encoding-errors replace to substitute U+FFFD for bad bytes."
             ) from None
         yield p.relative_to(root).as_posix(), text, None
-
-
-def read_vectors(path: str, ids_path: Optional[str] = None, *, param: str = "--vectors"):
-    """Load ``.npy`` vectors (never pickled objects; memory-mapped) and optional ids (one per line).
-
-    The array's values are checked where they are used (:func:`diversify.sketches.simhash.normalize_vectors`:
-    real numbers, 2-D, finite, nonzero).
-    """
-    check_input_file(path, param)
-    try:
-        vecs = np.load(path, allow_pickle=False, mmap_mode="r")
-    except (ValueError, EOFError, OSError, SyntaxError, TypeError, UnicodeError) as exc:
-        raise InputError(f"`{param}` {path!r} is not a numeric .npy array ({exc}). Save it with "
-                         "np.save(path, array).") from None
-    if not isinstance(vecs, np.ndarray):  # an .npz archive
-        raise InputError(f"`{param}` {path!r} is an .npz archive, not one .npy array. Save the vectors with "
-                         "np.save(path, array).")
-    ids = None
-    if ids_path:
-        with open_input(ids_path, "--ids") as f:
-            data = f.read()
-        try:
-            lines = data.decode("utf-8").split("\n")
-        except UnicodeDecodeError as exc:
-            raise InputError(f"`--ids` {ids_path!r}: not valid UTF-8 at byte {exc.start}. Re-encode the file as "
-                             "UTF-8 (one id per line).") from None
-        ids = [line.rstrip("\r") for line in lines if line.strip()]
-    return vecs, ids
-
-
-def read_table(path: str, columns: Optional[Sequence[str]] = None, delimiter: Optional[str] = None,
-               *, param: str = "--pairs") -> list[dict]:
-    """All records of a small JSONL / CSV / TSV file as dicts (for labels and labeled pairs).
-
-    TSV is read without quote processing (as MRPC and STS-B need); a UTF-8 BOM is ignored.
-    ``columns`` names the columns of a CSV/TSV file that has no header row; ``delimiter`` overrides
-    the one implied by the extension (``,`` for .csv, a tab for .tsv).
-    """
-    if not os.path.exists(path):
-        raise InputError(f"`{param}` file {path!r} does not exist. Check the path.")
-    fmt = detect_format(path, param=param)
-    if fmt not in ("jsonl", "csv"):
-        raise InputError(f"`{param}` must be JSONL, CSV or TSV; got {path!r}.")
-    if delimiter is not None and len(delimiter) != 1:
-        raise InputError(f"`--delimiter` must be one character (e.g. ',' or '\\t'); got {delimiter!r}.")
-    with open_input(path, param) as f:
-        if fmt == "jsonl":
-            return [rec for _, rec in jsonl_records(f, path)]
-        csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-        tsv = path.lower().endswith(".tsv")
-        text = io.TextIOWrapper(f, encoding="utf-8-sig", newline="")
-        reader = csv.DictReader(text, fieldnames=list(columns) if columns else None,
-                                delimiter=delimiter or ("\t" if tsv else ","),
-                                quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL)
-        rows = []
-        try:
-            for row in reader:
-                if None in row:
-                    n = len(reader.fieldnames or [])
-                    raise InputError(f"{path}:{reader.line_num} has more fields than the {n} columns "
-                                     f"{'of --columns' if columns else 'of the header'}; columns: "
-                                     f"{list(reader.fieldnames or [])[:12]}. Name every column, or fix the row.")
-                rows.append(row)
-        except UnicodeDecodeError as exc:
-            raise InputError(f"`{param}` {path!r}: not valid UTF-8 ({exc}). Re-encode the file as UTF-8.") from None
-        except csv.Error as exc:
-            raise InputError(f"{path}:{reader.line_num}: not a valid CSV row ({exc}).") from None
-        return rows
-
-
-_fast_decode = msgspec.json.Decoder().decode
-_fast_lines = msgspec.json.Decoder().decode_lines
-
-
-def loads(raw: bytes) -> Any:
-    """One JSON value from ``raw``, as :func:`json.loads` reads it, at msgspec's speed.
-
-    msgspec gives the values ``json.loads`` gives (ints of any size exactly, the same floats and
-    strings) and refuses a superset of what ``json.loads`` refuses (NaN, Infinity, numbers out of
-    float range, lone surrogates, a byte-order mark): those lines go to ``json.loads``, whose
-    answer, value or error, is the answer. So the values and errors are the standard library's.
-    """
-    try:
-        return _fast_decode(raw)
-    except (msgspec.DecodeError, RecursionError):
-        return json.loads(raw)
-
-
-def jsonl_records(lines: Iterable[bytes], where: str, *, start: int = 1) -> Iterator[tuple[int, dict]]:
-    """(line number, record) of every non-blank JSONL line; the one JSONL parser of both engines.
-
-    ``where`` names the source in errors (``"{where}:{lineno}: ..."``); ``start`` is the number of
-    the first line.
-    """
-    for lineno, raw in enumerate(lines, start):
-        if not raw.strip():
-            continue
-        try:
-            rec = loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, or an int of > 4300 digits
-            raise InputError(f"{where}:{lineno}: not valid JSON ({exc}). Each line must be one JSON object.") from None
-        except RecursionError:
-            raise InputError(f"{where}:{lineno}: the JSON value is nested too deeply to read. Each line must be one "
-                             "JSON object of a record's fields.") from None
-        if not isinstance(rec, dict):
-            raise InputError(f"{where}:{lineno}: each line must be a JSON object; got {type(rec).__name__}.")
-        yield lineno, rec
-
-
-def column(rows: list[dict], name: str, path: str, flag: str = "the matching --*-field/--label option") -> list:
-    """The values of column ``name`` in every row; refused when a row lacks it (``flag`` names the option)."""
-    if not rows:
-        raise InputError(f"{path} holds no records{' after its header row' if path.lower().endswith(('.csv', '.tsv')) else ''}. "
-                         "Give a file with one labeled record per line or row.")
-    out = []
-    for i, r in enumerate(rows):
-        v = r.get(name)
-        if v is None:
-            have = sorted(k for k in r if isinstance(k, str))[:12]
-            what = "is missing" if name not in r else "has no value"
-            raise InputError(f"column {name!r} {what} in {path} (record {i}); columns: {have}. Name it with "
-                             f"{flag}, or fill it in.")
-        out.append(v)
-    return out

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 import numpy as np
 
 from ..config import BuildConfig, canonical_json, fingerprint
-from ..errors import ConfigError, DuplicateIdError, IncompatibleIndexError, InputError, StorageError
+from ..errors import DuplicateIdError, InputError, StorageError
+from .compat import check_index_config, stored_config
+from .match import Match
 from .payload import Layout, attach_sets, band_rows, decode, encode
 from .records import stored_id
 from .registry import open_storage
@@ -47,53 +48,6 @@ from .urls import mask_url
 
 __all__ = ["Index", "Match"]
 
-
-
-@dataclass(frozen=True)
-class Match:
-    """What ``add`` did with one document, or what it would do (``query``)."""
-
-    #: the document's id (for ``query``: the id given, or its position in the batch)
-    id: Any
-    #: its cluster; None for a queried document that matches nothing (it would start a cluster)
-    cluster: Optional[int]
-    #: True when it is (would be) folded under an existing representative
-    joined: bool
-    #: id of that representative (the document itself when it starts a cluster; None in ``query``)
-    representative: Any
-    #: verified similarity to the representative (1.0 for a representative)
-    similarity: float
-    #: the representatives it was verified similar to, ``(id, similarity)``, in priority order
-    matched: tuple = field(default_factory=tuple)
-
-    def as_dict(self) -> dict:
-        return {"id": self.id, "cluster": self.cluster, "joined": self.joined, "representative": self.representative,
-                "similarity": round(self.similarity, 6),
-                "matched": [{"id": i, "similarity": round(s, 6)} for i, s in self.matched]}
-
-
-def check_index_config(cfg: BuildConfig) -> None:
-    """The settings the live index cannot honour yet, refused with the alternative."""
-    if cfg.clustering != "guaranteed":
-        raise ConfigError("the live index keeps guaranteed clusters (every member verified similar to its "
-                          "representative); got clustering='components'. Use clustering='guaranteed', or the batch "
-                          "build for components.")
-
-
-def config_difference(stored: BuildConfig, given: BuildConfig) -> list[str]:
-    """The fields (dotted) that differ, as ``name: stored -> given``."""
-
-    def flat(d: Any, prefix: str = "") -> dict:
-        if isinstance(d, dict):
-            out: dict = {}
-            for k, v in d.items():
-                out.update(flat(v, f"{prefix}{k}."))
-            return out
-        return {prefix[:-1]: d}
-
-    a, b = flat(stored.model_dump(mode="json")), flat(given.model_dump(mode="json"))
-    return [f"{k}: {a.get(k, '(unset)')!r} -> {b.get(k, '(unset)')!r}" for k in sorted(set(a) | set(b))
-            if a.get(k, "(unset)") != b.get(k, "(unset)")]
 
 
 class Index:
@@ -136,36 +90,11 @@ class Index:
 
                 meta = self._storage.initialize(Meta(schema_version=SCHEMA_VERSION, config_json=canonical_json(cfg),
                                                      fingerprint=fingerprint(cfg), created_by=__version__))
-            self.config = self._check_meta(meta, given)
+            self.config = stored_config(meta, given, self.url)
         except BaseException:
             self._storage.close()
             raise
         self.meta = meta
-
-    def _check_meta(self, meta: Meta, given: Optional[BuildConfig]) -> BuildConfig:
-        if meta.schema_version > SCHEMA_VERSION:
-            raise IncompatibleIndexError(
-                f"the index at {self.url} has schema version {meta.schema_version}, written by diversify "
-                f"{meta.created_by}; this version reads schema {SCHEMA_VERSION} and older. Upgrade diversify "
-                "(pip install -U diversify-retrieval); the index was not changed.")
-        try:
-            cfg = BuildConfig(**json.loads(meta.config_json))
-        except (ValueError, TypeError, RecursionError, ConfigError) as exc:
-            raise IncompatibleIndexError(f"the config stored in the index at {self.url} cannot be read by this "
-                                         f"version ({exc}); open it with the version that created it "
-                                         f"({meta.created_by}).") from exc
-        if fingerprint(cfg) != meta.fingerprint:
-            raise IncompatibleIndexError(f"the config stored in the index at {self.url} does not match its "
-                                         "fingerprint under this version's hash scheme; open it with diversify "
-                                         f"{meta.created_by}, or export and rebuild.")
-        if given is not None and fingerprint(given) != meta.fingerprint:
-            diff = config_difference(cfg, given)
-            raise IncompatibleIndexError(
-                f"`config` must match the config the index at {self.url} was created with; differing fields: "
-                f"{'; '.join(diff) or 'the hash scheme'} (stored -> given). Pass config=None to use the index's "
-                "own, or create a new index for the new config.")
-        check_index_config(cfg)
-        return cfg
 
     # ------------------------------------------------------------------ lifecycle
 

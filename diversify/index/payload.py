@@ -24,8 +24,8 @@ document's shingle set: its distinct shingle hashes cut to their high 32 bits, s
 little-endian uint32 (4 bytes per distinct shingle; about 2.2 KB for a 550-word document). With
 them a borderline pair of a new document and a stored one is decided by exact Jaccard, as the
 batch build decides pairs whose texts it holds, so every fold of the index is verified exactly
-(without them the MinHash estimate decided, and a streamed corpus of man pages kept 6% of its folds
-below the threshold). ``verify="estimate"`` stores no sets (the record alone). Indexes created
+(without them the MinHash estimate decided, and a streamed corpus of man pages kept folds below
+the threshold; docs/index.md). ``verify="estimate"`` stores no sets (the record alone). Indexes created
 before the sets existed (their layout has no ``shingles``) keep the record alone.
 """
 

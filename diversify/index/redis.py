@@ -15,11 +15,11 @@ Key layout (``P`` = the prefix; a seq is stored as 8 little-endian bytes, ``seq8
 * ``P ids`` hash: id -> seq8;
 * ``P b:<key8>`` strings, the band table: one per band key (8 big-endian bytes), its value the
   seq8s of the representatives with that key. A batch looks its keys up with one MGET per 4,000
-  and writes the new ones with MSETNX, so neither side handles band rows one by one (~120 bytes
-  a row with the key on Redis 7.0; hash buckets in listpack encoding measured ~21 bytes a row
-  once full, but need one command per row inside the script, ~10x slower commits);
+  and writes the new ones with MSETNX, so neither side handles band rows one by one (hash buckets
+  in listpack encoding take fewer bytes a row once full, but need one command per row inside the
+  script: much slower commits; docs/index.md);
 * ``P c:<bucket8>`` hashes, cluster -> member seq8s, 128 clusters per bucket (small hashes stay
-  listpacks: ~20 bytes a member);
+  listpacks, compact per member);
 * ``P lock`` string: the fencing token of the writer holding the lease; ``P fence`` its counter.
 
 Writer assignment (why two writers never interleave, and a stale one cannot commit):

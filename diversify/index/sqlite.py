@@ -10,7 +10,7 @@ Layout (logical schema :data:`~diversify.index.storage.SCHEMA_VERSION`):
   as many bytes as its two integers; ``bands_recent`` (the same) takes new rows.
 
 Two tiers, because band keys are random: inserting a batch's rows into one big B-tree dirties about
-one page per row (a 1,000-document batch rewrote ~40 MB of a 200k-document index), while a small
+one page per row (docs/index.md), while a small
 tree stays in the page cache and its pages are shared by many rows of a batch. When
 ``bands_recent`` outgrows ``max(2**20, rows of bands / 8)`` rows, it is merged into ``bands`` in key
 order (each page of the big tree written once) inside the writer transaction that crossed the
@@ -28,8 +28,8 @@ committed before it, never leave a partial one.
 Checkpoints (copying committed WAL pages back into the file) run off the writer's path: after each
 commit, one background thread per process (:mod:`diversify.index.sqlite_checkpoint`) runs a PASSIVE
 checkpoint on a connection of its own, which overlaps the next batch's sketching instead of
-lengthening the commit (a 5,000-document batch into 1M documents wrote ~30 MB of WAL, and SQLite's own checkpoint at 1,000 pages ran inside
-the commit: 22% of the add time). SQLite's automatic checkpoint stays on as a backstop at
+lengthening the commit (SQLite's own checkpoint at 1,000 pages had run inside nearly every commit of a
+large batch; docs/index.md). SQLite's automatic checkpoint stays on as a backstop at
 :data:`AUTOCHECKPOINT_PAGES`, for a checkpointer that falls behind. A checkpoint is crash-safe; a
 killed process leaves the rest to the next one.
 """
@@ -374,10 +374,8 @@ class SQLiteStorage(Storage):
             con = sqlite3.connect(self.path, timeout=self.options.lock_timeout, isolation_level=None,
                                   check_same_thread=False)
             con.execute(f"PRAGMA busy_timeout = {int(self.options.lock_timeout * 1000)}")
-            # 32 KiB pages for a new file (no effect on an existing one): a document row with its
-            # shingle set is ~2.7 KB, and a page holds whole rows only, so 4 KiB pages held one row
-            # each (4.4 KB per document at 550 words) and 8 KiB pages two (3.7 KB, a fifth of the
-            # docs table unused); 32 KiB pages hold ~11 (3.2 KB per document; see docs/index.md)
+            # 32 KiB pages for a new file (no effect on an existing one): a page holds whole document
+            # rows only, and smaller pages left much of each unused (docs/index.md)
             con.execute(f"PRAGMA page_size = {PAGE_SIZE}")
             mode = con.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
@@ -388,7 +386,7 @@ class SQLiteStorage(Storage):
             con.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES}")
             con.execute("PRAGMA cache_size = -65536")  # 64 MiB page cache per connection
             # reads through a memory map of up to mmap_mb (URL parameter, default 1024): no copy into
-            # the page cache per page read (200k-document adds +25%, query p50 -30% measured)
+            # the page cache per page read (faster adds and queries: docs/index.md)
             con.execute(f"PRAGMA mmap_size = {int(self.mmap_bytes)}")
         except sqlite3.DatabaseError as exc:
             raise StorageError(f"cannot open {self.url}: {type(exc).__name__}: {exc}. Is it a diversify index "

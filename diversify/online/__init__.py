@@ -28,7 +28,7 @@ Modules: :mod:`~diversify.online.types` (value types, protocols), :mod:`~diversi
 (``select``), :mod:`~diversify.online.folding` (on-the-fly folding),
 :mod:`~diversify.online.checks` (validation), :mod:`~diversify.online.diversifier`
 (``Diversifier``), :mod:`~diversify.online.source` (artifact, hot reload, fail-open),
-:mod:`~diversify.online.refill` (the refetch loop), :mod:`~diversify.online.wrappers` (sync and
+:mod:`~diversify.online.refetch` (the refetch loop), :mod:`~diversify.online.wrappers` (sync and
 async), :mod:`~diversify.online.cursor` (pages), :mod:`~diversify.online.hits` (normalizing
 search results), :mod:`~diversify.online.idmatch` (matching store ids to the artifact's),
 :mod:`~diversify.online.stats`, :mod:`~diversify.online.plugins`.

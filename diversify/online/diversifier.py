@@ -1,7 +1,7 @@
 """`Diversifier`: wrap any search callable; over-fetch, select, refetch when short.
 
 The class is the public face; the work lives next to it: :mod:`~diversify.online.source` (the
-artifact, hot reload, fail-open), :mod:`~diversify.online.refill` (the refetch loop),
+artifact, hot reload, fail-open), :mod:`~diversify.online.refetch` (the refetch loop),
 :mod:`~diversify.online.wrappers` (sync and async), :mod:`~diversify.online.cursor` (pages),
 :mod:`~diversify.online.hits` (normalizing what searches and callers pass in).
 """
@@ -15,7 +15,7 @@ from ..errors import ConfigError, InputError
 from .checks import Options, check_options, check_params
 from .cursor import decode_cursor
 from .hits import IdSource, hits_from_items
-from .refill import Request, page_end, refill
+from .refetch import SearchRequest, page_end, refetch
 from .selection import select
 from .source import ClusterSource
 from .stats import Counters, Tally
@@ -225,9 +225,9 @@ class Diversifier:
         return k, n
 
     def _start(self, k: Optional[int], max_per_cluster: Optional[int], groups: bool, cursor: Optional[str],
-               supports_exclude: bool, exclude_clusters: bool = False) -> Generator[Request, Any, Result]:
+               supports_exclude: bool, exclude_clusters: bool = False) -> Generator[SearchRequest, Any, Result]:
         kk, nn = self._params(k, max_per_cluster)
-        return refill(self.options, self._source, k=kk, n=nn, groups=groups, cursor=cursor,
+        return refetch(self.options, self._source, k=kk, n=nn, groups=groups, cursor=cursor,
                       supports_exclude=supports_exclude, exclude_clusters=exclude_clusters)
 
     def _cluster_exclusion(self, fn: Any, exclude: bool) -> Optional[str]:

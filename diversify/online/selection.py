@@ -185,7 +185,7 @@ def select_checked(hits: Sequence[Any], cids: list, k: int, n: int, drop_unknown
                    fold_text_threshold: Optional[float] = None, vectors: Any = None,
                    texts: Optional[Sequence[Optional[str]]] = None, groups: bool = False,
                    order: Any = False) -> Result:
-    """:func:`select` on arguments already validated (what the refill loop calls every round):
+    """:func:`select` on arguments already validated (what the refetch loop calls every round):
     ``cids`` a list aligned with ``hits``, ``excluded`` a frozenset or None, ``order`` the tie
     order when the caller has it (:func:`extend_tie_order`)."""
     if order is False:

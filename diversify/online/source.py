@@ -242,7 +242,7 @@ class ClusterSource:
     def cluster_ids(self, hits: Sequence[Hit], snap: Snapshot, tally: Optional[Tally] = None,
                     unknown: Any = None) -> list:
         """Cluster id of each hit: the payload field if set and present, else the artifact, else
-        ``unknown`` (None; the refill loop passes -1, which :func:`select` reads the same way).
+        ``unknown`` (None; the refetch loop passes -1, which :func:`select` reads the same way).
 
         ``tally`` (if given) counts the hits whose cluster was looked for and those found nowhere
         (hits of a lookup that failed are not counted: ``lookup_errors`` has them).

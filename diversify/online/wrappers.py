@@ -1,6 +1,6 @@
 """The sync and async wrappers :meth:`Diversifier.wrap` / :meth:`Diversifier.awrap` return.
 
-Both drive the same refill generator (:func:`diversify.online.refill.refill`): they only differ
+Both drive the same refetch generator (:func:`diversify.online.refetch.refetch`): they only differ
 in how they call the search (directly, or awaiting it). A failure of the search reaches the
 caller as :class:`~diversify.errors.StoreError`.
 """
@@ -12,15 +12,15 @@ from collections.abc import Callable, Generator
 from typing import Any, Optional
 
 from ..errors import InputTypeError, StoreError
-from .refill import Request
+from .refetch import SearchRequest
 from .types import AsyncDiversifiedSearch, DiversifiedSearch, Result
 
 __all__ = ["resolve_search", "supports_exclude", "supports_exclude_clusters", "sync_wrapper", "async_wrapper",
            "as_store_error", "Start", "check_sync_search"]
 
 #: Starts one query: ``start(k, max_per_cluster, groups, cursor, supports_exclude, exclude_clusters)
-#: -> refill generator``.
-Start = Callable[[Optional[int], Optional[int], bool, Optional[str], bool, bool], Generator[Request, Any, Result]]
+#: -> refetch generator``.
+Start = Callable[[Optional[int], Optional[int], bool, Optional[str], bool, bool], Generator[SearchRequest, Any, Result]]
 
 
 def supports_exclude_clusters(fn: Any) -> bool:

@@ -22,8 +22,8 @@ class _ChromaCommon:
 
     scores_are = "distance"
     extra = "chroma"
-    #: measured (docs/online.md): a ``$nin`` of 25-470 ids made a query 4-10x slower than asking
-    #: for k + 470 hits on 15k records; with a where-filter of its own both cost about the same
+    #: measured (docs/online.md): a ``$nin`` of ids made a query several times slower than asking
+    #: for k + that many more hits; with a where-filter of its own both cost about the same
     auto_refill = "grow"
 
     def __init__(self, collection, *, id_field: str = "doc_id", where: Optional[Mapping] = None,

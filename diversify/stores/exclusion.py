@@ -63,8 +63,8 @@ def check_refill(refill: Any, max_exclude: Any) -> tuple[str, int]:
     return refill, int(max_exclude)
 
 
-#: one call ``(n, pushed_ids_or_None)``
-Request = tuple[int, Optional[list]]
+#: one call of the search: ``(n, pushed_ids_or_None)``
+ExclusionCall = tuple[int, Optional[list]]
 
 
 _LINKS = ("_client", "client", "_document_store", "document_store", "_vector_store", "vector_store", "vectorstore",
@@ -185,7 +185,7 @@ class Exclusion:
         return self.mode == "exclude" and self.max_exclude > 0 and self.disabled_by is None
 
     def steps(self, k: int, exclude_ids: Optional[Iterable[Any]],
-              id_of: Callable[[Any], Hashable] = _hit_id) -> Generator[Request, Any, list]:
+              id_of: Callable[[Any], Hashable] = _hit_id) -> Generator[ExclusionCall, Any, list]:
         """The calls for one request, as a generator (driven by :meth:`search` / :meth:`asearch`):
         yields ``(n, pushed_ids_or_None)``, receives each call's hits (or :class:`Failed`), returns
         the top-``k`` hits not in ``exclude_ids``; fewer only when the store has no more."""

@@ -280,7 +280,7 @@ class QdrantStore(_QdrantCommon, Store):
         points per ``batch_update_points`` request, so the store keeps its other payload keys.
         When the points are read (``ids`` not given, or ``id_field`` set), those that already
         hold the artifact's values are not written again (a rerun after a rebuild writes only what
-        changed: Qdrant's local mode on disk commits every point written to SQLite, ~20 ms each).
+        changed: Qdrant's local mode on disk commits every point written to SQLite; docs/online.md).
         Returns how many points carry the artifact's values afterwards.
         """
         _models()

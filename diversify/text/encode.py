@@ -48,7 +48,7 @@ def _encode_joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None
     kernel, which lowercases A-Z.
     """
     n = len(texts)
-    # each document encoded on its own, then the bytes joined: 30% faster than encoding the joined
+    # each document encoded on its own, then the bytes joined: faster than encoding the joined
     # str, which is as wide as the widest document's characters (a single CJK document makes every
     # Latin-1 one two bytes per character before it is encoded back to one)
     encoded = b"\x00".join([t.encode("utf-8", "surrogatepass") for t in texts])
@@ -103,9 +103,9 @@ def encode_batch_scripts(texts: Sequence[str], *, start_index: int = 0,
     ``into(size)``, if given, lends a writable uint8 buffer of at least ``size`` bytes for an
     all-ASCII batch, which is then copied there from the strings' own bytes instead of joined
     into a new str (the result is a read-only view of it, valid while the lender does not lend
-    that buffer again). A joined batch of 16,384 documents is ~54 MB of fresh memory each time
-    (glibc maps allocations that large afresh); ``diversify.build()`` of 1M documents, whose
-    allocator the console script does not tune, spent ~6 s of system time faulting them in.
+    that buffer again). A joined batch is fresh memory each time (glibc maps allocations that large
+    afresh), which a library build, whose allocator is not tuned, spends system time faulting in
+    (docs/building.md).
     """
     n = len(texts)
     try:

@@ -26,9 +26,9 @@ _NO_PIECES = np.zeros(0, dtype=np.int64)
 
 def fold_pass(raw: np.ndarray, out: np.ndarray, seps: np.ndarray, write: bool) -> tuple[int, int]:
     """The case fold and space rule of UTF-8 ``raw`` into ``out``, the NULs dropped (their output
-    positions into ``seps``): :func:`diversify._kernels.text.nfkc_fold_compact` with no NFKC
+    positions into ``seps``): :func:`diversify._kernels.utf8.nfkc_fold_compact` with no NFKC
     pieces. Returns (size, NULs) as that kernel does."""
-    from .._kernels.text import nfkc_fold_compact
+    from .._kernels.utf8 import nfkc_fold_compact
 
     change, fold, length = compact_tables()
     size, nuls, _ = nfkc_fold_compact(raw, _NO_TABLE, change, fold, length, out, seps, _NO_PIECES, _NO_PIECES, write)
@@ -80,13 +80,13 @@ def nfkc_fold_dense(raw: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | 
     same bytes as :func:`~diversify.text.normalization.nfkc_utf8` followed by :func:`fold_dense`,
     in one kernel pass per segment instead of two passes and a splice over the whole batch.
 
-    The pass (:func:`diversify._kernels.text.nfkc_fold_compact`, in threads) folds every code point
+    The pass (:func:`diversify._kernels.utf8.nfkc_fold_compact`, in threads) folds every code point
     outside the NFKC pieces (found as :func:`~diversify.text.normalization.nfkc_utf8` finds them)
     and copies the pieces unchanged; the pieces of all segments are then normalized and folded together
     (:func:`nfkc_fold_pieces`) and spliced into the output, each segment into its place in the
     result. Folding a piece after NFKC is what the two-pass path does to the same code points.
     """
-    from .._kernels.text import join_pieces, splice_pieces
+    from .._kernels.utf8 import join_pieces, splice_pieces
 
     tables = (unstable_table(), *compact_tables())
     parts = in_threads(lambda lo, hi: _nfkc_fold_segment(raw[lo:hi], n, tables), segments(raw))
@@ -129,7 +129,7 @@ def _nfkc_fold_segment(seg: np.ndarray, n: int, tables: tuple
     """One segment of :func:`nfkc_fold_dense`: (its bytes folded outside the NFKC pieces, the
     output positions of its NULs, start and end of each piece in the output), or None for a cut
     sequence. ``tables``: :func:`unstable_table` and :func:`compact_tables`."""
-    from .._kernels.text import nfkc_fold_compact
+    from .._kernels.utf8 import nfkc_fold_compact
 
     unstable, change, fold, length = tables
     out, seps = np.empty(seg.size + seg.size // 4 + 64, dtype=np.uint8), np.empty(n, dtype=np.int64)

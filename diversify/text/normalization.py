@@ -25,7 +25,7 @@ __all__ = ["SPLICE_FROM", "nfkc", "nfkc_utf8", "normalize", "prepare"]
 
 def nfkc_utf8(raw: bytes) -> np.ndarray:
     """NFKC of the UTF-8 text ``raw`` (surrogates allowed), as a new writable uint8 array: each
-    piece that :func:`diversify._kernels.text.unstable_pieces` finds is normalized and spliced in;
+    piece that :func:`diversify._kernels.utf8.unstable_pieces` finds is normalized and spliced in;
     the bytes between pieces are kept as they are.
 
     The pieces are normalized in one ``unicodedata.normalize`` call over their join by NUL. NUL is a
@@ -33,10 +33,9 @@ def nfkc_utf8(raw: bytes) -> np.ndarray:
     and NFKC neither makes nor removes one: the normalized join splits back at its NULs into the
     normalized pieces. (A piece can hold a NUL only as its first byte, the document separator before
     a document that starts with a mark; that NUL is left out of the piece, which changes nothing
-    for the same reason.) 92,000 pieces of a multilingual corpus took 0.23 s one call each, 0.02 s
-    in one.
+    for the same reason.) One call for the batch is far cheaper than one a piece (docs/building.md).
     """
-    from .._kernels import text as kt
+    from .._kernels import utf8 as ku
 
     buf = np.frombuffer(raw, dtype=np.uint8)
     table = unstable_table()
@@ -48,7 +47,7 @@ def nfkc_utf8(raw: bytes) -> np.ndarray:
         room = seg.size // 256 + 1024  # real text: a piece every ~500 bytes; more, and the scan runs again
         while True:
             starts, ends = np.empty(room, dtype=np.int64), np.empty(room, dtype=np.int64)
-            count = int(kt.unstable_pieces(seg, table, starts, ends))
+            count = int(ku.unstable_pieces(seg, table, starts, ends))
             if count <= room:
                 return starts[:count] + lo, ends[:count] + lo
             room = count
@@ -67,22 +66,22 @@ def nfkc_utf8(raw: bytes) -> np.ndarray:
     new_ends = np.concatenate([seps, [new.size]]).astype(np.int64)
     size = buf.size - int((ends - starts).sum()) + int((new_ends - new_starts).sum()) if starts.size else buf.size
     out = np.empty(size, dtype=np.uint8)
-    kt.splice_pieces(buf, starts, ends, new, new_starts[:starts.size], new_ends[:starts.size], out)
+    ku.splice_pieces(buf, starts, ends, new, new_starts[:starts.size], new_ends[:starts.size], out)
     return out
 
 
-#: texts shorter than this (bytes) are normalized piece by piece in Python: one document of a
-#: query costs ~25 us so, against ~85 us through the joined call, the threads and the splice kernel
+#: texts shorter than this (bytes) are normalized piece by piece in Python: for one document of a
+#: query that is cheaper than the joined call, the threads and the splice kernel
 SPLICE_FROM = 4096
 
 
 def _nfkc_small(raw: bytes, buf: np.ndarray, table: np.ndarray) -> np.ndarray:
     """:func:`nfkc_utf8` of a short text: each piece decoded, normalized and spliced in by Python."""
-    from .._kernels import text as kt
+    from .._kernels import utf8 as ku
 
     room = buf.size + 1  # at most one piece per byte: room enough (the text is short)
     starts, ends = np.empty(room, dtype=np.int64), np.empty(room, dtype=np.int64)
-    count = int(kt.unstable_pieces(buf, table, starts, ends))
+    count = int(ku.unstable_pieces(buf, table, starts, ends))
     out = []
     last = 0
     for a, b in zip(starts[:count].tolist(), ends[:count].tolist()):

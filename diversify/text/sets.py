@@ -31,8 +31,8 @@ def sorted_unique_of_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextCo
 
     ``room`` (one count per document, optional): each document's shingle count as the sketching
     pass found it (:attr:`diversify.sketches.Sketches.text_shingles`), to size the output to the
-    shingles themselves instead of the most a document of its length could have: about 3x less
-    fresh memory to fault in, the cost that dominated these calls (see :func:`_sorted_unique_one`).
+    shingles themselves instead of the most a document of its length could have: less fresh
+    memory to fault in, the cost that dominated these calls (see :func:`_sorted_unique_one`).
     """
     parts = auto_split(buf, offsets, config)
     if parts is not None and len(parts) == 1:
@@ -54,9 +54,8 @@ def _sorted_unique_one(buf: np.ndarray, offsets: np.ndarray, config: TextConfig,
                        room: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One rule's batch. Output room: ``room`` where given (at least 1 a document), else the most
     shingles a document of its length can have (4 bytes of room a byte of word-shingled text,
-    ~3x what it uses): a batch of exact checks at 1M documents was mostly page faults on that
-    fresh memory (on a 2-core VM, 60 of 70 us a document), as the same kernel into memory already
-    touched ran at 9.5 us. A document that does not fit a given room (a count that is not this
+    several times what it uses): a batch of exact checks at 1M documents was mostly page faults on
+    that fresh memory (docs/building.md, "Exact checks at scale"). A document that does not fit a given room (a count that is not this
     rule's) takes the bound instead, so the result never depends on ``room``."""
     from .._kernels import text as kt
 
@@ -101,12 +100,12 @@ def shingle_sets32(texts: Sequence[str], config: TextConfig, seed: int) -> tuple
     shingles whose hashes share their high 32 bits, about one pair in 10^4 documents) are merged.
     Jaccard of these sets differs from Jaccard of the 64-bit sets only by such merges.
     """
-    from .._kernels import text as kt
+    from .._kernels._common import high_halves
 
     starts, counts, hashes = sorted_unique_shingles(texts, config, seed)
     indptr = np.empty(counts.size + 1, dtype=np.int64)
     values = np.empty(int(counts.sum()), dtype=np.uint32)
-    kt.high_halves(starts, counts, hashes, indptr, values)
+    high_halves(starts, counts, hashes, indptr, values)
     return indptr, values[: int(indptr[-1])]
 
 

@@ -67,12 +67,12 @@ def unspaced_docs(buf: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     todo = np.flatnonzero(top >= 0xE0)
     if todo.size == 0:
         return out
-    from .._kernels import text as kt
+    from .._kernels.utf8 import count_scripts
 
     unspaced_table, letter_table = script_tables()
     unspaced = np.empty(todo.size, dtype=np.int64)
     letters = np.empty(todo.size, dtype=np.int64)
-    kt.count_scripts(buf, offsets, todo, unspaced_table, letter_table, unspaced, letters)
+    count_scripts(buf, offsets, todo, unspaced_table, letter_table, unspaced, letters)
     out[todo] = (unspaced > 0) & (2 * unspaced >= letters)
     return out
 

@@ -14,7 +14,7 @@ document's units that way and hands their addresses to the two passes of
 change, in one ``unicodedata.normalize`` call for the batch) and write UTF-8 straight into the
 batch buffer. The result is the bytes :func:`diversify.text.encode_batch` gives by its other paths
 (tests compare them on every kind of string); what it saves is the Python ``str.encode`` of the
-batch and the UTF-8 decoding in the fold, ~0.2 s per 70 MB of multilingual text on 2 cores.
+batch and the UTF-8 decoding in the fold (docs/building.md, "Text: normalization, words, shingles").
 
 Where the layout cannot be confirmed (another interpreter, a header that does not read as
 expected on probe strings), :func:`fold_batch` returns None and the caller encodes as before. A
@@ -36,9 +36,8 @@ from .tables import FOLD_TOP, UNSTABLE_TOP, code_points, compact_tables, script_
 
 __all__ = ["FOLD_FROM", "ascii_bytes", "ascii_into", "fold_batch"]
 
-#: batches of fewer characters are encoded by Python (diversify.text.encode): below ~2,000 characters the
-#: fixed cost here (~30 us) is more than the encoding saves (a 150-character query: 33 us here, 25 us
-#: encoded and its scripts counted; 3,600 characters: 45 us either way)
+#: batches of fewer characters are encoded by Python (diversify.text.encode): below that the fixed
+#: cost here is more than the encoding saves (docs/building.md)
 FOLD_FROM = 2048
 #: batches smaller than this (units) are folded in one piece, without threads
 _THREADS_FROM = 1 << 20
@@ -269,7 +268,7 @@ def _normalize_pieces(found: list, pieces: int
     empty = np.zeros(0, dtype=np.int64)
     if not pieces:
         return np.zeros(0, dtype=np.uint8), empty, empty, empty, empty
-    from .._kernels.text import count_scripts
+    from .._kernels.utf8 import count_scripts
 
     joined = b"".join([f[3].tobytes() for f in found])[:-1]
     new, new_starts, new_ends = nfkc_fold_pieces(joined, pieces)
@@ -299,8 +298,7 @@ def ascii_bytes(joined: str) -> np.ndarray:
 
     A compact ASCII str holds its characters as bytes, and ``PyUnicode_AsUTF8AndSize`` (public C
     API) returns them in place; the array keeps the str alive. ``str.encode`` would copy the whole
-    batch once more: for 100,000 documents (330 MB) one copy and 80,000 page faults, 0.3-0.4 s of
-    the encode stage. Elsewhere than CPython the str is encoded.
+    batch once more, with a page fault a page of the copy. Elsewhere than CPython the str is encoded.
     """
     if _AS_UTF8 is None or not joined:
         return np.frombuffer(joined.encode("ascii"), dtype=np.uint8)

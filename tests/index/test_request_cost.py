@@ -1,6 +1,5 @@
 """No request costs more than its size, and one id rule, on the artifact and the live index alike
-(issue 38, hostile classes "work that grows faster than the request" and "ids no store should
-send").
+(hostile inputs: work that grows faster than the request, and ids no store should send).
 
 Work is counted, never timed: every id handed to a lookup (the artifact's ``lookup``; the live
 index's ``docs_by_id`` reads) and every row the live lookup iterates over. The live index runs on

@@ -212,21 +212,7 @@ class DiversifyRetriever(BaseRetriever):
     ) -> None:
         check_arguments("DiversifyRetriever", deprecated, _ARGUMENTS,
                         hints={"top_n": "similarity_top_k", "top_k": "similarity_top_k"})
-        if "index" in deprecated:
-            if retriever is not None:
-                raise ConfigError("DiversifyRetriever got both `retriever` and `index` (deprecated); pass only "
-                                  "retriever=<a retriever or an index>.")
-            warnings.warn("DiversifyRetriever(index=...) is deprecated; pass it as retriever=... (or first).",
-                          DeprecationWarning, stacklevel=2)
-            retriever = deprecated.pop("index")
-        if "k" in deprecated:
-            if similarity_top_k is not None:
-                raise ConfigError(f"DiversifyRetriever got both `k` (deprecated) and `similarity_top_k`; got "
-                                  f"k={deprecated['k']!r}, similarity_top_k={similarity_top_k!r}. Pass only "
-                                  "similarity_top_k.")
-            warnings.warn("DiversifyRetriever(k=...) is deprecated; use similarity_top_k=... (the same meaning).",
-                          DeprecationWarning, stacklevel=2)
-            similarity_top_k = deprecated.pop("k")
+        retriever, similarity_top_k = _deprecated_arguments(retriever, similarity_top_k, deprecated)
         if exclude_key in _STORE_WRITTEN_KEYS and id_source != "ref_doc_id":
             raise ConfigError(
                 f"`exclude_key` must be a metadata key the vector store keeps as each node's own value; got "
@@ -250,25 +236,11 @@ class DiversifyRetriever(BaseRetriever):
                                   "on it, or wrap the index to refill with exclusion.")
             if similarity_top_k is None:
                 similarity_top_k = own_size(retriever)
-        if similarity_top_k is None:
-            similarity_top_k = 4
+        similarity_top_k = 4 if similarity_top_k is None else similarity_top_k
         check_settings(cluster_map, cluster_field=cluster_field, subject="node", k=similarity_top_k,
                        max_per_cluster=max_per_cluster, fetch_k=fetch_k, max_rounds=max_rounds,
                        fold_threshold=fold_threshold)
-        if id_source not in ("node_id", "ref_doc_id"):
-            raise ConfigError(f"`id_source` must be 'node_id' or 'ref_doc_id'; got id_source={id_source!r}. "
-                              "Use id_field='<metadata key>' for an id kept in the metadata.")
-        if filters is not None and not isinstance(filters, MetadataFilters):
-            raise ConfigError(f"`filters` must be llama_index MetadataFilters; got {type(filters).__name__}. "
-                              "Use MetadataFilters(filters=[MetadataFilter(key=..., value=...)]).")
-        if retriever_kwargs is not None and not isinstance(retriever_kwargs, dict):
-            raise ConfigError(f"`retriever_kwargs` must be a dict of as_retriever() keyword arguments; got "
-                              f"{type(retriever_kwargs).__name__}.")
-        if retriever_kwargs and "similarity_top_k" in retriever_kwargs:
-            raise ConfigError("`retriever_kwargs` cannot set similarity_top_k: the number of candidates is asked "
-                              "per call (fetch_k, then more). Pass similarity_top_k=... to DiversifyRetriever.")
-        if retriever_kwargs and is_index:
-            _check_retriever_kwargs(retriever, retriever_kwargs)
+        _check_options(retriever, is_index, id_source, filters, retriever_kwargs)
         super().__init__(callback_manager=callback_manager)
         self._index = retriever if is_index else None
         self._wrapped: Optional[BaseRetriever] = None if is_index else retriever
@@ -439,3 +411,43 @@ def _check_retriever_kwargs(index: Any, kwargs: dict) -> None:
     named.add("vector_store_kwargs")  # read from **kwargs
     check_arguments("`retriever_kwargs` (for VectorIndexRetriever)", kwargs, named,
                     hints={"filter": "filters", "top_k": "similarity_top_k"})
+
+
+def _deprecated_arguments(retriever: Any, similarity_top_k: Optional[int],
+                          deprecated: dict) -> tuple[Any, Optional[int]]:
+    """``retriever`` and ``similarity_top_k`` with the deprecated ``index=`` and ``k=`` folded in (a
+    DeprecationWarning each; both spellings at once is a ConfigError)."""
+    if "index" in deprecated:
+        if retriever is not None:
+            raise ConfigError("DiversifyRetriever got both `retriever` and `index` (deprecated); pass only "
+                              "retriever=<a retriever or an index>.")
+        warnings.warn("DiversifyRetriever(index=...) is deprecated; pass it as retriever=... (or first).",
+                      DeprecationWarning, stacklevel=3)
+        retriever = deprecated.pop("index")
+    if "k" in deprecated:
+        if similarity_top_k is not None:
+            raise ConfigError(f"DiversifyRetriever got both `k` (deprecated) and `similarity_top_k`; got "
+                              f"k={deprecated['k']!r}, similarity_top_k={similarity_top_k!r}. Pass only "
+                              "similarity_top_k.")
+        warnings.warn("DiversifyRetriever(k=...) is deprecated; use similarity_top_k=... (the same meaning).",
+                      DeprecationWarning, stacklevel=3)
+        similarity_top_k = deprecated.pop("k")
+    return retriever, similarity_top_k
+
+
+def _check_options(retriever: Any, is_index: bool, id_source: str, filters: Any, retriever_kwargs: Any) -> None:
+    """Refuse a bad ``id_source``, ``filters`` or ``retriever_kwargs`` of :class:`DiversifyRetriever`."""
+    if id_source not in ("node_id", "ref_doc_id"):
+        raise ConfigError(f"`id_source` must be 'node_id' or 'ref_doc_id'; got id_source={id_source!r}. "
+                          "Use id_field='<metadata key>' for an id kept in the metadata.")
+    if filters is not None and not isinstance(filters, MetadataFilters):
+        raise ConfigError(f"`filters` must be llama_index MetadataFilters; got {type(filters).__name__}. "
+                          "Use MetadataFilters(filters=[MetadataFilter(key=..., value=...)]).")
+    if retriever_kwargs is not None and not isinstance(retriever_kwargs, dict):
+        raise ConfigError(f"`retriever_kwargs` must be a dict of as_retriever() keyword arguments; got "
+                          f"{type(retriever_kwargs).__name__}.")
+    if retriever_kwargs and "similarity_top_k" in retriever_kwargs:
+        raise ConfigError("`retriever_kwargs` cannot set similarity_top_k: the number of candidates is asked "
+                          "per call (fetch_k, then more). Pass similarity_top_k=... to DiversifyRetriever.")
+    if retriever_kwargs and is_index:
+        _check_retriever_kwargs(retriever, retriever_kwargs)

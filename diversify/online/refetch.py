@@ -1,8 +1,8 @@
-"""The refill loop: over-fetch, select, and fetch again until ``k`` survive, the store runs out
+"""The refetch loop: over-fetch, select, and fetch again until ``k`` survive, the store runs out
 or the round budget is spent.
 
 Written once, as a generator, for the sync and async wrappers (:mod:`diversify.online.wrappers`):
-it yields :data:`Request` tuples, receives each raw search result, and returns the
+it yields :data:`SearchRequest` tuples, receives each raw search result, and returns the
 :class:`~diversify.online.Result`. Later rounds are appended after earlier ones, so relevance
 order is never reshuffled.
 
@@ -47,10 +47,10 @@ from .source import MEMBER_CACHE_CLUSTERS, ClusterSource, Snapshot
 from .stats import Tally
 from .types import Deferred, DocId, Hit, Kept, Result, calls_of
 
-__all__ = ["refill", "Request", "page_end", "next_cursor"]
+__all__ = ["refetch", "SearchRequest", "page_end", "next_cursor"]
 
 #: What the loop asks the search for: ``(k, exclude_ids or None, exclude_clusters or None)``.
-Request = tuple[int, Optional[list], Optional[list]]
+SearchRequest = tuple[int, Optional[list], Optional[list]]
 
 
 class _Pool:
@@ -314,9 +314,9 @@ def page_end(opts: Options, cur: CursorState, carried: frozenset, hits: list, ci
     return store_done and first is None, Deferred(lambda: next_cursor(cur, carried, res, offset, field, unknown_folds))
 
 
-def refill(opts: Options, source: ClusterSource, *, k: int, n: int, groups: bool, cursor: Optional[str],
-           supports_exclude: bool, exclude_clusters: bool = False) -> Generator[Request, Any, Result]:
-    """One query: yields :data:`Request` tuples, receives raw results, returns the Result.
+def refetch(opts: Options, source: ClusterSource, *, k: int, n: int, groups: bool, cursor: Optional[str],
+           supports_exclude: bool, exclude_clusters: bool = False) -> Generator[SearchRequest, Any, Result]:
+    """One query: yields :data:`SearchRequest` tuples, receives raw results, returns the Result.
 
     ``exclude_ids`` is None when the store has no exclusion filter; then each refetch asks for a
     larger k. ``exclude_clusters`` (a list, else None) is only sent when the store supports it
