@@ -21,12 +21,11 @@ SUITE = Suite(
     peers=("rensa", "datasketch"), quick={"corpora": ["clough"], "methods": ["diversify", "rensa"]},
     takes="~10 min (truth cached)")
 DEFAULT_COMMAND = "python -m benchmarks run --suite quality_real"
-METHODS = ("diversify", "diversify-components", "diversify-verify-exact", "rensa", "datasketch")
 
 
 def add_arguments(p) -> None:
     from ._real_corpora import CORPORA
-    from ._real_scores import SWEEP
+    from ._real_scores import METHODS, SWEEP
 
     p.add_argument("--corpora", nargs="+", default=list(CORPORA), choices=CORPORA)
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS + SWEEP)
@@ -59,6 +58,8 @@ def _f(x, digits=4):
 
 def _sweep(results: dict) -> str:
     """A title suffix naming the sweep's settings when the run measured only sweep methods."""
+    from ._real_scores import METHODS
+
     methods = {m for entry in results["corpora"].values() for m in entry.get("methods", {})}
     extra = sorted(m for m in methods if m not in METHODS)
     return f" (sweep: {', '.join(extra)})" if extra else ""
