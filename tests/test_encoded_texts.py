@@ -12,6 +12,7 @@ import pytest
 import diversify
 from diversify.config import BuildConfig, MinHashConfig
 from diversify.sketches import batch as sb
+from diversify.sketches.memo import ExactMemo
 from diversify.text import encode_batch, shingle_hashes, sorted_unique_shingles
 
 WORDS = ["caf\u00e9", "\u0130stanbul", "\u4e2d\u6587\u672c", "\u0410\u0411\u0412", "\u2026", "\uff21\uff22", "stra\u00dfe",
@@ -162,8 +163,7 @@ def test_fold_check_takes_the_linkings_exact_jaccard_for_pairs(tmp_path, monkeyp
     monkeypatch.setattr(sb, "_gather", counted)
     with_known = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
     used = sum(shingled)
-    monkeypatch.setattr(sb.Sketches, "known_jaccard",
-                        lambda self: (np.zeros(0, np.int64), np.zeros(0, np.float64)))
+    monkeypatch.setattr(ExactMemo, "known", lambda self: (np.zeros(0, np.int64), np.zeros(0, np.float64)))
     shingled.clear()
     without = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
     assert with_known.stats["exact_checks"]["minhash"] > 100  # the linking checked pairs exactly...
@@ -172,12 +172,11 @@ def test_fold_check_takes_the_linkings_exact_jaccard_for_pairs(tmp_path, monkeyp
 
 
 def test_known_jaccard_keys_are_sorted_unique_pairs():
-    sk = sb.Sketches(ids=list(range(10)), lengths=np.zeros(10, np.uint32), exact=np.zeros(10, np.uint64),
-                     empty=np.zeros(10, bool))
-    assert [a.size for a in sk.known_jaccard()] == [0, 0]
-    sk.remember_jaccard(np.array([[1, 5], [0, 2], [3, 4]]), np.array([0.5, -1.0, 0.75]))  # -1: not computed
-    sk.remember_jaccard(np.array([[1, 5], [0, 9]]), np.array([0.5, 1.0]))
-    keys, vals = sk.known_jaccard()
+    memo = ExactMemo(10)
+    assert [a.size for a in memo.known()] == [0, 0]
+    memo.remember(np.array([[1, 5], [0, 2], [3, 4]]), np.array([0.5, -1.0, 0.75]))  # -1: not computed
+    memo.remember(np.array([[1, 5], [0, 9]]), np.array([0.5, 1.0]))
+    keys, vals = memo.known()
     assert keys.tolist() == [9, 15, 34] and vals.tolist() == [1.0, 0.5, 0.75]
 
 
@@ -193,24 +192,24 @@ def test_linking_takes_the_jaccard_of_a_pair_an_earlier_call_checked(tmp_path, m
     # a small buffer, so many calls: pairs come again in later ones
     monkeypatch.setattr(link, "scan_buckets", lambda *a, **k: real_scan(*a, **k, capacity=32))
     shingled: list = []
-    real_gather, real_known = sb._gather, link.known_jaccard_of
+    real_gather, real_known = sb._gather, ExactMemo.lookup
     hits: list = []
 
     def counted(sk, docs):
         shingled.append(len(docs))
         return real_gather(sk, docs)
 
-    def seen(sk, pairs):
-        out = real_known(sk, pairs)
+    def seen(memo, pairs):
+        out = real_known(memo, pairs)
         hits.append(int((out >= 0).sum()))
         return out
 
     monkeypatch.setattr(sb, "_gather", counted)
-    monkeypatch.setattr(link, "known_jaccard_of", seen)
+    monkeypatch.setattr(ExactMemo, "lookup", seen)
     with_known = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
     used = sum(shingled)
     assert sum(hits) > 10  # pairs did come again
-    monkeypatch.setattr(link, "known_jaccard_of", lambda sk, pairs: np.full(pairs.shape[0], -1.0))
+    monkeypatch.setattr(ExactMemo, "lookup", lambda memo, pairs: np.full(pairs.shape[0], -1.0))
     shingled.clear()
     without = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
     assert used < sum(shingled)
@@ -218,13 +217,10 @@ def test_linking_takes_the_jaccard_of_a_pair_an_earlier_call_checked(tmp_path, m
     assert same_artifact(with_known, without, tmp_path)
 
 
-def test_known_jaccard_of_finds_pairs_in_either_order():
-    sk = sb.Sketches(ids=list(range(10)), lengths=np.zeros(10, np.uint32), exact=np.zeros(10, np.uint64),
-                     empty=np.zeros(10, bool))
-    from diversify.linking.link import known_jaccard_of
-
+def test_memo_lookup_finds_pairs_in_either_order():
+    memo = ExactMemo(10)
     pairs = np.array([[1, 5], [5, 1], [0, 9], [2, 3], [9, 9]], dtype=np.int64)
-    assert known_jaccard_of(sk, pairs).tolist() == [-1.0] * 5
-    sk.remember_jaccard(np.array([[1, 5], [0, 9]]), np.array([0.5, 0.25]))
-    assert known_jaccard_of(sk, pairs).tolist() == [0.5, 0.5, 0.25, -1.0, -1.0]
-    assert known_jaccard_of(sk, np.zeros((0, 2), np.int64)).size == 0
+    assert memo.lookup(pairs).tolist() == [-1.0] * 5
+    memo.remember(np.array([[1, 5], [0, 9]]), np.array([0.5, 0.25]))
+    assert memo.lookup(pairs).tolist() == [0.5, 0.5, 0.25, -1.0, -1.0]
+    assert memo.lookup(np.zeros((0, 2), np.int64)).size == 0

@@ -34,6 +34,7 @@ import numpy as np
 from .._spill import HeldRows
 from ..config import BuildConfig
 from ..sketches.batch import Sketches
+from ..sketches.memo import ExactMemo
 from ..stages import STAGE_EXACT, STAGE_MINHASH, STAGE_SIMHASH, STAGE_TEXT_SIMHASH
 from ..staging import agreement_band, agreement_bounds
 from ..text import exact_jaccard
@@ -251,7 +252,7 @@ def _exact_jaccard_csr(indptr: np.ndarray, hashes: np.ndarray, r: int, cand: np.
 
 
 def guaranteed_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: np.ndarray, *,
-                        n_old: int = 0, old_labels: Optional[np.ndarray] = None,
+                        memo: Optional[ExactMemo] = None, n_old: int = 0, old_labels: Optional[np.ndarray] = None,
                         old_reps: Optional[np.ndarray] = None,
                         old_flags: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, FoldStats]:
     """Cut components into clusters around representatives. Returns (labels, representative mask,
@@ -260,7 +261,9 @@ def guaranteed_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: 
     ``root`` is each document's component (its smallest member). For an incremental ``add`` the
     first ``n_old`` documents keep ``old_labels``, ``old_reps`` and ``old_flags``; new documents join
     an existing representative of their component first (in representative order), then form new
-    clusters among themselves. A cluster's label is its smallest member's index.
+    clusters among themselves. A cluster's label is its smallest member's index. ``memo``: the
+    exact Jaccard of the pairs the linking checked (:class:`diversify.linking.link.Linked`), which
+    the fold check takes instead of re-shingling their documents.
     """
     n = root.size
     stats = FoldStats()
@@ -275,7 +278,7 @@ def guaranteed_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: 
     members, bounds = _components(root[order], order, n_old)
     if sim.ham is None and not _REFERENCE and _kernel_pays(bounds.size - 1):
         # every stage has a kernel path: one kernel call per batch of components
-        _fold_kernel(members, bounds, n_old, sim, labels, reps, flags, stats)
+        _fold_kernel(members, bounds, n_old, sim, labels, reps, flags, stats, memo or ExactMemo(n))
     else:  # vector SimHash (cosine of float vectors): the numpy reference path
         groups = [members[a:b] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
         for lo, hi in _batches(bounds):
@@ -316,7 +319,7 @@ def _components(sroot: np.ndarray, order: np.ndarray, n_old: int) -> tuple[np.nd
 
 
 def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Similarity, labels: np.ndarray,
-                 reps: np.ndarray, flags: np.ndarray, stats: FoldStats) -> None:
+                 reps: np.ndarray, flags: np.ndarray, stats: FoldStats, memo: ExactMemo) -> None:
     """The greedy of :func:`_cut_component` for every component, in :func:`fold_groups` (the
     exact hash, MinHash and text SimHash stages; same decisions, similarities and counts)."""
     from .._kernels.fold import BAND, EXACT_ALL, EXACT_WITH_TEXTS, FoldRule, FoldState, fold_groups
@@ -375,12 +378,12 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
     if prefetch:  # the documents each batch may check exactly, shingled batch by batch (texts read ahead)
         from ..sketches.batch import reshingled
 
-        keys, vals = sk.known_jaccard()
+        keys, vals = memo.known()
         rule = rule._replace(known_keys=keys, known_vals=vals)
         # a component of two whose pair the linking checked exactly needs neither set
         pairs = np.flatnonzero(np.diff(bounds) == 2)
         a, b = members[bounds[pairs]], members[bounds[pairs] + 1]
-        known = np.isin(sk.pair_keys(a, b), keys)
+        known = np.isin(memo.pair_keys(a, b), keys)
         skip = np.zeros(n, dtype=bool)
         skip[a[known]] = skip[b[known]] = True
         for b_, (g0, g1) in enumerate(ranges):

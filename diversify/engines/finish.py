@@ -31,8 +31,9 @@ from ..config import BuildConfig, fingerprint
 from ..errors import ArtifactError, DiversifyWarning
 from ..files import DEFAULT_LOCK_TIMEOUT, FileIdentity, file_identity, write_guard
 from ..hashing import HASH_SCHEME
-from ..linking.link import LinkStats
+from ..linking.link import Linked, LinkStats
 from ..sketches.batch import Sketches
+from ..sketches.memo import ExactMemo
 from ..stages import STAGE_NAMES
 from ..staging import incremental_extras
 
@@ -194,13 +195,14 @@ class BuildResult:
         return "\n".join(lines)
 
 
-def finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray, stats: LinkStats, timings: dict,
-           *, aliases: np.ndarray, raw_cluster: Optional[np.ndarray], metadata, created_at,
+def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, aliases: np.ndarray,
+           raw_cluster: Optional[np.ndarray], metadata, created_at,
            old_reps: Optional[np.ndarray] = None, ids_ahead: Optional[Future] = None) -> BuildResult:
     from ..artifact import ClusterMap
 
     t0 = time.perf_counter()
-    root = component_roots(parent)
+    flags, stats = linked.flags, linked.stats
+    root = component_roots(linked.parent)
     fold: dict = {}
     fold_sim: Optional[np.ndarray] = None
     if cfg.clustering == "components":
@@ -210,7 +212,8 @@ def finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray
             cluster_ids, stored, aliases = stable_labels(root, raw_cluster, aliases)
         rep = representatives(cluster_ids, cfg.representative, sk.lengths, sk.keys)
     else:
-        cluster_ids, rep, flags, fold, fold_sim = _guaranteed(root, sk, cfg, flags, raw_cluster, aliases, old_reps)
+        cluster_ids, rep, flags, fold, fold_sim = _guaranteed(root, sk, cfg, flags, linked.memo, raw_cluster, aliases,
+                                                                 old_reps)
         stored = cluster_ids
     timings["cluster"] = time.perf_counter() - t0
     extras: dict = {}
@@ -273,17 +276,18 @@ def _log_build(cfg: BuildConfig, config: dict, build_info: dict, report: dict, f
     log.debug("config %s", config)
 
 
-def _guaranteed(root, sk: Sketches, cfg: BuildConfig, flags: np.ndarray, raw_cluster, aliases, old_reps):
+def _guaranteed(root, sk: Sketches, cfg: BuildConfig, flags: np.ndarray, memo: ExactMemo, raw_cluster, aliases,
+                old_reps):
     """Labels, representatives and stage bits under the fold guarantee (see diversify.clusters.guarantee)."""
     rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
     old_sim = sk.fold_similarity
     if raw_cluster is None:
-        labels, rep, bits, fstats = guaranteed_clusters(root, sk, cfg, rank)
+        labels, rep, bits, fstats = guaranteed_clusters(root, sk, cfg, rank, memo=memo)
     else:
         amap = {int(a): int(b) for a, b in aliases}
         old = np.array([follow_alias(amap, int(c)) for c in raw_cluster], dtype=np.int64)
         n_old = old.size
-        labels, rep, bits, fstats = guaranteed_clusters(root, sk, cfg, rank, n_old=n_old, old_labels=old,
+        labels, rep, bits, fstats = guaranteed_clusters(root, sk, cfg, rank, memo=memo, n_old=n_old, old_labels=old,
                                                        old_reps=old_reps, old_flags=flags[:n_old])
     sim = fstats.similarity.astype(np.float32)
     if old_sim is not None:  # add: old documents keep what their build verified

@@ -128,12 +128,10 @@ def build(
         sk.doc_threshold = doc_thresholds(cfg, sources, sk.n)
         if sk.n == 0:
             raise InputError("the corpus is empty: `texts`/`vectors` held no documents. Pass at least one document.")
-        parent = np.arange(sk.n, dtype=np.int64)
-        flags = np.zeros(sk.n, dtype=np.uint8)
         ids_ahead = _id_columns_beside(sk.ids)
         try:
-            stats = link(sk, linking_config(cfg), parent, flags, timings=timings, progress=progress)
-            return finish(sk, cfg, parent, flags, stats, timings, aliases=np.zeros((0, 2), np.int64),
+            linked = link(sk, linking_config(cfg), timings=timings, progress=progress)
+            return finish(sk, cfg, linked, timings, aliases=np.zeros((0, 2), np.int64),
                           raw_cluster=None, metadata=metadata, created_at=created_at, ids_ahead=ids_ahead)
         finally:
             if spill is not None:
@@ -241,8 +239,9 @@ def add(
         parent = np.arange(sk.n, dtype=np.int64)
         union_pairs(parent, np.stack([np.arange(n_old, dtype=np.int64), raw_old], axis=1))
         flags = np.concatenate([np.asarray(cmap.doc_stages, np.uint8), np.zeros(new.n, np.uint8)])
-        stats = link(sk, linking_config(cfg), parent, flags, new_start=n_old, timings=timings, progress=progress)
-        res = finish(sk, cfg, parent, flags, stats, timings, aliases=old_aliases, raw_cluster=raw_old,
+        linked = link(sk, linking_config(cfg), parent=parent, flags=flags, new_start=n_old, timings=timings,
+                      progress=progress)
+        res = finish(sk, cfg, linked, timings, aliases=old_aliases, raw_cluster=raw_old,
                      metadata=cmap.metadata, created_at=created_at,
                      old_reps=np.asarray(cmap.is_representative, dtype=bool))
         res.origin = origin

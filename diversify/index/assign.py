@@ -50,12 +50,11 @@ def assign(old: Sketches, new: Sketches, cfg: BuildConfig) -> Assigned:
 
     sk = concat(old, new)
     n_old = old.n
-    parent = np.arange(sk.n, dtype=np.int64)
     # edges at the lowest source threshold, folds at each pair's own (sk.doc_threshold), as the build
-    link(sk, linking_config(cfg), parent, np.zeros(sk.n, dtype=np.uint8), new_start=n_old, timings={})
-    root = component_roots(parent)
+    linked = link(sk, linking_config(cfg), new_start=n_old, timings={})
+    root = component_roots(linked.parent)
     rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
-    labels, rep, bits, stats = guaranteed_clusters(root, sk, cfg, rank, n_old=n_old,
+    labels, rep, bits, stats = guaranteed_clusters(root, sk, cfg, rank, memo=linked.memo, n_old=n_old,
                                                    old_labels=np.arange(n_old, dtype=np.int64),
                                                    old_reps=np.ones(n_old, dtype=bool),
                                                    old_flags=np.zeros(n_old, dtype=np.uint8))

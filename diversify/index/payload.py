@@ -16,7 +16,7 @@ little-endian record whose fields depend only on the index's config and :class:`
 =============  ==================  ==============================================================
 
 At 128 permutations a text document's record is 525 bytes. Band rows are derived from the record
-(the same band-key functions as the batch build, :mod:`diversify.linking.link`), so they never
+(the same band-key functions as the batch build, :mod:`diversify.linking.keys`), so they never
 need to be stored for documents that are not representatives.
 
 Under ``MinHashConfig(verify="auto")`` (the default) or ``"exact"``, the record is followed by the
@@ -242,7 +242,7 @@ def band_rows(sk: Sketches, docs: np.ndarray, cfg: BuildConfig) -> tuple[np.ndar
 
     Documents with no words get no text keys (no text stage joins them), as in the build.
     """
-    from ..linking.link import minhash_band_keys, simhash_band_keys, text_simhash_band_keys
+    from ..linking.keys import minhash_band_keys, simhash_band_keys, text_simhash_band_keys
     from ..staging import linking_config
 
     cfg = linking_config(cfg)  # with source thresholds: the bands of the lowest, as the build's edges

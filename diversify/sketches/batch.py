@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence, Sized
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -72,9 +72,6 @@ class Sketches:
     # uint32 (len(texts),): the shingles (repeats included) sketching found in texts[j], the room
     # re-shingling them for an exact check needs (see diversify.text.sorted_unique_of_buffer)
     text_shingles: Optional[np.ndarray] = None
-    # the exact Jaccard of the pairs the linking checked from re-shingled texts, for the fold check
-    # (see known_jaccard): (pairs int64 (m, 2), a < b; values float64 (m,)) per batch
-    checked_pairs: list = field(default_factory=list)
     # where the signatures and the band keys are kept on disk (build(spill_dir=...)): ``minhash`` is
     # then a mapping of its file, which the stages read back in blocks (see diversify._spill)
     spill: Optional[Spill] = None
@@ -83,27 +80,6 @@ class Sketches:
     def n(self) -> int:
         return len(self.ids)
 
-    def remember_jaccard(self, pairs: np.ndarray, jaccard: np.ndarray) -> None:
-        """Keep the exact Jaccard of document pairs ``pairs`` (int64 (m, 2), each sorted) where it
-        was computed (``jaccard`` >= 0; 16 bytes a pair)."""
-        done = jaccard >= 0
-        if done.any():
-            self.checked_pairs.append((pairs[done], jaccard[done]))
-
-    def known_jaccard(self) -> tuple[np.ndarray, np.ndarray]:
-        """The pairs of :meth:`remember_jaccard` as sorted keys ``a * n + b`` (int64, a < b, unique)
-        and their exact Jaccard (float64): what the fold check looks a pair up in."""
-        if not self.checked_pairs:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        pairs = np.concatenate([p for p, _ in self.checked_pairs])
-        vals = np.concatenate([v for _, v in self.checked_pairs])
-        keys, first = np.unique(self.pair_keys(pairs[:, 0], pairs[:, 1]), return_index=True)
-        return keys, vals[first]
-
-    def pair_keys(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """The key of each document pair (a, b) in either order: ``min * n + max`` (int64), as
-        :meth:`known_jaccard` and the fold kernel (diversify._kernels.fold) write it."""
-        return np.minimum(a, b).astype(np.int64) * np.int64(self.n) + np.maximum(a, b)
 
 
 #: bytes of encoded non-ASCII chunks kept from sketching for the exact checks (see EncodedTexts)

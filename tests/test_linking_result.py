@@ -1,0 +1,84 @@
+"""The linking's result is explicit (:class:`diversify.linking.link.Linked`): it returns its forest,
+stage bits, counts and exact-check memo instead of filling arguments or the sketches, so that the
+same sketches linked twice give the same result and are left as they were."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from diversify.clusters.labels import component_roots
+from diversify.config import BuildConfig, MinHashConfig
+from diversify.linking.link import Linked, link
+from diversify.sketches.batch import Sketches
+from diversify.sketches.memo import ExactMemo
+from diversify.staging import linking_config, sketch_inputs
+
+WORDS = [f"w{i}" for i in range(60)]
+
+
+def _near_pairs(n: int, seed: int = 3) -> list[str]:
+    """``n`` texts in pairs, each pair one word apart: borderline pairs for the exact check."""
+    rng = np.random.default_rng(seed)
+    out: list[str] = []
+    while len(out) < n:
+        words = list(rng.choice(WORDS, 40))
+        out.append(" ".join(words))
+        words[int(rng.integers(0, len(words)))] = "zz"
+        out.append(" ".join(words))
+    return out[:n]
+
+
+def _sketches(texts: list[str], cfg: BuildConfig) -> Sketches:
+    return sketch_inputs(texts, None, None, None, cfg, progress=False, chunk_size=64, timings={})
+
+
+def _state(sk: Sketches) -> dict:
+    """Every field of ``sk``: arrays as bytes, the rest by identity."""
+    return {f.name: (getattr(sk, f.name).tobytes() if isinstance(getattr(sk, f.name), np.ndarray)
+                     else id(getattr(sk, f.name))) for f in dataclasses.fields(sk)}
+
+
+def test_link_returns_its_forest_and_memo_and_leaves_the_sketches_alone():
+    cfg = BuildConfig(minhash=MinHashConfig(threshold=0.8, verify="auto"))
+    sk = _sketches(_near_pairs(400), cfg)
+    before = _state(sk)
+    first = link(sk, linking_config(cfg), timings={})
+    assert isinstance(first, Linked) and isinstance(first.memo, ExactMemo)
+    assert first.parent.shape == (sk.n,) and first.parent.dtype == np.int64
+    assert first.flags.shape == (sk.n,) and first.flags.dtype == np.uint8
+    assert first.stats.exact_checks["minhash"] > 0, "the corpus must give borderline pairs"
+    keys, vals = first.memo.known()
+    assert keys.size > 0 and np.all((vals >= 0) & (vals <= 1))
+    assert _state(sk) == before, "linking wrote into the sketches"
+    second = link(sk, linking_config(cfg), timings={})
+    assert np.array_equal(component_roots(first.parent), component_roots(second.parent))
+    assert np.array_equal(first.flags, second.flags)
+    assert first.stats == second.stats
+    for a, b in zip(first.memo.known(), second.memo.known()):
+        assert np.array_equal(a, b), "a second linking of the same sketches saw the first one's memo"
+
+
+def test_link_starts_from_the_forest_it_is_given():
+    """``add`` starts from the artifact's components: documents joined before stay joined, and
+    the stage bits given are kept (the linking only ORs bits in)."""
+    cfg = BuildConfig(minhash=MinHashConfig(threshold=0.8, verify="auto"))
+    sk = _sketches(_near_pairs(40) + ["alpha beta gamma delta " * 4, "epsilon zeta eta theta " * 4], cfg)
+    n = sk.n
+    parent = np.arange(n, dtype=np.int64)
+    parent[n - 1] = n - 2  # two unrelated documents joined beforehand
+    flags = np.zeros(n, dtype=np.uint8)
+    flags[n - 1] = 0x80
+    out = link(sk, linking_config(cfg), parent=parent, flags=flags, timings={})
+    root = component_roots(out.parent)
+    assert root[n - 1] == root[n - 2]
+    assert out.flags[n - 1] & 0x80
+    alone = link(sk, linking_config(cfg), timings={})
+    assert component_roots(alone.parent)[n - 1] != component_roots(alone.parent)[n - 2]
+
+
+def test_the_memo_is_not_a_field_of_the_sketches():
+    names = {f.name for f in dataclasses.fields(Sketches)}
+    assert "checked_pairs" not in names
+    assert not hasattr(Sketches, "remember_jaccard") and not hasattr(Sketches, "known_jaccard")
