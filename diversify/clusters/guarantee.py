@@ -98,8 +98,10 @@ def priority_rank(rule: str, lengths: np.ndarray, keys: Optional[np.ndarray]) ->
 class Similarity:
     """Vectorized "is document r verified similar to each of these documents", per enabled stage."""
 
-    def __init__(self, sk: Sketches, cfg: BuildConfig, stats: FoldStats):
+    def __init__(self, sk: Sketches, cfg: BuildConfig, stats: FoldStats, thresholds: Optional[np.ndarray] = None):
         self.sk, self.cfg, self.stats = sk, cfg, stats
+        #: float64 (n,) each document's Jaccard threshold (source_thresholds), else None
+        self.thresholds = thresholds
         self.band = (0, 0)
         if cfg.minhash is not None and sk.minhash is not None:
             self.band = agreement_band(cfg, auto=True)
@@ -120,7 +122,7 @@ class Similarity:
         ``cand``: per candidate with per-source thresholds (the stricter of the two), else scalars."""
         mc = self.cfg.minhash
         assert mc is not None
-        thr_doc = self.sk.doc_threshold
+        thr_doc = self.thresholds
         if thr_doc is None:
             return self.band[0], self.band[1], mc.threshold
         t = np.maximum(thr_doc[cand], thr_doc[r])  # a pair meets the stricter of its two sources
@@ -252,7 +254,7 @@ def _exact_jaccard_csr(indptr: np.ndarray, hashes: np.ndarray, r: int, cand: np.
 
 
 def guaranteed_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: np.ndarray, *,
-                        memo: Optional[ExactMemo] = None, n_old: int = 0, old_labels: Optional[np.ndarray] = None,
+                        memo: Optional[ExactMemo] = None, thresholds: Optional[np.ndarray] = None, n_old: int = 0, old_labels: Optional[np.ndarray] = None,
                         old_reps: Optional[np.ndarray] = None,
                         old_flags: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, FoldStats]:
     """Cut components into clusters around representatives. Returns (labels, representative mask,
@@ -263,11 +265,12 @@ def guaranteed_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: 
     an existing representative of their component first (in representative order), then form new
     clusters among themselves. A cluster's label is its smallest member's index. ``memo``: the
     exact Jaccard of the pairs the linking checked (:class:`diversify.linking.link.Linked`), which
-    the fold check takes instead of re-shingling their documents.
+    the fold check takes instead of re-shingling their documents. ``thresholds``: each document's
+    Jaccard threshold (``source_thresholds``; a pair meets the stricter of its two), else None.
     """
     n = root.size
     stats = FoldStats()
-    sim = Similarity(sk, cfg, stats)
+    sim = Similarity(sk, cfg, stats, thresholds)
     labels = np.arange(n, dtype=np.int64)
     reps = np.ones(n, dtype=bool)
     flags = np.zeros(n, dtype=np.uint8)
@@ -337,8 +340,8 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
     thr = np.ones(1)
     if use_minhash:
         assert mc is not None
-        if sk.doc_threshold is not None:
-            thr = np.ascontiguousarray(sk.doc_threshold, dtype=np.float64)
+        if sim.thresholds is not None:
+            thr = np.ascontiguousarray(sim.thresholds, dtype=np.float64)
             lo, hi = agreement_bounds(thr, mc.num_perm, mc.borderline if mc.verify == "auto" else 0.0)
         else:
             lo, hi, thr = np.array([sim.band[0]]), np.array([sim.band[1]]), np.array([mc.threshold], np.float64)
@@ -359,7 +362,7 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
         use_minhash=use_minhash,
         minhash=np.ascontiguousarray(sk.minhash) if use_minhash else np.zeros((1, 1), np.uint32),
         sig_rows=np.zeros(0, np.int64),
-        per_doc=use_minhash and sk.doc_threshold is not None, agree_lo=np.ascontiguousarray(lo, dtype=np.int64),
+        per_doc=use_minhash and sim.thresholds is not None, agree_lo=np.ascontiguousarray(lo, dtype=np.int64),
         agree_hi=np.ascontiguousarray(hi, dtype=np.int64), threshold=thr, minhash_mode=mode,
         check_consider=check_consider, count_exact=count_exact, rows=rows, sets=sets,
         use_text_simhash=ts is not None,

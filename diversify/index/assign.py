@@ -54,7 +54,8 @@ def assign(old: Sketches, new: Sketches, cfg: BuildConfig) -> Assigned:
     linked = link(sk, linking_config(cfg), new_start=n_old, timings={})
     root = component_roots(linked.parent)
     rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
-    labels, rep, bits, stats = guaranteed_clusters(root, sk, cfg, rank, memo=linked.memo, n_old=n_old,
+    labels, rep, bits, stats = guaranteed_clusters(root, sk, cfg, rank, memo=linked.memo, thresholds=sk.doc_threshold,
+                                                   n_old=n_old,
                                                    old_labels=np.arange(n_old, dtype=np.int64),
                                                    old_reps=np.ones(n_old, dtype=bool),
                                                    old_flags=np.zeros(n_old, dtype=np.uint8))
@@ -67,7 +68,7 @@ def verify_pairs(old: Sketches, new: Sketches, cfg: BuildConfig, pairs: list[lis
     representative rule: the first is the one ``add`` would fold it under)."""
     sk = concat(old, new)
     n_old = old.n
-    sim = Similarity(sk, cfg, FoldStats())
+    sim = Similarity(sk, cfg, FoldStats(), sk.doc_threshold)
     rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
     out: list[list[tuple[int, int, float]]] = []
     for q, cands in enumerate(pairs):

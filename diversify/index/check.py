@@ -66,7 +66,7 @@ def check(index) -> list[str]:
     for c in unique_sorted(clusters).tolist():
         if len(reps.get(c, [])) != 1:
             problems.append(f"cluster {c} has {len(reps.get(c, []))} representatives")
-    sim = Similarity(sk, cfg, FoldStats())
+    sim = Similarity(sk, cfg, FoldStats(), sk.doc_threshold)
     stored_sim = np.array([r.similarity for r in rows], dtype=np.float64)
     stored_stages = np.array([r.stages for r in rows], dtype=np.int64)
     is_rep = np.array([r.is_rep for r in rows], dtype=bool)

@@ -1,6 +1,7 @@
-"""The linking's result is explicit (:class:`diversify.linking.link.Linked`): it returns its forest,
-stage bits, counts and exact-check memo instead of filling arguments or the sketches, so that the
-same sketches linked twice give the same result and are left as they were."""
+"""The hand-offs between the build's stages are explicit: the linking returns its forest, stage
+bits, counts and exact-check memo (:class:`diversify.linking.link.Linked`) instead of filling
+arguments or the sketches, so that the same sketches linked twice give the same result and are
+left as they were; the fold check takes the per-document thresholds and the memo as arguments."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import dataclasses
 
 import numpy as np
 
+from diversify.clusters.guarantee import guaranteed_clusters, priority_rank
 from diversify.clusters.labels import component_roots
 from diversify.config import BuildConfig, MinHashConfig
 from diversify.linking.link import Linked, link
@@ -82,3 +84,24 @@ def test_the_memo_is_not_a_field_of_the_sketches():
     names = {f.name for f in dataclasses.fields(Sketches)}
     assert "checked_pairs" not in names
     assert not hasattr(Sketches, "remember_jaccard") and not hasattr(Sketches, "known_jaccard")
+
+
+def test_the_fold_check_takes_each_documents_threshold_as_an_argument():
+    """The same sketches and forest, cut with and without per-document thresholds: a strict
+    threshold for some documents leaves their near copies unfolded, and the sketches carry none."""
+    cfg = BuildConfig(minhash=MinHashConfig(threshold=0.5, verify="estimate"))
+    sk = _sketches(_near_pairs(200), cfg)
+    assert sk.doc_threshold is None
+    linked = link(sk, linking_config(cfg), timings={})
+    root = component_roots(linked.parent)
+    rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
+    loose, *_ = guaranteed_clusters(root, sk, cfg, rank, memo=linked.memo)
+    strict_thr = np.full(sk.n, 0.5)
+    strict_thr[: sk.n // 2] = 0.999  # the first half's pairs must be (almost) identical
+    strict, *_ = guaranteed_clusters(root, sk, cfg, rank, memo=linked.memo, thresholds=strict_thr)
+    folded = lambda labels: labels != np.arange(sk.n)  # noqa: E731
+    assert folded(loose)[: sk.n // 2].sum() > 10, "near copies fold at 0.5"
+    assert folded(strict)[: sk.n // 2].sum() == 0, "no near copy meets 0.999"
+    assert np.array_equal(strict[sk.n // 2:], loose[sk.n // 2:]), "the second half's pairs are cut as before"
+    same, *_ = guaranteed_clusters(root, sk, cfg, rank, memo=linked.memo, thresholds=np.full(sk.n, 0.5))
+    assert np.array_equal(same, loose), "one threshold for every document is the config's"
