@@ -105,3 +105,25 @@ def test_the_fold_check_takes_each_documents_threshold_as_an_argument():
     assert np.array_equal(strict[sk.n // 2:], loose[sk.n // 2:]), "the second half's pairs are cut as before"
     same, *_ = guaranteed_clusters(root, sk, cfg, rank, memo=linked.memo, thresholds=np.full(sk.n, 0.5))
     assert np.array_equal(same, loose), "one threshold for every document is the config's"
+
+
+def test_the_text_source_is_one_record_of_the_sketches():
+    """The texts a build re-shingles from travel as one :class:`TextSource` (texts, their first
+    document, the kept encodings, each text's shingle count), set only where a sequence was given."""
+    from diversify.sketches.source import TextSource, reshingle
+    from diversify.text import sorted_unique_shingles
+
+    cfg = BuildConfig(minhash=MinHashConfig(threshold=0.8, verify="auto"))
+    texts = _near_pairs(30) + ["caf\u00e9 stra\u00dfe \u0130stanbul " * 5]
+    sk = sketch_inputs(texts, None, None, None, cfg, progress=False, chunk_size=8, timings={}, id_offset=100)
+    assert isinstance(sk.source, TextSource) and sk.source.texts is texts and sk.source.offset == 100
+    assert sk.source.encoded is not None and sk.source.encoded.chunks, "the non-ASCII chunk is kept"
+    assert sk.source.shingle_counts is not None and sk.source.shingle_counts.shape == (len(texts),)
+    starts, counts, hashes = reshingle(sk.source, [130, 100], cfg)
+    want = sorted_unique_shingles([texts[30], texts[0]], cfg.text, cfg.seed)
+    assert hashes[starts[0]: starts[0] + counts[0]].tolist() == want[2][want[0][0]: want[0][0] + want[1][0]].tolist()
+    assert hashes[starts[1]: starts[1] + counts[1]].tolist() == want[2][want[0][1]: want[0][1] + want[1][1]].tolist()
+    names = {f.name for f in dataclasses.fields(Sketches)}
+    assert not names & {"texts", "text_offset", "encoded", "text_shingles"}
+    streamed = sketch_inputs(iter(texts), None, None, None, cfg, progress=False, chunk_size=8, timings={})
+    assert streamed.source is None, "an iterator's texts are gone once sketched"

@@ -188,15 +188,15 @@ class Similarity:
         ok = agree >= hi
         consider = agree >= lo
         border = consider & ~ok
-        off = sk.text_offset
-        if mc.verify == "auto" and sk.texts is not None:
+        off = sk.source.offset if sk.source is not None else 0
+        if mc.verify == "auto" and sk.source is not None:
             border = consider
-        elif mc.verify == "exact" and sk.texts is not None:  # the Dask engine: texts, no shingle rows
+        elif mc.verify == "exact" and sk.source is not None:  # the Dask engine: texts, no shingle rows
             ok[:] = False
             border = np.ones_like(consider)
         if not border.any():
             return ok, val
-        have = border & (cand >= off) & (r >= off) if sk.texts is not None else np.zeros_like(border)
+        have = border & (cand >= off) & (r >= off) if sk.source is not None else np.zeros_like(border)
         if have.any():
             sets = self.shingle_sets(np.concatenate([[r], cand[have]]))
             jac = np.array([exact_jaccard(sets[0], b) for b in sets[1:]])
@@ -212,11 +212,11 @@ class Similarity:
         kernel call for all those not cached yet (see :meth:`prefetch`)."""
         missing = [int(d) for d in docs.tolist() if int(d) not in self._sets]
         if missing:
-            from ..sketches.batch import reshingle
+            from ..sketches.source import reshingle
 
-            assert self.sk.texts is not None
+            assert self.sk.source is not None
             missing = list(dict.fromkeys(missing))
-            starts, counts, hashes = reshingle(self.sk, missing, self.cfg)
+            starts, counts, hashes = reshingle(self.sk.source, missing, self.cfg)
             for d, s0, c in zip(missing, starts.tolist(), counts.tolist()):
                 self._sets[d] = hashes[s0: s0 + c]
         return [self._sets[int(d)] for d in docs.tolist()]
@@ -226,9 +226,9 @@ class Similarity:
         previous batch (memory stays bounded by the batch)."""
         self._sets.clear()
         mc, sk = self.cfg.minhash, self.sk
-        if mc is None or sk.minhash is None or mc.verify != "auto" or sk.texts is None or sk.sets32 is not None:
+        if mc is None or sk.minhash is None or mc.verify != "auto" or sk.source is None or sk.sets32 is not None:
             return
-        docs = docs[(docs >= sk.text_offset) & self.text_ok[docs]]
+        docs = docs[(docs >= sk.source.offset) & self.text_ok[docs]]
         if docs.size:
             self.shingle_sets(docs)
 
@@ -325,7 +325,72 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
                  reps: np.ndarray, flags: np.ndarray, stats: FoldStats, memo: ExactMemo) -> None:
     """The greedy of :func:`_cut_component` for every component, in :func:`fold_groups` (the
     exact hash, MinHash and text SimHash stages; same decisions, similarities and counts)."""
-    from .._kernels.fold import BAND, EXACT_ALL, EXACT_WITH_TEXTS, FoldRule, FoldState, fold_groups
+    from .._kernels.fold import FoldState, fold_groups
+    from .._kernels.linking import ShingleRows
+
+    sk, cfg = sim.sk, sim.cfg
+    n = sk.n
+    mc = cfg.minhash
+    use_minhash = mc is not None and sk.minhash is not None
+    rule, prefetch = _fold_rule(sim)
+    rows = rule.rows  # the row of each document in rule.sets (-1: none), filled batch by batch
+    # signatures on disk (diversify._spill): the members' are read back, a group of batches at a time
+    held = HeldRows(sk.minhash, sk.spill) if use_minhash and sk.spill is not None and sk.minhash is not None else None
+    fold_bit = np.zeros(n, dtype=np.uint8)
+    state = FoldState(labels, reps, flags, fold_bit, sim.similarity, np.zeros(6, dtype=np.int64))
+    width = int(np.diff(bounds).max()) if bounds.size > 1 else 0
+    todo, got = np.empty(width, dtype=np.int64), np.empty(width, dtype=np.int64)
+    ranges = list(_batches(bounds))
+    batch_docs = [np.zeros(0, dtype=np.int64)] * len(ranges)
+    shingled: Iterator = iter(())
+    if prefetch:  # the documents each batch may check exactly, shingled batch by batch (texts read ahead)
+        from ..sketches.source import reshingled
+
+        keys, vals = memo.known()
+        rule = rule._replace(known_keys=keys, known_vals=vals)
+        # a component of two whose pair the linking checked exactly needs neither set
+        pairs = np.flatnonzero(np.diff(bounds) == 2)
+        a, b = members[bounds[pairs]], members[bounds[pairs] + 1]
+        known = np.isin(memo.pair_keys(a, b), keys)
+        skip = np.zeros(n, dtype=bool)
+        skip[a[known]] = skip[b[known]] = True
+        source = sk.source
+        assert source is not None and mc is not None
+        for b_, (g0, g1) in enumerate(ranges):
+            docs = members[bounds[g0]: bounds[g1]]
+            batch_docs[b_] = docs[(docs >= source.offset) & sim.text_ok[docs] & ~skip[docs]]
+        shingled = reshingled(source, (docs.tolist() for docs in batch_docs if docs.size), cfg)
+    held_to = 0  # the batches before this one have their members' signatures held
+    for at, ((g0, g1), docs) in enumerate(zip(ranges, batch_docs)):
+        if held is not None and at >= held_to:
+            held_to = _held_batches(ranges, bounds, at, held.budget)
+            lo_m, hi_m = int(bounds[g0]), int(bounds[ranges[held_to - 1][1]])
+            rule = rule._replace(minhash=held.hold(np.sort(members[lo_m:hi_m])), sig_rows=held.sig_rows)
+        if docs.size:
+            starts, counts, hashes = next(shingled)
+            rows[docs] = np.arange(docs.size, dtype=np.int64)
+            rule = rule._replace(sets=ShingleRows(starts, counts, hashes))
+        fold_groups(members, bounds[g0: g1 + 1], n_old, rule, state, todo, got)
+        rows[docs] = -1
+    if held is not None:
+        held.release()
+    c = state.counters.tolist()
+    stats.pairs_checked += c[0]
+    stats.exact_checks += c[1]
+    stats.components_cut += c[2]
+    for name, k in (("exact", c[3]), ("minhash", c[4]), ("text_simhash", c[5])):
+        if k:
+            stats.by_stage[name] = stats.by_stage.get(name, 0) + k
+    hamming = fold_bit == STAGE_TEXT_SIMHASH
+    if hamming.any():
+        sim.similarity[hamming] = np.cos(np.pi * sim.similarity[hamming] / 64)
+
+
+def _fold_rule(sim: Similarity):
+    """The :class:`diversify._kernels.fold.FoldRule` of :func:`_fold_kernel` (the stages, their
+    thresholds, where each document's shingle set is) and whether the members' texts are
+    re-shingled batch by batch (``prefetch``)."""
+    from .._kernels.fold import BAND, EXACT_ALL, EXACT_WITH_TEXTS, FoldRule
     from .._kernels.linking import ShingleRows
 
     sk, cfg = sim.sk, sim.cfg
@@ -354,10 +419,10 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
             rows = np.arange(n, dtype=np.int64)
             sets = ShingleRows(sk.shingle_indptr[:-1], np.diff(sk.shingle_indptr), sk.shingle_hashes)
             mode = EXACT_ALL
-        elif sk.texts is not None and mc.verify in ("auto", "exact"):  # re-shingle the texts at hand
+        elif sk.source is not None and mc.verify in ("auto", "exact"):  # re-shingle the texts at hand
             mode = EXACT_WITH_TEXTS if mc.verify == "exact" else BAND
             check_consider = prefetch = True
-    rule = FoldRule(
+    return FoldRule(
         text_ok=np.ascontiguousarray(sim.text_ok), use_exact=bool(cfg.exact), exact=np.ascontiguousarray(sk.exact),
         use_minhash=use_minhash,
         minhash=np.ascontiguousarray(sk.minhash) if use_minhash else np.zeros((1, 1), np.uint32),
@@ -368,56 +433,7 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
         use_text_simhash=ts is not None,
         text_simhash=np.ascontiguousarray(sk.text_simhash) if ts is not None else np.zeros(1, np.uint64),
         max_hamming=int(ts.max_hamming) if ts is not None else 0, known_keys=np.zeros(0, np.int64),
-        known_vals=np.zeros(0, np.float64))
-    # signatures on disk (diversify._spill): the members' are read back, a group of batches at a time
-    held = HeldRows(sk.minhash, sk.spill) if use_minhash and sk.spill is not None and sk.minhash is not None else None
-    fold_bit = np.zeros(n, dtype=np.uint8)
-    state = FoldState(labels, reps, flags, fold_bit, sim.similarity, np.zeros(6, dtype=np.int64))
-    width = int(np.diff(bounds).max()) if bounds.size > 1 else 0
-    todo, got = np.empty(width, dtype=np.int64), np.empty(width, dtype=np.int64)
-    ranges = list(_batches(bounds))
-    batch_docs = [np.zeros(0, dtype=np.int64)] * len(ranges)
-    shingled: Iterator = iter(())
-    if prefetch:  # the documents each batch may check exactly, shingled batch by batch (texts read ahead)
-        from ..sketches.batch import reshingled
-
-        keys, vals = memo.known()
-        rule = rule._replace(known_keys=keys, known_vals=vals)
-        # a component of two whose pair the linking checked exactly needs neither set
-        pairs = np.flatnonzero(np.diff(bounds) == 2)
-        a, b = members[bounds[pairs]], members[bounds[pairs] + 1]
-        known = np.isin(memo.pair_keys(a, b), keys)
-        skip = np.zeros(n, dtype=bool)
-        skip[a[known]] = skip[b[known]] = True
-        for b_, (g0, g1) in enumerate(ranges):
-            docs = members[bounds[g0]: bounds[g1]]
-            batch_docs[b_] = docs[(docs >= sk.text_offset) & sim.text_ok[docs] & ~skip[docs]]
-        assert sk.texts is not None and mc is not None
-        shingled = reshingled(sk, (docs.tolist() for docs in batch_docs if docs.size), cfg)
-    held_to = 0  # the batches before this one have their members' signatures held
-    for at, ((g0, g1), docs) in enumerate(zip(ranges, batch_docs)):
-        if held is not None and at >= held_to:
-            held_to = _held_batches(ranges, bounds, at, held.budget)
-            lo_m, hi_m = int(bounds[g0]), int(bounds[ranges[held_to - 1][1]])
-            rule = rule._replace(minhash=held.hold(np.sort(members[lo_m:hi_m])), sig_rows=held.sig_rows)
-        if docs.size:
-            starts, counts, hashes = next(shingled)
-            rows[docs] = np.arange(docs.size, dtype=np.int64)
-            rule = rule._replace(sets=ShingleRows(starts, counts, hashes))
-        fold_groups(members, bounds[g0: g1 + 1], n_old, rule, state, todo, got)
-        rows[docs] = -1
-    if held is not None:
-        held.release()
-    c = state.counters.tolist()
-    stats.pairs_checked += c[0]
-    stats.exact_checks += c[1]
-    stats.components_cut += c[2]
-    for name, k in (("exact", c[3]), ("minhash", c[4]), ("text_simhash", c[5])):
-        if k:
-            stats.by_stage[name] = stats.by_stage.get(name, 0) + k
-    hamming = fold_bit == STAGE_TEXT_SIMHASH
-    if hamming.any():
-        sim.similarity[hamming] = np.cos(np.pi * sim.similarity[hamming] / 64)
+        known_vals=np.zeros(0, np.float64)), prefetch
 
 
 def _held_batches(ranges: list, bounds: np.ndarray, at: int, budget: int) -> int:

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -330,7 +331,7 @@ def _extend(cmap, cfg: BuildConfig, new: Sketches, all_ids: list, old_flags: np.
         exact=np.concatenate([np.asarray(ex["exact_hash"]), new.exact]),
         empty=np.concatenate([(old_flags & FLAG_EMPTY_TEXT).astype(bool), new.empty]),
     )
-    sk.texts, sk.text_offset, sk.encoded, sk.text_shingles = new.texts, n_old, new.encoded, new.text_shingles
+    sk.source = dataclasses.replace(new.source, offset=n_old) if new.source is not None else None
     if new.char_docs is not None:
         sk.char_docs = np.concatenate([(old_flags & FLAG_CHAR_SHINGLES).astype(bool), new.char_docs])
     if new.minhash is not None:

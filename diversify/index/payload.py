@@ -41,6 +41,7 @@ import numpy as np
 from ..config import BuildConfig
 from ..errors import InputError, StorageError
 from ..sketches.batch import Sketches
+from ..sketches.source import TextSource
 
 __all__ = ["Layout", "record_dtype", "encode", "attach_sets", "decode", "concat", "band_rows"]
 
@@ -232,7 +233,8 @@ def concat(a: Sketches, b: Sketches) -> Sketches:
         assert a.sets32_indptr is not None and b.sets32_indptr is not None
         sk.sets32 = np.concatenate([a.sets32, b.sets32])
         sk.sets32_indptr = np.concatenate([a.sets32_indptr, b.sets32_indptr[1:] + a.sets32_indptr[-1]])
-    sk.texts, sk.text_offset = b.texts, a.n
+    # the new documents' texts, after the stored ones (without what their sketching kept)
+    sk.source = TextSource(b.source.texts, a.n) if b.source is not None else None
     return sk
 
 

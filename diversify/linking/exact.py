@@ -71,7 +71,7 @@ def decide_deferred(pairs: np.ndarray, sk: Sketches, cfg: BuildConfig, forest: F
     from re-shingled texts goes into ``memo``, and a pair ``memo`` knows already is not re-shingled.
     Returns the number of pairs checked exactly."""
     from .._kernels.linking import ShingleRows, link_pairs_accept
-    from ..sketches.batch import reshingled
+    from ..sketches.source import reshingled
 
     if pairs.size == 0:
         return 0
@@ -85,9 +85,8 @@ def decide_deferred(pairs: np.ndarray, sk: Sketches, cfg: BuildConfig, forest: F
         rows = ShingleRows(ptr[:-1].copy(), np.diff(ptr), sk.sets32.astype(np.uint64))
         link_exact(np.ascontiguousarray(pairs), np.ascontiguousarray(pairs), rows, cfg, forest)
         return int(pairs.shape[0])
-    off = sk.text_offset
-    texts = sk.texts
-    have = (pairs >= off).all(axis=1) if texts is not None else np.zeros(len(pairs), bool)
+    source = sk.source
+    have = (pairs >= source.offset).all(axis=1) if source is not None else np.zeros(len(pairs), bool)
     exact_pairs = pairs[have]
     known = memo.lookup(exact_pairs)
     # in batches, so that only a bounded number of documents is re-shingled at a time (the next
@@ -96,7 +95,8 @@ def decide_deferred(pairs: np.ndarray, sk: Sketches, cfg: BuildConfig, forest: F
     batches = [(exact_pairs[lo : lo + _EXACT_BATCH], known[lo : lo + _EXACT_BATCH])
                for lo in range(0, exact_pairs.shape[0], _EXACT_BATCH)]
     split = [_batch_rows(batch, kn) for batch, kn in batches]
-    for (batch, kn), (_, pair_rows), sets in zip(batches, split, reshingled(sk, (docs.tolist() for docs, _ in split), cfg)):
+    shingled = reshingled(source, (docs.tolist() for docs, _ in split), cfg) if source is not None else iter(())
+    for (batch, kn), (_, pair_rows), sets in zip(batches, split, shingled):
         jaccard = link_exact(batch, pair_rows, ShingleRows(*sets), cfg, forest, known=kn)
         new = kn < 0
         memo.remember(batch[new], jaccard[new])

@@ -231,7 +231,7 @@ def _minhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, out: Lin
         shingles = kl.ShingleRows(sk.sets32_indptr[:-1].copy(), np.diff(sk.sets32_indptr), sk.sets32.astype(np.uint64))
     elif sk.shingle_indptr is not None and sk.shingle_hashes is not None:
         shingles = kl.ShingleRows(sk.shingle_indptr[:-1], np.diff(sk.shingle_indptr), sk.shingle_hashes)
-    verifier = make_verifier(kind, config, auto=sk.texts is not None or sk.sets32 is not None, minhash=sk.minhash,
+    verifier = make_verifier(kind, config, auto=sk.source is not None or sk.sets32 is not None, minhash=sk.minhash,
                              shingles=shingles)
     forest = make_forest(out.parent, out.flags, STAGE_MINHASH)
     n_exact = n_rechecked = 0

@@ -122,6 +122,7 @@ def finish_build(run: Run, edges: Edges, cluster_ids: np.ndarray, *, metadata: O
     """The BuildResult of the local build's finish, with ``stats["dask"]``."""
     from ...linking.link import Linked
     from ...sketches.memo import ExactMemo
+    from ...sketches.source import TextSource
     from ..finish import finish
 
     t0 = time.perf_counter()
@@ -135,7 +136,7 @@ def finish_build(run: Run, edges: Edges, cluster_ids: np.ndarray, *, metadata: O
     sk = _sketches_of(run, cols, with_minhash)
     del cols
     if guaranteed and run.cfg.minhash is not None and run.cfg.minhash.verify in ("auto", "exact"):
-        sk.texts, sk.text_offset = _texts_in_components(run, cluster_ids), 0
+        sk.source = TextSource(_texts_in_components(run, cluster_ids), 0)
     if run.cfg.minhash is not None and run.n_text:
         run.stats.merged["minhash"] = int(run.n - unique_sorted(cluster_ids).size - edges.exact_merged)
     run.timings["dask_gather"] = time.perf_counter() - t0
