@@ -3,7 +3,7 @@
 ``diversify.build(texts, spill_dir=DIR)`` (the console script's ``build --stream``) writes each
 chunk's MinHash signatures (4 bytes x ``num_perm`` a document: 512 MB at 1M documents) to an
 unnamed file in ``DIR`` as it is sketched; the MinHash stage writes its band keys to one file per
-band (:func:`diversify.linking.link.spilled_bands`). The files are written past the page cache
+band (:func:`diversify.linking.spilled.spilled_bands`). The files are written past the page cache
 where the file system allows it (:class:`SpillFile`).
 
 The stages read the signatures back a block at a time (:func:`row_blocks`, :func:`gather_rows`):

@@ -167,9 +167,10 @@ def agreement_bounds(threshold, num_perm: int, borderline: float):
     return lo, hi
 
 
-def incremental_extras(sk: Sketches) -> dict:
+def incremental_extras(sk: Sketches, thresholds: Optional[np.ndarray] = None) -> dict:
     """The per-document state an artifact keeps so that ``add`` (and the live index's export) can
-    extend it without a rebuild."""
+    extend it without a rebuild; ``thresholds``: each document's Jaccard threshold
+    (:func:`doc_thresholds`), kept as ``doc_threshold``."""
     ex: dict[str, np.ndarray | None] = {"exact_hash": sk.exact}
     doc_flags = sk.empty.astype(np.uint8) * FLAG_EMPTY_TEXT
     if sk.simhash is not None:
@@ -189,6 +190,6 @@ def incremental_extras(sk: Sketches) -> dict:
         ex["text_simhash"] = sk.text_simhash
     if sk.keys is not None:
         ex["rep_keys"] = sk.keys
-    if sk.doc_threshold is not None:
-        ex["doc_threshold"] = sk.doc_threshold
+    if thresholds is not None:
+        ex["doc_threshold"] = thresholds
     return ex

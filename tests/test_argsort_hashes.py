@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from diversify._kernels.linking import argsort_hashes
-from diversify.linking.link import stable_argsort
+from diversify.linking.keys import stable_argsort
 
 _U64 = st.integers(0, 2**64 - 1)
 
@@ -71,7 +71,7 @@ def test_one_bad_bucket_among_good_ones_falls_back():
 @given(st.lists(_U64, max_size=400), st.integers(0, 2))
 def test_sort_keys_gives_the_keys_in_their_sorted_order(values, repeats):
     """The sorted keys come out of the same passes: ``keys[perm]``, whichever way they were sorted."""
-    from diversify.linking.link import sort_keys
+    from diversify.linking.keys import sort_keys
 
     keys = np.array(values * (repeats + 1), dtype=np.uint64)
     for k in (keys, keys.astype(np.int64) if keys.size and keys.max() < 2**63 else keys):
@@ -82,7 +82,7 @@ def test_sort_keys_gives_the_keys_in_their_sorted_order(values, repeats):
 
 
 def test_sorted_keys_of_millions_and_of_the_numpy_fallback():
-    from diversify.linking.link import sort_keys
+    from diversify.linking.keys import sort_keys
 
     rng = np.random.default_rng(2)
     keys = rng.integers(0, 2**64 - 1, size=600_000, dtype=np.uint64, endpoint=True)

@@ -456,8 +456,10 @@ def test_add_merges_equal_components_removed(rng):
 
 
 def test_borderline_estimate_decisions_count_only_real_merges():
-    from diversify.linking.link import decide_deferred
+    from diversify.linking.exact import decide_deferred
+    from diversify.linking.link import make_forest
     from diversify.sketches.batch import Sketches
+    from diversify.sketches.memo import ExactMemo
     from diversify.stages import STAGE_MINHASH as BIT
 
     n = 3
@@ -466,8 +468,11 @@ def test_borderline_estimate_decisions_count_only_real_merges():
                   empty=np.zeros(n, bool), minhash=sig)  # no texts: the estimate decides
     parent = np.array([0, 0, 1], dtype=np.int64)  # one component, doc 2 at depth 2
     flags = np.zeros(n, np.uint8)
-    counters = np.zeros(3, np.int64)
-    decide_deferred(np.array([[2, 0]], dtype=np.int64), sk, BuildConfig(), parent, flags, counters)
+    forest = make_forest(parent, flags, BIT)
+    counters = forest.counters
+    memo = ExactMemo(n)
+    decide_deferred(np.array([[2, 0]], dtype=np.int64), sk, BuildConfig(), forest, memo)
+    assert not memo.parts, "no pair was checked from texts, so none is remembered"
     assert counters[2] == 0, f"no components were joined but {counters[2]} merge(s) were counted"
     assert not (flags & BIT).any(), "no edge merged anything, so no document should record the stage"
 

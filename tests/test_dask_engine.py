@@ -305,7 +305,7 @@ def test_bucket_scan_keeps_every_borderline_pair_when_its_buffer_fills(corpus_te
     from diversify.engines.dask.inputs import Part
     from diversify.engines.dask.sketch import sketch_part
     from diversify.hashing import lsh_seed
-    from diversify.linking.link import minhash_params
+    from diversify.linking.keys import minhash_params
 
     cfg = BuildConfig()
     cj = cfg.model_dump(mode="json")

@@ -1,4 +1,4 @@
-"""Encodings kept from sketching for the exact checks (diversify.sketches.batch.EncodedTexts): the
+"""Encodings kept from sketching for the exact checks (diversify.sketches.source.EncodedTexts): the
 bytes they give are the bytes encode_batch gives, and a build that uses them writes the artifact a
 build without them writes."""
 
@@ -12,6 +12,8 @@ import pytest
 import diversify
 from diversify.config import BuildConfig, MinHashConfig
 from diversify.sketches import batch as sb
+from diversify.sketches import source as ts
+from diversify.sketches.memo import ExactMemo
 from diversify.text import encode_batch, shingle_hashes, sorted_unique_shingles
 
 WORDS = ["caf\u00e9", "\u0130stanbul", "\u4e2d\u6587\u672c", "\u0410\u0411\u0412", "\u2026", "\uff21\uff22", "stra\u00dfe",
@@ -32,7 +34,7 @@ def _texts(n, seed=0):
 
 def test_kept_chunks_give_the_bytes_encode_batch_gives():
     texts = _texts(400) + ["ascii only text"] * 100
-    kept = sb.EncodedTexts()
+    kept = ts.EncodedTexts()
     for start in range(0, len(texts), 100):  # chunks of 100; the last one all ASCII
         block = texts[start: start + 100]
         buf, offsets = encode_batch(block)
@@ -48,7 +50,7 @@ def test_kept_chunks_give_the_bytes_encode_batch_gives():
 
 def test_budget_bounds_what_is_kept():
     texts = _texts(200)
-    kept = sb.EncodedTexts(budget=1)
+    kept = ts.EncodedTexts(budget=1)
     buf, offsets = encode_batch(texts)
     kept.keep(0, texts, buf, offsets)
     assert kept.chunks == [] and kept.kept == 0
@@ -59,12 +61,13 @@ def test_reshingle_equals_sorted_unique_shingles():
     texts = _texts(300)
     cfg = BuildConfig()
     sk = sb.sketch_texts(texts, None, cfg, chunk_size=64, timings={})
-    assert sk.encoded is not None and len(sk.encoded.chunks) == 5
+    source = sk.source
+    assert source is not None and source.encoded is not None and len(source.encoded.chunks) == 5
     # the room of each re-shingled document comes from the sketching pass's counts
-    assert sk.text_shingles is not None and sk.text_shingles.dtype == np.uint32
-    assert sk.text_shingles.tolist() == [shingle_hashes([t], cfg.text, cfg.seed).doc(0).size for t in texts]
+    assert source.shingle_counts is not None and source.shingle_counts.dtype == np.uint32
+    assert source.shingle_counts.tolist() == [shingle_hashes([t], cfg.text, cfg.seed).doc(0).size for t in texts]
     docs = [299, 0, 17, 64, 65, 200, 17]
-    got = sb.reshingle(sk, docs, cfg)
+    got = ts.reshingle(source, docs, cfg)
     want = sorted_unique_shingles([texts[d] for d in docs], cfg.text, cfg.seed)
     for j in range(len(docs)):
         a = got[2][got[0][j]: got[0][j] + got[1][j]]
@@ -76,16 +79,16 @@ def test_build_with_and_without_kept_encodings_writes_the_same_bytes(tmp_path, m
     texts = _texts(3000, seed=2)
     cfg = BuildConfig(minhash=MinHashConfig(threshold=0.8, verify="auto"))
     calls = []
-    real = sb.EncodedTexts.encode
+    real = ts.EncodedTexts.encode
 
     def counted(self, docs, texts_):
         calls.append(len(docs))
         return real(self, docs, texts_)
 
-    monkeypatch.setattr(sb.EncodedTexts, "encode", counted)
+    monkeypatch.setattr(ts.EncodedTexts, "encode", counted)
     with_kept = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
     assert sum(calls) > 100  # the exact checks and the fold check re-shingled from the kept chunks
-    monkeypatch.setattr(sb, "KEEP_ENCODED", 0)
+    monkeypatch.setattr(ts, "KEEP_ENCODED", 0)
     calls.clear()
     without = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
     assert calls == []  # nothing kept: every document normalized again, as before
@@ -115,13 +118,14 @@ def test_reshingled_batches_equal_reshingle_of_each(tmp_path):
         if isinstance(source, JsonlTexts):
             assert sum(1 for _ in source) == 400  # the first pass, in order
         sk = sb.sketch_texts(source, None, cfg, chunk_size=64, timings={})
-        got = list(sb.reshingled(sk, batches, cfg))
+        assert sk.source is not None
+        got = list(ts.reshingled(sk.source, batches, cfg))
         assert len(got) == len(batches)
         for docs, result in zip(batches, got):
-            want = sb.reshingle(sk, docs, cfg)
+            want = ts.reshingle(sk.source, docs, cfg)
             assert _sets(result) == _sets(want)
             assert _sets(result) == _sets(sorted_unique_shingles([texts[d] for d in docs], cfg.text, cfg.seed))
-        assert list(sb.reshingled(sk, [], cfg)) == []
+        assert list(ts.reshingled(sk.source, [], cfg)) == []
 
 
 def test_reshingled_raises_what_reading_raises(tmp_path):
@@ -134,8 +138,9 @@ def test_reshingled_raises_what_reading_raises(tmp_path):
     source = JsonlTexts(str(path))
     sk = sb.sketch_texts(source, None, BuildConfig(), chunk_size=16, timings={})
     path.write_text("changed\n", encoding="utf-8")
+    assert sk.source is not None
     with pytest.raises(Exception, match="changed"):
-        list(sb.reshingled(sk, [[0], [1]], BuildConfig()))
+        list(ts.reshingled(sk.source, [[0], [1]], BuildConfig()))
 
 
 def same_artifact(a, b, tmp_path) -> bool:
@@ -153,17 +158,16 @@ def test_fold_check_takes_the_linkings_exact_jaccard_for_pairs(tmp_path, monkeyp
     texts = _texts(3000, seed=7)
     cfg = BuildConfig(minhash=MinHashConfig(threshold=0.8, verify="auto"))
     shingled: list = []
-    real = sb._gather
+    real = ts._gather
 
-    def counted(sk, docs):
+    def counted(source, docs):
         shingled.append(len(docs))
-        return real(sk, docs)
+        return real(source, docs)
 
-    monkeypatch.setattr(sb, "_gather", counted)
+    monkeypatch.setattr(ts, "_gather", counted)
     with_known = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
     used = sum(shingled)
-    monkeypatch.setattr(sb.Sketches, "known_jaccard",
-                        lambda self: (np.zeros(0, np.int64), np.zeros(0, np.float64)))
+    monkeypatch.setattr(ExactMemo, "known", lambda self: (np.zeros(0, np.int64), np.zeros(0, np.float64)))
     shingled.clear()
     without = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
     assert with_known.stats["exact_checks"]["minhash"] > 100  # the linking checked pairs exactly...
@@ -172,12 +176,11 @@ def test_fold_check_takes_the_linkings_exact_jaccard_for_pairs(tmp_path, monkeyp
 
 
 def test_known_jaccard_keys_are_sorted_unique_pairs():
-    sk = sb.Sketches(ids=list(range(10)), lengths=np.zeros(10, np.uint32), exact=np.zeros(10, np.uint64),
-                     empty=np.zeros(10, bool))
-    assert [a.size for a in sk.known_jaccard()] == [0, 0]
-    sk.remember_jaccard(np.array([[1, 5], [0, 2], [3, 4]]), np.array([0.5, -1.0, 0.75]))  # -1: not computed
-    sk.remember_jaccard(np.array([[1, 5], [0, 9]]), np.array([0.5, 1.0]))
-    keys, vals = sk.known_jaccard()
+    memo = ExactMemo(10)
+    assert [a.size for a in memo.known()] == [0, 0]
+    memo.remember(np.array([[1, 5], [0, 2], [3, 4]]), np.array([0.5, -1.0, 0.75]))  # -1: not computed
+    memo.remember(np.array([[1, 5], [0, 9]]), np.array([0.5, 1.0]))
+    keys, vals = memo.known()
     assert keys.tolist() == [9, 15, 34] and vals.tolist() == [1.0, 0.5, 0.75]
 
 
@@ -193,24 +196,24 @@ def test_linking_takes_the_jaccard_of_a_pair_an_earlier_call_checked(tmp_path, m
     # a small buffer, so many calls: pairs come again in later ones
     monkeypatch.setattr(link, "scan_buckets", lambda *a, **k: real_scan(*a, **k, capacity=32))
     shingled: list = []
-    real_gather, real_known = sb._gather, link.known_jaccard_of
+    real_gather, real_known = ts._gather, ExactMemo.lookup
     hits: list = []
 
-    def counted(sk, docs):
+    def counted(source, docs):
         shingled.append(len(docs))
-        return real_gather(sk, docs)
+        return real_gather(source, docs)
 
-    def seen(sk, pairs):
-        out = real_known(sk, pairs)
+    def seen(memo, pairs):
+        out = real_known(memo, pairs)
         hits.append(int((out >= 0).sum()))
         return out
 
-    monkeypatch.setattr(sb, "_gather", counted)
-    monkeypatch.setattr(link, "known_jaccard_of", seen)
+    monkeypatch.setattr(ts, "_gather", counted)
+    monkeypatch.setattr(ExactMemo, "lookup", seen)
     with_known = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
     used = sum(shingled)
     assert sum(hits) > 10  # pairs did come again
-    monkeypatch.setattr(link, "known_jaccard_of", lambda sk, pairs: np.full(pairs.shape[0], -1.0))
+    monkeypatch.setattr(ExactMemo, "lookup", lambda memo, pairs: np.full(pairs.shape[0], -1.0))
     shingled.clear()
     without = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
     assert used < sum(shingled)
@@ -218,13 +221,10 @@ def test_linking_takes_the_jaccard_of_a_pair_an_earlier_call_checked(tmp_path, m
     assert same_artifact(with_known, without, tmp_path)
 
 
-def test_known_jaccard_of_finds_pairs_in_either_order():
-    sk = sb.Sketches(ids=list(range(10)), lengths=np.zeros(10, np.uint32), exact=np.zeros(10, np.uint64),
-                     empty=np.zeros(10, bool))
-    from diversify.linking.link import known_jaccard_of
-
+def test_memo_lookup_finds_pairs_in_either_order():
+    memo = ExactMemo(10)
     pairs = np.array([[1, 5], [5, 1], [0, 9], [2, 3], [9, 9]], dtype=np.int64)
-    assert known_jaccard_of(sk, pairs).tolist() == [-1.0] * 5
-    sk.remember_jaccard(np.array([[1, 5], [0, 9]]), np.array([0.5, 0.25]))
-    assert known_jaccard_of(sk, pairs).tolist() == [0.5, 0.5, 0.25, -1.0, -1.0]
-    assert known_jaccard_of(sk, np.zeros((0, 2), np.int64)).size == 0
+    assert memo.lookup(pairs).tolist() == [-1.0] * 5
+    memo.remember(np.array([[1, 5], [0, 9]]), np.array([0.5, 0.25]))
+    assert memo.lookup(pairs).tolist() == [0.5, 0.5, 0.25, -1.0, -1.0]
+    assert memo.lookup(np.zeros((0, 2), np.int64)).size == 0

@@ -42,9 +42,9 @@ def small_blocks(monkeypatch):
     """Blocks far smaller than a corpus, so that every multi-block path runs (the band keys, the
     gathers, the artifact's writing)."""
     from diversify.clusters import guarantee
-    from diversify.linking import link
+    from diversify.linking import spilled
 
-    monkeypatch.setattr(link, "_SPILL_BLOCK", 4096)
+    monkeypatch.setattr(spilled, "_SPILL_BLOCK", 4096)
     monkeypatch.setattr(_spill, "GATHER_ROWS", 4096)
     monkeypatch.setattr(_spill, "SLICE_BYTES", 8192)
     monkeypatch.setattr(_spill, "_STAGE", 8192)
@@ -161,6 +161,7 @@ def test_a_spilled_build_holds_a_bounded_group_of_signatures_at_a_time(tmp_path,
     of one (the default bound)."""
     from diversify._kernels import fold
     from diversify.linking import link
+    from diversify.linking.keys import Part
 
     events: list[tuple[str, int]] = []  # ("hold", documents), then what the group scans or folds
     hold, scanned, folded = _spill.HeldRows.hold, link.scan_buckets, fold.fold_groups
@@ -172,7 +173,7 @@ def test_a_spilled_build_holds_a_bounded_group_of_signatures_at_a_time(tmp_path,
     def watched_scan(parts, verifier, forest, **kw):
         def tap(parts):
             for p in parts:
-                if isinstance(p, link.Part):  # its buckets: runs of equal keys
+                if isinstance(p, Part):  # its buckets: runs of equal keys
                     keys = p.buckets.keys
                     events.append(("buckets", int(keys.size and 1 + np.count_nonzero(keys[1:] != keys[:-1]))))
                 yield p

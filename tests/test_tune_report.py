@@ -11,7 +11,7 @@ import pytest
 from diversify.cli import main
 from diversify.config import BuildConfig, SimHashConfig
 from diversify.evaluate import DEFAULT_GRID, all_positive_baseline, best_threshold, pr_curve, tune_notes
-from diversify.linking.link import simhash_params
+from diversify.linking.keys import simhash_params
 
 
 def _write_jsonl(path, rows):

@@ -58,7 +58,7 @@ class FoldRule(NamedTuple):
     text_simhash: np.ndarray  # uint64 (n,)
     max_hamming: int
     #: pairs whose exact Jaccard the linking computed (sorted keys a * n + b, a < b) and its values:
-    #: the pair is then exact without its sets (Sketches.known_jaccard)
+    #: the pair is then exact without its sets (diversify.sketches.memo.ExactMemo.known)
     known_keys: np.ndarray  # int64 (k,)
     known_vals: np.ndarray  # float64 (k,)
 

@@ -365,7 +365,7 @@ def mark_apart(buckets, lo, hi, parent, mark, gain):
     ``hi`` (bucket bounds) would compare now: both ends of every pair it examines (the same window and
     ``new_start`` rule) whose documents lie in different components of ``parent``. The scan can
     compare no others, while the forest only joins: what a spilled build reads back of its
-    signatures before scanning (:func:`diversify.linking.link.spilled_bands`).
+    signatures before scanning (:func:`diversify.linking.spilled.spilled_bands`).
 
     mark : bool (n,)      in/out; documents already marked are not counted again
     gain : int64 (M,)     out: at each bucket's first position, the documents it newly marked

@@ -201,7 +201,7 @@ def _folded_share_at(a, texts: list, threshold: float, vectors: Optional[np.ndar
 def _band_settings(a, threshold: float, vectors: bool) -> tuple[dict, str]:
     """(the LSH settings the tuned threshold implies, as JSON; the sentence that states them): the
     SimHash bands of a --vectors build, else the MinHash bands."""
-    from ..linking.link import minhash_params, simhash_params
+    from ..linking.keys import minhash_params, simhash_params
 
     cfg = _config_at(a, threshold, vectors)
     if vectors:

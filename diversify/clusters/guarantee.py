@@ -26,7 +26,6 @@ reference in the tests. Both give the same bits.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
@@ -34,9 +33,10 @@ import numpy as np
 from .._spill import HeldRows
 from ..config import BuildConfig
 from ..sketches.batch import Sketches
+from ..sketches.memo import ExactMemo
 from ..stages import STAGE_EXACT, STAGE_MINHASH, STAGE_SIMHASH, STAGE_TEXT_SIMHASH
-from ..staging import agreement_band, agreement_bounds
-from ..text import exact_jaccard
+from ..staging import agreement_bounds
+from .similarity import FoldStats, Similarity, priority_rank
 
 __all__ = ["FoldStats", "Similarity", "priority_rank", "guaranteed_clusters"]
 
@@ -52,206 +52,10 @@ _KERNEL_FROM = 1024
 #: command compiling the same kernel a second time on the same cores, and the command waits for the
 #: helper at its end (so the next build finds the kernel)
 _KERNEL_FROM_WHILE_AHEAD = 16384
-_POP8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
-
-
-@dataclass
-class FoldStats:
-    """What cutting the components cost and changed (recorded in the artifact's build info)."""
-
-    components_cut: int = 0  # components of 2+ documents that became more than one cluster
-    pairs_checked: int = 0  # member-representative similarity checks
-    exact_checks: int = 0  # member-representative pairs decided by exact Jaccard
-    by_stage: dict = field(default_factory=dict)  # stage -> folds it verified
-    #: float64 (n,): verified similarity of each folded document to its representative (exact where
-    #: checked exactly, else the estimate); NaN for representatives and unchanged old documents
-    similarity: np.ndarray = field(default_factory=lambda: np.zeros(0))
-
-    def as_dict(self) -> dict:
-        return {"components_cut": self.components_cut, "pairs_checked": self.pairs_checked,
-                "exact_checks": self.exact_checks, "by_stage": dict(sorted(self.by_stage.items()))}
-
-
-def priority_rank(rule: str, lengths: np.ndarray, keys: Optional[np.ndarray]) -> np.ndarray:
-    """rank[i] = position of document i in representative order (0 = first choice), int64 (n,).
-
-    ``longest``: longest normalized text first; ``first``: position; ``key``: the key columns in
-    order, largest first, then the longest text. Ties always go to the lower position.
-    """
-    n = lengths.size
-    idx = np.arange(n)
-    if rule == "first":
-        order = idx
-    elif rule == "longest":
-        order = np.lexsort((idx, -lengths.astype(np.int64)))
-    else:
-        if keys is None:
-            raise ValueError("representative='key' needs keys")
-        cols = keys.reshape(n, -1)
-        order = np.lexsort((idx, -lengths.astype(np.int64), *[-cols[:, j] for j in range(cols.shape[1] - 1, -1, -1)]))
-    rank = np.empty(n, dtype=np.int64)
-    rank[order] = idx
-    return rank
-
-
-class Similarity:
-    """Vectorized "is document r verified similar to each of these documents", per enabled stage."""
-
-    def __init__(self, sk: Sketches, cfg: BuildConfig, stats: FoldStats):
-        self.sk, self.cfg, self.stats = sk, cfg, stats
-        self.band = (0, 0)
-        if cfg.minhash is not None and sk.minhash is not None:
-            self.band = agreement_band(cfg, auto=True)
-        self.text_ok = ~sk.empty
-        #: verified similarity of each folded document to its representative (NaN: not folded)
-        self.similarity = np.full(sk.n, np.nan)
-        self.last_similarity = np.zeros(0)
-        self._sets: dict[int, np.ndarray] = {}  # doc -> sorted distinct shingle hashes (exact checks)
-        self.ham = None
-        if cfg.simhash is not None and sk.simhash is not None:
-            from ..linking.bands import hamming_radius
-
-            sc = cfg.simhash
-            self.ham = hamming_radius(sc.threshold, sc.bits * sc.families)
-
-    def bounds(self, r: int, cand: np.ndarray):
-        """(lo, hi) agreement counts and the Jaccard threshold of the pairs of ``r`` and each of
-        ``cand``: per candidate with per-source thresholds (the stricter of the two), else scalars."""
-        mc = self.cfg.minhash
-        assert mc is not None
-        thr_doc = self.sk.doc_threshold
-        if thr_doc is None:
-            return self.band[0], self.band[1], mc.threshold
-        t = np.maximum(thr_doc[cand], thr_doc[r])  # a pair meets the stricter of its two sources
-        lo, hi = agreement_bounds(t, mc.num_perm, mc.borderline if mc.verify == "auto" else 0.0)
-        return lo, hi, t
-
-    def __call__(self, r: int, cand: np.ndarray) -> np.ndarray:
-        """uint8 stage bits per candidate: nonzero where ``cand[j]`` is verified similar to ``r``."""
-        sk, cfg = self.sk, self.cfg
-        bits = np.zeros(cand.size, dtype=np.uint8)
-        self.stats.pairs_checked += int(cand.size)
-        # cheap first, and a document records the first stage that verifies it (as the edges do)
-        text = self.text_ok[cand] & self.text_ok[r]
-        if cfg.exact:
-            bits[text & (sk.exact[cand] == sk.exact[r])] = STAGE_EXACT
-        todo = np.flatnonzero(bits == 0)
-        val = np.where(bits != 0, 1.0, np.nan)
-        if todo.size and cfg.minhash is not None and sk.minhash is not None:
-            sel = todo[text[todo]]
-            ok, v = self._minhash(r, cand[sel])
-            bits[sel[ok]] = STAGE_MINHASH
-            val[sel[ok]] = v[ok]
-            todo = np.flatnonzero(bits == 0)
-        if todo.size and cfg.text_simhash is not None and sk.text_simhash is not None:
-            h = _popcount(sk.text_simhash[cand[todo]] ^ sk.text_simhash[r])
-            ok = text[todo] & (h <= cfg.text_simhash.max_hamming)
-            bits[todo[ok]] = STAGE_TEXT_SIMHASH
-            val[todo[ok]] = np.cos(np.pi * h[ok] / 64)
-            todo = np.flatnonzero(bits == 0)
-        if todo.size and self.ham is not None:
-            ok, v = self._simhash(r, cand[todo])
-            bits[todo[ok]] = STAGE_SIMHASH
-            val[todo[ok]] = v[ok]
-        self.last_similarity = val
-        return bits
-
-    def _minhash(self, r: int, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(verified, similarity) per candidate. Under ``verify="auto"`` every candidate whose
-        estimate reaches the borderline band is decided by exact Jaccard when the texts are at hand
-        (a fold is a promise; there is one such check per member, not per edge); without texts the
-        band rule of the edges decides."""
-        sk, mc = self.sk, self.cfg.minhash
-        assert sk.minhash is not None and mc is not None
-        lo, hi, t = self.bounds(r, cand)
-        if sk.sets32 is not None and mc.verify in ("auto", "exact"):
-            # the live index: every document's (32-bit) shingle set is at hand
-            assert sk.sets32_indptr is not None
-            agree = (sk.minhash[cand] == sk.minhash[r]).sum(axis=1)
-            val = agree / mc.num_perm
-            ok = np.zeros(cand.size, dtype=bool)
-            check = np.flatnonzero(agree >= lo) if mc.verify == "auto" else np.arange(cand.size)
-            if check.size:
-                jac = _exact_jaccard_csr(sk.sets32_indptr, sk.sets32, r, cand[check])
-                ok[check] = jac >= (t[check] if np.ndim(t) else t)
-                val[check] = jac
-                self.stats.exact_checks += int(check.size)
-            return ok, val
-        if mc.verify == "exact" and sk.shingle_indptr is not None and sk.shingle_hashes is not None:
-            jac = _exact_jaccard_csr(sk.shingle_indptr, sk.shingle_hashes, r, cand)
-            return jac >= t, jac
-        agree = (sk.minhash[cand] == sk.minhash[r]).sum(axis=1)
-        val = agree / mc.num_perm
-        ok = agree >= hi
-        consider = agree >= lo
-        border = consider & ~ok
-        off = sk.text_offset
-        if mc.verify == "auto" and sk.texts is not None:
-            border = consider
-        elif mc.verify == "exact" and sk.texts is not None:  # the Dask engine: texts, no shingle rows
-            ok[:] = False
-            border = np.ones_like(consider)
-        if not border.any():
-            return ok, val
-        have = border & (cand >= off) & (r >= off) if sk.texts is not None else np.zeros_like(border)
-        if have.any():
-            sets = self.shingle_sets(np.concatenate([[r], cand[have]]))
-            jac = np.array([exact_jaccard(sets[0], b) for b in sets[1:]])
-            ok[np.flatnonzero(have)] = jac >= (t[have] if np.ndim(t) else t)
-            val[np.flatnonzero(have)] = jac
-            self.stats.exact_checks += int(have.sum())
-        rest = border & ~have
-        ok[rest] = (ok | (2 * agree >= lo + hi))[rest]
-        return ok, val
-
-    def shingle_sets(self, docs: np.ndarray) -> list[np.ndarray]:
-        """Sorted distinct shingle hashes of documents whose texts are at hand, re-shingled in one
-        kernel call for all those not cached yet (see :meth:`prefetch`)."""
-        missing = [int(d) for d in docs.tolist() if int(d) not in self._sets]
-        if missing:
-            from ..sketches.batch import reshingle
-
-            assert self.sk.texts is not None
-            missing = list(dict.fromkeys(missing))
-            starts, counts, hashes = reshingle(self.sk, missing, self.cfg)
-            for d, s0, c in zip(missing, starts.tolist(), counts.tolist()):
-                self._sets[d] = hashes[s0: s0 + c]
-        return [self._sets[int(d)] for d in docs.tolist()]
-
-    def prefetch(self, docs: np.ndarray) -> None:
-        """Shingle, in one call, the documents a batch of components may check exactly; forget the
-        previous batch (memory stays bounded by the batch)."""
-        self._sets.clear()
-        mc, sk = self.cfg.minhash, self.sk
-        if mc is None or sk.minhash is None or mc.verify != "auto" or sk.texts is None or sk.sets32 is not None:
-            return
-        docs = docs[(docs >= sk.text_offset) & self.text_ok[docs]]
-        if docs.size:
-            self.shingle_sets(docs)
-
-    def _simhash(self, r: int, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        sk, sc = self.sk, self.cfg.simhash
-        assert sk.simhash is not None and sc is not None
-        if sc.verify == "exact" and sk.vectors is not None:
-            cos = sk.vectors[cand] @ sk.vectors[r]
-            return cos >= sc.threshold - 1e-12, cos.astype(np.float64)
-        h = _popcount(sk.simhash[cand] ^ sk.simhash[r]).reshape(cand.size, -1).sum(axis=1)
-        return h <= self.ham, np.cos(np.pi * h / (sc.bits * sc.families))
-
-
-def _popcount(x: np.ndarray) -> np.ndarray:
-    """Bits set per uint64 element (any shape -> same shape)."""
-    b = np.ascontiguousarray(x, dtype=np.uint64)
-    return _POP8[b.view(np.uint8)].reshape(*b.shape, 8).sum(axis=-1, dtype=np.int64)
-
-
-def _exact_jaccard_csr(indptr: np.ndarray, hashes: np.ndarray, r: int, cand: np.ndarray) -> np.ndarray:
-    a = hashes[indptr[r]: indptr[r + 1]]
-    return np.array([exact_jaccard(a, hashes[indptr[c]: indptr[c + 1]]) for c in cand.tolist()], dtype=np.float64)
 
 
 def guaranteed_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: np.ndarray, *,
-                        n_old: int = 0, old_labels: Optional[np.ndarray] = None,
+                        memo: Optional[ExactMemo] = None, thresholds: Optional[np.ndarray] = None, n_old: int = 0, old_labels: Optional[np.ndarray] = None,
                         old_reps: Optional[np.ndarray] = None,
                         old_flags: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, FoldStats]:
     """Cut components into clusters around representatives. Returns (labels, representative mask,
@@ -260,11 +64,14 @@ def guaranteed_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: 
     ``root`` is each document's component (its smallest member). For an incremental ``add`` the
     first ``n_old`` documents keep ``old_labels``, ``old_reps`` and ``old_flags``; new documents join
     an existing representative of their component first (in representative order), then form new
-    clusters among themselves. A cluster's label is its smallest member's index.
+    clusters among themselves. A cluster's label is its smallest member's index. ``memo``: the
+    exact Jaccard of the pairs the linking checked (:class:`diversify.linking.link.Linked`), which
+    the fold check takes instead of re-shingling their documents. ``thresholds``: each document's
+    Jaccard threshold (``source_thresholds``; a pair meets the stricter of its two), else None.
     """
     n = root.size
     stats = FoldStats()
-    sim = Similarity(sk, cfg, stats)
+    sim = Similarity(sk, cfg, stats, thresholds)
     labels = np.arange(n, dtype=np.int64)
     reps = np.ones(n, dtype=bool)
     flags = np.zeros(n, dtype=np.uint8)
@@ -275,7 +82,7 @@ def guaranteed_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: 
     members, bounds = _components(root[order], order, n_old)
     if sim.ham is None and not _REFERENCE and _kernel_pays(bounds.size - 1):
         # every stage has a kernel path: one kernel call per batch of components
-        _fold_kernel(members, bounds, n_old, sim, labels, reps, flags, stats)
+        _fold_kernel(members, bounds, n_old, sim, labels, reps, flags, stats, memo or ExactMemo(n))
     else:  # vector SimHash (cosine of float vectors): the numpy reference path
         groups = [members[a:b] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
         for lo, hi in _batches(bounds):
@@ -316,53 +123,18 @@ def _components(sroot: np.ndarray, order: np.ndarray, n_old: int) -> tuple[np.nd
 
 
 def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Similarity, labels: np.ndarray,
-                 reps: np.ndarray, flags: np.ndarray, stats: FoldStats) -> None:
+                 reps: np.ndarray, flags: np.ndarray, stats: FoldStats, memo: ExactMemo) -> None:
     """The greedy of :func:`_cut_component` for every component, in :func:`fold_groups` (the
     exact hash, MinHash and text SimHash stages; same decisions, similarities and counts)."""
-    from .._kernels.fold import BAND, EXACT_ALL, EXACT_WITH_TEXTS, FoldRule, FoldState, fold_groups
+    from .._kernels.fold import FoldState, fold_groups
     from .._kernels.linking import ShingleRows
 
     sk, cfg = sim.sk, sim.cfg
     n = sk.n
     mc = cfg.minhash
     use_minhash = mc is not None and sk.minhash is not None
-    ts = cfg.text_simhash if sk.text_simhash is not None else None
-    rows = np.full(n, -1, dtype=np.int64)
-    sets = ShingleRows(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.uint64))
-    mode, check_consider, count_exact, prefetch = BAND, False, False, False
-    lo = hi = np.zeros(1, np.int64)
-    thr = np.ones(1)
-    if use_minhash:
-        assert mc is not None
-        if sk.doc_threshold is not None:
-            thr = np.ascontiguousarray(sk.doc_threshold, dtype=np.float64)
-            lo, hi = agreement_bounds(thr, mc.num_perm, mc.borderline if mc.verify == "auto" else 0.0)
-        else:
-            lo, hi, thr = np.array([sim.band[0]]), np.array([sim.band[1]]), np.array([mc.threshold], np.float64)
-        if sk.sets32 is not None and mc.verify in ("auto", "exact"):  # the live index's stored sets
-            assert sk.sets32_indptr is not None
-            rows = np.arange(n, dtype=np.int64)
-            sets = ShingleRows(sk.sets32_indptr[:-1], np.diff(sk.sets32_indptr), sk.sets32)
-            mode, check_consider, count_exact = (EXACT_ALL, False, True) if mc.verify == "exact" else (BAND, True, False)
-        elif mc.verify == "exact" and sk.shingle_indptr is not None and sk.shingle_hashes is not None:
-            rows = np.arange(n, dtype=np.int64)
-            sets = ShingleRows(sk.shingle_indptr[:-1], np.diff(sk.shingle_indptr), sk.shingle_hashes)
-            mode = EXACT_ALL
-        elif sk.texts is not None and mc.verify in ("auto", "exact"):  # re-shingle the texts at hand
-            mode = EXACT_WITH_TEXTS if mc.verify == "exact" else BAND
-            check_consider = prefetch = True
-    rule = FoldRule(
-        text_ok=np.ascontiguousarray(sim.text_ok), use_exact=bool(cfg.exact), exact=np.ascontiguousarray(sk.exact),
-        use_minhash=use_minhash,
-        minhash=np.ascontiguousarray(sk.minhash) if use_minhash else np.zeros((1, 1), np.uint32),
-        sig_rows=np.zeros(0, np.int64),
-        per_doc=use_minhash and sk.doc_threshold is not None, agree_lo=np.ascontiguousarray(lo, dtype=np.int64),
-        agree_hi=np.ascontiguousarray(hi, dtype=np.int64), threshold=thr, minhash_mode=mode,
-        check_consider=check_consider, count_exact=count_exact, rows=rows, sets=sets,
-        use_text_simhash=ts is not None,
-        text_simhash=np.ascontiguousarray(sk.text_simhash) if ts is not None else np.zeros(1, np.uint64),
-        max_hamming=int(ts.max_hamming) if ts is not None else 0, known_keys=np.zeros(0, np.int64),
-        known_vals=np.zeros(0, np.float64))
+    rule, prefetch = _fold_rule(sim)
+    rows = rule.rows  # the row of each document in rule.sets (-1: none), filled batch by batch
     # signatures on disk (diversify._spill): the members' are read back, a group of batches at a time
     held = HeldRows(sk.minhash, sk.spill) if use_minhash and sk.spill is not None and sk.minhash is not None else None
     fold_bit = np.zeros(n, dtype=np.uint8)
@@ -373,21 +145,22 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
     batch_docs = [np.zeros(0, dtype=np.int64)] * len(ranges)
     shingled: Iterator = iter(())
     if prefetch:  # the documents each batch may check exactly, shingled batch by batch (texts read ahead)
-        from ..sketches.batch import reshingled
+        from ..sketches.source import reshingled
 
-        keys, vals = sk.known_jaccard()
+        keys, vals = memo.known()
         rule = rule._replace(known_keys=keys, known_vals=vals)
         # a component of two whose pair the linking checked exactly needs neither set
         pairs = np.flatnonzero(np.diff(bounds) == 2)
         a, b = members[bounds[pairs]], members[bounds[pairs] + 1]
-        known = np.isin(sk.pair_keys(a, b), keys)
+        known = np.isin(memo.pair_keys(a, b), keys)
         skip = np.zeros(n, dtype=bool)
         skip[a[known]] = skip[b[known]] = True
+        source = sk.source
+        assert source is not None and mc is not None
         for b_, (g0, g1) in enumerate(ranges):
             docs = members[bounds[g0]: bounds[g1]]
-            batch_docs[b_] = docs[(docs >= sk.text_offset) & sim.text_ok[docs] & ~skip[docs]]
-        assert sk.texts is not None and mc is not None
-        shingled = reshingled(sk, (docs.tolist() for docs in batch_docs if docs.size), cfg)
+            batch_docs[b_] = docs[(docs >= source.offset) & sim.text_ok[docs] & ~skip[docs]]
+        shingled = reshingled(source, (docs.tolist() for docs in batch_docs if docs.size), cfg)
     held_to = 0  # the batches before this one have their members' signatures held
     for at, ((g0, g1), docs) in enumerate(zip(ranges, batch_docs)):
         if held is not None and at >= held_to:
@@ -412,6 +185,56 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
     hamming = fold_bit == STAGE_TEXT_SIMHASH
     if hamming.any():
         sim.similarity[hamming] = np.cos(np.pi * sim.similarity[hamming] / 64)
+
+
+def _fold_rule(sim: Similarity):
+    """The :class:`diversify._kernels.fold.FoldRule` of :func:`_fold_kernel` (the stages, their
+    thresholds, where each document's shingle set is) and whether the members' texts are
+    re-shingled batch by batch (``prefetch``)."""
+    from .._kernels.fold import BAND, EXACT_ALL, EXACT_WITH_TEXTS, FoldRule
+    from .._kernels.linking import ShingleRows
+
+    sk, cfg = sim.sk, sim.cfg
+    n = sk.n
+    mc = cfg.minhash
+    use_minhash = mc is not None and sk.minhash is not None
+    ts = cfg.text_simhash if sk.text_simhash is not None else None
+    rows = np.full(n, -1, dtype=np.int64)
+    sets = ShingleRows(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.uint64))
+    mode, check_consider, count_exact, prefetch = BAND, False, False, False
+    lo = hi = np.zeros(1, np.int64)
+    thr = np.ones(1)
+    if use_minhash:
+        assert mc is not None
+        if sim.thresholds is not None:
+            thr = np.ascontiguousarray(sim.thresholds, dtype=np.float64)
+            lo, hi = agreement_bounds(thr, mc.num_perm, mc.borderline if mc.verify == "auto" else 0.0)
+        else:
+            lo, hi, thr = np.array([sim.band[0]]), np.array([sim.band[1]]), np.array([mc.threshold], np.float64)
+        if sk.sets32 is not None and mc.verify in ("auto", "exact"):  # the live index's stored sets
+            assert sk.sets32_indptr is not None
+            rows = np.arange(n, dtype=np.int64)
+            sets = ShingleRows(sk.sets32_indptr[:-1], np.diff(sk.sets32_indptr), sk.sets32)
+            mode, check_consider, count_exact = (EXACT_ALL, False, True) if mc.verify == "exact" else (BAND, True, False)
+        elif mc.verify == "exact" and sk.shingle_indptr is not None and sk.shingle_hashes is not None:
+            rows = np.arange(n, dtype=np.int64)
+            sets = ShingleRows(sk.shingle_indptr[:-1], np.diff(sk.shingle_indptr), sk.shingle_hashes)
+            mode = EXACT_ALL
+        elif sk.source is not None and mc.verify in ("auto", "exact"):  # re-shingle the texts at hand
+            mode = EXACT_WITH_TEXTS if mc.verify == "exact" else BAND
+            check_consider = prefetch = True
+    return FoldRule(
+        text_ok=np.ascontiguousarray(sim.text_ok), use_exact=bool(cfg.exact), exact=np.ascontiguousarray(sk.exact),
+        use_minhash=use_minhash,
+        minhash=np.ascontiguousarray(sk.minhash) if use_minhash else np.zeros((1, 1), np.uint32),
+        sig_rows=np.zeros(0, np.int64),
+        per_doc=use_minhash and sim.thresholds is not None, agree_lo=np.ascontiguousarray(lo, dtype=np.int64),
+        agree_hi=np.ascontiguousarray(hi, dtype=np.int64), threshold=thr, minhash_mode=mode,
+        check_consider=check_consider, count_exact=count_exact, rows=rows, sets=sets,
+        use_text_simhash=ts is not None,
+        text_simhash=np.ascontiguousarray(sk.text_simhash) if ts is not None else np.zeros(1, np.uint64),
+        max_hamming=int(ts.max_hamming) if ts is not None else 0, known_keys=np.zeros(0, np.int64),
+        known_vals=np.zeros(0, np.float64)), prefetch
 
 
 def _held_batches(ranges: list, bounds: np.ndarray, at: int, budget: int) -> int:

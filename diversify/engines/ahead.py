@@ -168,21 +168,20 @@ def warm(cfg: BuildConfig) -> None:
     """Run the build's path after sketching on :func:`made_up_sketches`, with one exact pair check
     before the fold check (the order a build needs the kernels in)."""
     from .._kernels.linking import ShingleRows
-    from ..linking.link import link, link_exact, make_forest
+    from ..linking.exact import link_exact
+    from ..linking.link import link, make_forest
     from ..stages import STAGE_MINHASH
     from ..staging import linking_config
     from .finish import finish
 
     sk = made_up_sketches(cfg)
-    parent = np.arange(sk.n, dtype=np.int64)
-    flags = np.zeros(sk.n, dtype=np.uint8)
     timings: dict = {}
-    stats = link(sk, linking_config(cfg), parent, flags, timings=timings)
+    linked = link(sk, linking_config(cfg), timings=timings)
     # the exact pair check runs before the fold check in a build: compiled here in that order
     rows = ShingleRows(np.zeros(2, dtype=np.int64)[:-1], np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.uint64))
     pairs = np.zeros((1, 2), dtype=np.int64)
     link_exact(pairs, pairs, rows, cfg, make_forest(np.arange(2, dtype=np.int64), np.zeros(2, np.uint8), STAGE_MINHASH))
-    finish(sk, cfg, parent, flags, stats, timings, aliases=np.zeros((0, 2), np.int64), raw_cluster=None,
+    finish(sk, cfg, linked, timings, aliases=np.zeros((0, 2), np.int64), raw_cluster=None,
            metadata=None, created_at="2000-01-01T00:00:00Z")
 
 

@@ -31,8 +31,9 @@ from ..config import BuildConfig, fingerprint
 from ..errors import ArtifactError, DiversifyWarning
 from ..files import DEFAULT_LOCK_TIMEOUT, FileIdentity, file_identity, write_guard
 from ..hashing import HASH_SCHEME
-from ..linking.link import LinkStats
+from ..linking.link import Linked, LinkStats
 from ..sketches.batch import Sketches
+from ..sketches.memo import ExactMemo
 from ..stages import STAGE_NAMES
 from ..staging import incremental_extras
 
@@ -194,13 +195,19 @@ class BuildResult:
         return "\n".join(lines)
 
 
-def finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray, stats: LinkStats, timings: dict,
-           *, aliases: np.ndarray, raw_cluster: Optional[np.ndarray], metadata, created_at,
+def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, aliases: np.ndarray,
+           raw_cluster: Optional[np.ndarray], metadata, created_at, thresholds: Optional[np.ndarray] = None,
            old_reps: Optional[np.ndarray] = None, ids_ahead: Optional[Future] = None) -> BuildResult:
+    """Cut the linking's components into clusters and make the artifact and the BuildResult.
+
+    ``thresholds``: each document's Jaccard threshold from its source (``source_thresholds``;
+    :func:`diversify.staging.doc_thresholds`), which the fold check verifies each pair at and the
+    artifact keeps for ``add``."""
     from ..artifact import ClusterMap
 
     t0 = time.perf_counter()
-    root = component_roots(parent)
+    flags, stats = linked.flags, linked.stats
+    root = component_roots(linked.parent)
     fold: dict = {}
     fold_sim: Optional[np.ndarray] = None
     if cfg.clustering == "components":
@@ -210,12 +217,13 @@ def finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray
             cluster_ids, stored, aliases = stable_labels(root, raw_cluster, aliases)
         rep = representatives(cluster_ids, cfg.representative, sk.lengths, sk.keys)
     else:
-        cluster_ids, rep, flags, fold, fold_sim = _guaranteed(root, sk, cfg, flags, raw_cluster, aliases, old_reps)
+        cluster_ids, rep, flags, fold, fold_sim = _guaranteed(root, sk, cfg, flags, linked.memo, thresholds,
+                                                                 raw_cluster, aliases, old_reps)
         stored = cluster_ids
     timings["cluster"] = time.perf_counter() - t0
     extras: dict = {}
     if cfg.incremental:
-        extras = incremental_extras(sk)
+        extras = incremental_extras(sk, thresholds)
     if fold_sim is not None:  # what the fold check verified, for `stats` and `eval`
         extras["fold_similarity"] = fold_sim
     if aliases.size:
@@ -252,7 +260,7 @@ def finish(sk: Sketches, cfg: BuildConfig, parent: np.ndarray, flags: np.ndarray
     )
     stats_dict = build_stats(stats)
     config_json = cfg.model_dump(mode="json")
-    report = cluster_report(cluster_ids, rep, config_json, {**incremental_extras(sk), **extras})
+    report = cluster_report(cluster_ids, rep, config_json, {**incremental_extras(sk, thresholds), **extras})
     notes = outcome_warnings(report)
     _log_build(cfg, config_json, build_info, report, fingerprint(cfg))
     for note in notes:
@@ -273,18 +281,20 @@ def _log_build(cfg: BuildConfig, config: dict, build_info: dict, report: dict, f
     log.debug("config %s", config)
 
 
-def _guaranteed(root, sk: Sketches, cfg: BuildConfig, flags: np.ndarray, raw_cluster, aliases, old_reps):
+def _guaranteed(root, sk: Sketches, cfg: BuildConfig, flags: np.ndarray, memo: ExactMemo,
+                thresholds: Optional[np.ndarray], raw_cluster, aliases, old_reps):
     """Labels, representatives and stage bits under the fold guarantee (see diversify.clusters.guarantee)."""
     rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
     old_sim = sk.fold_similarity
     if raw_cluster is None:
-        labels, rep, bits, fstats = guaranteed_clusters(root, sk, cfg, rank)
+        labels, rep, bits, fstats = guaranteed_clusters(root, sk, cfg, rank, memo=memo, thresholds=thresholds)
     else:
         amap = {int(a): int(b) for a, b in aliases}
         old = np.array([follow_alias(amap, int(c)) for c in raw_cluster], dtype=np.int64)
         n_old = old.size
-        labels, rep, bits, fstats = guaranteed_clusters(root, sk, cfg, rank, n_old=n_old, old_labels=old,
-                                                       old_reps=old_reps, old_flags=flags[:n_old])
+        labels, rep, bits, fstats = guaranteed_clusters(root, sk, cfg, rank, memo=memo, thresholds=thresholds,
+                                                       n_old=n_old, old_labels=old, old_reps=old_reps,
+                                                       old_flags=flags[:n_old])
     sim = fstats.similarity.astype(np.float32)
     if old_sim is not None:  # add: old documents keep what their build verified
         keep = np.isnan(sim[: old_sim.size])

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -125,15 +126,13 @@ def build(
         timings: dict = {}
         sk = sketch_inputs(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings,
                            spill=spill)
-        sk.doc_threshold = doc_thresholds(cfg, sources, sk.n)
+        thresholds = doc_thresholds(cfg, sources, sk.n)
         if sk.n == 0:
             raise InputError("the corpus is empty: `texts`/`vectors` held no documents. Pass at least one document.")
-        parent = np.arange(sk.n, dtype=np.int64)
-        flags = np.zeros(sk.n, dtype=np.uint8)
         ids_ahead = _id_columns_beside(sk.ids)
         try:
-            stats = link(sk, linking_config(cfg), parent, flags, timings=timings, progress=progress)
-            return finish(sk, cfg, parent, flags, stats, timings, aliases=np.zeros((0, 2), np.int64),
+            linked = link(sk, linking_config(cfg), timings=timings, progress=progress)
+            return finish(sk, cfg, linked, timings, thresholds=thresholds, aliases=np.zeros((0, 2), np.int64),
                           raw_cluster=None, metadata=metadata, created_at=created_at, ids_ahead=ids_ahead)
         finally:
             if spill is not None:
@@ -233,7 +232,7 @@ def add(
             )
         all_ids = old_ids + list(new.ids)  # a list: `add` does not spill
         check_ids(all_ids)
-        sk = _extend(cmap, cfg, new, all_ids, old_flags, sources)
+        sk, thresholds = _extend(cmap, cfg, new, all_ids, old_flags, sources)
         # stored ids of old documents become their resolved ids (lookups are unchanged); the alias
         # table is kept so that ids written elsewhere (e.g. into a store's payload) still resolve
         raw_old = np.asarray(cmap.cluster_ids, dtype=np.int64)
@@ -241,8 +240,9 @@ def add(
         parent = np.arange(sk.n, dtype=np.int64)
         union_pairs(parent, np.stack([np.arange(n_old, dtype=np.int64), raw_old], axis=1))
         flags = np.concatenate([np.asarray(cmap.doc_stages, np.uint8), np.zeros(new.n, np.uint8)])
-        stats = link(sk, linking_config(cfg), parent, flags, new_start=n_old, timings=timings, progress=progress)
-        res = finish(sk, cfg, parent, flags, stats, timings, aliases=old_aliases, raw_cluster=raw_old,
+        linked = link(sk, linking_config(cfg), parent=parent, flags=flags, new_start=n_old, timings=timings,
+                      progress=progress)
+        res = finish(sk, cfg, linked, timings, thresholds=thresholds, aliases=old_aliases, raw_cluster=raw_old,
                      metadata=cmap.metadata, created_at=created_at,
                      old_reps=np.asarray(cmap.is_representative, dtype=bool))
         res.origin = origin
@@ -320,8 +320,10 @@ def _check_widths(ex, new: Sketches, cfg: BuildConfig) -> None:
         )
 
 
-def _extend(cmap, cfg: BuildConfig, new: Sketches, all_ids: list, old_flags: np.ndarray, sources) -> Sketches:
-    """The stored state of the artifact's documents followed by the new documents' sketches."""
+def _extend(cmap, cfg: BuildConfig, new: Sketches, all_ids: list, old_flags: np.ndarray, sources
+            ) -> tuple[Sketches, Optional[np.ndarray]]:
+    """The stored state of the artifact's documents followed by the new documents' sketches, and
+    each document's Jaccard threshold (None without source thresholds)."""
     ex, n_old = cmap.extras, cmap.n_docs
     sk = Sketches(
         ids=all_ids,
@@ -329,7 +331,7 @@ def _extend(cmap, cfg: BuildConfig, new: Sketches, all_ids: list, old_flags: np.
         exact=np.concatenate([np.asarray(ex["exact_hash"]), new.exact]),
         empty=np.concatenate([(old_flags & FLAG_EMPTY_TEXT).astype(bool), new.empty]),
     )
-    sk.texts, sk.text_offset, sk.encoded, sk.text_shingles = new.texts, n_old, new.encoded, new.text_shingles
+    sk.source = dataclasses.replace(new.source, offset=n_old) if new.source is not None else None
     if new.char_docs is not None:
         sk.char_docs = np.concatenate([(old_flags & FLAG_CHAR_SHINGLES).astype(bool), new.char_docs])
     if new.minhash is not None:
@@ -349,9 +351,9 @@ def _extend(cmap, cfg: BuildConfig, new: Sketches, all_ids: list, old_flags: np.
         sk.fold_similarity = np.concatenate([np.asarray(ex["fold_similarity"], dtype=np.float32),
                                              np.full(new.n, np.nan, np.float32)])
     new_thr = doc_thresholds(cfg, sources, new.n)
-    if new_thr is not None:
-        sk.doc_threshold = np.concatenate([np.asarray(ex["doc_threshold"], dtype=np.float64), new_thr])
-    return sk
+    if new_thr is None:
+        return sk, None
+    return sk, np.concatenate([np.asarray(ex["doc_threshold"], dtype=np.float64), new_thr])
 
 
 def _concat_csr_pair(p1, h1, p2, h2):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..clusters import component_roots, guaranteed_clusters, priority_rank
-from ..clusters.guarantee import FoldStats, Similarity
+from ..clusters.similarity import FoldStats, Similarity
 from ..config import BuildConfig
 from ..sketches.batch import Sketches
 from .payload import concat
@@ -50,12 +50,12 @@ def assign(old: Sketches, new: Sketches, cfg: BuildConfig) -> Assigned:
 
     sk = concat(old, new)
     n_old = old.n
-    parent = np.arange(sk.n, dtype=np.int64)
     # edges at the lowest source threshold, folds at each pair's own (sk.doc_threshold), as the build
-    link(sk, linking_config(cfg), parent, np.zeros(sk.n, dtype=np.uint8), new_start=n_old, timings={})
-    root = component_roots(parent)
+    linked = link(sk, linking_config(cfg), new_start=n_old, timings={})
+    root = component_roots(linked.parent)
     rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
-    labels, rep, bits, stats = guaranteed_clusters(root, sk, cfg, rank, n_old=n_old,
+    labels, rep, bits, stats = guaranteed_clusters(root, sk, cfg, rank, memo=linked.memo, thresholds=sk.doc_threshold,
+                                                   n_old=n_old,
                                                    old_labels=np.arange(n_old, dtype=np.int64),
                                                    old_reps=np.ones(n_old, dtype=bool),
                                                    old_flags=np.zeros(n_old, dtype=np.uint8))
@@ -68,7 +68,7 @@ def verify_pairs(old: Sketches, new: Sketches, cfg: BuildConfig, pairs: list[lis
     representative rule: the first is the one ``add`` would fold it under)."""
     sk = concat(old, new)
     n_old = old.n
-    sim = Similarity(sk, cfg, FoldStats())
+    sim = Similarity(sk, cfg, FoldStats(), sk.doc_threshold)
     rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
     out: list[list[tuple[int, int, float]]] = []
     for q, cands in enumerate(pairs):

@@ -2,7 +2,7 @@
 
 1. every cluster has exactly one representative;
 2. every member is verified similar to its representative (the fold guarantee), by the same
-   verification as the build (:class:`diversify.clusters.guarantee.Similarity`) on the stored
+   verification as the build (:class:`diversify.clusters.similarity.Similarity`) on the stored
    sketches; a borderline pair that ``add`` decided by exact Jaccard (both texts were in one batch)
    passes when its stored similarity (that exact Jaccard) reaches the threshold and its estimate is
    within the borderline band;
@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._arrays import unique_sorted
-from ..clusters.guarantee import FoldStats, Similarity
+from ..clusters.similarity import FoldStats, Similarity
 from ..stages import STAGE_MINHASH
 from .payload import Layout, band_rows, decode
 
@@ -66,7 +66,7 @@ def check(index) -> list[str]:
     for c in unique_sorted(clusters).tolist():
         if len(reps.get(c, [])) != 1:
             problems.append(f"cluster {c} has {len(reps.get(c, []))} representatives")
-    sim = Similarity(sk, cfg, FoldStats())
+    sim = Similarity(sk, cfg, FoldStats(), sk.doc_threshold)
     stored_sim = np.array([r.similarity for r in rows], dtype=np.float64)
     stored_stages = np.array([r.stages for r in rows], dtype=np.int64)
     is_rep = np.array([r.is_rep for r in rows], dtype=bool)

@@ -181,7 +181,7 @@ class Index:
         sk = self._sketch(texts, ids, vectors, keys, sources)
         layout = Layout.of(sk, self.config)
         if layout.shingles and sk.sets32 is None:  # sketched without them (not the fused kernel's config)
-            attach_sets(sk, sk.texts, self.config)
+            attach_sets(sk, sk.source.texts if sk.source is not None else None, self.config)
         return sk, ids is None, layout, encode(sk, self.config, layout)
 
     def _add_locked(self, tx: Transaction, sk, default_ids: bool, layout: Layout, payloads: list[bytes],
@@ -276,7 +276,7 @@ class Index:
         if not layout.shingles:  # an index created before the stored sets: none to compare with
             sk.sets32 = sk.sets32_indptr = None
         elif rows and sk.sets32 is None:  # the sets only matter when there is something to verify against
-            attach_sets(sk, sk.texts, self.config)
+            attach_sets(sk, sk.source.texts if sk.source is not None else None, self.config)
         pos = {r.seq: i for i, r in enumerate(rows)}
         order = np.argsort(bkeys, kind="stable")
         sk_sorted = bkeys[order]

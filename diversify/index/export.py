@@ -52,7 +52,7 @@ def export(index, path, *, created_at: Optional[str] = None, metadata: Optional[
     stages[rep] = members_or[inverse[rep]]  # a representative records the stages that folded its members
     sim = np.array([r.similarity for r in rows], dtype=np.float32)
     sim[rep] = 1.0
-    extras = incremental_extras(sk) if cfg.incremental else {}
+    extras = incremental_extras(sk, sk.doc_threshold) if cfg.incremental else {}
     extras["fold_similarity"] = sim
     build_info = {
         "n_docs": sk.n,

@@ -16,7 +16,7 @@ little-endian record whose fields depend only on the index's config and :class:`
 =============  ==================  ==============================================================
 
 At 128 permutations a text document's record is 525 bytes. Band rows are derived from the record
-(the same band-key functions as the batch build, :mod:`diversify.linking.link`), so they never
+(the same band-key functions as the batch build, :mod:`diversify.linking.keys`), so they never
 need to be stored for documents that are not representatives.
 
 Under ``MinHashConfig(verify="auto")`` (the default) or ``"exact"``, the record is followed by the
@@ -41,6 +41,7 @@ import numpy as np
 from ..config import BuildConfig
 from ..errors import InputError, StorageError
 from ..sketches.batch import Sketches
+from ..sketches.source import TextSource
 
 __all__ = ["Layout", "record_dtype", "encode", "attach_sets", "decode", "concat", "band_rows"]
 
@@ -232,7 +233,8 @@ def concat(a: Sketches, b: Sketches) -> Sketches:
         assert a.sets32_indptr is not None and b.sets32_indptr is not None
         sk.sets32 = np.concatenate([a.sets32, b.sets32])
         sk.sets32_indptr = np.concatenate([a.sets32_indptr, b.sets32_indptr[1:] + a.sets32_indptr[-1]])
-    sk.texts, sk.text_offset = b.texts, a.n
+    # the new documents' texts, after the stored ones (without what their sketching kept)
+    sk.source = TextSource(b.source.texts, a.n) if b.source is not None else None
     return sk
 
 
@@ -242,7 +244,7 @@ def band_rows(sk: Sketches, docs: np.ndarray, cfg: BuildConfig) -> tuple[np.ndar
 
     Documents with no words get no text keys (no text stage joins them), as in the build.
     """
-    from ..linking.link import minhash_band_keys, simhash_band_keys, text_simhash_band_keys
+    from ..linking.keys import minhash_band_keys, simhash_band_keys, text_simhash_band_keys
     from ..staging import linking_config
 
     cfg = linking_config(cfg)  # with source thresholds: the bands of the lowest, as the build's edges

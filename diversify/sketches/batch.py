@@ -3,19 +3,19 @@
 Texts are encoded in chunks into one UTF-8 buffer and offsets, then shingled and MinHashed by the
 kernels (one fused pass when the config allows it); vectors are validated, normalized and
 SimHashed. The result, :class:`Sketches`, is what the local and Dask engines link and what ``add``
-keeps in the artifact.
+keeps in the artifact; its ``source`` (:class:`~diversify.sketches.source.TextSource`) is what the
+exact checks re-shingle texts from.
 """
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import operator
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence, Sized
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -26,15 +26,14 @@ from ..config import BuildConfig
 from ..errors import ConfigError, InputError
 from ..ids import PackedIds
 from ..text import (
-    encode_batch,
     encode_batch_scripts,
     shingle_buffer,
-    sorted_unique_of_buffer,
     unique_shingles,
     unspaced_docs,
 )
 from .minhash import minhash_signatures, sketch_oph_buffer, sketch_oph_sets_buffer
 from .simhash import text_simhash_buffer
+from .source import EncodedTexts, TextSource
 
 __all__ = ["Sketches", "sketch_texts", "sketch_vectors", "chunks", "progress_bar"]
 
@@ -56,7 +55,9 @@ class Sketches:
     text_simhash: Optional[np.ndarray] = None  # uint64 (n,) Charikar fingerprints of the texts
     vectors: Optional[np.ndarray] = None  # float32/64 (n, d), L2-normalized
     keys: Optional[np.ndarray] = None  # float64 (n,) or (n, m) representative keys
-    doc_threshold: Optional[np.ndarray] = None  # float64 (n,) Jaccard threshold of each document's source
+    # float64 (n,) the Jaccard threshold of each document's source, as the live index stores it with
+    # the document (diversify.index.payload); a build passes its thresholds to the fold check itself
+    doc_threshold: Optional[np.ndarray] = None
     fold_similarity: Optional[np.ndarray] = None  # float32 (n,) of an artifact `add` extends (see clusters)
     char_docs: Optional[np.ndarray] = None  # bool (n,) documents shingle="auto" shingled by character
     # each document's sorted distinct shingle hashes cut to their high 32 bits, CSR over ALL
@@ -65,16 +66,8 @@ class Sketches:
     sets32_indptr: Optional[np.ndarray] = None  # int64 (n+1,)
     sets32: Optional[np.ndarray] = None  # uint32 (nnz,)
     has_text: bool = True  # False for a vectors-only build
-    texts: Optional[Sequence] = None  # random-access texts of documents text_offset.. (for verify="auto")
-    text_offset: int = 0
-    # the encoded bytes of (some of) those texts, kept from sketching for the exact checks
-    encoded: Optional[EncodedTexts] = None
-    # uint32 (len(texts),): the shingles (repeats included) sketching found in texts[j], the room
-    # re-shingling them for an exact check needs (see diversify.text.sorted_unique_of_buffer)
-    text_shingles: Optional[np.ndarray] = None
-    # the exact Jaccard of the pairs the linking checked from re-shingled texts, for the fold check
-    # (see known_jaccard): (pairs int64 (m, 2), a < b; values float64 (m,)) per batch
-    checked_pairs: list = field(default_factory=list)
+    # the texts at hand for re-shingling (verify="auto"/"exact" checks): a sequence was given
+    source: Optional[TextSource] = None
     # where the signatures and the band keys are kept on disk (build(spill_dir=...)): ``minhash`` is
     # then a mapping of its file, which the stages read back in blocks (see diversify._spill)
     spill: Optional[Spill] = None
@@ -83,135 +76,6 @@ class Sketches:
     def n(self) -> int:
         return len(self.ids)
 
-    def remember_jaccard(self, pairs: np.ndarray, jaccard: np.ndarray) -> None:
-        """Keep the exact Jaccard of document pairs ``pairs`` (int64 (m, 2), each sorted) where it
-        was computed (``jaccard`` >= 0; 16 bytes a pair)."""
-        done = jaccard >= 0
-        if done.any():
-            self.checked_pairs.append((pairs[done], jaccard[done]))
-
-    def known_jaccard(self) -> tuple[np.ndarray, np.ndarray]:
-        """The pairs of :meth:`remember_jaccard` as sorted keys ``a * n + b`` (int64, a < b, unique)
-        and their exact Jaccard (float64): what the fold check looks a pair up in."""
-        if not self.checked_pairs:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        pairs = np.concatenate([p for p, _ in self.checked_pairs])
-        vals = np.concatenate([v for _, v in self.checked_pairs])
-        keys, first = np.unique(self.pair_keys(pairs[:, 0], pairs[:, 1]), return_index=True)
-        return keys, vals[first]
-
-    def pair_keys(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """The key of each document pair (a, b) in either order: ``min * n + max`` (int64), as
-        :meth:`known_jaccard` and the fold kernel (diversify._kernels.fold) write it."""
-        return np.minimum(a, b).astype(np.int64) * np.int64(self.n) + np.maximum(a, b)
-
-
-#: bytes of encoded non-ASCII chunks kept from sketching for the exact checks (see EncodedTexts)
-KEEP_ENCODED = 256 << 20
-
-
-class EncodedTexts:
-    """The encoded chunks of non-ASCII documents (``encode_batch``'s buffer and offsets), kept
-    after sketching while they fit in ``budget`` bytes, so that the exact checks of borderline
-    pairs and the fold check re-shingle those documents without normalizing them again.
-
-    A document's encoding does not depend on the batch it was encoded in (tests/test_text_batch.py
-    checks ``encode_batch`` against the per-document rule), so bytes taken from here are the bytes a
-    fresh ``encode_batch`` would give. All-ASCII chunks are not kept: their encoding is a view of
-    the joined str, cheap to make again. On the gettext corpus (20,000 documents, 72 MB, 30% of
-    them re-shingled) normalizing them again was a fifth of the build.
-    """
-
-    def __init__(self, budget: Optional[int] = None) -> None:
-        self.budget = KEEP_ENCODED if budget is None else budget
-        self.kept = 0
-        self.starts: list[int] = []  # first document (0-based, within the texts) of each kept chunk
-        self.ends: list[int] = []
-        self.chunks: list[tuple[np.ndarray, np.ndarray]] = []
-
-    def keep(self, start: int, block: Sequence[str], buf: np.ndarray, offsets: np.ndarray) -> None:
-        held = buf.base.nbytes if isinstance(buf.base, np.ndarray) else buf.nbytes  # a view keeps all its base
-        if all(map(str.isascii, block)) or self.kept + held > self.budget:
-            return
-        self.kept += held
-        self.starts.append(start)
-        self.ends.append(start + len(block))
-        self.chunks.append((buf, offsets))
-
-    def encode(self, docs: Sequence[int], texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """``encode_batch([texts[d] for d in docs])``, from the kept chunks where they hold ``d``."""
-        pieces: list = [None] * len(docs)
-        missing: list[int] = []
-        for j, d in enumerate(docs):
-            c = bisect.bisect_right(self.starts, d) - 1
-            if c >= 0 and d < self.ends[c]:
-                buf, offsets = self.chunks[c]
-                i = d - self.starts[c]
-                pieces[j] = buf[offsets[i]: offsets[i + 1]]
-            else:
-                missing.append(j)
-        if len(missing) == len(docs):
-            return encode_batch(texts_at(texts, docs))
-        if missing:
-            buf, offsets = encode_batch(texts_at(texts, [docs[j] for j in missing]))
-            for t, j in enumerate(missing):
-                pieces[j] = buf[offsets[t]: offsets[t + 1]]
-        offsets = np.zeros(len(docs) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter((p.size for p in pieces), dtype=np.int64, count=len(docs)), out=offsets[1:])
-        out = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.uint8)
-        out.flags.writeable = False  # the kernels' one buffer type
-        return out, offsets
-
-
-def reshingle(sk: Sketches, docs: Sequence[int], config: BuildConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`diversify.text.sorted_unique_shingles` of documents ``docs`` (indices into ``sk``,
-    at or after ``sk.text_offset``), from the kept encodings where there are some."""
-    return _shingle_gathered(_gather(sk, docs), config)
-
-
-def reshingled(sk: Sketches, batches: Iterable[Sequence[int]], config: BuildConfig
-               ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """:func:`reshingle` of each batch of documents in turn, the texts of the next batch read
-    (from the file, decoded and encoded: Python work, under the GIL) in a thread while the kernels
-    (which release it) shingle this one, and while the caller uses what this yields. At 1M
-    documents reading the texts back was ~3.6 s of the exact checks' ~9 s, on one core of two."""
-    it = iter(batches)
-    first = next(it, None)
-    if first is None:
-        return
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="diversify-texts") as pool:
-        ahead = pool.submit(_gather, sk, first)
-        for batch in it:
-            gathered = ahead.result()
-            ahead = pool.submit(_gather, sk, batch)
-            yield _shingle_gathered(gathered, config)
-        yield _shingle_gathered(ahead.result(), config)
-
-
-def _gather(sk: Sketches, docs: Sequence[int]) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
-    """The encoded texts of ``docs`` (see :func:`reshingle`): (buffer, offsets, room or None)."""
-    texts, off = sk.texts, sk.text_offset
-    assert texts is not None
-    local = [int(d) - off for d in docs]
-    room = sk.text_shingles[local] if sk.text_shingles is not None else None
-    if sk.encoded is None or not sk.encoded.chunks:
-        buf, offsets = encode_batch(texts_at(texts, local))
-    else:
-        buf, offsets = sk.encoded.encode(local, texts)
-    return buf, offsets, room
-
-
-def _shingle_gathered(gathered: tuple[np.ndarray, np.ndarray, Optional[np.ndarray]], config: BuildConfig
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    buf, offsets, room = gathered
-    return sorted_unique_of_buffer(buf, offsets, config.text, config.seed, room)
-
-
-def texts_at(texts: Sequence[str], docs: Sequence[int]) -> list:
-    """``[texts[d] for d in docs]``; a sequence that reads its texts from a file
-    (:class:`diversify.corpus.filetexts.JsonlTexts`) reads them in one call, in file order."""
-    take = getattr(texts, "take", None)
-    return take(docs) if take is not None else [texts[d] for d in docs]
 
 
 def chunks(iterable: Iterable, size: int) -> Iterator[list]:
@@ -364,19 +228,19 @@ class _Gathered:
         self.seconds_sketch += chunk.seconds_sketch
         self.seconds_signatures += chunk.seconds_signatures
 
-    def sketches(self, ids: list | PackedIds, texts: Iterable, id_offset: int) -> Sketches:
+    def sketches(self, ids: list | PackedIds, texts: Iterable, id_offset: int,
+                 encoded: Optional[EncodedTexts]) -> Sketches:
         config = self.config
         sk = Sketches(
             ids=ids,
-            texts=texts if isinstance(texts, Sequence) and not isinstance(texts, (str, bytes)) else None,
-            text_offset=id_offset,
             spill=self.spill,
             lengths=np.concatenate(self.lengths) if self.lengths else np.zeros(0, np.uint32),
             exact=np.concatenate(self.exact) if self.exact else np.zeros(0, np.uint64),
             empty=np.concatenate(self.empty) if self.empty else np.zeros(0, bool),
         )
-        if sk.texts is not None:
-            sk.text_shingles = np.concatenate(self.n_shingles) if self.n_shingles else np.zeros(0, np.uint32)
+        if isinstance(texts, Sequence) and not isinstance(texts, (str, bytes)):
+            counts = np.concatenate(self.n_shingles) if self.n_shingles else np.zeros(0, np.uint32)
+            sk.source = TextSource(texts, id_offset, encoded, counts)
         if config.text_simhash is not None:
             sk.text_simhash = np.concatenate(self.fingerprints) if self.fingerprints else np.zeros(0, np.uint64)
         if config.minhash is not None:
@@ -478,9 +342,7 @@ def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, 
     _add_seconds(timings, "sketch", gathered.seconds_sketch)
     if gathered.seconds_signatures > 0.001:
         _add_seconds(timings, "signatures", gathered.seconds_signatures)
-    sk = gathered.sketches(all_ids, texts, id_offset)
-    sk.encoded = encoded
-    return sk
+    return gathered.sketches(all_ids, texts, id_offset, encoded)
 
 
 def _sketch_pipelined(texts: Iterable, id_iter, config: BuildConfig, chunk_size: int, id_offset: int,

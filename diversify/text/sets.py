@@ -30,8 +30,8 @@ def sorted_unique_of_buffer(buf: np.ndarray, offsets: np.ndarray, config: TextCo
     """:func:`sorted_unique_shingles` of an already encoded batch (see :func:`encode_batch`).
 
     ``room`` (one count per document, optional): each document's shingle count as the sketching
-    pass found it (:attr:`diversify.sketches.Sketches.text_shingles`), to size the output to the
-    shingles themselves instead of the most a document of its length could have: less fresh
+    pass found it (:attr:`diversify.sketches.source.TextSource.shingle_counts`), to size the output to
+    the shingles themselves instead of the most a document of its length could have: less fresh
     memory to fault in, the cost that dominated these calls (see :func:`_sorted_unique_one`).
     """
     parts = auto_split(buf, offsets, config)

@@ -69,7 +69,7 @@ import numpy as np
 
 from ...config import BuildConfig
 from ...errors import ConfigError, InputError, require
-from ...linking.link import minhash_params
+from ...linking.keys import minhash_params
 from ...staging import agreement_band
 from .bands import band_row_bytes, shared_key_filter, shuffled_band_rows
 from .components import components_stage, connected_components

@@ -6,8 +6,8 @@ and verified there with the local build's own pieces (:func:`diversify.linking.l
 and :func:`~diversify.linking.link.scan_buckets`: same bucket order (key, doc, band), same
 ``bucket_window``, same verification kernel). Only a spanning forest of its verified edges and its
 borderline pairs leave the partition. Borderline pairs (``verify="auto"``) are decided by the local
-build's exact check (:func:`~diversify.linking.link.shingle_rows`,
-:func:`~diversify.linking.link.link_exact`): each input partition re-shingles just its documents
+build's exact check (:func:`~diversify.linking.exact.shingle_rows`,
+:func:`~diversify.linking.exact.link_exact`): each input partition re-shingles just its documents
 that occur in one, and one task per (partition of a, partition of b) block compares them.
 """
 
@@ -20,7 +20,8 @@ import numpy as np
 from ..._arrays import unique_sorted
 from ...clusters import component_roots
 from ...config import BuildConfig
-from ...linking.link import compact_rows, link_exact, make_forest, make_verifier, scan_buckets, shingle_rows
+from ...linking.exact import compact_rows, link_exact, shingle_rows
+from ...linking.link import make_forest, make_verifier, scan_buckets
 from ...stages import STAGE_MINHASH
 from .bands import sig_columns
 from .inputs import Part

@@ -1,0 +1,129 @@
+"""The hand-offs between the build's stages are explicit: the linking returns its forest, stage
+bits, counts and exact-check memo (:class:`diversify.linking.link.Linked`) instead of filling
+arguments or the sketches, so that the same sketches linked twice give the same result and are
+left as they were; the fold check takes the per-document thresholds and the memo as arguments."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from diversify.clusters.guarantee import guaranteed_clusters, priority_rank
+from diversify.clusters.labels import component_roots
+from diversify.config import BuildConfig, MinHashConfig
+from diversify.linking.link import Linked, link
+from diversify.sketches.batch import Sketches
+from diversify.sketches.memo import ExactMemo
+from diversify.staging import linking_config, sketch_inputs
+
+WORDS = [f"w{i}" for i in range(60)]
+
+
+def _near_pairs(n: int, seed: int = 3) -> list[str]:
+    """``n`` texts in pairs, each pair one word apart: borderline pairs for the exact check."""
+    rng = np.random.default_rng(seed)
+    out: list[str] = []
+    while len(out) < n:
+        words = list(rng.choice(WORDS, 40))
+        out.append(" ".join(words))
+        words[int(rng.integers(0, len(words)))] = "zz"
+        out.append(" ".join(words))
+    return out[:n]
+
+
+def _sketches(texts: list[str], cfg: BuildConfig) -> Sketches:
+    return sketch_inputs(texts, None, None, None, cfg, progress=False, chunk_size=64, timings={})
+
+
+def _state(sk: Sketches) -> dict:
+    """Every field of ``sk``: arrays as bytes, the rest by identity."""
+    return {f.name: (getattr(sk, f.name).tobytes() if isinstance(getattr(sk, f.name), np.ndarray)
+                     else id(getattr(sk, f.name))) for f in dataclasses.fields(sk)}
+
+
+def test_link_returns_its_forest_and_memo_and_leaves_the_sketches_alone():
+    cfg = BuildConfig(minhash=MinHashConfig(threshold=0.8, verify="auto"))
+    sk = _sketches(_near_pairs(400), cfg)
+    before = _state(sk)
+    first = link(sk, linking_config(cfg), timings={})
+    assert isinstance(first, Linked) and isinstance(first.memo, ExactMemo)
+    assert first.parent.shape == (sk.n,) and first.parent.dtype == np.int64
+    assert first.flags.shape == (sk.n,) and first.flags.dtype == np.uint8
+    assert first.stats.exact_checks["minhash"] > 0, "the corpus must give borderline pairs"
+    keys, vals = first.memo.known()
+    assert keys.size > 0 and np.all((vals >= 0) & (vals <= 1))
+    assert _state(sk) == before, "linking wrote into the sketches"
+    second = link(sk, linking_config(cfg), timings={})
+    assert np.array_equal(component_roots(first.parent), component_roots(second.parent))
+    assert np.array_equal(first.flags, second.flags)
+    assert first.stats == second.stats
+    for a, b in zip(first.memo.known(), second.memo.known()):
+        assert np.array_equal(a, b), "a second linking of the same sketches saw the first one's memo"
+
+
+def test_link_starts_from_the_forest_it_is_given():
+    """``add`` starts from the artifact's components: documents joined before stay joined, and
+    the stage bits given are kept (the linking only ORs bits in)."""
+    cfg = BuildConfig(minhash=MinHashConfig(threshold=0.8, verify="auto"))
+    sk = _sketches(_near_pairs(40) + ["alpha beta gamma delta " * 4, "epsilon zeta eta theta " * 4], cfg)
+    n = sk.n
+    parent = np.arange(n, dtype=np.int64)
+    parent[n - 1] = n - 2  # two unrelated documents joined beforehand
+    flags = np.zeros(n, dtype=np.uint8)
+    flags[n - 1] = 0x80
+    out = link(sk, linking_config(cfg), parent=parent, flags=flags, timings={})
+    root = component_roots(out.parent)
+    assert root[n - 1] == root[n - 2]
+    assert out.flags[n - 1] & 0x80
+    alone = link(sk, linking_config(cfg), timings={})
+    assert component_roots(alone.parent)[n - 1] != component_roots(alone.parent)[n - 2]
+
+
+def test_the_memo_is_not_a_field_of_the_sketches():
+    names = {f.name for f in dataclasses.fields(Sketches)}
+    assert "checked_pairs" not in names
+    assert not hasattr(Sketches, "remember_jaccard") and not hasattr(Sketches, "known_jaccard")
+
+
+def test_the_fold_check_takes_each_documents_threshold_as_an_argument():
+    """The same sketches and forest, cut with and without per-document thresholds: a strict
+    threshold for some documents leaves their near copies unfolded, and the sketches carry none."""
+    cfg = BuildConfig(minhash=MinHashConfig(threshold=0.5, verify="estimate"))
+    sk = _sketches(_near_pairs(200), cfg)
+    assert sk.doc_threshold is None
+    linked = link(sk, linking_config(cfg), timings={})
+    root = component_roots(linked.parent)
+    rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
+    loose, *_ = guaranteed_clusters(root, sk, cfg, rank, memo=linked.memo)
+    strict_thr = np.full(sk.n, 0.5)
+    strict_thr[: sk.n // 2] = 0.999  # the first half's pairs must be (almost) identical
+    strict, *_ = guaranteed_clusters(root, sk, cfg, rank, memo=linked.memo, thresholds=strict_thr)
+    folded = lambda labels: labels != np.arange(sk.n)  # noqa: E731
+    assert folded(loose)[: sk.n // 2].sum() > 10, "near copies fold at 0.5"
+    assert folded(strict)[: sk.n // 2].sum() == 0, "no near copy meets 0.999"
+    assert np.array_equal(strict[sk.n // 2:], loose[sk.n // 2:]), "the second half's pairs are cut as before"
+    same, *_ = guaranteed_clusters(root, sk, cfg, rank, memo=linked.memo, thresholds=np.full(sk.n, 0.5))
+    assert np.array_equal(same, loose), "one threshold for every document is the config's"
+
+
+def test_the_text_source_is_one_record_of_the_sketches():
+    """The texts a build re-shingles from travel as one :class:`TextSource` (texts, their first
+    document, the kept encodings, each text's shingle count), set only where a sequence was given."""
+    from diversify.sketches.source import TextSource, reshingle
+    from diversify.text import sorted_unique_shingles
+
+    cfg = BuildConfig(minhash=MinHashConfig(threshold=0.8, verify="auto"))
+    texts = _near_pairs(30) + ["caf\u00e9 stra\u00dfe \u0130stanbul " * 5]
+    sk = sketch_inputs(texts, None, None, None, cfg, progress=False, chunk_size=8, timings={}, id_offset=100)
+    assert isinstance(sk.source, TextSource) and sk.source.texts is texts and sk.source.offset == 100
+    assert sk.source.encoded is not None and sk.source.encoded.chunks, "the non-ASCII chunk is kept"
+    assert sk.source.shingle_counts is not None and sk.source.shingle_counts.shape == (len(texts),)
+    starts, counts, hashes = reshingle(sk.source, [130, 100], cfg)
+    want = sorted_unique_shingles([texts[30], texts[0]], cfg.text, cfg.seed)
+    assert hashes[starts[0]: starts[0] + counts[0]].tolist() == want[2][want[0][0]: want[0][0] + want[1][0]].tolist()
+    assert hashes[starts[1]: starts[1] + counts[1]].tolist() == want[2][want[0][1]: want[0][1] + want[1][1]].tolist()
+    names = {f.name for f in dataclasses.fields(Sketches)}
+    assert not names & {"texts", "text_offset", "encoded", "text_shingles"}
+    streamed = sketch_inputs(iter(texts), None, None, None, cfg, progress=False, chunk_size=8, timings={})
+    assert streamed.source is None, "an iterator's texts are gone once sketched"
