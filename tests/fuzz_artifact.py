@@ -41,7 +41,7 @@ _HLEN = struct.unpack_from("<Q", _BASE, 16)[0]
 _DATA = _BASE[-(-(24 + _HLEN) // 64) * 64 :]
 
 
-# Reported bugs with an xfail(strict) fixture (tests/test_hardening_artifact.py BUGS): skipped so the
+# Reported bugs with an xfail(strict) fixture (tests/unit/test_artifact_hostile_files.py BUGS): skipped so the
 # fuzzer looks for new ones. Remove an entry when its fix lands. (The unhashable-dtype bug it once held is fixed.)
 KNOWN_BUGS: list[tuple[str, str]] = []
 
