@@ -303,7 +303,15 @@ def test_fuzz_mutated_bytes_load_or_artifact_error(tmp_path, container, edits, c
         data[pos % len(data)] = value
     if cut is not None:
         data = data[: cut % (len(data) + 1)]
+    original = container.read_bytes()
     try:
-        load_bytes(tmp_path, bytes(data), mmap=mmap)
-    except ArtifactError:
-        pass
+        header, arrays = load_bytes(tmp_path, bytes(data), mmap=mmap)
+    except ArtifactError as exc:
+        assert bytes(data) != original, f"the unchanged container was refused: {exc}"
+        assert str(exc).strip()
+        return
+    # loaded: a header of this major version, and arrays that the file's bytes can hold
+    assert header["format_version"][0] == fmt.FORMAT_MAJOR
+    assert all(np.asarray(arr).nbytes <= len(data) for arr in arrays.values())
+    if bytes(data) == original:
+        assert set(arrays) == set(sample_arrays())

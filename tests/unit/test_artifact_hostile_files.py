@@ -158,4 +158,5 @@ def test_fuzz_load_in_memory_capped_process():
         print(f"fuzz: {report['known_bug_hits']} inputs hit a known bug (see KNOWN_BUGS in fuzz_worker.py)")
     assert not report["failures"], f"seed {seed} (rerun with DIVERSIFY_FUZZ_SEED={seed}): {report['failures']}"
     assert report["tried"] == FUZZ_EXAMPLES and report["refused"] > FUZZ_EXAMPLES // 2, report
+    assert report["loaded"] > 0, f"no input loaded: the checks of a loaded map never ran ({report})"
     assert report["maxrss_kb"] < 400 * 1024, report

@@ -13,7 +13,7 @@ import pytest
 from contract import make_cluster_map, make_corpus, oracle_select
 
 from diversify import Diversifier, Hit, load
-from diversify.errors import ConfigError, InputError, InputTypeError, StoreError
+from diversify.errors import ArtifactError, ConfigError, InputError, InputTypeError, StoreError
 from diversify.stores import NumpyStore
 
 
@@ -251,7 +251,7 @@ def test_load_and_reload_from_path(tmp_path, corpus):
     assert d.reload(path) == 1 and d.generation == 1
     assert load(path).n_docs == corpus.cluster_map.n_docs
     (tmp_path / "bad.dvf").write_bytes(b"not an artifact")
-    with pytest.raises(Exception):
+    with pytest.raises(ArtifactError, match="not a diversify artifact"):
         d.reload(tmp_path / "bad.dvf")
     assert d.generation == 1  # a failed reload keeps the old artifact
 

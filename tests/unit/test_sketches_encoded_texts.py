@@ -11,6 +11,7 @@ import pytest
 
 import diversify
 from diversify.config import BuildConfig, MinHashConfig
+from diversify.errors import InputError
 from diversify.sketches import batch as sb
 from diversify.text import encode_batch, shingle_hashes, sorted_unique_shingles
 
@@ -134,7 +135,7 @@ def test_reshingled_raises_what_reading_raises(tmp_path):
     source = JsonlTexts(str(path))
     sk = sb.sketch_texts(source, None, BuildConfig(), chunk_size=16, timings={})
     path.write_text("changed\n", encoding="utf-8")
-    with pytest.raises(Exception, match="changed"):
+    with pytest.raises(InputError, match="changed"):
         list(sb.reshingled(sk, [[0], [1]], BuildConfig()))
 
 

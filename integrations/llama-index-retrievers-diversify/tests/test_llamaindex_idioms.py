@@ -288,6 +288,11 @@ def test_an_exclude_key_the_vector_store_overwrites_cannot_exclude(corpus, key):
 
 
 def test_an_exclude_key_of_the_nodes_own_or_for_whole_documents_is_accepted(corpus, index):
-    DiversifyRetriever(index, cluster_map=corpus.cluster_map, id_field="uid", exclude_key="uid")
+    own = DiversifyRetriever(index, cluster_map=corpus.cluster_map, id_field="uid", exclude_key="uid",
+                             similarity_top_k=6)
+    assert _uids(own.retrieve(QUERY)) == oracle_select(corpus.ranked_ids, corpus.cluster_of, k=6)
+    assert own.refill_how == "store-side exclusion (NIN filter)", "the exclusion goes to the store"
     for key in _OVERWRITTEN:  # documents as the unit: the source-document id is what is excluded
-        DiversifyRetriever(index, cluster_map=corpus.cluster_map, id_source="ref_doc_id", exclude_key=key)
+        whole = DiversifyRetriever(index, cluster_map=corpus.cluster_map, id_source="ref_doc_id", exclude_key=key,
+                                   similarity_top_k=6)
+        assert whole.refill_how == own.refill_how and whole.similarity_top_k == 6, key
