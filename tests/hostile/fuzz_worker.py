@@ -125,7 +125,7 @@ inputs = st.one_of(
 
 COUNTS = {"tried": 0, "loaded": 0, "refused": 0, "known_bug_hits": 0}
 
-# Bugs already reported with an xfail(strict) fixture in tests/test_hardening_artifact.py: counted,
+# Bugs already reported with an xfail(strict) fixture in tests/unit/test_artifact_hostile_files.py: counted,
 # not failed, so that this random test is not flaky while the fix is pending. Remove when fixed.
 KNOWN_BUGS: list = []  # the unhashable-dtype bug it once held is fixed
 
