@@ -32,7 +32,7 @@ _SCRIPT = textwrap.dedent(
     """
     import sys
     import numpy as np
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = {tests!r}
     from test_build import planted, planted_vectors
     from diversify import build
     import numba
@@ -54,7 +54,7 @@ def thread_builds(tmp_path_factory):
     """{threads: artifact path} for builds run in subprocesses with NUMBA_NUM_THREADS=1 and 2."""
     out = {}
     d = tmp_path_factory.mktemp("threads")
-    script = _SCRIPT.format(tests=str(REPO / "tests" / "unit"), seed=BASE_SEED, created_at=CREATED_AT)
+    script = _SCRIPT.format(tests=[str(REPO / "tests"), str(REPO / "tests" / "unit")], seed=BASE_SEED, created_at=CREATED_AT)
     for threads in (1, 2):
         path = d / f"threads{threads}.dvf"
         env = dict(os.environ, NUMBA_NUM_THREADS=str(threads), PYTHONPATH=str(REPO))
@@ -71,7 +71,7 @@ _SIMD_SCRIPT = textwrap.dedent(
     """
     import hashlib, sys
     import numpy as np
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = {tests!r}
     from test_build import planted, planted_vectors
     from diversify import BuildConfig, MinHashConfig, TextConfig, build
 
@@ -99,7 +99,7 @@ def test_artifact_bytes_do_not_depend_on_numpys_cpu_dispatch(tmp_path):
     wide = [f for f in __cpu_dispatch__ if __cpu_features__.get(f) and (f == "X86_V4" or f.startswith("AVX512"))]
     if not wide:
         pytest.skip("this CPU has no AVX-512: numpy takes the same loops either way")
-    script = _SIMD_SCRIPT.format(tests=str(REPO / "tests" / "unit"), seed=BASE_SEED, created_at=CREATED_AT)
+    script = _SIMD_SCRIPT.format(tests=[str(REPO / "tests"), str(REPO / "tests" / "unit")], seed=BASE_SEED, created_at=CREATED_AT)
     got = []
     for disable in ("", " ".join(wide)):
         env = dict(os.environ, PYTHONPATH=str(REPO), NPY_DISABLE_CPU_FEATURES=disable)
