@@ -124,9 +124,10 @@ def test_boilerplate_pages_are_near_identical(seed):
     assert bp.size == 300
     groups = c.source[bp]
     assert np.unique(groups).size <= 2
-    a, b = bp[:2]
-    if c.source[a] == c.source[b]:
-        assert _jaccard(c.texts[a], c.texts[b]) > 0.8
+    same = bp[groups == groups[0]]  # two pages of one boilerplate group, whichever pages come first
+    assert same.size >= 2
+    a, b = same[:2]
+    assert _jaccard(c.texts[a], c.texts[b]) > 0.8
 
 
 def test_lengths_and_vocabulary(seed):
