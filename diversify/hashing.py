@@ -8,7 +8,7 @@ config fingerprint.
 
 Pure Python and numpy: no numba at import. The kernels' jitted ``fmix64`` and ``splitmix64``
 (``diversify/_kernels/_common.py``) are built from the constants defined here and are checked
-against these functions on plain Python integers in tests/test_minhash.py.
+against these functions on plain Python integers in tests/unit/test_minhash.py.
 """
 
 from __future__ import annotations

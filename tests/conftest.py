@@ -61,7 +61,7 @@ def one_numba_thread():
 SLOW_MODULES = {
     "test_dask_engine.py",  # starts local Dask clusters
     "test_determinism.py",  # builds in subprocesses at 1 and 2 threads
-    "test_hardening_crash.py",  # SIGKILLs writer subprocesses
+    "test_crash_during_writes.py",  # SIGKILLs writer subprocesses
     "test_quality_data.py",  # builds real labelled data sets
     "test_golden_bytes.py",  # rebuilds every golden case, the Dask one included
     "test_environments.py",  # read-only installs, forks and threads, each in fresh subprocesses
@@ -95,11 +95,60 @@ SLOW_TESTS = {
 }
 
 
+# --------------------------------------------------------------------------- kinds
+# A test's folder says its kind (CONTRIBUTING.md, "Tests"), and each test gets that kind as a marker
+# (`pytest -m unit`, `-m "not system"`): tests/index (the live index on real servers) and every
+# plugin's own tests (integrations/*/tests) are integration tests. Kinds that cut across folders are
+# markers too: `property` on every hypothesis test, `hostile` and `oracle` on the modules below.
+
+FOLDER_KINDS = {"unit": "unit", "golden": "golden", "contract": "contract", "integration": "integration",
+                "index": "integration", "system": "system"}
+HOSTILE_MODULES = {
+    "test_artifact_hostile_files.py",  # the fixture files of tests/hostile/, fuzzing under a memory cap
+    "test_artifact_reader_lies.py",  # artifacts that pass the layout checks but lie or cost
+    "test_online_fail_open.py",  # failing stores and artifacts under the online wrapper
+    "test_bad_inputs.py",  # bad input at every public entry point and CLI command
+    "test_add_tampered_state.py",  # an artifact's stored state broken one rule at a time
+    "test_cli_exits.py",  # every failing path of the command
+    "test_cli_line_breaks.py",  # line breaks smuggled through headers and ids
+    "test_environments.py",  # read-only installs, forks, threads
+    "test_numba_threads_env.py",  # NUMBA_NUM_THREADS values numba cannot run with
+    "test_hostile_index.py",  # damaged and contradicting live-index records
+    "test_request_cost.py",  # forged cursors, flooding stores, ids no store should send: work bounded by the request
+    "test_online_ids.py",  # ids of the wrong kind or no kind from a store
+    "test_online_pages.py",  # forged and stale cursors
+    "test_online_cost.py",  # online work per request
+}
+ORACLE_MODULES = {
+    "test_text.py", "test_minhash.py", "test_simhash.py", "test_lsh.py", "test_kernels_fold.py",
+    "test_clusters_guarantee.py", "test_spill.py", "test_ids_packed.py", "test_online_select.py",
+    "test_evaluate.py", "test_inspect.py", "test_dask_engine.py", "test_corpus_readers.py",
+    "test_text_batch.py", "test_text_strview.py", "test_kernels_argsort_hashes.py", "test_arrays.py",
+}
+
+
+def _kind(path: Path) -> str | None:
+    try:
+        folder = path.relative_to(TESTS_DIR).parts[0]
+    except ValueError:  # outside tests/: a plugin's own tests
+        return "integration" if path.parent.name == "tests" and path.parent.parent.parent.name == "integrations" else None
+    return FOLDER_KINDS.get(folder)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         name = item.originalname if hasattr(item, "originalname") else item.name
         if item.path.name in SLOW_MODULES or name in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+        kind = _kind(item.path)
+        if kind is not None:
+            item.add_marker(getattr(pytest.mark, kind))
+        if item.path.name in HOSTILE_MODULES:
+            item.add_marker(pytest.mark.hostile)
+        if item.path.name in ORACLE_MODULES:
+            item.add_marker(pytest.mark.oracle)
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.property)
 
 
 # --------------------------------------------------------------------------- a real Chroma server

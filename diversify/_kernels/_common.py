@@ -3,7 +3,7 @@
 The constants come from :mod:`diversify.hashing` (the one home of the hash scheme), typed as
 ``uint64`` here so that kernel arithmetic never leaves ``uint64`` (``uint64 + int64`` would become
 ``float64`` in Numba). ``fmix64`` and ``splitmix64`` below are the only jitted copies of the mixer;
-tests/test_minhash.py checks them against :func:`diversify.hashing.fmix64` and
+tests/unit/test_minhash.py checks them against :func:`diversify.hashing.fmix64` and
 :func:`diversify.hashing.splitmix64_stream` on plain Python integers.
 """
 

@@ -42,7 +42,7 @@ class EncodedTexts:
     after sketching while they fit in ``budget`` bytes, so that the exact checks of borderline
     pairs and the fold check re-shingle those documents without normalizing them again.
 
-    A document's encoding does not depend on the batch it was encoded in (tests/test_text_batch.py
+    A document's encoding does not depend on the batch it was encoded in (tests/unit/test_text_batch.py
     checks ``encode_batch`` against the per-document rule), so bytes taken from here are the bytes a
     fresh ``encode_batch`` would give. All-ASCII chunks are not kept: their encoding is a view of
     the joined str, cheap to make again. On the gettext corpus (20,000 documents, 72 MB, 30% of

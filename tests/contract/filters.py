@@ -5,7 +5,7 @@ the exclusion of what was already seen. :func:`make_tenant_corpus` plants near-d
 whose members are spread over three tenants, next to each of four queries, so that a filtered,
 diversified top-k needs refills on every query; :data:`SHAPES` are the filters tried (equality,
 membership, an OR of ANDs), written once as a small tree and rendered into each store's and
-framework's own filter language by the test cases (``tests/test_filters_contract.py``).
+framework's own filter language by the test cases (``tests/integration/test_filters_contract.py``).
 
 :func:`check_run` is the assertion every case makes: no returned id violates the filter, no
 cluster repeats, the answer is as long as the filtered corpus allows (never short and "exhausted"

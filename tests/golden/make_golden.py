@@ -1,7 +1,7 @@
 """Golden artifacts: sha256 of the bytes written for a fixed set of corpora and configs.
 
 Run as a script to print the table (``python tests/golden/make_golden.py``), or with
-``--write`` to pin it in ``tests/golden/artifacts.json``. ``tests/test_golden_bytes.py`` rebuilds
+``--write`` to pin it in ``tests/golden/artifacts.json``. ``tests/golden/test_golden_bytes.py`` rebuilds
 every case and compares. A change here is a change of output bytes: it must be deliberate.
 
 Only the public API and the command line are used, so the table survives any internal move.

@@ -1,5 +1,5 @@
 """What loading (and querying) one artifact costs, in a process whose address space is capped
-(run by tests/test_hardening_reader.py; by hand: ``python tests/hostile/cost_worker.py PATH [QUERIES [IDS]]``).
+(run by tests/unit/test_artifact_reader_lies.py; by hand: ``python tests/hostile/cost_worker.py PATH [QUERIES [IDS]]``).
 
 Caps the address space at its size after imports + ``DVF_CAP_MB`` (default 256) MiB, loads PATH
 with ``diversify.load`` and, when QUERIES > 0, runs QUERIES lookups of IDS ids each (the

@@ -1,10 +1,10 @@
 """Hypothesis fuzzing of ``diversify.load`` in a memory-capped process (run by
-``tests/test_hardening_artifact.py``; usable by hand: ``python tests/hostile/fuzz_worker.py N [SEED]``).
+``tests/unit/test_artifact_hostile_files.py``; usable by hand: ``python tests/hostile/fuzz_worker.py N [SEED]``).
 
 Inputs: arbitrary bytes; bytes behind a valid prefix; byte edits / cuts / insertions of a real
 ClusterMap; header edits re-packed with a correct CRC (so they reach the schema checks); data
 edits with the array CRC recomputed (so they reach the structural checks). Every input must load
-(and then answer lookups, members, ids, extras) or raise ``ArtifactError``; anything else, and any
+(and then answer lookups, members, ids, extras consistently: :func:`check_answers`) or raise ``ArtifactError``; anything else, and any
 ``MemoryError`` under the address-space cap, is a failure. Prints one JSON line of counts.
 """
 
@@ -125,7 +125,7 @@ inputs = st.one_of(
 
 COUNTS = {"tried": 0, "loaded": 0, "refused": 0, "known_bug_hits": 0}
 
-# Bugs already reported with an xfail(strict) fixture in tests/test_hardening_artifact.py: counted,
+# Bugs already reported with an xfail(strict) fixture in tests/unit/test_artifact_hostile_files.py: counted,
 # not failed, so that this random test is not flaky while the fix is pending. Remove when fixed.
 KNOWN_BUGS: list = []  # the unhashable-dtype bug it once held is fixed
 
@@ -145,17 +145,24 @@ def _peak_rss_kb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def exercise(path: Path, mmap: bool) -> None:
-    cm = load(path, mmap=mmap)
-    cm.lookup(["doc-1", "doc-5", "nope"])
-    ids = cm.ids
-    len(ids)
-    sizes = cm.cluster_sizes()[0].tolist()
-    for c in sizes[:64]:
-        cm.members(c)
-        cm.representative_of(c)
+def check_answers(cm) -> None:
+    """What a loaded ClusterMap must answer, whatever file it came from: as many ids as documents,
+    cluster sizes that add up to them, each cluster's members in it with its representative among
+    them, and -1 for an id it does not hold. Raises AssertionError (a failure, never a refusal)."""
+    assert len(cm.ids) == cm.n_docs == len(cm), "ids and n_docs disagree"
+    assert cm.lookup(["doc-1", "doc-5", "nope"]).shape == (3,)
+    cids, sizes = cm.cluster_sizes()
+    assert len(cids) == cm.n_clusters and int(sizes.sum()) == cm.n_docs, "cluster sizes do not add up"
+    for c, size in zip(cids.tolist()[:64], sizes.tolist()[:64]):
+        members = cm.members(c)
+        assert len(members) == size, f"cluster {c}: {len(members)} members, size {size}"
+        assert cm.representative_of(c) in members, f"cluster {c}: representative outside the cluster"
     for name, arr in cm.extras.items():
         arr.sum()
+
+
+def exercise(path: Path, mmap: bool) -> None:
+    check_answers(load(path, mmap=mmap))
 
 
 def run(n: int, seed_value: int) -> dict:

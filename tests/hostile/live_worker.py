@@ -1,4 +1,4 @@
-"""A serving process whose artifact file is changed under it (run by tests/test_hardening_reader.py).
+"""A serving process whose artifact file is changed under it (run by tests/unit/test_artifact_reader_lies.py).
 
 ``python tests/hostile/live_worker.py PATH``: loads PATH every way a server does (``Diversifier``
 under each ``on_error`` policy, ``ClusterMap.load`` with and without ``verify``,

@@ -1,11 +1,11 @@
 """Generate the hostile artifact fixtures in this folder.
 
 Run ``python tests/hostile/make_hostile.py`` after a deliberate format change; the bytes are
-deterministic, and ``tests/test_hardening_artifact.py`` checks that the committed files equal what
+deterministic, and ``tests/unit/test_artifact_hostile_files.py`` checks that the committed files equal what
 this script generates (so fixture and generator cannot drift apart).
 
-Each fixture targets something the hand-forged cases of ``tests/test_artifact_format.py`` and
-``tests/test_artifact_clustermap.py`` do not already cover: truncation of a *real ClusterMap* at
+Each fixture targets something the hand-forged cases of ``tests/unit/test_artifact_format.py`` and
+``tests/unit/test_artifact_clustermap.py`` do not already cover: truncation of a *real ClusterMap* at
 every section boundary, integer overflows that wrap to a plausible size in 64-bit arithmetic,
 length claims inside the msgpack header, recursion bombs, ext types nested in the table or the
 metadata, non-int types where ints are expected, checksums of the arrays a query needs, and a

@@ -1,5 +1,5 @@
 """Real incremental artifacts and the tools to tamper with their stored state (used by
-``tests/test_hardening_state.py`` and the workers ``state_worker.py`` / ``state_fuzz.py``).
+``tests/system/test_add_tampered_state.py`` and the workers ``state_worker.py`` / ``state_fuzz.py``).
 
 Three artifacts, built with the public API, together hold every array an ``add`` reads:
 

@@ -1,5 +1,5 @@
 """Hypothesis property over random tampering of the state an ``add`` reads (run by
-``tests/test_hardening_state.py``; by hand: ``python state_fuzz.py SECONDS SEED WORKDIR``).
+``tests/system/test_add_tampered_state.py``; by hand: ``python state_fuzz.py SECONDS SEED WORKDIR``).
 
 Each example takes one of the three artifacts of ``state_corpus.py``, edits one array that
 ``add`` reads (values, rows, columns, dtype, removal, a row permutation; a cluster id edit gets its

@@ -1,6 +1,6 @@
 """Run ``add`` (the API, then the CLI's ``main``) on tampered artifacts, one JSON line per case.
 
-Run by ``tests/test_hardening_state.py`` in a subprocess, so that a crash inside a kernel shows as
+Run by ``tests/system/test_add_tampered_state.py`` in a subprocess, so that a crash inside a kernel shows as
 a negative return code instead of killing the test run: ``python state_worker.py CASES.json``.
 Before each case it prints ``{"start": name}``; after it, the outcome of both calls. If the
 process dies, the parent records the started case as crashed and restarts on the rest.

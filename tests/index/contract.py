@@ -29,7 +29,7 @@ import time
 import numpy as np
 import pytest
 
-from diversify.errors import StorageError
+from diversify.errors import InputError, StorageError
 from diversify.index.registry import open_storage
 from diversify.index.storage import (
     SCHEMA_VERSION,
@@ -591,7 +591,7 @@ class IndexContract:
             got = idx.add(vectors=near, ids=list(range(100, 106)))
             assert [m.representative for m in got] == list(range(6)) and all(m.similarity > 0.99 for m in got)
             assert idx.query(vectors=near[:1])[0].representative == 0
-            with pytest.raises(Exception, match="texts"):
+            with pytest.raises(InputError, match="texts"):
                 idx.add([_doc(1)], ids=[500], vectors=v[:1])
             idx.delete([0, 1])
             assert idx.cluster_of([100, 101]) == [got[0].cluster, got[1].cluster]

@@ -1,0 +1,416 @@
+"""The Dask engine against the local build, on a real LocalCluster with two worker processes.
+
+Oracle: ``diversify.build`` on the same texts in the same order. The Dask build must give
+the same cluster id per document (same partition into clusters AND same labels), the same stage
+flags and representatives, whatever the number of input partitions.
+
+One cluster is shared by the module (start-up is the slowest part). Shuffles use Dask's task
+shuffle (fastest on tiny data) except in one test that runs the P2P shuffle, Dask's default on a
+distributed cluster; the module runs in under a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+dd = pytest.importorskip("dask.dataframe")
+
+from diversify import build as local_build  # noqa: E402
+from diversify.config import BuildConfig, MinHashConfig, TextConfig  # noqa: E402
+from diversify.corpus.datagen import generate_corpus  # noqa: E402
+from diversify.engines.dask import build_dask, connected_components  # noqa: E402
+from diversify.errors import ConfigError, DuplicateIdError, InputError  # noqa: E402
+
+DATA = Path(os.environ.get("DIVERSIFY_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
+
+
+@pytest.fixture(scope="module")
+def client():
+    for name in ("distributed.shuffle", "distributed.scheduler", "distributed.worker", "distributed.nanny"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
+                                       silence_logs=logging.ERROR)
+    c = distributed.Client(cluster)
+    import dask
+
+    with dask.config.set({"dataframe.shuffle.method": "tasks"}):
+        yield c
+    c.close()
+    cluster.close()
+
+
+@pytest.fixture(scope="module")
+def corpus_texts():
+    """Planted near-duplicates, exact copies (after normalization), empty documents."""
+    c = generate_corpus(2500, words_per_doc=80, dup_fraction=0.3, edit_rate=(0.0, 0.06), seed=11)
+    texts = list(c.texts)
+    texts += [t.upper() for t in texts[:40:3]]  # exact copies after casefolding
+    texts += ["", "   ", "?!"]  # no words
+    texts += texts[100:130]  # verbatim copies
+    return texts
+
+
+def assert_same_build(dask_res, local_res, what: str) -> None:
+    a, b = dask_res.cluster_ids, local_res.cluster_ids
+    diff = np.flatnonzero(a != b)
+    assert diff.size == 0, f"{what}: {diff.size} cluster ids differ, e.g. docs {diff[:5].tolist()}: dask " \
+                           f"{a[diff[:5]].tolist()} vs local {b[diff[:5]].tolist()}"
+    assert np.array_equal(dask_res.doc_stages, local_res.doc_stages), f"{what}: stage flags differ"
+    assert np.array_equal(dask_res.is_representative, local_res.is_representative), f"{what}: representatives differ"
+    for stat in ("candidates", "merged"):
+        assert dask_res.stats[stat] == local_res.stats[stat], f"{what}: stats[{stat!r}] differ"
+    assert list(dask_res.cluster_map.ids) == list(local_res.cluster_map.ids), f"{what}: ids differ"
+
+
+@pytest.mark.parametrize("npartitions, shuffle_method", [(1, "tasks"), (5, "p2p")])
+def test_same_clusters_as_local_on_planted_duplicates(client, corpus_texts, npartitions, shuffle_method):
+    local = local_build(corpus_texts)
+    assert local.n_duplicates > 300, "the corpus must hold planted duplicates for this test to mean anything"
+    assert local.stats["exact_checks"]["minhash"] > 0, "borderline pairs must be exercised"
+    res = build_dask(corpus_texts, client=client, npartitions=npartitions, shuffle_method=shuffle_method)
+    assert_same_build(res, local, f"npartitions={npartitions}, shuffle={shuffle_method}")
+    assert res.stats["dask"]["input_partitions"] == npartitions
+
+
+@pytest.mark.parametrize("verify", ["estimate", "auto"])
+def test_giant_buckets_use_the_same_window(client, verify):
+    """Boilerplate pages make buckets far larger than the window: the window pairs must match, and
+    so must the borderline decisions (both engines check every borderline pair exactly)."""
+    c = generate_corpus(1500, words_per_doc=60, dup_fraction=0.2, boilerplate_fraction=0.3, n_templates=2, seed=5)
+    cfg = BuildConfig(minhash=MinHashConfig(verify=verify), bucket_window=8)
+    local = local_build(list(c.texts), config=cfg)
+    if verify == "auto":
+        assert local.stats["exact_checks"]["minhash"] > 0, "borderline pairs must be exercised"
+    res = build_dask(list(c.texts), config=cfg, client=client, npartitions=3)
+    assert res.stats["dask"]["band_rows_in_buckets"] > 0
+    assert_same_build(res, local, f"bucket_window=8 with boilerplate, verify={verify!r}")
+
+
+def test_exact_stage_only(client, corpus_texts):
+    cfg = BuildConfig(minhash=None)
+    local = local_build(corpus_texts, config=cfg)
+    res = build_dask(corpus_texts, config=cfg, client=client, npartitions=3)
+    assert local.n_duplicates > 0
+    assert_same_build(res, local, "exact stage only")
+
+
+def _twitter_sentences() -> list:
+    path = DATA / "twitter_url_corpus" / "Twitter_URL_Corpus_test.txt"
+    if not path.exists():
+        pytest.skip(f"real data set absent ({path}); set DIVERSIFY_SHARED_DATA to the shared data folder")
+    seen, out = set(), []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            cols = line.rstrip("\n").split("\t")
+            for s in cols[:2]:
+                if s not in seen:  # raw-string duplicates only: normalization-equal ones stay
+                    seen.add(s)
+                    out.append(s)
+    return out
+
+
+def test_same_clusters_on_real_tweets(client):
+    texts = _twitter_sentences()
+    cfg = BuildConfig(text=TextConfig(shingle="char", k=5), minhash=MinHashConfig(threshold=0.7))
+    local = local_build(texts, config=cfg)
+    assert local.n_duplicates > 100, "re-posted tweets should cluster"
+    res = build_dask(texts, config=cfg, client=client, npartitions=4)
+    assert_same_build(res, local, "Twitter URL corpus, char 5-shingles at 0.7")
+
+
+def test_same_clusters_on_real_mrpc(client):
+    path = DATA / "mrpc" / "msr_paraphrase_train.txt"
+    if not path.exists():
+        pytest.skip(f"real data set absent ({path})")
+    texts = []
+    with open(path, encoding="utf-8-sig") as f:
+        next(f)
+        for line in f:
+            cols = line.rstrip("\n").split("\t")
+            texts += cols[3:5]
+    cfg = BuildConfig(text=TextConfig(k=2), minhash=MinHashConfig(threshold=0.6))
+    local = local_build(texts, config=cfg)
+    assert local.n_duplicates > 100
+    res = build_dask(texts, config=cfg, client=client, npartitions=3)
+    assert_same_build(res, local, "MRPC sentences, word 2-shingles at 0.6")
+
+
+# ------------------------------------------------------------------------- partitioned inputs
+
+
+@pytest.fixture(scope="module")
+def small():
+    c = generate_corpus(900, words_per_doc=60, dup_fraction=0.3, seed=21)
+    ids = [f"d{i:04d}" for i in range(len(c.texts))]
+    return list(c.texts), ids, local_build(list(c.texts), ids=ids)
+
+
+def test_jsonl_glob_in_sorted_path_order(client, small, tmp_path):
+    texts, ids, local = small
+    bounds = [0, 250, 600, len(texts)]
+    for j, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+        with open(tmp_path / f"part-{j}.jsonl", "w", encoding="utf-8") as f:
+            for i in range(a, b):
+                f.write(json.dumps({"id": ids[i], "text": texts[i]}) + "\n")
+    res = build_dask(str(tmp_path / "part-*.jsonl"), client=client, blocksize=40_000)
+    assert res.stats["dask"]["input_partitions"] > 3, "blocksize must split files into several partitions"
+    assert_same_build(res, local, "JSONL glob")
+
+
+def test_a_directory_of_shards_reads_as_the_local_engine_reads_it(client, small, tmp_path):
+    """One expansion (diversify.corpus.shards): a directory, marker files skipped, sorted paths."""
+    texts, ids, local = small
+    for j, (a, b) in enumerate([(0, 400), (400, len(texts))]):
+        with open(tmp_path / f"part-{j}.jsonl", "w", encoding="utf-8") as f:
+            for i in range(a, b):
+                f.write(json.dumps({"id": ids[i], "text": texts[i]}) + "\n")
+    (tmp_path / "_SUCCESS").write_text("")
+    assert_same_build(build_dask(str(tmp_path), client=client), local, "directory of JSONL shards")
+    (tmp_path / "notes.txt").write_text("not a shard")
+    with pytest.raises(InputError, match="JSONL shards and other files"):
+        build_dask(str(tmp_path), client=client)
+
+
+def test_parquet_files(client, small, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    texts, ids, local = small
+    for j, (a, b) in enumerate([(0, 450), (450, len(texts))]):
+        pq.write_table(pa.table({"id": ids[a:b], "text": texts[a:b]}), tmp_path / f"p{j}.parquet", row_group_size=100)
+    res = build_dask(str(tmp_path / "*.parquet"), client=client, blocksize=1)
+    assert res.stats["dask"]["input_partitions"] == 10, "one partition per row group (5 + 5) at blocksize=1"
+    assert_same_build(res, local, "Parquet files")
+
+
+def test_dask_dataframe_and_bag(client, small):
+    import dask.bag as db
+    import pandas as pd
+
+    texts, ids, local = small
+    frame = dd.from_pandas(pd.DataFrame({"id": ids, "text": texts}), npartitions=4)
+    assert_same_build(build_dask(frame, client=client), local, "dask DataFrame")
+    bag = db.from_sequence([{"id": i, "text": t} for i, t in zip(ids, texts)], npartitions=3)
+    assert_same_build(build_dask(bag, client=client), local, "dask Bag of records")
+
+
+def test_failed_tasks_are_retried_without_corrupting_the_output(client, small, tmp_path):
+    """Every partition's reader fails on its first attempt; Dask retries it and the result is intact."""
+    import dask.bag as db
+
+    texts, ids, local = small
+    marker_dir = str(tmp_path)
+
+    def flaky(records):
+        records = list(records)
+        marker = os.path.join(marker_dir, f"seen-{records[0]['id']}")
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            raise OSError("injected failure (first attempt of this partition)")
+        return records
+
+    bag = db.from_sequence([{"id": i, "text": t} for i, t in zip(ids, texts)], npartitions=3).map_partitions(flaky)
+    res = build_dask(bag, client=client, retries=1)
+    assert len(os.listdir(marker_dir)) == 3, "each partition must have failed once"
+    assert_same_build(res, local, "after retried failures")
+
+
+# ------------------------------------------------------------------------- components
+
+
+def _oracle_labels(n: int, edges: np.ndarray) -> np.ndarray:
+    parent = list(range(n))
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in edges.tolist():
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    return np.array([find(i) for i in range(n)])
+
+
+def test_connected_components_long_paths_and_random_graph(client, rng):
+    n = 2000
+    perm = rng.permutation(n)
+    path = np.stack([perm[:199], perm[1:200]], axis=1)  # a 200-node path in random label order: ~8 rounds
+    rand = rng.integers(200, n, size=(600, 2))
+    edges = np.concatenate([path, rand]).astype(np.int64)
+    chunks = np.array_split(edges, 4)
+    futs = client.scatter([{"u": c[:, 0].copy(), "v": c[:, 1].copy()} for c in chunks])
+    label_futs, rounds = connected_components(client, futs, npartitions=3)
+    labels = np.arange(n)
+    for f in label_futs:
+        r = f.result()
+        assert (r["v"] < r["u"]).all(), "a label must be smaller than its node"
+        labels[r["u"]] = r["v"]
+    expect = _oracle_labels(n, edges)
+    assert np.array_equal(labels, expect), f"{(labels != expect).sum()} labels differ after {rounds} rounds"
+    assert 3 <= rounds <= 2 * int(np.log2(n)) ** 2, f"{rounds} rounds"
+
+
+# ------------------------------------------------------------------------- errors
+
+
+def test_clear_errors(client, tmp_path):
+    with pytest.raises(ConfigError, match="verify='exact'"):
+        build_dask(["a b c"], config=BuildConfig(minhash=MinHashConfig(verify="exact")), client=client)
+    with pytest.raises(InputError, match="not an existing path"):
+        build_dask(str(tmp_path / "missing.jsonl"), client=client)
+    with pytest.raises(InputError, match="no file matches"):
+        build_dask(str(tmp_path / "none-*.jsonl"), client=client)
+    with pytest.raises(InputError, match="empty"):
+        build_dask([], client=client)
+    with pytest.raises(DuplicateIdError):
+        build_dask(["a b c", "d e f"], ids=["x", "x"], client=client)
+    with pytest.raises(InputError, match="one id per text"):
+        build_dask(["a b c", "d e f"], ids=["x"], client=client)
+
+
+# ------------------------------------------------------------------------- build(engine='dask') and the CLI
+
+
+def test_build_engine_dask_and_cli(client, small, tmp_path):
+    from diversify.artifact import load
+    from diversify.cli import main
+
+    texts, ids, local = small
+    res = local_build(texts, ids=ids, engine="dask", client=client)
+    assert_same_build(res, local, "build(engine='dask')")
+    with open(tmp_path / "c.jsonl", "w", encoding="utf-8") as f:
+        for i, t in zip(ids, texts):
+            f.write(json.dumps({"id": i, "text": t}) + "\n")
+    out = tmp_path / "c.dvf"
+    code = main(["build", str(tmp_path / "*.jsonl"), "--engine", "dask", "--scheduler", client.scheduler.address,
+                 "-o", str(out), "--no-progress"])
+    assert code == 0 and out.exists()
+    cmap = load(str(out))
+    expect = local_build(texts, ids=ids, config=BuildConfig(**cmap.config))  # the CLI's own defaults
+    assert np.array_equal(np.asarray(cmap.cluster_ids), expect.cluster_ids), "CLI --engine dask: cluster ids differ"
+
+
+def test_bucket_scan_keeps_every_borderline_pair_when_its_buffer_fills(corpus_texts, monkeypatch):
+    """A full buffer pauses the scan and hands its pairs out instead of deciding them by the estimate."""
+    from diversify.engines.dask import bands, scan
+    from diversify.engines.dask.inputs import Part
+    from diversify.engines.dask.sketch import sketch_part
+    from diversify.hashing import lsh_seed
+    from diversify.linking.keys import minhash_params
+
+    cfg = BuildConfig()
+    cj = cfg.model_dump(mode="json")
+    skp = sketch_part(Part(corpus_texts), cj)
+    p = minhash_params(cfg)
+    frame = bands.band_frame(skp, 0, 0, len(corpus_texts), p.rows, p.bands, int(lsh_seed(cfg.seed)))
+    roomy = scan.scan_partition(frame, cj)
+    assert roomy["deferred"].shape[0] > 10
+    monkeypatch.setattr(scan, "BORDERLINE_CAPACITY", 3)
+    tight = scan.scan_partition(frame, cj)
+    assert np.array_equal(tight["deferred"], roomy["deferred"]), "borderline pairs lost to a full buffer"
+    assert np.array_equal(tight["u"], roomy["u"]) and np.array_equal(tight["v"], roomy["v"])
+    assert tight["candidates"] == roomy["candidates"] and tight["verified"] == roomy["verified"]
+
+
+def test_the_filter_of_shared_keys_has_no_false_negatives_and_the_false_positives_of_theory(rng):
+    """The filter pass 1 sends to the workers, sized and joined as the engine does (uint64 band
+    keys, one filter per shuffle partition, a tree of unions)."""
+    from diversify.engines.dask import bands
+    from diversify.linking.keyfilter import PROBES, bits_for, filter_of
+
+    keys = rng.integers(0, 2**63, size=20_000, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(1)
+    keys[0] = np.uint64(2**64 - 1)  # the top bit set: a uint64 key that is no int64
+    m_bits = bits_for(keys.size, bits_per_key=bands.FILTER_BITS_PER_KEY, min_bits=bands.FILTER_MIN_BITS)
+    assert m_bits >= bands.FILTER_BITS_PER_KEY * keys.size and m_bits & (m_bits - 1) == 0
+    third = keys.size // 3
+    parts = [filter_of(keys[:third], m_bits), filter_of(keys[third:2 * third], m_bits), filter_of(keys[2 * third:], m_bits)]
+    joined = parts[0].union(parts[1]).union(parts[2])
+    assert joined.keys == keys.size
+    assert joined.may_contain(keys).all(), "a key in the filter must always be found"
+    assert np.array_equal(joined.bits, filter_of(keys, m_bits).bits), "the union is the filter of all the keys"
+    others = rng.integers(0, 2**63, size=50_000, dtype=np.int64).astype(np.uint64) * np.uint64(2)  # even: disjoint
+    fp = joined.may_contain(others).mean()
+    expect = (1 - np.exp(-PROBES * keys.size / m_bits)) ** PROBES
+    tol = 4 * np.sqrt(expect * (1 - expect) / others.size)
+    assert abs(fp - expect) < tol + 0.002, f"false positive rate {fp:.4f}, theory {expect:.4f} +- {tol:.4f}"
+    with pytest.raises(ValueError, match="different sizes"):
+        joined.union(filter_of(keys[:10], 2 * m_bits))
+
+
+def test_ids_with_files_are_refused(client, tmp_path):
+    (tmp_path / "a.jsonl").write_text(json.dumps({"text": "a b c"}) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match="id_field"):
+        build_dask(str(tmp_path / "a.jsonl"), ids=["x"], client=client)
+
+
+@pytest.mark.parametrize("verify", ["auto", "estimate"])
+def test_fold_guarantee_is_the_same_on_dask(verify, client):
+    """Chained edit walks: the Dask build cuts the components exactly as the local one does."""
+    rng = np.random.default_rng(11)
+    vocab = [f"w{i}" for i in range(400)]
+    texts = []
+    for _ in range(6):
+        doc = list(rng.choice(vocab, 120))
+        for _ in range(12):
+            texts.append(" ".join(doc))
+            doc = list(doc)
+            for j in rng.choice(120, 2, replace=False):
+                doc[j] = str(rng.choice(vocab))
+    cfg = BuildConfig(minhash=MinHashConfig(threshold=0.6, verify=verify))
+    local = local_build(texts, config=cfg)
+    dask = build_dask(texts, config=cfg, client=client, npartitions=3)
+    assert local.cluster_map.build_info["fold"]["components_cut"] > 0, "the walks should chain"
+    assert dask.cluster_ids.tolist() == local.cluster_ids.tolist()
+    assert dask.is_representative.tolist() == local.is_representative.tolist()
+
+
+def test_source_thresholds_are_refused_on_dask_with_a_clear_error(client):
+    cfg = BuildConfig(source_thresholds={"a": 0.9})
+    with pytest.raises(ConfigError, match="source_thresholds.*engine='dask'"):
+        build_dask(["a b c d e f"], config=cfg, client=client)
+
+
+def test_a_given_id_field_missing_in_a_record_is_an_error_on_every_input_kind(client, tmp_path, capsys):
+    """As the local readers: a given id field must be in every record; not given, ``id`` where present."""
+    import dask.bag as db
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from diversify.cli import main
+
+    recs = [{"uid": f"u{i}", "text": f"doc {i} alpha beta gamma delta"} for i in range(6)]
+    del recs[4]["uid"]
+    jl = tmp_path / "a.jsonl"
+    jl.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    with pytest.raises(InputError, match=r"`id_field` 'uid' is missing in .*a\.jsonl.*:5"):
+        build_dask(str(jl), id_field="uid", client=client)
+    pq.write_table(pa.table({"text": [r["text"] for r in recs]}), tmp_path / "p.parquet")
+    with pytest.raises(InputError, match="`id_field` 'uid' is missing"):
+        build_dask(str(tmp_path / "p.parquet"), id_field="uid", client=client)
+    with pytest.raises(InputError, match=r"partition row \d has no value there \(got <NA>\)"):
+        build_dask(dd.from_pandas(pd.DataFrame(recs), npartitions=2), id_field="uid", client=client)
+    with pytest.raises(InputError, match="`id_field` 'uid' is missing in the DataFrame"):
+        build_dask(dd.from_pandas(pd.DataFrame({"text": ["a b c"]}), npartitions=1), id_field="uid", client=client)
+    with pytest.raises(InputError, match=r"`id_field` 'uid' is missing in bag record \d"):
+        build_dask(db.from_sequence(recs, npartitions=2), id_field="uid", client=client)
+    out = tmp_path / "o.dvf"
+    code = main(["build", str(jl), "--engine", "dask", "--scheduler", client.scheduler.address, "--id-field", "uid",
+                 "-o", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists(), err
+    assert "uid" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    # not given: the `id` field is optional, and records without it get their index, as before
+    plain = tmp_path / "b.jsonl"
+    plain.write_text("".join(json.dumps({"text": r["text"]}) + "\n" for r in recs), encoding="utf-8")
+    res = build_dask(str(plain), client=client)
+    assert res.n_docs == len(recs)
