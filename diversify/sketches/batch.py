@@ -359,7 +359,7 @@ def _sketch_pipelined(texts: Iterable, id_iter, config: BuildConfig, chunk_size:
             bar.update(count)
 
     # where the allocator keeps freed memory (the console script), a join reuses heap memory and is
-    # the faster copy (12 ms against 46 ms a chunk of 16,384 documents just decoded)
+    # the faster copy for a chunk of documents just decoded (docs/building.md has the figures)
     lend = None if allocator_tuned() else _BufferRing().lend
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="diversify-sketch") as pool:
         for block in chunks(texts, chunk_size):
@@ -384,10 +384,10 @@ _SENTINEL = object()
 class _BufferRing:
     """Two buffers lent in turn to :func:`diversify.text.encode_batch_scripts` for the ASCII chunks
     of :func:`_sketch_pipelined`, so that each chunk is written into memory that the chunk two
-    before used, instead of a fresh join: glibc maps a joined chunk (~54 MB) afresh each time
-    unless told to keep freed memory, and ``diversify.build()`` of 1M documents took 25.4-26.3 s
-    with the joins, 21.3-21.7 s with the ring (system time ~10.4 -> ~8.2 s); ``build --stream``
-    (whose allocator the console script leaves alone) 19.5 -> 14.2 s at 1M.
+    before used, instead of a fresh join: glibc maps a joined chunk afresh each time unless told
+    to keep freed memory, and faulting those pages in again made library builds and ``build
+    --stream`` (whose allocator the console script leaves alone) markedly slower, mostly in
+    system time (docs/building.md, "Scale and memory", has the figures).
 
     Two suffice: chunk i+2 is encoded after chunk i's kernel work has been collected (the pipeline
     is one deep), and nothing keeps a view of an ASCII chunk's bytes past its kernel work (its

@@ -41,8 +41,8 @@ def hyperplanes(seed: int, dim: int, bits: int, families: int = 1) -> np.ndarray
 @functools.lru_cache(maxsize=2)
 def _planes(seed: int, dim: int, bits: int, families: int) -> np.ndarray:
     """:func:`hyperplanes`, computed once per (seed, dim, bits, families) for the signing below: a
-    live-index query of one vector would otherwise make them again (~20 ms at 384 x 512). Never
-    written to."""
+    live-index query of one vector would otherwise make them again, costing more than the
+    signing itself. Never written to."""
     n = families * bits * dim
     half = (n + 1) // 2
     raw = splitmix64_stream(seed ^ SALT_HYPERPLANES, 2 * half)

@@ -45,8 +45,8 @@ class EncodedTexts:
     A document's encoding does not depend on the batch it was encoded in (tests/unit/test_text_batch.py
     checks ``encode_batch`` against the per-document rule), so bytes taken from here are the bytes a
     fresh ``encode_batch`` would give. All-ASCII chunks are not kept: their encoding is a view of
-    the joined str, cheap to make again. On the gettext corpus (20,000 documents, 72 MB, 30% of
-    them re-shingled) normalizing them again was a fifth of the build.
+    the joined str, cheap to make again. On a corpus where many non-ASCII documents are
+    re-shingled, normalizing them again was a large share of the build (docs/building.md).
     """
 
     def __init__(self, budget: Optional[int] = None) -> None:
@@ -101,8 +101,8 @@ def reshingled(source: TextSource, batches: Iterable[Sequence[int]], config: Bui
                ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """:func:`reshingle` of each batch of documents in turn, the texts of the next batch read
     (from the file, decoded and encoded: Python work, under the GIL) in a thread while the kernels
-    (which release it) shingle this one, and while the caller uses what this yields. At 1M
-    documents reading the texts back was ~3.6 s of the exact checks' ~9 s, on one core of two."""
+    (which release it) shingle this one, and while the caller uses what this yields: reading the
+    texts back is a large part of the exact checks (docs/building.md, "Exact checks at scale")."""
     it = iter(batches)
     first = next(it, None)
     if first is None:
