@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the kernels' records; imported lazily at run time (they loa
 __all__ = ["shingle_rows", "compact_rows", "link_exact", "decide_deferred"]
 
 #: borderline pairs checked per batch of re-shingled documents (~4,000 documents: with the next batch
-#: read ahead, two batches of texts, encodings and sets are held during the scan, ~100 MB at 1M)
+#: read ahead, two batches of texts, encodings and sets are held during the scan)
 _EXACT_BATCH = 2048
 
 

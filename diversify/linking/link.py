@@ -256,7 +256,7 @@ def _minhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, out: Lin
 
 def _counted(parts: Iterator, total: int, desc: str, progress: bool) -> Iterator:
     """``parts``, with a progress bar of ``total`` bands on stderr when ``progress``: a large
-    build's linking takes seconds (at 1M documents 2-5 s) after the sketching bar has gone."""
+    build's linking takes seconds after the sketching bar has gone."""
     from ..sketches.batch import progress_bar
 
     bar = progress_bar(total, desc, progress, unit="band")

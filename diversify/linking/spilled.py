@@ -28,8 +28,8 @@ def spilled_bands(minhash: np.ndarray, docs: np.ndarray, config: BuildConfig, ne
 
     The keys go to one file per band, made from the signatures a block of documents at a time.
     Each band is then sorted on its own, and only its buckets of two or more keys (those that can
-    make a pair) are written back, as (key, document) in scan order (at 1M documents 1.8M of the
-    16M keys). Held at once: one band's keys and their sort (24 bytes a document), never the
+    make a pair) are written back, as (key, document) in scan order (a small share of the keys:
+    docs/building.md). Held at once: one band's keys and their sort (24 bytes a document), never the
     signatures of every document. The scan's pairs and their order are those of
     :func:`band_by_band`: a bucket of one key makes no pair.
 
@@ -91,9 +91,8 @@ def _held_groups(minhash: np.ndarray, buckets_of: Callable[[int], Buckets], band
     Which documents a group needs is decided before it is scanned, from the forest as it stands
     (:func:`diversify._kernels.linking.mark_apart`): the scan only ever joins, so it cannot compare
     a pair whose documents were already one component then. The later bands mostly meet pairs
-    the earlier ones joined: at 1M generated documents every band's buckets held ~112,000
-    documents, 318,000 over all bands, and four groups of 112,000, 115,000, 129,000 and 28,000
-    held what bands 1, 2-4, 5-14 and 15-16 compared.
+    the earlier ones joined, so a group of many later bands holds about as many documents as
+    the first band alone (docs/building.md, "Scale and memory", has the counts).
     """
     from .. import _spill
     from .._kernels.linking import Buckets, mark_apart
