@@ -44,8 +44,8 @@ __all__ = ["FoldStats", "Similarity", "priority_rank", "guaranteed_clusters"]
 _PREFETCH_DOCS = 4096
 #: run every stage through the numpy reference path (tests compare it with the kernel path)
 _REFERENCE = False
-#: components from which the kernel is worth compiling (~3 s, once per install) when it is not
-#: compiled yet; below, the numpy path takes under ~0.3 s. A compiled kernel is always used.
+#: components from which the kernel is worth compiling (seconds, once per install) when it is not
+#: compiled yet; below, the numpy path takes a fraction of that. A compiled kernel is always used.
 _KERNEL_FROM = 1024
 #: the same bound while the console script's helper (:mod:`diversify.engines.ahead`) is compiling
 #: the kernel into the cache: the numpy path then runs up to this many components instead of the

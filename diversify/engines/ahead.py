@@ -1,11 +1,12 @@
 """Compile the linking kernels in a second process while this one reads and sketches (cold caches only).
 
 On a fresh install every kernel compiles on its first call, one after another, under Numba's one
-global lock: ~22 s before the first build of ``diversify demo`` finishes, of which the kernels that
-run after sketching (bucket scan, exact pair check, component roots, fold check) are ~9 s. Their
-inputs do not depend on the texts, so a second process can compile them from small made-up
-signatures while the command reads its input and compiles the sketch kernel: each process writes
-its kernels to Numba's on-disk cache, and this process loads them from there when it reaches them.
+global lock: most of the first ``diversify demo``'s time, a large part of it in the kernels that
+run after sketching (bucket scan, exact pair check, component roots, fold check; docs/building.md
+has the figures). Their inputs do not depend on the texts, so a second process can compile them
+from small made-up signatures while the command reads its input and compiles the sketch kernel:
+each process writes its kernels to Numba's on-disk cache, and this process loads them from there
+when it reaches them.
 
 Only the console script does this (:func:`compile_ahead` in ``build`` and ``demo``), and only when
 it can pay: a kernel is missing from the cache, the cache can be written, the MinHash stage runs

@@ -169,7 +169,7 @@ class BuildResult:
                 self.origin = file_identity(path)
 
     def summary(self) -> str:
-        n_clusters = self.n_clusters  # a sort of every cluster id (0.12 s at 1M documents): once
+        n_clusters = self.n_clusters  # a sort of every cluster id: once
         n_dup = self.n_docs - n_clusters
         lines = [
             f"documents        {self.n_docs:,}",
