@@ -40,7 +40,7 @@ class BlockColumns:
 
     Not ``itertools.tee``: tee frees its buffer in links of 57 items, so with blocks of ~5,000
     documents a streamed build kept the texts of the last ~280,000 documents alive (peak memory
-    grew by ~3.3 KB per document).
+    grew with every document).
     """
 
     def __init__(self, blocks: Iterable[tuple], width: int = 2, on_block: Optional[Callable[[tuple], None]] = None,

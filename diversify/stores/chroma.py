@@ -138,8 +138,8 @@ class ChromaStore(_ChromaCommon, Store):
         """Merge ``cluster_field`` (and ``representative_field``) into each record's metadata.
 
         ``ids`` are document ids (the ``id_field`` values); default: every record. Records that
-        already hold the artifact's values are not updated again (Chroma's ``update`` runs at
-        ~2-3k records/s, so a rerun after a rebuild writes only what changed). Returns how many
+        already hold the artifact's values are not updated again (Chroma's ``update`` is slow per
+        record, docs/online.md, so a rerun after a rebuild writes only what changed). Returns how many
         records carry the artifact's values afterwards.
         """
         require("chromadb", extra="chroma", purpose="ChromaStore")

@@ -302,7 +302,8 @@ class AsyncQdrantStore(_QdrantCommon, AsyncStore):
     an ``AsyncQdrantClient`` (a server, or the local mode: ``AsyncQdrantClient(":memory:")`` /
     ``path=``). Without ``scores_are=``, ``await store.ascores_are()`` reads it from the
     collection once. The local mode runs each search in the event loop's thread (it is an
-    in-process store: a few ms per call on 10k points); a server's calls are awaited I/O.
+    in-process store: each call is CPU work, short for a small collection); a server's calls are
+    awaited I/O.
     """
 
     @property
