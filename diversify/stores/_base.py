@@ -10,7 +10,8 @@ import numpy as np
 
 from ..errors import ConfigError, InputError, InputTypeError
 from ..online import Hit
-from .exclusion import DEFAULT_MAX_EXCLUDE, Exclusion, check_refill
+from ..online.budget import MAX_EXCLUDE_PER_CALL
+from .exclusion import Exclusion, check_refill
 
 __all__ = ["Store", "AsyncStore", "representative_flags", "query_vector", "check_k"]
 
@@ -90,7 +91,7 @@ class _Refilling:
     exclusion_fallback: ClassVar[bool] = False
 
     _refill_setting: str = "auto"
-    _max_exclude: int = DEFAULT_MAX_EXCLUDE
+    _max_exclude: int = MAX_EXCLUDE_PER_CALL
     _exclusion: Optional[Exclusion] = None
 
     def _setup_refill(self, refill: str, max_exclude: Optional[int]) -> None:
