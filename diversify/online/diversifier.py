@@ -247,8 +247,9 @@ class Diversifier:
             a larger k and skips what was already seen.
         supports_exclude : bool, optional
             Whether ``search`` takes ``exclude_ids`` and filters them in the store. Default: read
-            from a ``supports_exclude`` attribute, else from the signature (a third parameter
-            or one named ``exclude_ids``).
+            from its :class:`~diversify.online.Capabilities` declaration (every store adapter
+            has one), else a ``supports_exclude`` attribute, else the signature (a third
+            parameter or one named ``exclude_ids``).
 
         Returns
         -------
