@@ -69,6 +69,7 @@ from .types import (
     SearchFn,
     Vector,
 )
+from .wrappers import Capabilities
 
 __all__ = [
     "select",
@@ -95,4 +96,5 @@ __all__ = [
     "check_cluster_source",
     "annotation",
     "serializable_cluster_map",
+    "Capabilities",
 ]

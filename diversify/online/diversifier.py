@@ -12,6 +12,7 @@ from collections.abc import Generator, Sequence
 from typing import Any, Optional
 
 from ..errors import ConfigError, InputError
+from .budget import MAX_EXCLUDE_MEMBERS
 from .checks import Options, check_options, check_params
 from .cursor import decode_cursor
 from .hits import IdSource, hits_from_items
@@ -93,7 +94,7 @@ class Diversifier:
                  max_per_cluster: int = 1, fetch_k: Optional[int] = None, max_rounds: int = 3,
                  unknown: str = "own", fold_threshold: Optional[float] = None,
                  fold_text_threshold: Optional[float] = None, max_fetch_k: Optional[int] = None,
-                 max_exclude_members: int = 1000, on_error: str = "raise") -> None:
+                 max_exclude_members: int = MAX_EXCLUDE_MEMBERS, on_error: str = "raise") -> None:
         self.options: Options = check_options(
             k=k, max_per_cluster=max_per_cluster, fetch_k=fetch_k, max_fetch_k=max_fetch_k,
             max_rounds=max_rounds, max_exclude_members=max_exclude_members, unknown=unknown,
@@ -246,8 +247,9 @@ class Diversifier:
             a larger k and skips what was already seen.
         supports_exclude : bool, optional
             Whether ``search`` takes ``exclude_ids`` and filters them in the store. Default: read
-            from a ``supports_exclude`` attribute, else from the signature (a third parameter
-            or one named ``exclude_ids``).
+            from its :class:`~diversify.online.Capabilities` declaration (every store adapter
+            has one), else a ``supports_exclude`` attribute, else the signature (a third
+            parameter or one named ``exclude_ids``).
 
         Returns
         -------

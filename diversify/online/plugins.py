@@ -35,6 +35,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import ConfigError
+from .budget import MAX_EXCLUDE_MEMBERS
 from .checks import check_options
 from .diversifier import Diversifier
 from .types import Kept, Result
@@ -203,7 +204,8 @@ def cluster_map_setting(value: Any, *, name: str = "cluster_map") -> Any:
 def check_settings(cluster_map: Any = None, *, cluster_field: Optional[str] = None, subject: str = "document",
                    k: Any = 10, max_per_cluster: Any = 1, fetch_k: Any = None, max_rounds: Any = 3,
                    fold_threshold: Any = None, fold_text_threshold: Any = None, max_fetch_k: Any = None,
-                   max_exclude_members: Any = 1000, unknown: Any = "own", on_error: Any = "raise") -> None:
+                   max_exclude_members: Any = MAX_EXCLUDE_MEMBERS, unknown: Any = "own",
+                   on_error: Any = "raise") -> None:
     """Validate a plugin's settings in its constructor, the way :class:`Diversifier` will.
 
     :func:`check_cluster_source`, then the Diversifier's own checks of ``k``, ``max_per_cluster``,

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..errors import InputTypeError, StoreError
 from .refetch import SearchRequest
 from .types import AsyncDiversifiedSearch, DiversifiedSearch, Result
 
-__all__ = ["resolve_search", "supports_exclude", "supports_exclude_clusters", "sync_wrapper", "async_wrapper",
+__all__ = ["Capabilities", "declared", "resolve_search", "supports_exclude", "supports_exclude_clusters", "sync_wrapper", "async_wrapper",
            "as_store_error", "Start", "check_sync_search"]
 
 #: Starts one query: ``start(k, max_per_cluster, groups, cursor, supports_exclude, exclude_clusters)
@@ -23,25 +24,74 @@ __all__ = ["resolve_search", "supports_exclude", "supports_exclude_clusters", "s
 Start = Callable[[Optional[int], Optional[int], bool, Optional[str], bool, bool], Generator[SearchRequest, Any, Result]]
 
 
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a search declares it can do, read by :meth:`~diversify.Diversifier.wrap` and
+    :meth:`~diversify.Diversifier.awrap` before anything is guessed from its signature.
+
+    The store adapters (:mod:`diversify.stores`) declare a ``capabilities`` property; any search
+    callable or object may declare one as an attribute. Precedence per capability, first that
+    answers wins: ``wrap(search, supports_exclude=...)``; the single attribute
+    (``supports_exclude`` / ``supports_exclude_clusters`` / ``is_async``) on the callable or its
+    object, the narrower statement (a wrapper object may override the one thing it changes);
+    the ``capabilities`` declaration; and only when neither is there, the signature (a third
+    positional parameter, ``*args`` or ``exclude_ids`` means it takes ``exclude_ids``; cluster
+    exclusion is never guessed). A coroutine function is async whatever it declares.
+
+    Attributes
+    ----------
+    exclude : bool
+        ``search(query, k, exclude_ids)`` leaves the given ids out.
+    exclude_clusters : bool
+        It also takes ``exclude_clusters=[values]`` and ``cluster_field="name"`` keywords and
+        leaves out every hit whose payload field holds one of the values, composed (AND) with
+        ``exclude_ids`` and with any filter of its own.
+    is_async : bool
+        Its answers are awaitables: :meth:`~diversify.Diversifier.wrap` refuses it, use ``awrap``.
+    """
+
+    exclude: bool = False
+    exclude_clusters: bool = False
+    is_async: bool = False
+
+
+def _attribute(fn: Any, name: str) -> Any:
+    """``fn.name``, else the attribute of the object ``fn`` is bound to, else None."""
+    value = getattr(fn, name, None)
+    if value is None:
+        value = getattr(getattr(fn, "__self__", None), name, None)
+    return value
+
+
+def declared(fn: Any) -> Optional[Capabilities]:
+    """The :class:`Capabilities` ``fn`` (or the adapter it is bound to) declares, or None."""
+    caps = _attribute(fn, "capabilities")
+    return caps if isinstance(caps, Capabilities) else None
+
+
+def _declares(fn: Any, name: str, field: str) -> Optional[bool]:
+    """What ``fn`` declares for one capability: its single attribute ``name`` if set, else the
+    ``field`` of its :class:`Capabilities`, else None (nothing declared)."""
+    flag = _attribute(fn, name)
+    if flag is not None:
+        return flag is True if name != "supports_exclude" else bool(flag)
+    caps = declared(fn)
+    return None if caps is None else getattr(caps, field)
+
+
 def supports_exclude_clusters(fn: Any) -> bool:
-    """Does ``fn`` (or its adapter) declare ``supports_exclude_clusters = True``: it takes the keyword
-    arguments ``exclude_clusters=[values]`` and ``cluster_field="name"`` and leaves out every hit
-    whose payload field holds one of the values, composed (AND) with ``exclude_ids`` and with any
-    filter of its own?"""
-    flag = getattr(fn, "supports_exclude_clusters", None)
-    if flag is None:
-        flag = getattr(getattr(fn, "__self__", None), "supports_exclude_clusters", None)
-    return flag is True
+    """Does ``fn`` declare cluster exclusion (a ``supports_exclude_clusters = True`` attribute, or
+    :attr:`Capabilities.exclude_clusters`)? Never guessed from the signature."""
+    return _declares(fn, "supports_exclude_clusters", "exclude_clusters") is True
 
 
 def supports_exclude(fn: Any) -> bool:
-    """Does ``fn`` take ``exclude_ids``? Its (or its adapter's) ``supports_exclude`` attribute
-    says so; else its signature (a third positional parameter, ``*args`` or ``exclude_ids``)."""
-    flag = getattr(fn, "supports_exclude", None)
-    if flag is None:
-        flag = getattr(getattr(fn, "__self__", None), "supports_exclude", None)
+    """Does ``fn`` take ``exclude_ids``? Its declaration says so (a ``supports_exclude``
+    attribute, then :class:`Capabilities`); else its signature (a third positional parameter,
+    ``*args`` or ``exclude_ids``)."""
+    flag = _declares(fn, "supports_exclude", "exclude")
     if flag is not None:
-        return bool(flag)
+        return flag
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
@@ -52,6 +102,15 @@ def supports_exclude(fn: Any) -> bool:
     return len(positional) >= 3 or any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
+def _is_async(fn: Any) -> bool:
+    owner = getattr(fn, "__self__", None)
+    flag = getattr(owner, "is_async", None)
+    if flag is None:
+        caps = declared(fn)
+        flag = caps is not None and caps.is_async
+    return flag is True or inspect.iscoroutinefunction(fn)
+
+
 def resolve_search(search: Any, exclude: Optional[bool] = None) -> tuple[Callable[..., Any], bool]:
     """A store adapter (has ``.search``) or a plain callable -> ``(callable, supports_exclude)``.
 
@@ -59,7 +118,9 @@ def resolve_search(search: Any, exclude: Optional[bool] = None) -> tuple[Callabl
     """
     if not callable(search) and callable(getattr(search, "search", None)):
         search = search.search
-    elif callable(getattr(search, "search", None)) and hasattr(search, "supports_exclude"):
+    elif callable(getattr(search, "search", None)) and (hasattr(search, "supports_exclude")
+                                                         or isinstance(getattr(search, "capabilities", None),
+                                                                       Capabilities)):
         search = search.search
     if not callable(search):
         raise InputTypeError(f"`search` must be callable as search(query, k[, exclude_ids]) or a store "
@@ -71,9 +132,10 @@ def resolve_search(search: Any, exclude: Optional[bool] = None) -> tuple[Callabl
 
 def check_sync_search(fn: Callable[..., Any]) -> None:
     """Refuse an async search (a coroutine function, or an async store adapter's ``search``) in
-    :meth:`~diversify.Diversifier.wrap`: its answers would be coroutines, never awaited."""
+    :meth:`~diversify.Diversifier.wrap`: its answers would be coroutines, never awaited. Its
+    object's ``is_async``, else its :class:`Capabilities`, decides; a coroutine function always is."""
     owner = getattr(fn, "__self__", None)
-    if inspect.iscoroutinefunction(fn) or getattr(owner, "is_async", False) is True:
+    if _is_async(fn):
         name = type(owner).__name__ if owner is not None else getattr(fn, "__name__", "search")
         raise InputTypeError(f"`search` must be a sync callable for Diversifier.wrap; got {name}, whose search is "
                              "a coroutine. Use `await Diversifier.awrap(search)(query)` for an async search or "

@@ -10,7 +10,9 @@ import numpy as np
 
 from ..errors import ConfigError, InputError, InputTypeError
 from ..online import Hit
-from .exclusion import DEFAULT_MAX_EXCLUDE, Exclusion, check_refill
+from ..online.budget import MAX_EXCLUDE_PER_CALL
+from ..online.wrappers import Capabilities
+from .exclusion import Exclusion, check_refill
 
 __all__ = ["Store", "AsyncStore", "representative_flags", "query_vector", "check_k"]
 
@@ -90,7 +92,7 @@ class _Refilling:
     exclusion_fallback: ClassVar[bool] = False
 
     _refill_setting: str = "auto"
-    _max_exclude: int = DEFAULT_MAX_EXCLUDE
+    _max_exclude: int = MAX_EXCLUDE_PER_CALL
     _exclusion: Optional[Exclusion] = None
 
     def _setup_refill(self, refill: str, max_exclude: Optional[int]) -> None:
@@ -129,6 +131,14 @@ class _Refilling:
     def supports_exclude(self) -> bool:
         """Should :meth:`diversify.Diversifier.wrap` pass seen ids to :meth:`search`?"""
         return self._strategy().pushes_down
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What :meth:`diversify.Diversifier.wrap` reads first (never the signature of
+        :meth:`search`, which takes ``exclude_ids`` whether or not the strategy pushes it down)."""
+        return Capabilities(exclude=self._strategy().pushes_down,
+                            exclude_clusters=getattr(self, "supports_exclude_clusters", False) is True,
+                            is_async=getattr(self, "is_async", False) is True)
 
     @property
     def scores_are(self) -> str:

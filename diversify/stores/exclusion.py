@@ -34,32 +34,32 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import ConfigError
+from ..online.budget import MAX_EXCLUDE_PER_CALL
 from ..online.types import Fetched, calls_of
 
-__all__ = ["REFILL_MODES", "DEFAULT_MAX_EXCLUDE", "check_refill", "Exclusion", "Failed", "backed_by_local_qdrant",
+__all__ = ["REFILL_MODES", "check_refill", "Exclusion", "Failed", "backed_by_local_qdrant",
            "exclusion_is_slow", "plugin_exclusion"]
 
 log = logging.getLogger("diversify")
 
 REFILL_MODES = ("auto", "exclude", "grow")
-#: ids pushed down per call before the rest is answered by a larger k
-DEFAULT_MAX_EXCLUDE = 256
 
 #: ``call(n, pushed_ids_or_None) -> hits`` (best first), the user's filter applied
 Call = Callable[[int, Optional[list]], Sequence[Any]]
 
 
 def check_refill(refill: Any, max_exclude: Any) -> tuple[str, int]:
-    """Validate an adapter's ``refill`` and ``max_exclude`` settings."""
+    """Validate an adapter's ``refill`` and ``max_exclude`` settings; ``max_exclude=None`` takes the
+    online layer's :data:`~diversify.online.budget.MAX_EXCLUDE_PER_CALL`."""
     if refill not in REFILL_MODES:
         raise ConfigError(f"`refill` must be one of {list(REFILL_MODES)}; got refill={refill!r}. Use 'exclude' to "
                           "push seen ids down as a filter, 'grow' to ask for a larger k instead, 'auto' for "
                           "the adapter's measured choice.")
     if max_exclude is None:
-        return refill, DEFAULT_MAX_EXCLUDE
+        return refill, MAX_EXCLUDE_PER_CALL
     if isinstance(max_exclude, bool) or not isinstance(max_exclude, (int, np.integer)) or max_exclude < 0:
         raise ConfigError(f"`max_exclude` must be an int >= 0 (ids pushed down per call); got "
-                          f"max_exclude={max_exclude!r}. Use e.g. {DEFAULT_MAX_EXCLUDE}, or 0 to always grow k.")
+                          f"max_exclude={max_exclude!r}. Use e.g. {MAX_EXCLUDE_PER_CALL}, or 0 to always grow k.")
     return refill, int(max_exclude)
 
 
