@@ -272,8 +272,9 @@ def _print_fold(rep: dict, clustering: str) -> None:
     from ..clusters import outcome_warnings
 
     say_line(f"clustering       {printable(clustering)}"
-             + ("  (every folded document verified similar to its representative)" if clustering == "guaranteed"
-                else "  (transitive components: may chain)"))
+             + {"clique": "  (every two members of a cluster verified similar)",
+                "star": "  (every folded document verified similar to its representative)"}.get(
+                    clustering, "  (transitive components: may chain)"))
     sim = rep.get("member_similarity")
     if not rep["similarity_known"]:
         say_line("similarity       unknown (built with --no-incremental: no signatures kept)")

@@ -20,8 +20,8 @@ from .._arrays import unique_sorted
 from ..clusters import (
     cluster_report,
     component_roots,
+    cut_clusters,
     follow_alias,
-    guaranteed_clusters,
     outcome_warnings,
     priority_rank,
     representatives,
@@ -287,12 +287,12 @@ def _guaranteed(root, sk: Sketches, cfg: BuildConfig, flags: np.ndarray, memo: E
     rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
     old_sim = sk.fold_similarity
     if raw_cluster is None:
-        labels, rep, bits, fstats = guaranteed_clusters(root, sk, cfg, rank, memo=memo, thresholds=thresholds)
+        labels, rep, bits, fstats = cut_clusters(cfg.clustering, root, sk, cfg, rank, memo=memo, thresholds=thresholds)
     else:
         amap = {int(a): int(b) for a, b in aliases}
         old = np.array([follow_alias(amap, int(c)) for c in raw_cluster], dtype=np.int64)
         n_old = old.size
-        labels, rep, bits, fstats = guaranteed_clusters(root, sk, cfg, rank, memo=memo, thresholds=thresholds,
+        labels, rep, bits, fstats = cut_clusters(cfg.clustering, root, sk, cfg, rank, memo=memo, thresholds=thresholds,
                                                        n_old=n_old, old_labels=old, old_reps=old_reps,
                                                        old_flags=flags[:n_old])
     sim = fstats.similarity.astype(np.float32)
