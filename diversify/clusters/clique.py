@@ -85,6 +85,7 @@ def clique_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: np.n
         clique_groups(members, bnds, n_old, rule, vrule, state, DENSE_MAX, SAMPLE, BUDGET_PER_MEMBER, tmax, hi_max)
 
     if bounds.size > 1:
+        _await_kernel(clique_groups)
         run_batches(members, bounds, sim, memo or ExactMemo(n), call)
     c = state.counters.tolist()
     stats.pairs_checked += c[0]
@@ -104,6 +105,20 @@ def clique_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: np.n
         sim.similarity[vec_ham] = np.cos(np.pi * sim.similarity[vec_ham] / (sc.bits * sc.families))
     stats.similarity = sim.similarity
     return labels, reps, flags, stats
+
+
+#: seconds a build waits for the console script's helper to finish compiling the cut's kernel
+_HELPER_WAIT = 300
+
+
+def _await_kernel(kernel) -> None:
+    """If the console script's helper (:mod:`diversify.engines.ahead`) is compiling the kernels and
+    this one is not in the cache yet, let the helper finish it rather than compile it twice."""
+    from .._kernels._runtime import kernel_ready
+    from .._kernels.ahead import wait_for_helper
+
+    if not kernel_ready(kernel):
+        wait_for_helper(_HELPER_WAIT)
 
 
 def _vector_rule(sk: Sketches, cfg: BuildConfig):

@@ -27,6 +27,7 @@ from ..clusters import (
     representatives,
     stable_labels,
 )
+from ..clusters.purity import sampled_purity
 from ..config import BuildConfig, fingerprint
 from ..errors import ArtifactError, DiversifyWarning
 from ..files import DEFAULT_LOCK_TIMEOUT, FileIdentity, file_identity, write_guard
@@ -186,6 +187,10 @@ class BuildResult:
         if sim:
             lines.append(f"folded members   similarity to their representative: min {sim['min']:.3f}, "
                          f"median {sim['median']:.3f} ({self.report.get('similarity_source', 'estimated')})")
+        purity = self.report.get("purity") or {}
+        if purity.get("purity") is not None:
+            lines.append(f"clusters promise {purity['promise']}; measured: {purity['purity']:.1%} of "
+                         f"{purity['pairs_sampled']:,} sampled member pairs verified similar")
         for note in self.warnings:
             lines.append(f"warning          {note}")
         # encode, sketch, ids (and a vector SimHash) run inside sketch_total: counted once
@@ -243,6 +248,7 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
     }
     if fold:
         build_info["fold"] = fold
+    build_info["purity"] = sampled_purity(cluster_ids, sk, cfg, thresholds)
     cmap = ClusterMap.from_arrays(
         sk.ids if ids_ahead is None else ids_ahead.result(),
         stored,
@@ -261,6 +267,7 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
     stats_dict = build_stats(stats)
     config_json = cfg.model_dump(mode="json")
     report = cluster_report(cluster_ids, rep, config_json, {**incremental_extras(sk, thresholds), **extras})
+    report["purity"] = build_info["purity"]
     notes = outcome_warnings(report)
     _log_build(cfg, config_json, build_info, report, fingerprint(cfg))
     for note in notes:
