@@ -24,7 +24,8 @@ from ._tuning import trim_after_sketching
 from .config import BuildConfig
 from .errors import ConfigError, InputError
 from .ids import PackedIds, check_ids, normalize_ids
-from .sketches.batch import Sketches, sketch_texts, sketch_vectors
+from .sketches.batch import Sketched, Sketches, sketch_texts, sketch_vectors
+from .sketches.source import TextSource
 from .stages import FLAG_CHAR_SHINGLES, FLAG_EMPTY_TEXT, FLAG_HAS_VECTOR
 
 __all__ = ["sketch_inputs", "check_keys", "doc_thresholds", "linking_config", "agreement_band", "agreement_bounds",
@@ -32,10 +33,14 @@ __all__ = ["sketch_inputs", "check_keys", "doc_thresholds", "linking_config", "a
 
 
 def sketch_inputs(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool, chunk_size: int, timings: dict,
-            id_offset: int = 0, sets32: bool = False, spill: Optional[Spill] = None) -> Sketches:
+            id_offset: int = 0, sets32: bool = False, spill: Optional[Spill] = None) -> Sketched:
     """Validate and sketch a corpus as ``build`` does: texts (text stages), ids (diversify.ids rules),
     vectors (SimHash), keys (representative rule). The live index sketches its batches with it too
-    (``sets32``: with the 32-bit shingle sets it stores, from the same pass where it can)."""
+    (``sets32``: with the 32-bit shingle sets it stores, from the same pass where it can).
+
+    Returns the sketches and, beside them, the texts at hand for re-shingling (None unless
+    ``texts`` is a sequence), which the linking and the fold check take as an argument."""
+    source: Optional[TextSource] = None
     t0 = time.perf_counter()
     if texts is not None:
         if cfg.minhash is None and not cfg.exact and cfg.text_simhash is None:
@@ -43,7 +48,7 @@ def sketch_inputs(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool
                 "texts were given but every text stage is off (`minhash=None`, `exact=False`, `text_simhash=None`). "
                 "Enable one of them, or pass only vectors."
             )
-        sk = sketch_texts(texts, ids, cfg, id_offset=id_offset, chunk_size=chunk_size, progress=progress, timings=timings,
+        sk, source = sketch_texts(texts, ids, cfg, id_offset=id_offset, chunk_size=chunk_size, progress=progress, timings=timings,
                           sets32=sets32, spill=spill)
         trim_after_sketching(sk.n)  # the chunks' texts came and went: their heap pages go back
         if cfg.empty == "error" and sk.empty.any():
@@ -80,7 +85,7 @@ def sketch_inputs(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool
     elif keys is not None:
         sk.keys = check_keys(keys, sk.n)
     timings["sketch_total"] = time.perf_counter() - t0
-    return sk
+    return Sketched(sk, source)
 
 
 def check_keys(keys, n: int) -> np.ndarray:

@@ -35,6 +35,7 @@ from ..hashing import HASH_SCHEME
 from ..linking.link import Linked, LinkStats
 from ..sketches.batch import Sketches
 from ..sketches.memo import ExactMemo
+from ..sketches.source import TextSource
 from ..stages import STAGE_NAMES
 from ..staging import incremental_extras
 
@@ -202,12 +203,14 @@ class BuildResult:
 
 def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, aliases: np.ndarray,
            raw_cluster: Optional[np.ndarray], metadata, created_at, thresholds: Optional[np.ndarray] = None,
-           old_reps: Optional[np.ndarray] = None, ids_ahead: Optional[Future] = None) -> BuildResult:
+           source: Optional[TextSource] = None, old_reps: Optional[np.ndarray] = None,
+           ids_ahead: Optional[Future] = None) -> BuildResult:
     """Cut the linking's components into clusters and make the artifact and the BuildResult.
 
     ``thresholds``: each document's Jaccard threshold from its source (``source_thresholds``;
     :func:`diversify.staging.doc_thresholds`), which the fold check verifies each pair at and the
-    artifact keeps for ``add``."""
+    artifact keeps for ``add``. ``source``: the texts at hand, which the fold check re-shingles
+    for its exact checks (:class:`~diversify.sketches.source.TextSource`), else None."""
     from ..artifact import ClusterMap
 
     t0 = time.perf_counter()
@@ -222,7 +225,7 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
             cluster_ids, stored, aliases = stable_labels(root, raw_cluster, aliases)
         rep = representatives(cluster_ids, cfg.representative, sk.lengths, sk.keys)
     else:
-        cluster_ids, rep, flags, fold, fold_sim = _guaranteed(root, sk, cfg, flags, linked.memo, thresholds,
+        cluster_ids, rep, flags, fold, fold_sim = _guaranteed(root, sk, cfg, flags, linked.memo, thresholds, source,
                                                                  raw_cluster, aliases, old_reps)
         stored = cluster_ids
     timings["cluster"] = time.perf_counter() - t0
@@ -248,7 +251,7 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
     }
     if fold:
         build_info["fold"] = fold
-    build_info["purity"] = sampled_purity(cluster_ids, sk, cfg, thresholds)
+    build_info["purity"] = sampled_purity(cluster_ids, sk, cfg, thresholds, source)
     cmap = ClusterMap.from_arrays(
         sk.ids if ids_ahead is None else ids_ahead.result(),
         stored,
@@ -289,18 +292,19 @@ def _log_build(cfg: BuildConfig, config: dict, build_info: dict, report: dict, f
 
 
 def _guaranteed(root, sk: Sketches, cfg: BuildConfig, flags: np.ndarray, memo: ExactMemo,
-                thresholds: Optional[np.ndarray], raw_cluster, aliases, old_reps):
+                thresholds: Optional[np.ndarray], source: Optional[TextSource], raw_cluster, aliases, old_reps):
     """Labels, representatives and stage bits under the fold guarantee (see diversify.clusters.guarantee)."""
     rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
     old_sim = sk.fold_similarity
     if raw_cluster is None:
-        labels, rep, bits, fstats = cut_clusters(cfg.clustering, root, sk, cfg, rank, memo=memo, thresholds=thresholds)
+        labels, rep, bits, fstats = cut_clusters(cfg.clustering, root, sk, cfg, rank, memo=memo,
+                                                 thresholds=thresholds, source=source)
     else:
         amap = {int(a): int(b) for a, b in aliases}
         old = np.array([follow_alias(amap, int(c)) for c in raw_cluster], dtype=np.int64)
         n_old = old.size
         labels, rep, bits, fstats = cut_clusters(cfg.clustering, root, sk, cfg, rank, memo=memo, thresholds=thresholds,
-                                                       n_old=n_old, old_labels=old, old_reps=old_reps,
+                                                 source=source, n_old=n_old, old_labels=old, old_reps=old_reps,
                                                        old_flags=flags[:n_old])
     sim = fstats.similarity.astype(np.float32)
     if old_sim is not None:  # add: old documents keep what their build verified

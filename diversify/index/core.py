@@ -28,6 +28,7 @@ import numpy as np
 
 from ..config import BuildConfig, canonical_json, fingerprint
 from ..errors import DuplicateIdError, InputError, StorageError
+from ..sketches.batch import Sketched
 from .compat import check_index_config, stored_config
 from .match import Match
 from .payload import Layout, attach_sets, band_rows, decode, encode
@@ -129,12 +130,13 @@ class Index:
             ids = list(ids)
         mh = self.config.minhash
         sets32 = texts is not None and mh is not None and mh.verify in ("auto", "exact")  # stored: Layout.of
-        sk = sketch_inputs(texts, ids, vectors, keys, self.config, progress=False, chunk_size=16384, timings={},
-                           sets32=sets32)
+        batch = sketch_inputs(texts, ids, vectors, keys, self.config, progress=False, chunk_size=16384, timings={},
+                              sets32=sets32)
+        sk = batch.sketches
         if sk.n == 0:
             raise InputError("the batch is empty: `texts`/`vectors` held no documents. Pass at least one document.")
         sk.doc_threshold = doc_thresholds(self.config, sources, sk.n)  # stored in each payload (source_thresholds)
-        return sk
+        return batch
 
     def _layout(self, st: State) -> Optional[Layout]:
         return Layout.loads(st.layout, self.url)
@@ -178,14 +180,16 @@ class Index:
             ids = list(ids)
         if ids is not None:
             check_index_ids(ids)  # the index's own limit, before sketching and any write
-        sk = self._sketch(texts, ids, vectors, keys, sources)
+        batch = self._sketch(texts, ids, vectors, keys, sources)
+        sk = batch.sketches
         layout = Layout.of(sk, self.config)
         if layout.shingles and sk.sets32 is None:  # sketched without them (not the fused kernel's config)
-            attach_sets(sk, sk.source.texts if sk.source is not None else None, self.config)
-        return sk, ids is None, layout, encode(sk, self.config, layout)
+            attach_sets(sk, batch.source.texts if batch.source is not None else None, self.config)
+        return batch, ids is None, layout, encode(sk, self.config, layout)
 
-    def _add_locked(self, tx: Transaction, sk, default_ids: bool, layout: Layout, payloads: list[bytes],
-                    assign) -> list[Match]:
+    def _add_locked(self, tx: Transaction, batch: Sketched, default_ids: bool, layout: Layout,
+                    payloads: list[bytes], assign) -> list[Match]:
+        sk = batch.sketches
         st = tx.state()
         known = self._layout(st)
         if known is not None:
@@ -196,10 +200,7 @@ class Index:
                 payloads = encode(sk, self.config, layout)
         seq0 = st.next_seq
         n = sk.n
-        if default_ids:
-            ids = list(range(seq0, seq0 + n))
-        else:
-            ids = sk.ids
+        ids: Any = list(range(seq0, seq0 + n)) if default_ids else sk.ids
         kind = "str" if ids and isinstance(ids[0], str) else "int"
         if st.id_kind is not None and st.id_kind != kind:
             raise InputError(f"`ids` must be of the index's id kind ({st.id_kind}); got {kind} ids"
@@ -212,7 +213,7 @@ class Index:
             raise DuplicateIdError(f"`ids` must not be in the index already; {len(dup)} are, e.g. {shown}. Delete "
                                    "them first to replace them, or leave them out of the batch; nothing was added.")
         rows, old, owner, bkeys, _, _ = self._reps_near(tx, sk, layout)
-        res = assign(old, sk, self.config)
+        res = assign(old, sk, self.config, batch.source)
         n_old = old.n
         labels, rep = res.labels, res.rep
         # new clusters in order of their first member: deterministic ids
@@ -264,7 +265,8 @@ class Index:
         ``sources`` as in :meth:`add` (a pair must meet the stricter of its two thresholds)."""
         from .assign import verify_pairs
 
-        sk = self._sketch(texts, ids, vectors, keys, sources)
+        batch = self._sketch(texts, ids, vectors, keys, sources)
+        sk = batch.sketches
         labels = list(ids) if ids is not None else list(range(sk.n))
         with self._storage.read() as view:
             st = view.state()
@@ -276,7 +278,7 @@ class Index:
         if not layout.shingles:  # an index created before the stored sets: none to compare with
             sk.sets32 = sk.sets32_indptr = None
         elif rows and sk.sets32 is None:  # the sets only matter when there is something to verify against
-            attach_sets(sk, sk.source.texts if sk.source is not None else None, self.config)
+            attach_sets(sk, batch.source.texts if batch.source is not None else None, self.config)
         pos = {r.seq: i for i, r in enumerate(rows)}
         order = np.argsort(bkeys, kind="stable")
         sk_sorted = bkeys[order]
@@ -289,7 +291,7 @@ class Index:
                 continue
             for q in owner[order[a:b]].tolist():
                 pairs[q].append(p)
-        found = verify_pairs(old, sk, self.config, pairs)
+        found = verify_pairs(old, sk, self.config, pairs, batch.source)
         out = []
         for j, hits in enumerate(found):
             if not hits:

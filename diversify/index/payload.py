@@ -43,7 +43,7 @@ from ..errors import InputError, StorageError
 from ..sketches.batch import Sketches
 from ..sketches.source import TextSource
 
-__all__ = ["Layout", "record_dtype", "encode", "attach_sets", "decode", "concat", "band_rows"]
+__all__ = ["Layout", "record_dtype", "encode", "attach_sets", "decode", "concat", "texts_after", "band_rows"]
 
 F_EMPTY, F_VECTOR, F_CHAR = 1, 2, 4
 #: salt of the exact-hash band key (used only when the MinHash stage is off)
@@ -217,7 +217,7 @@ def decode(payloads: Sequence[bytes], cfg: BuildConfig, layout: Layout, url: str
 
 
 def concat(a: Sketches, b: Sketches) -> Sketches:
-    """``a``'s documents followed by ``b``'s (the same fields set); ``b``'s texts stay at hand."""
+    """``a``'s documents followed by ``b``'s (the same fields set)."""
 
     def cat(x, y):
         if x is None or y is None:
@@ -233,9 +233,13 @@ def concat(a: Sketches, b: Sketches) -> Sketches:
         assert a.sets32_indptr is not None and b.sets32_indptr is not None
         sk.sets32 = np.concatenate([a.sets32, b.sets32])
         sk.sets32_indptr = np.concatenate([a.sets32_indptr, b.sets32_indptr[1:] + a.sets32_indptr[-1]])
-    # the new documents' texts, after the stored ones (without what their sketching kept)
-    sk.source = TextSource(b.source.texts, a.n) if b.source is not None else None
     return sk
+
+
+def texts_after(source: Optional[TextSource], n_old: int) -> Optional[TextSource]:
+    """A batch's texts at hand (its sketching's :class:`TextSource`) as documents ``n_old, n_old + 1,
+    ...`` of :func:`concat` (after the stored ones; without what the sketching kept)."""
+    return TextSource(source.texts, n_old) if source is not None else None
 
 
 def band_rows(sk: Sketches, docs: np.ndarray, cfg: BuildConfig) -> tuple[np.ndarray, np.ndarray]:

@@ -61,8 +61,7 @@ def test_budget_bounds_what_is_kept():
 def test_reshingle_equals_sorted_unique_shingles():
     texts = _texts(300)
     cfg = BuildConfig()
-    sk = sb.sketch_texts(texts, None, cfg, chunk_size=64, timings={})
-    source = sk.source
+    source = sb.sketch_texts(texts, None, cfg, chunk_size=64, timings={}).source
     assert source is not None and source.encoded is not None and len(source.encoded.chunks) == 5
     # the room of each re-shingled document comes from the sketching pass's counts
     assert source.shingle_counts is not None and source.shingle_counts.dtype == np.uint32
@@ -118,15 +117,15 @@ def test_reshingled_batches_equal_reshingle_of_each(tmp_path):
     for source in (texts, JsonlTexts(str(path))):
         if isinstance(source, JsonlTexts):
             assert sum(1 for _ in source) == 400  # the first pass, in order
-        sk = sb.sketch_texts(source, None, cfg, chunk_size=64, timings={})
-        assert sk.source is not None
-        got = list(ts.reshingled(sk.source, batches, cfg))
+        kept = sb.sketch_texts(source, None, cfg, chunk_size=64, timings={}).source
+        assert kept is not None
+        got = list(ts.reshingled(kept, batches, cfg))
         assert len(got) == len(batches)
         for docs, result in zip(batches, got):
-            want = ts.reshingle(sk.source, docs, cfg)
+            want = ts.reshingle(kept, docs, cfg)
             assert _sets(result) == _sets(want)
             assert _sets(result) == _sets(sorted_unique_shingles([texts[d] for d in docs], cfg.text, cfg.seed))
-        assert list(ts.reshingled(sk.source, [], cfg)) == []
+        assert list(ts.reshingled(kept, [], cfg)) == []
 
 
 def test_reshingled_raises_what_reading_raises(tmp_path):
@@ -137,11 +136,11 @@ def test_reshingled_raises_what_reading_raises(tmp_path):
     path = tmp_path / "c.jsonl"
     path.write_text("".join(f'{{"id": {i}, "text": {json.dumps(t)}}}\n' for i, t in enumerate(texts)), encoding="utf-8")
     source = JsonlTexts(str(path))
-    sk = sb.sketch_texts(source, None, BuildConfig(), chunk_size=16, timings={})
+    kept = sb.sketch_texts(source, None, BuildConfig(), chunk_size=16, timings={}).source
     path.write_text("changed\n", encoding="utf-8")
-    assert sk.source is not None
+    assert kept is not None
     with pytest.raises(InputError, match="changed"):
-        list(ts.reshingled(sk.source, [[0], [1]], BuildConfig()))
+        list(ts.reshingled(kept, [[0], [1]], BuildConfig()))
 
 
 def same_artifact(a, b, tmp_path) -> bool:

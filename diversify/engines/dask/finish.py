@@ -135,14 +135,15 @@ def finish_build(run: Run, edges: Edges, cluster_ids: np.ndarray, *, metadata: O
     run.info["sketch_task_seconds"] = round(cols.seconds, 3)
     sk = _sketches_of(run, cols, with_minhash)
     del cols
+    source: Optional[TextSource] = None
     if guaranteed and run.cfg.minhash is not None and run.cfg.minhash.verify in ("auto", "exact"):
-        sk.source = TextSource(_texts_in_components(run, cluster_ids), 0)
+        source = TextSource(_texts_in_components(run, cluster_ids), 0)
     if run.cfg.minhash is not None and run.n_text:
         run.stats.merged["minhash"] = int(run.n - unique_sorted(cluster_ids).size - edges.exact_merged)
     run.timings["dask_gather"] = time.perf_counter() - t0
     # the labels are a forest of depth one; no pair was checked from re-shingled texts here
     linked = Linked(cluster_ids, flags, run.stats, ExactMemo(sk.n))
-    res = finish(sk, run.cfg, linked, run.timings, aliases=np.zeros((0, 2), np.int64),
+    res = finish(sk, run.cfg, linked, run.timings, source=source, aliases=np.zeros((0, 2), np.int64),
                  raw_cluster=None, metadata=metadata, created_at=created_at)
     # BuildStats has no "dask" key: the engine's own counts are an addition of this engine
     res.stats["dask"] = run.info
