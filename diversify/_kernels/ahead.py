@@ -53,13 +53,11 @@ def wait_for_helper(seconds: float) -> None:
     """Wait (up to ``seconds``) for a helper of this process that is still compiling: the caller
     needs a kernel the helper compiles and has no path without it, so it loads the helper's cache
     entry instead of compiling the same kernel a second time on the same cores."""
-    if _running is not None and _running.poll() is None:
-        import subprocess
+    import time
 
-        try:
-            _running.wait(seconds)
-        except subprocess.TimeoutExpired:
-            pass
+    deadline = time.monotonic() + seconds
+    while _running is not None and _running.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def defer_to_helper() -> bool:

@@ -180,16 +180,17 @@ def test_show_a_cluster_lists_members_similarity_and_stages(art, capsys):
     view = cluster_view(cm, cluster_id=c)
     assert lines[0] == f"cluster          #{c}"
     assert lines[1] == f"size             {view['size']}"
+    assert lines[2] == "promise          every two members verified similar (clique)"
     assert view["size"] == len(cm.members(c)) >= 4
     for m in view["members"]:
-        row = [line for line in lines[4:] if line.endswith(" " + _escaped(m["id"]))]
+        row = [line for line in lines[5:] if line.endswith(" " + _escaped(m["id"]))]
         assert len(row) == 1, (m["id"], out)
         assert f"{m['similarity']:.3f}" in row[0]
         assert ("representative" if m["is_representative"] else m["stages"][0]) in row[0]
     assert view["members"][0]["is_representative"] and view["members"][0]["id"] == cm.representative_of(c)
     # every line is one line: the ids' line breaks, ESC and bidi override are escaped
     assert "\x1b" not in out and "\u202e" not in out and "line\\x0abreak" in out
-    assert len(lines) == 4 + view["size"]
+    assert len(lines) == 5 + view["size"]
 
 
 def _escaped(i) -> str:

@@ -159,12 +159,12 @@ def test_a_spilled_build_holds_a_bounded_group_of_signatures_at_a_time(tmp_path,
     """The linking and the fold check hold at most the bound's rows (small_blocks: 40) in each
     group, more only in a group of one bucket or of one component; dozens of groups give the bytes
     of one (the default bound)."""
-    from diversify._kernels import fold
+    from diversify._kernels import clique as fold
     from diversify.linking import link
     from diversify.linking.keys import Part
 
     events: list[tuple[str, int]] = []  # ("hold", documents), then what the group scans or folds
-    hold, scanned, folded = _spill.HeldRows.hold, link.scan_buckets, fold.fold_groups
+    hold, scanned, folded = _spill.HeldRows.hold, link.scan_buckets, fold.clique_groups
 
     def watched_hold(self, docs, keep=None):
         events.append(("hold", int(docs.size)))
@@ -193,7 +193,7 @@ def test_a_spilled_build_holds_a_bounded_group_of_signatures_at_a_time(tmp_path,
     monkeypatch.setattr(_spill, "gather_rows", watched_gather)
     monkeypatch.setattr(_spill.HeldRows, "hold", watched_hold)
     monkeypatch.setattr(link, "scan_buckets", watched_scan)
-    monkeypatch.setattr(fold, "fold_groups", watched_fold)
+    monkeypatch.setattr(fold, "clique_groups", watched_fold)
     small = diversify.build(iter(corpus.texts), ids=corpus.ids, spill_dir=tmp_path, chunk_size=500,
                             created_at=CREATED)
     groups = []  # (documents held, what the group did: "buckets"/"components", how many)
