@@ -32,6 +32,9 @@ from .fold import BAND, EXACT_ALL
 
 __all__ = ["ring_round"]
 
+#: members whose signatures make the slot-wise mode a large family's center is chosen by
+_MODE_SAMPLE = 1024
+
 @kernel
 def _distance(rule, vrule, bit, val, exact, tmax, hi_max):
     """(kind, distance, inner) of a member verified to a center with (bit, val, exact): the metric
@@ -169,12 +172,20 @@ def _center(rule, vrule, counters, docs, u, sample, tmax, hi_max):
     exs = np.zeros(u, dtype=np.bool_)
     center = pos[best]
     n_inner = _against(rule, vrule, counters, docs, u, center, kinds, dists, inner, bits, vals, exs, tmax, hi_max)
-    # 2. the member most similar to that center may sit nearer the family's middle: keep whichever
-    # has more members within half the threshold's distance
+    # 2. a second candidate nearer the family's middle: with MinHash, the member whose signature
+    # agrees most with the slot-wise mode of the members' signatures (a family of copies of one page
+    # shares the page's minimum in most slots, so the page or its nearest copy wins); else the
+    # member most similar to the first center. Keep whichever has more members within half the
+    # threshold's distance.
     near = -1
-    for x in range(u):
-        if x != center and bits[x] != 0 and (near < 0 or vals[x] > vals[near]):
-            near = x
+    if rule.use_minhash:
+        near = _modal_member(rule, docs, u, _MODE_SAMPLE)
+        if near == center:
+            near = -1
+    else:
+        for x in range(u):
+            if x != center and bits[x] != 0 and (near < 0 or vals[x] > vals[near]):
+                near = x
     if near >= 0:
         kinds2 = np.zeros(u, dtype=np.int64)
         dists2 = np.zeros(u)
@@ -186,6 +197,113 @@ def _center(rule, vrule, counters, docs, u, sample, tmax, hi_max):
         if n2 > n_inner:
             center, kinds, dists, inner, bits, vals, exs = near, kinds2, dists2, inner2, bits2, vals2, exs2
     return center, kinds, dists, inner, bits, vals, exs
+
+
+@kernel
+def _modal_member(rule, docs, u, sample):
+    """The member of ``docs[:u]`` nearest the middle of its family: with the shingle sets at hand,
+    the member with the highest Jaccard to the majority set (the shingles in more than half of an
+    evenly spaced sample's sets: a page's own set, when the family is its copies); else the member
+    whose MinHash signature agrees with the slot-wise mode of the sample's signatures in the most
+    slots. Ties: the first."""
+    s = min(sample, u)
+    n_sets = 0
+    total = 0
+    for k in range(s):
+        r = rule.rows[docs[(k * u) // s]]
+        if r >= 0:
+            n_sets += 1
+            total += rule.sets.counts[r]
+    if 2 * n_sets > s:
+        return _majority_member(rule, docs, u, s, total)
+    return _mode_member(rule, docs, u, s)
+
+
+@kernel
+def _majority_member(rule, docs, u, s, total):
+    sets = rule.sets
+    pool = np.empty(total, dtype=sets.hashes.dtype)
+    at = 0
+    n_sets = 0
+    for k in range(s):
+        r = rule.rows[docs[(k * u) // s]]
+        if r >= 0:
+            n_sets += 1
+            for i in range(sets.starts[r], sets.starts[r] + sets.counts[r]):
+                pool[at] = sets.hashes[i]
+                at += 1
+    pool.sort()
+    major = np.empty(total, dtype=pool.dtype)
+    n_major = 0
+    i = 0
+    while i < total:
+        j = i
+        while j < total and pool[j] == pool[i]:
+            j += 1
+        if 2 * (j - i) > n_sets:
+            major[n_major] = pool[i]
+            n_major += 1
+        i = j
+    best = 0
+    best_j = -1.0
+    for x in range(u):
+        r = rule.rows[docs[x]]
+        if r < 0:
+            continue
+        a = sets.starts[r]
+        a1 = a + sets.counts[r]
+        b = 0
+        inter = 0
+        while a < a1 and b < n_major:
+            if sets.hashes[a] == major[b]:
+                inter += 1
+                a += 1
+                b += 1
+            elif sets.hashes[a] < major[b]:
+                a += 1
+            else:
+                b += 1
+        union = sets.counts[r] + n_major - inter
+        jac = inter / union if union else 1.0
+        if jac > best_j:
+            best_j = jac
+            best = x
+    return best
+
+
+@kernel
+def _mode_member(rule, docs, u, s):
+    minhash = rule.minhash
+    sig_rows = rule.sig_rows
+    p = minhash.shape[1]
+    mode = np.empty(p, dtype=minhash.dtype)
+    col = np.empty(s, dtype=minhash.dtype)
+    for t in range(p):
+        for k in range(s):
+            d = docs[(k * u) // s]
+            col[k] = minhash[sig_rows[d] if sig_rows.size else d, t]
+        col.sort()
+        best_v = col[0]
+        best_n = 0
+        run = 0
+        for k in range(s):
+            run = run + 1 if k and col[k] == col[k - 1] else 1
+            if run > best_n:
+                best_n = run
+                best_v = col[k]
+        mode[t] = best_v
+    best = 0
+    best_agree = -1
+    for x in range(u):
+        d = docs[x]
+        row = sig_rows[d] if sig_rows.size else d
+        agree = 0
+        for t in range(p):
+            agree += minhash[row, t] == mode[t]
+        if agree > best_agree:
+            best_agree = agree
+            best = x
+    return best
 
 
 @kernel
