@@ -199,13 +199,15 @@ class BuildResult:
 def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, aliases: np.ndarray,
            raw_cluster: Optional[np.ndarray], metadata, created_at, thresholds: Optional[np.ndarray] = None,
            source: Optional[TextSource] = None, old_reps: Optional[np.ndarray] = None,
-           ids_ahead: Optional[Future] = None) -> BuildResult:
+           old_similarity: Optional[np.ndarray] = None, ids_ahead: Optional[Future] = None) -> BuildResult:
     """Cut the linking's components into clusters and make the artifact and the BuildResult.
 
     ``thresholds``: each document's Jaccard threshold from its source (``source_thresholds``;
     :func:`diversify.staging.doc_thresholds`), which the fold check verifies each pair at and the
     artifact keeps for ``add``. ``source``: the texts at hand, which the fold check re-shingles
-    for its exact checks (:class:`~diversify.sketches.source.TextSource`), else None."""
+    for its exact checks (:class:`~diversify.sketches.source.TextSource`), else None. ``add`` only:
+    ``raw_cluster``, ``aliases`` and ``old_reps``, the artifact's clusters, and ``old_similarity``
+    (float32, one per old document), what the artifact's fold check verified, which its documents keep."""
     from ..artifact import ClusterMap
 
     t0 = time.perf_counter()
@@ -221,7 +223,7 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
         rep = representatives(cluster_ids, cfg.representative, sk.lengths, sk.keys)
     else:
         cluster_ids, rep, flags, fold, fold_sim = _guaranteed(root, sk, cfg, flags, linked.memo, thresholds, source,
-                                                                 raw_cluster, aliases, old_reps)
+                                                                 raw_cluster, aliases, old_reps, old_similarity)
         stored = cluster_ids
     timings["cluster"] = time.perf_counter() - t0
     extras: dict = {}
@@ -285,10 +287,10 @@ def _log_build(cfg: BuildConfig, config: dict, build_info: dict, report: dict, f
 
 
 def _guaranteed(root, sk: Sketches, cfg: BuildConfig, flags: np.ndarray, memo: ExactMemo,
-                thresholds: Optional[np.ndarray], source: Optional[TextSource], raw_cluster, aliases, old_reps):
+                thresholds: Optional[np.ndarray], source: Optional[TextSource], raw_cluster, aliases, old_reps,
+                old_sim: Optional[np.ndarray]):
     """Labels, representatives and stage bits under the fold guarantee (see diversify.clusters.guarantee)."""
     rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
-    old_sim = sk.fold_similarity
     if raw_cluster is None:
         labels, rep, bits, fstats = guaranteed_clusters(root, sk, cfg, rank, memo=memo, thresholds=thresholds,
                                                        source=source)
