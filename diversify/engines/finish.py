@@ -226,9 +226,9 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
                                                                  raw_cluster, aliases, old_reps, old_similarity)
         stored = cluster_ids
     timings["cluster"] = time.perf_counter() - t0
-    extras: dict = {}
-    if cfg.incremental:
-        extras = incremental_extras(sk, thresholds)
+    # the per-document state: kept in the artifact for `add` (incremental), read by the report either way
+    state = incremental_extras(sk, thresholds)
+    extras: dict = dict(state) if cfg.incremental else {}
     if fold_sim is not None:  # what the fold check verified, for `stats` and `eval`
         extras["fold_similarity"] = fold_sim
     if aliases.size:
@@ -265,7 +265,7 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
     )
     stats_dict = build_stats(stats)
     config_json = cfg.model_dump(mode="json")
-    report = cluster_report(cluster_ids, rep, config_json, {**incremental_extras(sk, thresholds), **extras})
+    report = cluster_report(cluster_ids, rep, config_json, {**state, **extras})
     notes = outcome_warnings(report)
     _log_build(cfg, config_json, build_info, report, fingerprint(cfg))
     for note in notes:

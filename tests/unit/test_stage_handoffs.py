@@ -165,3 +165,29 @@ def test_the_linking_and_the_fold_check_take_the_text_source_as_an_argument():
     assert np.allclose(stats.similarity[folded][checked], exact[checked]), "similarities are the exact Jaccard"
     _, _, _, blind_stats = guaranteed_clusters(root, sk, cfg, rank, memo=with_texts.memo)
     assert blind_stats.exact_checks == 0, "without the texts the fold check cannot re-shingle"
+
+
+def test_finish_makes_the_per_document_state_once(monkeypatch):
+    """The artifact's incremental state and the report's input are one computation: ``finish``
+    asks the stage layer for it once, with or without ``incremental``, and the report still sees it
+    (an estimated member similarity needs the signatures)."""
+    import diversify
+    import diversify.engines.finish as fin
+
+    calls = []
+    real = fin.incremental_extras
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fin, "incremental_extras", counted)
+    texts = _near_pairs(60)
+    for incremental in (True, False):
+        calls.clear()
+        cfg = BuildConfig(minhash=MinHashConfig(threshold=0.8, verify="estimate"), incremental=incremental,
+                          clustering="components")
+        res = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z")
+        assert calls == [1]
+        assert res.report["similarity_known"] and res.report["member_similarity"]["min"] > 0.5
+        assert ("minhash" in res.cluster_map.extras) == incremental
