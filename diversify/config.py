@@ -230,7 +230,7 @@ class BuildConfig(_Frozen):
     incremental: bool = True
     #: a Jaccard threshold per source (the `sources` passed to build, e.g. {"titles": 0.9,
     #: "articles": 0.7}); a pair from two sources must meet the stricter one; sources not listed
-    #: use `minhash.threshold`. Needs clustering="guaranteed" (the fold check applies it)
+    #: use `minhash.threshold`. Needs clustering="guaranteed" (the cut into clusters applies it)
     source_thresholds: Optional[dict[str, float]] = None
 
     @field_validator("seed")

@@ -203,18 +203,18 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
     """Cut the linking's components into clusters and make the artifact and the BuildResult.
 
     ``thresholds``: each document's Jaccard threshold from its source (``source_thresholds``;
-    :func:`diversify.staging.doc_thresholds`), which the fold check verifies each pair at and the
-    artifact keeps for ``add``. ``source``: the texts at hand, which the fold check re-shingles
+    :func:`diversify.staging.doc_thresholds`), which the cut into clusters verifies each pair at and the
+    artifact keeps for ``add``. ``source``: the texts at hand, which the cut re-shingles
     for its exact checks (:class:`~diversify.sketches.source.TextSource`), else None. ``add`` only:
     ``raw_cluster``, ``aliases`` and ``old_reps``, the artifact's clusters, and ``old_similarity``
-    (float32, one per old document), what the artifact's fold check verified, which its documents keep."""
+    (float32, one per old document), what the artifact's cut verified, which its documents keep."""
     from ..artifact import ClusterMap
 
     t0 = time.perf_counter()
     flags, stats = linked.flags, linked.stats
     root = component_roots(linked.parent)
-    fold: dict = {}
-    fold_sim: Optional[np.ndarray] = None
+    cut_stats: dict = {}  # what the cut into clusters did (build_info["fold"])
+    member_sim: Optional[np.ndarray] = None  # each member's verified similarity to its representative
     if cfg.clustering == "components":
         if raw_cluster is None:
             cluster_ids = stored = root
@@ -222,15 +222,15 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
             cluster_ids, stored, aliases = stable_labels(root, raw_cluster, aliases)
         rep = representatives(cluster_ids, cfg.representative, sk.lengths, sk.keys)
     else:
-        cluster_ids, rep, flags, fold, fold_sim = _guaranteed(root, sk, cfg, flags, linked.memo, thresholds, source,
+        cluster_ids, rep, flags, cut_stats, member_sim = _guaranteed(root, sk, cfg, flags, linked.memo, thresholds, source,
                                                                  raw_cluster, aliases, old_reps, old_similarity)
         stored = cluster_ids
     timings["cluster"] = time.perf_counter() - t0
     # the per-document state: kept in the artifact for `add` (incremental), read by the report either way
     state = incremental_extras(sk, thresholds)
     extras: dict = dict(state) if cfg.incremental else {}
-    if fold_sim is not None:  # what the fold check verified, for `stats` and `eval`
-        extras["fold_similarity"] = fold_sim
+    if member_sim is not None:  # what the cut verified, for `stats` and `eval`
+        extras["fold_similarity"] = member_sim
     if aliases.size:
         extras["aliases"] = aliases
     n_clusters = int(unique_sorted(cluster_ids).size)
@@ -246,8 +246,8 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
         "exact_checks": stats.exact_checks,
         "stages": {str(k): v for k, v in STAGE_NAMES.items()},
     }
-    if fold:
-        build_info["fold"] = fold
+    if cut_stats:
+        build_info["fold"] = cut_stats
     cmap = ClusterMap.from_arrays(
         sk.ids if ids_ahead is None else ids_ahead.result(),
         stored,

@@ -142,7 +142,7 @@ def build(
 def _id_columns_beside(ids: list | PackedIds) -> Future:
     """The artifact's id columns (:func:`diversify.artifact.assemble.id_columns`: each id encoded,
     its lookup key hashed; Python work, under the GIL) computed in a thread while the
-    linking and the fold check run in kernels that release the GIL. Errors surface where the
+    linking and the cut into clusters run in kernels that release the GIL. Errors surface where the
     result is taken, in :func:`finish`, as they would have there."""
     from ..artifact.assemble import id_columns
 

@@ -75,7 +75,7 @@ class Sketches:
 class Sketched(NamedTuple):
     """What sketching returns: the documents' sketches, and the texts at hand for re-shingling
     (verify="auto"/"exact" checks; None unless a sequence of texts was given), which the linking's
-    exact checks and the fold check take as an argument."""
+    exact checks and the cut into clusters take as an argument."""
 
     sketches: Sketches
     source: Optional[TextSource]
