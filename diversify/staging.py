@@ -5,7 +5,7 @@ stages, so that none of them reaches into another's internals.
   (representative keys) and :func:`doc_thresholds` (each document's Jaccard threshold from its source);
 - the linking config: :func:`linking_config` (with source thresholds, the edges at the lowest);
 - verification bounds: :func:`agreement_band` and :func:`agreement_bounds` (the borderline band of
-  ``verify="auto"``, in signature agreements), read by the linking stages and the fold check;
+  ``verify="auto"``, in signature agreements), read by the linking stages and the cut into clusters;
 - outputs: :func:`incremental_extras` (the per-document state an artifact or the live index keeps).
 
 Config coercion (a dict or None to a :class:`~diversify.config.BuildConfig`) is
@@ -39,7 +39,7 @@ def sketch_inputs(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool
     (``sets32``: with the 32-bit shingle sets it stores, from the same pass where it can).
 
     Returns the sketches and, beside them, the texts at hand for re-shingling (None unless
-    ``texts`` is a sequence), which the linking and the fold check take as an argument."""
+    ``texts`` is a sequence), which the linking and the cut into clusters take as an argument."""
     source: Optional[TextSource] = None
     t0 = time.perf_counter()
     if texts is not None:
@@ -140,7 +140,7 @@ def doc_thresholds(cfg: BuildConfig, sources, n: int) -> Optional[np.ndarray]:
 
 def linking_config(cfg: BuildConfig) -> BuildConfig:
     """The config the edge stages run with: with source thresholds, MinHash at the lowest of them
-    (the fold check then applies each pair's own, stricter, threshold)."""
+    (the cut into clusters then applies each pair's own, stricter, threshold)."""
     if cfg.source_thresholds is None or cfg.minhash is None:
         return cfg
     low = min(cfg.minhash.threshold, *cfg.source_thresholds.values())

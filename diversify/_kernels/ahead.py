@@ -3,7 +3,7 @@
 The process itself (when it pays, starting and stopping it, the made-up build it runs) is
 :mod:`diversify.engines.ahead`, above the stages it runs: this module holds only what the layers
 below it read, the kernels it compiles (:func:`ahead_kernels`) and the record of a running one
-that the fold check asks (:func:`defer_to_helper`).
+that the cut of components into clusters asks (:func:`defer_to_helper`).
 """
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ def build(
 def _id_columns_beside(ids: list | PackedIds) -> Future:
     """The artifact's id columns (:func:`diversify.artifact.assemble.id_columns`: each id encoded,
     its lookup key hashed; Python work, under the GIL) computed in a thread while the
-    linking and the fold check run in kernels that release the GIL. Errors surface where the
+    linking and the cut into clusters run in kernels that release the GIL. Errors surface where the
     result is taken, in :func:`finish`, as they would have there."""
     from ..artifact.assemble import id_columns
 
@@ -242,10 +242,10 @@ def add(
         flags = np.concatenate([np.asarray(cmap.doc_stages, np.uint8), np.zeros(new.n, np.uint8)])
         linked = link(sk, linking_config(cfg), source=new_source, parent=parent, flags=flags, new_start=n_old,
                       timings=timings, progress=progress)
+        old_sim = np.asarray(ex["fold_similarity"], dtype=np.float32) if "fold_similarity" in ex else None
         res = finish(sk, cfg, linked, timings, thresholds=thresholds, source=new_source, aliases=old_aliases,
-                     raw_cluster=raw_old,
-                     metadata=cmap.metadata, created_at=created_at,
-                     old_reps=np.asarray(cmap.is_representative, dtype=bool))
+                     raw_cluster=raw_old, metadata=cmap.metadata, created_at=created_at,
+                     old_reps=np.asarray(cmap.is_representative, dtype=bool), old_similarity=old_sim)
         res.origin = origin
         res.skipped = skipped
         return res
@@ -347,9 +347,6 @@ def _extend(cmap, cfg: BuildConfig, new: Sketches, all_ids: list, old_flags: np.
         sk.vectors = np.concatenate([np.asarray(ex["vectors"]), new.vectors.astype(np.asarray(ex["vectors"]).dtype)])
     if cfg.representative == "key":
         sk.keys = np.concatenate([np.asarray(ex["rep_keys"]), new.keys])
-    if "fold_similarity" in ex:
-        sk.fold_similarity = np.concatenate([np.asarray(ex["fold_similarity"], dtype=np.float32),
-                                             np.full(new.n, np.nan, np.float32)])
     new_thr = doc_thresholds(cfg, sources, new.n)
     if new_thr is None:
         return sk, None

@@ -1,6 +1,6 @@
 """The exact Jaccard check of borderline MinHash pairs: the documents' shingle sets (from the
 kept sets, or re-shingled from the texts at hand) and the check that joins a pair whose Jaccard
-reaches the threshold. What it computes goes into the build's :class:`ExactMemo` for the fold check.
+reaches the threshold. What it computes goes into the build's :class:`ExactMemo` for the cut into clusters.
 """
 
 from __future__ import annotations

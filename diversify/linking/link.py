@@ -69,7 +69,7 @@ class LinkStats:
 class Linked(NamedTuple):
     """What :func:`link` returns: the union-find forest of the verified edges, each document's
     stage bits, the counts per stage, and the exact Jaccard of the pairs it checked from
-    re-shingled texts (for the fold check)."""
+    re-shingled texts (for the cut of components into clusters)."""
 
     parent: np.ndarray  # int64 (n,) union-find forest: component_roots(parent) are the components
     flags: np.ndarray  # uint8 (n,) the stages whose edges joined each document

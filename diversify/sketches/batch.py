@@ -56,10 +56,6 @@ class Sketches:
     text_simhash: Optional[np.ndarray] = None  # uint64 (n,) Charikar fingerprints of the texts
     vectors: Optional[np.ndarray] = None  # float32/64 (n, d), L2-normalized
     keys: Optional[np.ndarray] = None  # float64 (n,) or (n, m) representative keys
-    # float64 (n,) the Jaccard threshold of each document's source, as the live index stores it with
-    # the document (diversify.index.payload); a build passes its thresholds to the fold check itself
-    doc_threshold: Optional[np.ndarray] = None
-    fold_similarity: Optional[np.ndarray] = None  # float32 (n,) of an artifact `add` extends (see clusters)
     char_docs: Optional[np.ndarray] = None  # bool (n,) documents shingle="auto" shingled by character
     # each document's sorted distinct shingle hashes cut to their high 32 bits, CSR over ALL
     # documents (the live index stores them so that borderline pairs with stored documents are
@@ -79,7 +75,7 @@ class Sketches:
 class Sketched(NamedTuple):
     """What sketching returns: the documents' sketches, and the texts at hand for re-shingling
     (verify="auto"/"exact" checks; None unless a sequence of texts was given), which the linking's
-    exact checks and the fold check take as an argument."""
+    exact checks and the cut into clusters take as an argument."""
 
     sketches: Sketches
     source: Optional[TextSource]

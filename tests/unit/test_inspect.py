@@ -88,7 +88,7 @@ def test_columns_follow_what_the_artifact_stores(art, corpus):
         assert len(cols["stages"][d]) == 1, "a folded document names the one stage that verified it"
         if cols["stages"][d] == ["exact"]:
             assert cols["similarity"][d] == 1.0
-        else:  # verify="exact": the fold check's exact Jaccard against the representative
+        else:  # verify="exact": the cut's exact Jaccard against the representative
             assert cols["stages"][d] == ["minhash"]
             assert cols["similarity"][d] == pytest.approx(jaccard(text_of[i], text_of[rep]), abs=1e-6)
             assert cols["similarity"][d] >= 0.5
@@ -148,7 +148,7 @@ def test_export_has_the_new_columns_and_one_boolean_spelling(art, tmp_path, caps
     # a formula id is neutralised in both id columns
     formula = [r for r in csv_rows if r["id"].startswith("'=")]
     assert formula and all(not r["representative_id"].startswith(("=", "+", "-", "@")) for r in csv_rows)
-    if name == "c":  # components: no fold check, no verified similarity: empty / null, never invented
+    if name == "c":  # components: no cut, no verified similarity: empty / null, never invented
         assert set(cols["similarity"]) == {None}
         assert {r["similarity"] for r in csv_rows} == {""}
         assert {r["similarity"] for r in got["jsonl"]} == {None}

@@ -87,7 +87,7 @@ def test_build_with_and_without_kept_encodings_writes_the_same_bytes(tmp_path, m
 
     monkeypatch.setattr(ts.EncodedTexts, "encode", counted)
     with_kept = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
-    assert sum(calls) > 100  # the exact checks and the fold check re-shingled from the kept chunks
+    assert sum(calls) > 100  # the exact checks and the cut into clusters re-shingled from the kept chunks
     monkeypatch.setattr(ts, "KEEP_ENCODED", 0)
     calls.clear()
     without = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
@@ -153,8 +153,8 @@ def same_artifact(a, b, tmp_path) -> bool:
 
 def test_fold_check_takes_the_linkings_exact_jaccard_for_pairs(tmp_path, monkeypatch):
     """A two-document component whose pair the linking checked exactly is not re-shingled for the
-    fold check: it takes the Jaccard the linking computed (the same sets, the same function). The
-    artifact is byte for byte the one the fold check writes when it shingles every member again."""
+    cut into clusters: it takes the Jaccard the linking computed (the same sets, the same function).
+    The artifact is byte for byte the one the cut writes when it shingles every member again."""
     texts = _texts(3000, seed=7)
     cfg = BuildConfig(minhash=MinHashConfig(threshold=0.8, verify="auto"))
     shingled: list = []
@@ -171,7 +171,7 @@ def test_fold_check_takes_the_linkings_exact_jaccard_for_pairs(tmp_path, monkeyp
     shingled.clear()
     without = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
     assert with_known.stats["exact_checks"]["minhash"] > 100  # the linking checked pairs exactly...
-    assert used < sum(shingled) - 100  # ...and the fold check re-shingled fewer documents for it
+    assert used < sum(shingled) - 100  # ...and the cut re-shingled fewer documents for it
     assert same_artifact(with_known, without, tmp_path)
 
 

@@ -1,9 +1,9 @@
 """The hand-offs between the build's stages are explicit: the linking returns its forest, stage
 bits, counts and exact-check memo (:class:`diversify.linking.link.Linked`) instead of filling
 arguments or the sketches, so that the same sketches linked twice give the same result and are
-left as they were; the fold check takes the per-document thresholds and the memo as arguments;
-sketching returns the texts at hand beside the sketches, and the linking and the fold check take
-them as an argument of their own."""
+left as they were; the cut into clusters takes the per-document thresholds and the memo as
+arguments; sketching returns the texts at hand beside the sketches, and the linking and the cut
+take them as an argument of their own."""
 
 from __future__ import annotations
 
@@ -92,12 +92,12 @@ def test_the_memo_is_not_a_field_of_the_sketches():
     assert not hasattr(Sketches, "remember_jaccard") and not hasattr(Sketches, "known_jaccard")
 
 
-def test_the_fold_check_takes_each_documents_threshold_as_an_argument():
+def test_the_cut_takes_each_documents_threshold_as_an_argument():
     """The same sketches and forest, cut with and without per-document thresholds: a strict
     threshold for some documents leaves their near copies unfolded, and the sketches carry none."""
     cfg = BuildConfig(minhash=MinHashConfig(threshold=0.5, verify="estimate"))
     sk = _sketches(_near_pairs(200), cfg)
-    assert sk.doc_threshold is None
+    assert not {f.name for f in dataclasses.fields(Sketches)} & {"doc_threshold", "thresholds"}
     linked = link(sk, linking_config(cfg), timings={})
     root = component_roots(linked.parent)
     rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
@@ -137,7 +137,7 @@ def test_sketching_returns_the_text_source_beside_the_sketches():
     assert streamed.source is None, "an iterator's texts are gone once sketched"
 
 
-def test_the_linking_and_the_fold_check_take_the_text_source_as_an_argument():
+def test_the_linking_and_the_cut_take_the_text_source_as_an_argument():
     """The same sketches linked and cut with and without the texts at hand: with them, borderline
     pairs are decided by exact Jaccard (the memo holds them; the folds' similarities are exact
     Jaccard values); without them, by the estimate (no exact check, nothing in the memo)."""
@@ -164,4 +164,30 @@ def test_the_linking_and_the_fold_check_take_the_text_source_as_an_argument():
     checked = ~np.isclose(stats.similarity[folded], 1.0)
     assert np.allclose(stats.similarity[folded][checked], exact[checked]), "similarities are the exact Jaccard"
     _, _, _, blind_stats = guaranteed_clusters(root, sk, cfg, rank, memo=with_texts.memo)
-    assert blind_stats.exact_checks == 0, "without the texts the fold check cannot re-shingle"
+    assert blind_stats.exact_checks == 0, "without the texts the cut cannot re-shingle"
+
+
+def test_finish_makes_the_per_document_state_once(monkeypatch):
+    """The artifact's incremental state and the report's input are one computation: ``finish``
+    asks the stage layer for it once, with or without ``incremental``, and the report still sees it
+    (an estimated member similarity needs the signatures)."""
+    import diversify
+    import diversify.engines.finish as fin
+
+    calls = []
+    real = fin.incremental_extras
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fin, "incremental_extras", counted)
+    texts = _near_pairs(60)
+    for incremental in (True, False):
+        calls.clear()
+        cfg = BuildConfig(minhash=MinHashConfig(threshold=0.8, verify="estimate"), incremental=incremental,
+                          clustering="components")
+        res = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z")
+        assert calls == [1]
+        assert res.report["similarity_known"] and res.report["member_similarity"]["min"] > 0.5
+        assert ("minhash" in res.cluster_map.extras) == incremental

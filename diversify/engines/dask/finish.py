@@ -81,7 +81,7 @@ def _sketches_of(run: Run, cols: _Columns, with_minhash: bool) -> Sketches:
 
 
 class _TextsAt(Sequence):
-    """The texts of some documents, indexed by global document index (what the fold check reads)."""
+    """The texts of some documents, indexed by global document index (what the cut into clusters reads)."""
 
     def __init__(self, texts: dict):
         self._texts = texts
@@ -98,7 +98,7 @@ def _take_texts(part, local: np.ndarray) -> list:
 
 
 def _texts_in_components(run: Run, components: np.ndarray) -> _TextsAt:
-    """Texts of the documents in components of two or more: the only ones the fold check compares
+    """Texts of the documents in components of two or more: the only ones the cut into clusters compares
     (exactly, under verify="auto"), fetched from the input partitions that hold them."""
     from dask import delayed
 
@@ -111,7 +111,7 @@ def _texts_in_components(run: Run, components: np.ndarray) -> _TextsAt:
             jobs.append((lo, local, delayed(_take_texts, pure=True)(run.sources[p], local)))
     texts: dict = {}
     if jobs:
-        futs = run.compute([j[2] for j in jobs], "texts for the fold check")
+        futs = run.compute([j[2] for j in jobs], "texts for the cut into clusters")
         for (lo, local, _), got in zip(jobs, run.client.gather(futs)):
             texts.update(zip((local + lo).tolist(), got))
     return _TextsAt(texts)
