@@ -204,21 +204,25 @@ class BuildResult:
 def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, aliases: np.ndarray,
            raw_cluster: Optional[np.ndarray], metadata, created_at, thresholds: Optional[np.ndarray] = None,
            source: Optional[TextSource] = None, old_reps: Optional[np.ndarray] = None,
-           ids_ahead: Optional[Future] = None) -> BuildResult:
+           ids_ahead: Optional[Future] = None, cut: Optional[tuple] = None, purity: Optional[dict] = None,
+           ) -> BuildResult:
     """Cut the linking's components into clusters and make the artifact and the BuildResult.
 
     ``thresholds``: each document's Jaccard threshold from its source (``source_thresholds``;
     :func:`diversify.staging.doc_thresholds`), which the fold check verifies each pair at and the
     artifact keeps for ``add``. ``source``: the texts at hand, which the fold check re-shingles
-    for its exact checks (:class:`~diversify.sketches.source.TextSource`), else None."""
+    for its exact checks (:class:`~diversify.sketches.source.TextSource`), else None. ``cut``: (labels,
+    reps, stage bits, fold counters, similarities) of a cut made elsewhere; ``purity``: its sampled purity."""
     from ..artifact import ClusterMap
 
     t0 = time.perf_counter()
     flags, stats = linked.flags, linked.stats
     root = component_roots(linked.parent)
-    fold: dict = {}
-    fold_sim: Optional[np.ndarray] = None
-    if cfg.clustering == "components":
+    fold, fold_sim = {}, None
+    if cut is not None:
+        cluster_ids, rep, flags, fold, fold_sim = cut  # cut elsewhere (the Dask engine's workers)
+        stored = cluster_ids
+    elif cfg.clustering == "components":
         if raw_cluster is None:
             cluster_ids = stored = root
         else:
@@ -251,7 +255,7 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
     }
     if fold:
         build_info["fold"] = fold
-    build_info["purity"] = sampled_purity(cluster_ids, sk, cfg, thresholds, source)
+    build_info["purity"] = purity if purity is not None else sampled_purity(cluster_ids, sk, cfg, thresholds, source)
     cmap = ClusterMap.from_arrays(
         sk.ids if ids_ahead is None else ids_ahead.result(),
         stored,

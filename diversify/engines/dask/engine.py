@@ -21,12 +21,17 @@ Stages (each a pure Dask task graph; a failed task is recomputed from its inputs
 4. **connected components** of the exact and MinHash edges by alternating large-star and
    small-star rounds (Kiveris et al. 2014) over the edge table, each a shuffle by node; O(log n)
    rounds. A component's label is its smallest member: the local build's cluster id.
-5. **artifact**: the per-document columns are gathered partition by partition and written by the
-   local builder's :func:`~diversify.engines.local.finish` (representatives, stage flags, extras).
+5. **cut**, on the workers (:mod:`.cut`): member rows (sketch columns and, under
+   ``verify="auto"``, texts read from the input partitions) shuffled by component; each cut
+   partition runs the local build's :func:`~diversify.clusters.cut_clusters` on a small Sketches
+   of its members (representatives, labels, stage bits, fold similarities); the sampled purity is
+   drawn and checked there too (:mod:`.purity`).
+6. **artifact**: the cut's results and the per-document columns are gathered partition by
+   partition and written by the local builder's :func:`~diversify.engines.finish.finish`.
 
 Modules, one per stage: :mod:`.inputs` (partitions), :mod:`.sketch`, :mod:`.exact`, :mod:`.bands`
 (with the Bloom filter of :mod:`diversify.linking.keyfilter`), :mod:`.scan` (bucket scan and borderline checks), :mod:`.components`,
-:mod:`.finish`; :mod:`.run` holds what they share; this module runs them in order.
+:mod:`.cut`, :mod:`.purity`, :mod:`.finish`; :mod:`.run` holds what they share; this module runs them in order.
 
 Why the clusters are identical to the local build's
 ---------------------------------------------------
@@ -73,6 +78,7 @@ from ...linking.keys import minhash_params
 from ...staging import agreement_band
 from .bands import band_row_bytes, shared_key_filter, shuffled_band_rows
 from .components import components_stage, connected_components
+from .cut import cut_stage
 from .exact import exact_stage
 from .finish import finish_build
 from .inputs import input_partitions
@@ -220,8 +226,24 @@ def _run(run: Run, *, shuffle_partitions: Optional[int], metadata, created_at):
         exact_stage(run, edges)
     if run.cfg.minhash is not None and run.n_text:
         _minhash_stage(run, edges, shuffle_partitions)
-    cluster_ids = components_stage(run, edges)
-    return finish_build(run, edges, cluster_ids, metadata=metadata, created_at=created_at)
+    label_futs, moved = components_stage(run, edges)
+    if run.cfg.minhash is not None and run.n_text:
+        run.stats.merged["minhash"] = int(moved - edges.exact_merged)
+    _check_keys_present(run)
+    cut_futs = cut_stage(run, edges, label_futs, 2 * moved) if label_futs else []
+    edges.clear()  # the edge tables and labels may leave the workers now
+    del label_futs
+    return finish_build(run, cut_futs, metadata=metadata, created_at=created_at)
+
+
+def _has_keys(skp: dict) -> bool:
+    return skp["keys"] is not None
+
+
+def _check_keys_present(run: Run) -> None:
+    if run.cfg.representative == "key" and not all(run.gather(_has_keys, run.sketches)):
+        raise ConfigError("`representative='key'` needs a key for every document: pass `keys` (with texts) or "
+                          "`key_field` (with files or frames) naming a numeric column.")
 
 
 def _sketch_stage(run: Run) -> None:
