@@ -61,6 +61,7 @@ def one_numba_thread():
 SLOW_MODULES = {
     "test_dask_engine.py",  # starts local Dask clusters
     "test_dask_cut.py",  # the cut on Dask workers against the local build
+    "test_dask_shards.py",  # sharded Dask results, written by the workers
     "test_determinism.py",  # builds in subprocesses at 1 and 2 threads
     "test_crash_during_writes.py",  # SIGKILLs writer subprocesses
     "test_quality_data.py",  # builds real labelled data sets

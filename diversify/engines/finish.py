@@ -42,7 +42,7 @@ from ..staging import incremental_extras
 if TYPE_CHECKING:
     from ..artifact import ClusterMap
 
-__all__ = ["BuildResult", "BuildStats", "build_stats", "stage_line", "finish"]
+__all__ = ["BuildResult", "BuildStats", "build_stats", "stage_line", "finish", "make_build_info"]
 
 log = logging.getLogger("diversify")
 
@@ -242,20 +242,9 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
         extras["aliases"] = aliases
     n_clusters = int(unique_sorted(cluster_ids).size)
     # no wall-clock timings in the artifact: same input, config and seed => same bytes
-    build_info = {
-        "n_docs": sk.n,
-        "n_clusters": n_clusters,
-        "n_empty": int(sk.empty.sum()) if sk.has_text else 0,
-        "candidates": stats.candidates,
-        "verified": stats.verified,
-        "merged": stats.merged,
-        "lsh": stats.lsh,
-        "exact_checks": stats.exact_checks,
-        "stages": {str(k): v for k, v in STAGE_NAMES.items()},
-    }
-    if fold:
-        build_info["fold"] = fold
-    build_info["purity"] = purity if purity is not None else sampled_purity(cluster_ids, sk, cfg, thresholds, source)
+    build_info = make_build_info(sk.n, n_clusters, int(sk.empty.sum()) if sk.has_text else 0, stats, fold,
+                                 purity if purity is not None else sampled_purity(cluster_ids, sk, cfg, thresholds,
+                                                                                   source))
     cmap = ClusterMap.from_arrays(
         sk.ids if ids_ahead is None else ids_ahead.result(),
         stored,
@@ -281,6 +270,25 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
         warnings.warn(note, DiversifyWarning, stacklevel=3)
     return BuildResult(cluster_map=cmap, cluster_ids=cluster_ids, is_representative=rep, doc_stages=flags,
                        timings=timings, stats=stats_dict, report=report, warnings=notes)
+
+
+def make_build_info(n_docs: int, n_clusters: int, n_empty: int, stats: LinkStats, fold: dict, purity: dict) -> dict:
+    """The artifact's ``build_info``: counts, the stages' counters, the cut's counters, the purity."""
+    build_info = {
+        "n_docs": n_docs,
+        "n_clusters": n_clusters,
+        "n_empty": n_empty,
+        "candidates": stats.candidates,
+        "verified": stats.verified,
+        "merged": stats.merged,
+        "lsh": stats.lsh,
+        "exact_checks": stats.exact_checks,
+        "stages": {str(k): v for k, v in STAGE_NAMES.items()},
+    }
+    if fold:
+        build_info["fold"] = fold
+    build_info["purity"] = purity
+    return build_info
 
 
 def _log_build(cfg: BuildConfig, config: dict, build_info: dict, report: dict, fp: str) -> None:

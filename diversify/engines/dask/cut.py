@@ -34,13 +34,23 @@ from ...stages import STAGE_EXACT, STAGE_MINHASH
 from .inputs import Part
 from .run import Edges, Run
 
-__all__ = ["cut_stage", "cut_partition", "member_rows", "split_labels", "split_flagged", "CUT_PARTITION_BYTES"]
+__all__ = ["cut_stage", "cut_partition", "member_rows", "split_labels", "split_flagged", "ids_at",
+           "CUT_PARTITION_BYTES"]
 
 #: target bytes of the member rows of one cut partition
 CUT_PARTITION_BYTES = 64 * 2**20
 #: bytes a member row is assumed to take besides its signature (text, columns) when sizing the cut
 _ROW_BYTES_GUESS = 2048
 _EMPTY = np.zeros(0, np.int64)
+#: the member-row columns that are Python lists (the rest are numpy arrays)
+_LISTS = ("texts", "ids")
+
+
+def ids_at(ids: Optional[list], local: np.ndarray, offset: int) -> list:
+    """The ids of the documents ``local`` of an input partition: a missing id is the global index."""
+    if ids is None:
+        return (local + np.int64(offset)).tolist()
+    return [offset + int(i) if ids[int(i)] is None else ids[int(i)] for i in local]
 
 
 def _owner_split(docs: np.ndarray, offsets: np.ndarray, *cols: np.ndarray) -> tuple:
@@ -96,20 +106,21 @@ def member_rows(skp: dict, part: Optional[Part], offset: int, q: int, what: dict
     if part is not None:
         texts = part.texts
         rows["texts"] = [texts[int(i)] for i in local]
+    rows["ids"] = ids_at(skp["ids"], local, offset)
     dest = _cut_part_of(comps, q)
     order = np.argsort(dest, kind="stable")
     bounds = np.searchsorted(dest[order], np.arange(q + 1))
     out = []
     for j in range(q):
         sel = order[bounds[j]:bounds[j + 1]]
-        out.append({k: ([v[int(i)] for i in sel] if k == "texts" else v[sel]) for k, v in rows.items()})
+        out.append({k: ([v[int(i)] for i in sel] if k in _LISTS else v[sel]) for k, v in rows.items()})
     return tuple(out) if q > 1 else out[0]
 
 
 def _concat_rows(pieces) -> dict:
     out: dict = {}
     for k in pieces[0]:
-        if k == "texts":
+        if k in _LISTS:
             out[k] = [t for p in pieces for t in p[k]]
         else:
             out[k] = np.concatenate([p[k] for p in pieces])
@@ -130,7 +141,7 @@ def cut_partition(cfg_json: dict, *pieces) -> dict:
     cfg = BuildConfig(**cfg_json)
     rows = _concat_rows(pieces)
     order = np.argsort(rows["doc"], kind="stable")
-    rows = {k: ([v[int(i)] for i in order] if k == "texts" else v[order]) for k, v in rows.items()}
+    rows = {k: ([v[int(i)] for i in order] if k in _LISTS else v[order]) for k, v in rows.items()}
     docs = rows["doc"]
     n = docs.size
     root = np.searchsorted(docs, rows["comp"]).astype(np.int64)
@@ -151,8 +162,12 @@ def cut_partition(cfg_json: dict, *pieces) -> dict:
         fold = {"components_cut": fstats.components_cut, "pairs_checked": fstats.pairs_checked,
                 "exact_checks": fstats.exact_checks, "pairs_certified": fstats.pairs_certified,
                 "by_stage": dict(fstats.by_stage)}
+    rep_of = np.zeros(n, dtype=np.int64)
+    rep_of[labels[reps]] = np.flatnonzero(reps)
+    ids = rows["ids"]
     return {"docs": docs, "labels": docs[labels], "reps": reps, "flags": flags, "similarity": sim, "fold": fold,
-            "sketches": sk, "source": source, "seconds": time.perf_counter() - t0}
+            "rep_ids": [ids[int(i)] for i in rep_of[labels]], "sketches": sk, "source": source,
+            "seconds": time.perf_counter() - t0}
 
 
 def cut_summary(res: dict) -> tuple:

@@ -82,6 +82,7 @@ from .cut import cut_stage
 from .exact import exact_stage
 from .finish import finish_build
 from .inputs import input_partitions
+from .output import _check_dir
 from .run import Edges, Report, Run, rows_of
 from .scan import decide_borderline, scan_partition, scan_summary
 from .sketch import empty_of, n_of, sketch_part
@@ -125,7 +126,15 @@ def _client_or_local(client):
         return distributed.Client(cluster), cluster
 
 
-def _check_options(texts_or_paths, *, npartitions, shuffle_partitions, retries) -> None:
+def _close_own(client, own_cluster) -> None:
+    """Close the temporary LocalCluster a build started (never a client it was given)."""
+    if own_cluster is not None:
+        client.close()
+        own_cluster.close()
+
+
+def _check_options(texts_or_paths, *, npartitions, shuffle_partitions, retries, output_dir) -> Optional[str]:
+    """Check the options; the output directory made ready (absolute), if any."""
     if not isinstance(retries, int) or retries < 0:
         raise ConfigError(f"`retries` must be an int >= 0; got {retries!r}.")
     if npartitions is not None and (not isinstance(npartitions, int) or npartitions < 1):
@@ -136,6 +145,7 @@ def _check_options(texts_or_paths, *, npartitions, shuffle_partitions, retries) 
             and not os.path.exists(texts_or_paths):
         raise InputError(f"`texts_or_paths` {texts_or_paths!r} is not an existing path. Check it; to build from one "
                          "text, pass a list: [text].")
+    return _check_dir(output_dir) if output_dir is not None else None
 
 
 def build_dask(
@@ -157,6 +167,7 @@ def build_dask(
     metadata: Optional[Mapping] = None,
     progress: bool = False,
     created_at: Optional[str] = None,
+    output_dir: Optional[str] = None,
 ):
     """Cluster near-duplicate documents on a Dask cluster; same clusters as :func:`diversify.build`.
 
@@ -195,15 +206,17 @@ def build_dask(
         Times Dask retries a failed task (every task is pure: a retry recomputes the same result).
     progress : bool
         Stage lines and per-stage progress bars on stderr.
+    output_dir : str, optional
+        A new or empty directory every worker can write to: Parquet shards and a manifest (:mod:`diversify.artifact.shards`).
 
     Returns
     -------
-    BuildResult
-        ``cluster_ids`` equal to the local build's on the same documents and config (see the
-        module docstring for why); ``stats["dask"]`` holds partition counts, shuffle rows and rounds.
+    BuildResult (a :class:`~.output.ShardedBuild` with ``output_dir``): ``cluster_ids`` equal to the local
+        build's (module docstring); ``stats["dask"]``: partition counts, shuffle rows and rounds.
     """
     cfg = _resolve_config(config)
-    _check_options(texts_or_paths, npartitions=npartitions, shuffle_partitions=shuffle_partitions, retries=retries)
+    out = _check_options(texts_or_paths, npartitions=npartitions, shuffle_partitions=shuffle_partitions, retries=retries,
+                         output_dir=output_dir)
     client, own_cluster = _client_or_local(client)
     try:
         run = Run(client=client, cfg=cfg, retries=retries, shuffle_method=shuffle_method, report=Report(progress),
@@ -211,14 +224,12 @@ def build_dask(
         run.sources = input_partitions(texts_or_paths, ids=ids, keys=keys, client=client, npartitions=npartitions,
                                        text_field=text_field, id_field=id_field or "id", key_field=key_field, fmt=format,
                                        blocksize=blocksize, id_required=id_field is not None)
-        return _run(run, shuffle_partitions=shuffle_partitions, metadata=metadata, created_at=created_at)
+        return _run(run, shuffle_partitions=shuffle_partitions, metadata=metadata, created_at=created_at, output_dir=out)
     finally:
-        if own_cluster is not None:
-            client.close()
-            own_cluster.close()
+        _close_own(client, own_cluster)
 
 
-def _run(run: Run, *, shuffle_partitions: Optional[int], metadata, created_at):
+def _run(run: Run, *, shuffle_partitions: Optional[int], metadata, created_at, output_dir: Optional[str]):
     """The stages in order; each adds its edge tables to ``edges``."""
     _sketch_stage(run)
     edges = Edges()
@@ -233,7 +244,7 @@ def _run(run: Run, *, shuffle_partitions: Optional[int], metadata, created_at):
     cut_futs = cut_stage(run, edges, label_futs, 2 * moved) if label_futs else []
     edges.clear()  # the edge tables and labels may leave the workers now
     del label_futs
-    return finish_build(run, cut_futs, metadata=metadata, created_at=created_at)
+    return finish_build(run, cut_futs, metadata=metadata, created_at=created_at, output_dir=output_dir)
 
 
 def _has_keys(skp: dict) -> bool:

@@ -15,6 +15,7 @@ from ...ids import check_ids, normalize_ids
 from ...sketches.batch import Sketches
 from ...staging import check_keys
 from .cut import cut_columns
+from .output import write_sharded
 from .purity import distributed_purity
 from .run import Run
 from .sketch import columns_of
@@ -87,14 +88,22 @@ def _cut_arrays(run: Run, cut_futs: list) -> tuple:
     return labels, reps, flags, sim
 
 
-def finish_build(run: Run, cut_futs: list, *, metadata: Optional[Any], created_at: Optional[str]):
-    """The BuildResult of the local build's finish, from the clusters cut on the workers, with ``stats["dask"]``."""
+def finish_build(run: Run, cut_futs: list, *, metadata: Optional[Any], created_at: Optional[str],
+                 output_dir: Optional[str] = None):
+    """The BuildResult of the local build's finish, from the clusters cut on the workers, with
+    ``stats["dask"]``; with ``output_dir``, the sharded result the workers write (:mod:`.output`)."""
     from ...linking.link import Linked
     from ...sketches.memo import ExactMemo
-    from ..finish import finish
+    from ..finish import build_stats, finish, make_build_info
 
     t0 = time.perf_counter()
     purity = distributed_purity(run, cut_futs)
+    if output_dir is not None:
+        info = make_build_info(run.n, 0, run.n_empty, run.stats, run.fold or {}, purity)
+        sharded = write_sharded(run, cut_futs, output_dir, build_info=info, metadata=metadata, created_at=created_at)
+        sharded.stats = {**build_stats(run.stats), "dask": run.info}
+        run.report.stage(f"done: {sharded.n_clusters:,} clusters")
+        return sharded
     labels, reps, flags, sim = _cut_arrays(run, cut_futs)
     del cut_futs[:]  # the cut partitions may leave the workers now
     with_minhash = run.cfg.incremental and run.cfg.minhash is not None
