@@ -77,6 +77,7 @@ from ...errors import ConfigError, InputError, require
 from ...linking.keys import minhash_params
 from ...staging import agreement_band
 from .bands import band_row_bytes, shared_key_filter, shuffled_band_rows
+from .borderline import decide_borderline
 from .components import components_stage, connected_components
 from .cut import cut_stage
 from .exact import exact_stage
@@ -84,7 +85,7 @@ from .finish import finish_build
 from .inputs import input_partitions
 from .output import _check_dir
 from .run import Edges, Report, Run, rows_of
-from .scan import decide_borderline, scan_partition, scan_summary
+from .scan import scan_partition, scan_summary
 from .sketch import empty_of, n_of, sketch_part
 
 __all__ = ["build_dask", "connected_components"]
