@@ -143,3 +143,43 @@ def test_bad_output_dirs_and_damaged_results_are_clear_errors(client, corpus, tm
     (out / MANIFEST).write_text("{not json")
     with pytest.raises(ArtifactError, match="cannot read the manifest"):
         diversify.load(str(out))
+
+
+def test_what_the_client_receives_does_not_grow_with_the_corpus(client, tmp_path, monkeypatch):
+    """Everything the client gathers during a sharded build, measured at two corpus sizes with the
+    same partitions: it grows by less than the purity sample's bound (1,000 picks of 4 int64),
+    while the corpus grows by megabytes; and no text is among it."""
+    import pickle
+
+    seen: list = []
+    gather = client.gather
+
+    def spy(futures, *args, **kwargs):
+        out = gather(futures, *args, **kwargs)
+        seen.append(out)
+        return out
+
+    monkeypatch.setattr(client, "gather", spy)
+    received, text_bytes = [], []
+    for n in (4000, 12000):
+        c = generate_corpus(n, words_per_doc=40, dup_fraction=0.3, edit_rate=(0.0, 0.01), seed=n)
+        seen.clear()
+        res = build_dask(list(c.texts), client=client, npartitions=3, output_dir=str(tmp_path / f"n{n}"))
+        assert res.manifest["build_info"]["purity"]["pairs_in_clusters"] > 1000
+        received.append(sum(len(pickle.dumps(x)) for x in seen))
+        text_bytes.append(sum(len(t) for t in c.texts))
+
+        def strings(x):
+            if isinstance(x, str):
+                yield x
+            elif isinstance(x, dict):
+                for v in x.values():
+                    yield from strings(v)
+            elif isinstance(x, (list, tuple)):
+                for v in x:
+                    yield from strings(v)
+
+        longest = max((len(s) for x in seen for s in strings(x)), default=0)
+        assert longest < 40, f"a string of {longest} characters reached the client: a text?"
+    assert text_bytes[1] - text_bytes[0] > 1_000_000
+    assert received[1] - received[0] < 1000 * 4 * 8 + 4096, f"the client received {received} bytes"
