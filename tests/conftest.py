@@ -60,6 +60,8 @@ def one_numba_thread():
 
 SLOW_MODULES = {
     "test_dask_engine.py",  # starts local Dask clusters
+    "test_dask_cut.py",  # the cut on Dask workers against the local build
+    "test_dask_shards.py",  # sharded Dask results, written by the workers
     "test_determinism.py",  # builds in subprocesses at 1 and 2 threads
     "test_crash_during_writes.py",  # SIGKILLs writer subprocesses
     "test_quality_data.py",  # builds real labelled data sets
@@ -122,7 +124,7 @@ HOSTILE_MODULES = {
 ORACLE_MODULES = {
     "test_text.py", "test_minhash.py", "test_simhash.py", "test_lsh.py", "test_kernels_fold.py",
     "test_clusters_guarantee.py", "test_spill.py", "test_ids_packed.py", "test_online_select.py",
-    "test_evaluate.py", "test_inspect.py", "test_dask_engine.py", "test_corpus_readers.py",
+    "test_evaluate.py", "test_inspect.py", "test_dask_engine.py", "test_dask_cut.py", "test_corpus_readers.py",
     "test_text_batch.py", "test_text_strview.py", "test_kernels_argsort_hashes.py", "test_arrays.py",
 }
 

@@ -1,12 +1,15 @@
-"""dask: the Dask engine with 1 and 2 worker processes against the local build at equal cores.
+"""dask: the Dask engine with k worker processes against the local build at k cores.
 
 The corpus is generated once and written as Parquet files of ``--file-docs`` documents (one input
-partition each) to ``benchmarks/.cache/dask/``. Local build at k cores: a worker with
-``NUMBA_NUM_THREADS=k`` reads the Parquet files into a list and runs ``diversify.build`` (after a
-warm-up build). Dask build with k workers: a worker starts ``LocalCluster(n_workers=k,
-threads_per_worker=1)`` with ``NUMBA_NUM_THREADS=1`` in every process, warms it up, then runs
-``build_dask`` on the Parquet glob, sampling each worker's RSS every 0.5 s; the cluster ids are
-compared with the local ones.
+partition each) to ``benchmarks/.cache/dask/``; by default 30% of the documents are copies edited
+at a rate of at most 1% of their words (Jaccard of 5-word shingles >= 0.9: really above the
+threshold). Local build at k cores: a worker with ``NUMBA_NUM_THREADS=k`` reads the Parquet files
+into a list and runs ``diversify.build`` (after a warm-up build). Dask build with k workers: the
+job starts a scheduler and k workers (one thread each, ``NUMBA_NUM_THREADS=1``) as their own
+processes, so the client's, the scheduler's and each worker's peak RSS are measured apart
+(each process's VmHWM, reset when the measured build starts; the client's is the harness's own); it warms them up, then runs ``build_dask`` on the Parquet glob
+with ``output_dir`` (the workers write the shards), sampling each worker's RSS every 0.5 s. The
+cluster ids read back from the shards are compared with the local ones.
 """
 
 from __future__ import annotations
@@ -20,24 +23,25 @@ from . import Suite
 
 SUITE = Suite(
     name="dask",
-    summary="the Dask engine at 1 and 2 worker processes vs the local build at equal cores (200k docs): wall "
-            "time, per-stage times, peak RSS per worker, identical clusters",
+    summary="the Dask engine (2 worker processes, shards written by the workers) vs the local build at equal "
+            "cores: wall time, per-stage times, peak RSS of client, scheduler and each worker, identical clusters",
     results=("dask-n*.json",), render="benchmarks.suites.dask:dask_section",
     peers=("dask", "distributed"), quick={"docs": 2000, "file_docs": 500, "workers": [1]}, takes="~6 min")
 
 
 def add_arguments(p) -> None:
     p.add_argument("--docs", type=int, default=200_000)
-    p.add_argument("--words", type=int, default=550)
-    p.add_argument("--dup", type=float, default=0.2)
+    p.add_argument("--words", type=int, default=300)
+    p.add_argument("--dup", type=float, default=0.3)
+    p.add_argument("--edit-max", type=float, default=0.01, help="copies have up to this share of words edited")
     p.add_argument("--file-docs", type=int, default=20_000, help="documents per Parquet file (= input partition)")
-    p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--workers", type=int, nargs="+", default=[2])
     p.add_argument("--shuffle-method", default=None, choices=[None, "p2p", "tasks"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=3600)
 
 
-def corpus_dir(n: int, words: int, dup: float, file_docs: int, seed: int):
+def corpus_dir(n: int, words: int, dup: float, file_docs: int, seed: int, edit_max: float = 0.03):
     """Parquet files of ``file_docs`` documents each, generated in slices of ≥ 100k documents with
     distinct seeds so memory stays bounded (copies stay within a slice)."""
     import pyarrow as pa
@@ -46,7 +50,7 @@ def corpus_dir(n: int, words: int, dup: float, file_docs: int, seed: int):
     from .. import lib
     from ..paths import CACHE, log
 
-    d = CACHE / "dask" / f"n{n}-w{words}-d{dup}-f{file_docs}-s{seed}"
+    d = CACHE / "dask" / f"n{n}-w{words}-d{dup}-e{edit_max}-f{file_docs}-s{seed}"
     if (d / "DONE").exists():
         return d
     d.mkdir(parents=True, exist_ok=True)
@@ -54,7 +58,8 @@ def corpus_dir(n: int, words: int, dup: float, file_docs: int, seed: int):
     slice_docs = max(file_docs, 100_000)
     while done < n:
         m = min(slice_docs, n - done)
-        c = lib.generate_corpus(m, words_per_doc=words, dup_fraction=dup, seed=seed * 1000 + part)
+        c = lib.generate_corpus(m, words_per_doc=words, dup_fraction=dup, edit_rate=(0.0, edit_max),
+                                seed=seed * 1000 + part)
         for a in range(0, m, file_docs):
             b = min(m, a + file_docs)
             pq.write_table(pa.table({"id": [f"s{part}-{i}" for i in range(a, b)], "text": list(c.texts[a:b])}),
@@ -111,14 +116,45 @@ def _maxrss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def _reset_peak() -> tuple:
+    """(RSS now, whether the peak was reset to it): the start of a process's measured window."""
+    from ..protocol import reset_peak, status_kb
+
+    return status_kb("VmRSS") * 1024, reset_peak()
+
+
+def _peak() -> int:
+    """Peak RSS since :func:`_reset_peak` (VmHWM), else since the process started."""
+    from ..protocol import status_kb
+
+    return status_kb("VmHWM") * 1024
+
+
 def _start_cluster(args: dict) -> dict:
-    import logging
+    """A scheduler and ``workers`` workers, each its own process (so each one's memory is its own)."""
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
 
     import distributed
 
-    cluster = distributed.LocalCluster(n_workers=args["workers"], threads_per_worker=1, processes=True,
-                                       dashboard_address=":0", silence_logs=logging.ERROR)
-    return {"cluster": cluster, "client": distributed.Client(cluster)}
+    tmp = Path(tempfile.mkdtemp(prefix="dvf-dask-bench-"))
+    sf = str(tmp / "scheduler.json")
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                               "--port", "0", "--no-dashboard", "--scheduler-file", sf],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    deadline = time.time() + 60
+    while not Path(sf).exists() and time.time() < deadline:
+        time.sleep(0.2)
+    for _ in range(args["workers"]):
+        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", sf,
+                                       "--nthreads", "1", "--nworkers", "1", "--memory-limit", "0", "--no-dashboard",
+                                       "--local-directory", str(tmp)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    client = distributed.Client(scheduler_file=sf)
+    client.wait_for_workers(args["workers"], timeout=120)
+    return {"procs": procs, "client": client, "tmp": tmp}
 
 
 def _dask_warm(state: dict, args: dict) -> None:
@@ -139,25 +175,45 @@ def _sample(client, peaks: dict, stop: threading.Event) -> None:
         stop.wait(0.5)
 
 
+def _shard_labels(path: str):
+    import numpy as np
+
+    from diversify.artifact.shards import iter_shards
+
+    return np.concatenate([t.column("cluster_id").to_numpy() for _, t in iter_shards(path, columns=["cluster_id"])])
+
+
 def _dask_run(state: dict, args: dict) -> dict:
+    import shutil
+
     from .. import lib
 
     client, peaks, stop = state["client"], {}, threading.Event()
     th = threading.Thread(target=_sample, args=(client, peaks, stop), daemon=True)
     th.start()
+    out = str(state["tmp"] / "result")
+    w_base = client.run(_reset_peak)
+    s_base = client.run_on_scheduler(_reset_peak)
     try:
         res = lib.build_dask(args["dir"] + "/*.parquet", client=client, shuffle_method=args["shuffle_method"],
-                             progress=False)
+                             progress=False, output_dir=out)
     finally:
         stop.set()
         th.join()
-    maxrss = client.run(_maxrss)
+    maxrss = client.run(_peak)
+    sched = client.run_on_scheduler(_peak)
+    labels = _shard_labels(out)
     client.close()
-    state["cluster"].close()
-    return dict(arrays={"cluster_ids": res.cluster_ids}, workers=args["workers"], n_clusters=res.n_clusters,
+    for p in state["procs"][::-1]:
+        p.terminate()
+        p.wait(30)
+    shutil.rmtree(state["tmp"], ignore_errors=True)
+    return dict(arrays={"cluster_ids": labels}, workers=args["workers"], n_clusters=res.n_clusters,
                 timings={k: round(v, 3) for k, v in res.timings.items()}, dask=res.stats["dask"],
+                scheduler_peak_gib=round(sched / 2**30, 3), scheduler_before_gib=round(s_base[0] / 2**30, 3),
                 peak_rss_sampled_gib=sorted(round(v / 2**30, 2) for v in peaks.values()),
-                peak_rss_maxrss_gib=sorted(round(v / 2**30, 2) for v in maxrss.values()))
+                peak_rss_maxrss_gib=sorted(round(v / 2**30, 2) for v in maxrss.values()),
+                workers_before_gib=sorted(round(v[0] / 2**30, 2) for v in w_base.values()))
 
 
 # Worker task (threads = 1, inherited by the Dask workers): args = {"dir", "workers", "shuffle_method"}.
@@ -171,9 +227,9 @@ def run(args, ctx) -> list:
     from ..paths import log, now, shown, write_json
     from ..worker import run_job
 
-    d = corpus_dir(args.docs, args.words, args.dup, args.file_docs, args.seed)
+    d = corpus_dir(args.docs, args.words, args.dup, args.file_docs, args.seed, args.edit_max)
     payload = dict(suite="dask", created=now(), env=environment(), docs=args.docs, words=args.words,
-                   dup_fraction=args.dup, file_docs=args.file_docs,
+                   dup_fraction=args.dup, edit_max=args.edit_max, file_docs=args.file_docs,
                    parquet_bytes=sum(f.stat().st_size for f in d.glob("*.parquet")), command=ctx.command, runs=[])
     path = ctx.results / f"dask-n{args.docs}.json"
     for k in args.workers:
@@ -197,24 +253,33 @@ def run(args, ctx) -> list:
 # --- RESULTS.md section
 
 def dask_section(d: dict) -> list[str]:
+    edits = f", copies edited at up to {d['edit_max']:.0%} of their words" if "edit_max" in d else ""
     L = [f"## Dask engine vs local build: {d['docs']:,} documents × {d['words']} words", "",
-         f"{d['parquet_bytes'] / 2**30:.2f} GiB of Parquet, {d['file_docs']:,} documents per file (= input partition). "
+         f"{d['parquet_bytes'] / 2**30:.2f} GiB of Parquet, {d['file_docs']:,} documents per file (= input partition), "
+         f"{d.get('dup_fraction', 0.2):.0%} copies{edits}. "
          f"Command: `{command(d.get('command'), 'python -m benchmarks run --suite dask')}`. Measured {d['created']} "
          f"on {env_line(d['env'])}.", ""]
     rows = []
     for r in d["runs"]:
         if "skipped" in r:
-            rows.append(skipped([r["cores"]], r["skipped"], 8))
+            rows.append(skipped([r["cores"]], r["skipped"], 9))
             continue
         loc, dk = r["local"], r["dask"]
+        client = dk["rss_peak_mb"] / 1024
+        sched = dk.get("scheduler_peak_gib")
         rows.append([r["cores"], f"{loc['wall_s']:.1f}", f"{loc['rss_peak_mb'] / 1024:.2f}", f"{dk['wall_s']:.1f}",
-                     f"{r['overhead']:.2f}×", ", ".join(f"{x:.2f}" for x in dk["peak_rss_sampled_gib"]),
-                     f"{dk['rss_peak_mb'] / 1024:.2f}", "yes" if dk["same_as_local"] else "**no**"])
+                     f"{r['overhead']:.2f}×", ", ".join(f"{x:.2f}" for x in dk.get("peak_rss_maxrss_gib",
+                                                                             dk["peak_rss_sampled_gib"])),
+                     f"{client:.2f}", "in the client" if sched is None else f"{sched:.2f}",
+                     "yes" if dk["same_as_local"] else "**no**"])
     L += table(["cores", "local build s", "local peak RSS GiB", "dask wall s", "dask ÷ local",
-                "peak RSS per worker GiB", "client peak RSS GiB", "same clusters"], "rrrrrlrl", rows) + [""]
+                "peak RSS per worker GiB", "client peak RSS GiB", "scheduler peak RSS GiB", "same clusters"],
+               "rrrrrlrrl", rows) + [""]
     for r in (r for r in d["runs"] if "dask" in r):
         stages = ", ".join(f"{k} {v:.2f}" for k, v in r["dask"]["timings"].items())
         L.append(f"- {r['cores']} worker(s): stages {stages}")
-    return L + ["", "Local: `diversify.build` at `NUMBA_NUM_THREADS=k` after a warm-up build; Dask: "
-                "`LocalCluster(n_workers=k, threads_per_worker=1)`, one Numba thread per worker, after a warm-up "
-                "`build_dask`. Peak RSS per worker is sampled every 0.5 s.", ""]
+    return L + ["", "Local: `diversify.build` at `NUMBA_NUM_THREADS=k` after a warm-up build; Dask: a scheduler and "
+                "k workers (one thread, one Numba thread each) as separate processes, after a warm-up `build_dask`; "
+                "the build writes its shards from the workers (`output_dir`). Peak RSS: each process's VmHWM over the "
+                "measured build (reset when it starts).",
+                ""]

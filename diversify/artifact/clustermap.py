@@ -444,5 +444,13 @@ class ClusterMap(ClusterQueries):
 
 
 def load(path: str | os.PathLike, *, mmap: bool = False, verify: bool = True) -> ClusterMap:
-    """Open an artifact as a ClusterMap, read into memory (``mmap=True``: memory-mapped). See :meth:`ClusterMap.load`."""
+    """Open an artifact as a ClusterMap, read into memory (``mmap=True``: memory-mapped). See :meth:`ClusterMap.load`.
+
+    A directory holding a sharded result (``build(..., engine="dask", output_dir=...)``) is
+    assembled shard by shard into one ClusterMap (:func:`diversify.artifact.shards.assemble`)."""
+    from .shards import assemble, is_sharded
+
+    if is_sharded(path):
+        args, kwargs = assemble(path)
+        return ClusterMap.from_arrays(*args, **kwargs)
     return ClusterMap.load(path, mmap=mmap, verify=verify)

@@ -29,7 +29,11 @@ def cmd_build(a) -> int:
     from .clock import Clock
 
     clock = Clock()
-    check_output_path(a.output, param="-o", what="the artifact", inputs=_inputs(a))  # before the build, not after
+    if a.shards and a.engine != "dask":
+        raise DiversifyError("`--shards` writes the result from the Dask workers; it needs --engine dask. Add "
+                             "--engine dask, or drop --shards.")
+    if not a.shards:
+        check_output_path(a.output, param="-o", what="the artifact", inputs=_inputs(a))  # before the build, not after
     cfg = config_from_args(a)
     if a.engine == "dask":
         if a.spill_dir is not None:
@@ -37,6 +41,10 @@ def cmd_build(a) -> int:
                                  "its data with its workers. Drop --spill-dir, or use --engine local.")
         with clock.phase("build"):
             res = _build_dask(a, cfg)
+        if a.shards:
+            say(f"wrote {len(res.manifest['shards'])} shards and {res.path}/manifest.json: {res.n_docs:,} documents, "
+                f"{res.n_clusters:,} clusters ({res.n_duplicates:,} would be folded away) in {clock.wall():.2f}s")
+            return 0
     else:
         with _ahead(a, cfg):  # a cold kernel cache: the linking kernels compile beside reading and sketching
             with clock.phase("read"):
@@ -120,7 +128,7 @@ def _build_dask(a, cfg):
     try:
         return diversify.build(a.input, engine="dask", client=client, config=cfg, metadata=parse_metadata(a.metadata),
                                progress=not a.no_progress, text_field=a.text_field or "text", id_field=a.id_field,
-                               key_field=key_fields(a), format=a.format)
+                               key_field=key_fields(a), format=a.format, **({"output_dir": a.output} if a.shards else {}))
     finally:
         if client is not None:
             client.close()

@@ -57,6 +57,9 @@ def _build_parsers(sub) -> None:
                         "embedding_model=all-MiniLM-L6-v2 --metadata source=wiki (default: none)")
     p.add_argument("--engine", choices=["local", "dask"], default="local", help="run on this machine or on Dask (default local)")
     p.add_argument("--scheduler", default=None, help="Dask scheduler address for --engine dask (default: a local cluster)")
+    p.add_argument("--shards", action="store_true",
+                   help="with --engine dask: -o names a new or empty directory; the workers write the result there as "
+                        "Parquet shards and the client a manifest (stats, export, show and diversify.load read it)")
     p.add_argument("--spill-dir", default=None, metavar="DIR",
                    help="with --stream: where the signatures and band keys are kept while the build runs (unnamed "
                         "temporary files, ~670 bytes a document; default: the output's directory)")

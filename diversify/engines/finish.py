@@ -42,7 +42,7 @@ from ..staging import incremental_extras
 if TYPE_CHECKING:
     from ..artifact import ClusterMap
 
-__all__ = ["BuildResult", "BuildStats", "build_stats", "stage_line", "finish"]
+__all__ = ["BuildResult", "BuildStats", "build_stats", "stage_line", "finish", "make_build_info"]
 
 log = logging.getLogger("diversify")
 
@@ -204,7 +204,8 @@ class BuildResult:
 def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, aliases: np.ndarray,
            raw_cluster: Optional[np.ndarray], metadata, created_at, thresholds: Optional[np.ndarray] = None,
            source: Optional[TextSource] = None, old_reps: Optional[np.ndarray] = None,
-           old_similarity: Optional[np.ndarray] = None, ids_ahead: Optional[Future] = None) -> BuildResult:
+           old_similarity: Optional[np.ndarray] = None, ids_ahead: Optional[Future] = None,
+           cut: Optional[tuple] = None, purity: Optional[dict] = None) -> BuildResult:
     """Cut the linking's components into clusters and make the artifact and the BuildResult.
 
     ``thresholds``: each document's Jaccard threshold from its source (``source_thresholds``;
@@ -212,7 +213,9 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
     artifact keeps for ``add``. ``source``: the texts at hand, which the cut re-shingles
     for its exact checks (:class:`~diversify.sketches.source.TextSource`), else None. ``add`` only:
     ``raw_cluster``, ``aliases`` and ``old_reps``, the artifact's clusters, and ``old_similarity``
-    (float32, one per old document), what the artifact's cut verified, which its documents keep."""
+    (float32, one per old document), what the artifact's cut verified, which its documents keep.
+    ``cut``: (labels, reps, stage bits, cut counters, similarities) of a cut made elsewhere (the Dask
+    engine's workers); ``purity``: its sampled purity."""
     from ..artifact import ClusterMap
 
     t0 = time.perf_counter()
@@ -220,7 +223,10 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
     root = component_roots(linked.parent)
     cut_stats: dict = {}  # what the cut into clusters did (build_info["fold"])
     member_sim: Optional[np.ndarray] = None  # each member's verified similarity to its representative
-    if cfg.clustering == "components":
+    if cut is not None:
+        cluster_ids, rep, flags, cut_stats, member_sim = cut  # cut elsewhere (the Dask engine's workers)
+        stored = cluster_ids
+    elif cfg.clustering == "components":
         if raw_cluster is None:
             cluster_ids = stored = root
         else:
@@ -240,20 +246,9 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
         extras["aliases"] = aliases
     n_clusters = int(unique_sorted(cluster_ids).size)
     # no wall-clock timings in the artifact: same input, config and seed => same bytes
-    build_info = {
-        "n_docs": sk.n,
-        "n_clusters": n_clusters,
-        "n_empty": int(sk.empty.sum()) if sk.has_text else 0,
-        "candidates": stats.candidates,
-        "verified": stats.verified,
-        "merged": stats.merged,
-        "lsh": stats.lsh,
-        "exact_checks": stats.exact_checks,
-        "stages": {str(k): v for k, v in STAGE_NAMES.items()},
-    }
-    if cut_stats:
-        build_info["fold"] = cut_stats
-    build_info["purity"] = sampled_purity(cluster_ids, sk, cfg, thresholds, source)
+    build_info = make_build_info(sk.n, n_clusters, int(sk.empty.sum()) if sk.has_text else 0, stats, cut_stats,
+                                 purity if purity is not None else sampled_purity(cluster_ids, sk, cfg, thresholds,
+                                                                                   source))
     cmap = ClusterMap.from_arrays(
         sk.ids if ids_ahead is None else ids_ahead.result(),
         stored,
@@ -279,6 +274,25 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
         warnings.warn(note, DiversifyWarning, stacklevel=3)
     return BuildResult(cluster_map=cmap, cluster_ids=cluster_ids, is_representative=rep, doc_stages=flags,
                        timings=timings, stats=stats_dict, report=report, warnings=notes)
+
+
+def make_build_info(n_docs: int, n_clusters: int, n_empty: int, stats: LinkStats, fold: dict, purity: dict) -> dict:
+    """The artifact's ``build_info``: counts, the stages' counters, the cut's counters, the purity."""
+    build_info = {
+        "n_docs": n_docs,
+        "n_clusters": n_clusters,
+        "n_empty": n_empty,
+        "candidates": stats.candidates,
+        "verified": stats.verified,
+        "merged": stats.merged,
+        "lsh": stats.lsh,
+        "exact_checks": stats.exact_checks,
+        "stages": {str(k): v for k, v in STAGE_NAMES.items()},
+    }
+    if fold:
+        build_info["fold"] = fold
+    build_info["purity"] = purity
+    return build_info
 
 
 def _log_build(cfg: BuildConfig, config: dict, build_info: dict, report: dict, fp: str) -> None:

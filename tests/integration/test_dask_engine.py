@@ -414,3 +414,14 @@ def test_a_given_id_field_missing_in_a_record_is_an_error_on_every_input_kind(cl
     plain.write_text("".join(json.dumps({"text": r["text"]}) + "\n" for r in recs), encoding="utf-8")
     res = build_dask(str(plain), client=client)
     assert res.n_docs == len(recs)
+
+
+def test_borderline_pairs_are_joined_on_the_input_partitions_not_routed_by_the_client(client, corpus_texts):
+    """The borderline exchange is a shuffle join: one deciding task per input partition holding a
+    pair's second document, whatever the number of pairs or of (partition, partition) blocks."""
+    local = local_build(corpus_texts)
+    res = build_dask(corpus_texts, client=client, npartitions=6)
+    info = res.stats["dask"]
+    assert res.stats["exact_checks"]["minhash"] > 4 * info["input_partitions"], "many pairs, few partitions"
+    assert 1 <= info["borderline_tasks"] <= info["input_partitions"]
+    assert_same_build(res, local, "borderline pairs by a shuffle join, 6 partitions")

@@ -5,5 +5,6 @@ Same clusters as ``engine="local"`` (tested byte for byte). See docs/dask.md and
 
 from .components import connected_components
 from .engine import build_dask
+from .output import ShardedBuild
 
-__all__ = ["build_dask", "connected_components"]
+__all__ = ["build_dask", "connected_components", "ShardedBuild"]

@@ -144,22 +144,25 @@ def connected_components(client, edge_parts: list, *, npartitions: int, shuffle_
     raise RuntimeError(f"connected components did not converge in {max_rounds} rounds")  # pragma: no cover
 
 
-def components_stage(run: Run, edges: Edges) -> np.ndarray:
-    """Cluster id per document (int64 (n,)): the smallest member of its component."""
+def _moved(lab: dict) -> int:
+    return int(np.asarray(lab["u"]).size)
+
+
+def components_stage(run: Run, edges: Edges) -> tuple[list, int]:
+    """(futures of the label tables, documents that are not their component's label): each table
+    maps documents to their component's smallest member; the tables stay on the workers."""
     t0 = time.perf_counter()
-    cluster_ids = np.arange(run.n, dtype=np.int64)
     n_edges = edges.forest_edges + edges.exact_merged
     run.info["rounds"] = 0
+    label_futs: list = []
+    moved = 0
     if n_edges:
         q = max(1, min(max(len(run.sources), run.n_workers), math.ceil(n_edges * 32 / TARGET_EDGE_PARTITION_BYTES)))
         label_futs, rounds = connected_components(run.client, edges.parts, npartitions=q,
                                                   shuffle_method=run.shuffle_method, retries=run.retries)
         run.info["rounds"] = rounds
         run.info["cc_partitions"] = q
-        for f in label_futs:
-            lab = f.result()
-            cluster_ids[lab["u"]] = lab["v"]
-        del label_futs
+        moved = int(sum(run.gather(_moved, label_futs)))
     run.timings["dask_components"] = time.perf_counter() - t0
     run.report.stage(f"components in {run.info['rounds']} rounds")
-    return cluster_ids
+    return label_futs, moved

@@ -21,12 +21,17 @@ Stages (each a pure Dask task graph; a failed task is recomputed from its inputs
 4. **connected components** of the exact and MinHash edges by alternating large-star and
    small-star rounds (Kiveris et al. 2014) over the edge table, each a shuffle by node; O(log n)
    rounds. A component's label is its smallest member: the local build's cluster id.
-5. **artifact**: the per-document columns are gathered partition by partition and written by the
-   local builder's :func:`~diversify.engines.local.finish` (representatives, stage flags, extras).
+5. **cut**, on the workers (:mod:`.cut`): member rows (sketch columns and, under
+   ``verify="auto"``, texts read from the input partitions) shuffled by component; each cut
+   partition runs the local build's :func:`~diversify.clusters.cut_clusters` on a small Sketches
+   of its members (representatives, labels, stage bits, fold similarities); the sampled purity is
+   drawn and checked there too (:mod:`.purity`).
+6. **artifact**: the cut's results and the per-document columns are gathered partition by
+   partition and written by the local builder's :func:`~diversify.engines.finish.finish`.
 
 Modules, one per stage: :mod:`.inputs` (partitions), :mod:`.sketch`, :mod:`.exact`, :mod:`.bands`
 (with the Bloom filter of :mod:`diversify.linking.keyfilter`), :mod:`.scan` (bucket scan and borderline checks), :mod:`.components`,
-:mod:`.finish`; :mod:`.run` holds what they share; this module runs them in order.
+:mod:`.cut`, :mod:`.purity`, :mod:`.finish`; :mod:`.run` holds what they share; this module runs them in order.
 
 Why the clusters are identical to the local build's
 ---------------------------------------------------
@@ -72,12 +77,15 @@ from ...errors import ConfigError, InputError, require
 from ...linking.keys import minhash_params
 from ...staging import agreement_band
 from .bands import band_row_bytes, shared_key_filter, shuffled_band_rows
+from .borderline import decide_borderline
 from .components import components_stage, connected_components
+from .cut import cut_stage
 from .exact import exact_stage
 from .finish import finish_build
 from .inputs import input_partitions
+from .output import _check_dir
 from .run import Edges, Report, Run, rows_of
-from .scan import decide_borderline, scan_partition, scan_summary
+from .scan import scan_partition, scan_summary
 from .sketch import empty_of, n_of, sketch_part
 
 __all__ = ["build_dask", "connected_components"]
@@ -119,7 +127,15 @@ def _client_or_local(client):
         return distributed.Client(cluster), cluster
 
 
-def _check_options(texts_or_paths, *, npartitions, shuffle_partitions, retries) -> None:
+def _close_own(client, own_cluster) -> None:
+    """Close the temporary LocalCluster a build started (never a client it was given)."""
+    if own_cluster is not None:
+        client.close()
+        own_cluster.close()
+
+
+def _check_options(texts_or_paths, *, npartitions, shuffle_partitions, retries, output_dir) -> Optional[str]:
+    """Check the options; the output directory made ready (absolute), if any."""
     if not isinstance(retries, int) or retries < 0:
         raise ConfigError(f"`retries` must be an int >= 0; got {retries!r}.")
     if npartitions is not None and (not isinstance(npartitions, int) or npartitions < 1):
@@ -130,6 +146,7 @@ def _check_options(texts_or_paths, *, npartitions, shuffle_partitions, retries) 
             and not os.path.exists(texts_or_paths):
         raise InputError(f"`texts_or_paths` {texts_or_paths!r} is not an existing path. Check it; to build from one "
                          "text, pass a list: [text].")
+    return _check_dir(output_dir) if output_dir is not None else None
 
 
 def build_dask(
@@ -151,6 +168,7 @@ def build_dask(
     metadata: Optional[Mapping] = None,
     progress: bool = False,
     created_at: Optional[str] = None,
+    output_dir: Optional[str] = None,
 ):
     """Cluster near-duplicate documents on a Dask cluster; same clusters as :func:`diversify.build`.
 
@@ -189,15 +207,17 @@ def build_dask(
         Times Dask retries a failed task (every task is pure: a retry recomputes the same result).
     progress : bool
         Stage lines and per-stage progress bars on stderr.
+    output_dir : str, optional
+        A new or empty directory every worker can write to: Parquet shards and a manifest (:mod:`diversify.artifact.shards`).
 
     Returns
     -------
-    BuildResult
-        ``cluster_ids`` equal to the local build's on the same documents and config (see the
-        module docstring for why); ``stats["dask"]`` holds partition counts, shuffle rows and rounds.
+    BuildResult (a :class:`~.output.ShardedBuild` with ``output_dir``): ``cluster_ids`` equal to the local
+        build's (module docstring); ``stats["dask"]``: partition counts, shuffle rows and rounds.
     """
     cfg = _resolve_config(config)
-    _check_options(texts_or_paths, npartitions=npartitions, shuffle_partitions=shuffle_partitions, retries=retries)
+    out = _check_options(texts_or_paths, npartitions=npartitions, shuffle_partitions=shuffle_partitions, retries=retries,
+                         output_dir=output_dir)
     client, own_cluster = _client_or_local(client)
     try:
         run = Run(client=client, cfg=cfg, retries=retries, shuffle_method=shuffle_method, report=Report(progress),
@@ -205,14 +225,12 @@ def build_dask(
         run.sources = input_partitions(texts_or_paths, ids=ids, keys=keys, client=client, npartitions=npartitions,
                                        text_field=text_field, id_field=id_field or "id", key_field=key_field, fmt=format,
                                        blocksize=blocksize, id_required=id_field is not None)
-        return _run(run, shuffle_partitions=shuffle_partitions, metadata=metadata, created_at=created_at)
+        return _run(run, shuffle_partitions=shuffle_partitions, metadata=metadata, created_at=created_at, output_dir=out)
     finally:
-        if own_cluster is not None:
-            client.close()
-            own_cluster.close()
+        _close_own(client, own_cluster)
 
 
-def _run(run: Run, *, shuffle_partitions: Optional[int], metadata, created_at):
+def _run(run: Run, *, shuffle_partitions: Optional[int], metadata, created_at, output_dir: Optional[str]):
     """The stages in order; each adds its edge tables to ``edges``."""
     _sketch_stage(run)
     edges = Edges()
@@ -220,8 +238,24 @@ def _run(run: Run, *, shuffle_partitions: Optional[int], metadata, created_at):
         exact_stage(run, edges)
     if run.cfg.minhash is not None and run.n_text:
         _minhash_stage(run, edges, shuffle_partitions)
-    cluster_ids = components_stage(run, edges)
-    return finish_build(run, edges, cluster_ids, metadata=metadata, created_at=created_at)
+    label_futs, moved = components_stage(run, edges)
+    if run.cfg.minhash is not None and run.n_text:
+        run.stats.merged["minhash"] = int(moved - edges.exact_merged)
+    _check_keys_present(run)
+    cut_futs = cut_stage(run, edges, label_futs, 2 * moved) if label_futs else []
+    edges.clear()  # the edge tables and labels may leave the workers now
+    del label_futs
+    return finish_build(run, cut_futs, metadata=metadata, created_at=created_at, output_dir=output_dir)
+
+
+def _has_keys(skp: dict) -> bool:
+    return skp["keys"] is not None
+
+
+def _check_keys_present(run: Run) -> None:
+    if run.cfg.representative == "key" and not all(run.gather(_has_keys, run.sketches)):
+        raise ConfigError("`representative='key'` needs a key for every document: pass `keys` (with texts) or "
+                          "`key_field` (with files or frames) naming a numeric column.")
 
 
 def _sketch_stage(run: Run) -> None:

@@ -1,24 +1,23 @@
-"""Stage 5, the artifact: the per-document columns are gathered partition by partition and handed
-to the local build's own finish (:func:`diversify.engines.local.finish`: representatives, stage
-flags, extras, the ClusterMap)."""
+"""Stage 6, the single artifact: the clusters cut on the workers (:mod:`.cut`) and the per-document
+columns are gathered partition by partition and handed to the local build's own finish
+(:func:`diversify.engines.finish.finish`: extras, report, the ClusterMap)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import numpy as np
 
-from ..._arrays import unique_sorted
 from ...errors import ConfigError
 from ...ids import check_ids, normalize_ids
 from ...sketches.batch import Sketches
-from ...stages import STAGE_EXACT, STAGE_MINHASH
 from ...staging import check_keys
-from .run import Edges, Run
-from .scan import flagged_of
+from .cut import cut_columns
+from .output import write_sharded
+from .purity import distributed_purity
+from .run import Run
 from .sketch import columns_of
 
 __all__ = ["finish_build"]
@@ -33,14 +32,6 @@ class _Columns:
     minhash: list = field(default_factory=list)
     keys: list = field(default_factory=list)
     seconds: float = 0.0
-
-
-def _stage_flags(run: Run, edges: Edges) -> np.ndarray:
-    flags = np.zeros(run.n, dtype=np.uint8)
-    for futs, bit in ((edges.exact, STAGE_EXACT), (edges.minhash, STAGE_MINHASH)):
-        for f in futs:
-            flags[run.client.submit(flagged_of, f, pure=False).result()] |= bit
-    return flags
 
 
 def _gather_columns(run: Run, with_minhash: bool) -> _Columns:
@@ -80,71 +71,52 @@ def _sketches_of(run: Run, cols: _Columns, with_minhash: bool) -> Sketches:
     return sk
 
 
-class _TextsAt(Sequence):
-    """The texts of some documents, indexed by global document index (what the cut into clusters reads)."""
-
-    def __init__(self, texts: dict):
-        self._texts = texts
-
-    def __getitem__(self, i):
-        return self._texts[int(i)]
-
-    def __len__(self) -> int:
-        return len(self._texts)
-
-
-def _take_texts(part, local: np.ndarray) -> list:
-    return [part.texts[int(i)] for i in local]
-
-
-def _texts_in_components(run: Run, components: np.ndarray) -> _TextsAt:
-    """Texts of the documents in components of two or more: the only ones the cut into clusters compares
-    (exactly, under verify="auto"), fetched from the input partitions that hold them."""
-    from dask import delayed
-
-    need = np.flatnonzero(np.bincount(components, minlength=run.n)[components] > 1)
-    jobs = []
-    for p in range(len(run.sources)):
-        lo, hi = int(run.offsets[p]), int(run.offsets[p + 1])
-        local = need[(need >= lo) & (need < hi)] - lo
-        if local.size:
-            jobs.append((lo, local, delayed(_take_texts, pure=True)(run.sources[p], local)))
-    texts: dict = {}
-    if jobs:
-        futs = run.compute([j[2] for j in jobs], "texts for the cut into clusters")
-        for (lo, local, _), got in zip(jobs, run.client.gather(futs)):
-            texts.update(zip((local + lo).tolist(), got))
-    return _TextsAt(texts)
+def _cut_arrays(run: Run, cut_futs: list) -> tuple:
+    """Every document's label, representative bit, stage bits and fold similarity, from the cut
+    partitions (documents in no component of two or more are their own clusters)."""
+    n = run.n
+    labels = np.arange(n, dtype=np.int64)
+    reps = np.ones(n, dtype=bool)
+    flags = np.zeros(n, dtype=np.uint8)
+    sim = np.ones(n, dtype=np.float32) if run.cfg.clustering != "components" else None
+    for f in cut_futs:
+        c = run.client.submit(cut_columns, f, pure=False).result()
+        d = c["docs"]
+        labels[d], reps[d], flags[d] = c["labels"], c["reps"], c["flags"]
+        if sim is not None:
+            sim[d] = c["similarity"]
+    return labels, reps, flags, sim
 
 
-def finish_build(run: Run, edges: Edges, cluster_ids: np.ndarray, *, metadata: Optional[Any],
-                 created_at: Optional[str]):
-    """The BuildResult of the local build's finish, with ``stats["dask"]``."""
+def finish_build(run: Run, cut_futs: list, *, metadata: Optional[Any], created_at: Optional[str],
+                 output_dir: Optional[str] = None):
+    """The BuildResult of the local build's finish, from the clusters cut on the workers, with
+    ``stats["dask"]``; with ``output_dir``, the sharded result the workers write (:mod:`.output`)."""
     from ...linking.link import Linked
     from ...sketches.memo import ExactMemo
-    from ...sketches.source import TextSource
-    from ..finish import finish
+    from ..finish import build_stats, finish, make_build_info
 
     t0 = time.perf_counter()
-    flags = _stage_flags(run, edges)
-    edges.clear()  # the edge tables may leave the workers now
-    guaranteed = run.cfg.clustering != "components"  # a cut verifies pairs
-    with_minhash = (run.cfg.incremental or guaranteed) and run.cfg.minhash is not None
+    purity = distributed_purity(run, cut_futs)
+    if output_dir is not None:
+        info = make_build_info(run.n, 0, run.n_empty, run.stats, run.fold or {}, purity)
+        sharded = write_sharded(run, cut_futs, output_dir, build_info=info, metadata=metadata, created_at=created_at)
+        sharded.stats = {**build_stats(run.stats), "dask": run.info}
+        run.report.stage(f"done: {sharded.n_clusters:,} clusters")
+        return sharded
+    labels, reps, flags, sim = _cut_arrays(run, cut_futs)
+    del cut_futs[:]  # the cut partitions may leave the workers now
+    with_minhash = run.cfg.incremental and run.cfg.minhash is not None
     cols = _gather_columns(run, with_minhash)
     run.sketches = []
     run.info["sketch_task_seconds"] = round(cols.seconds, 3)
     sk = _sketches_of(run, cols, with_minhash)
     del cols
-    source: Optional[TextSource] = None
-    if guaranteed and run.cfg.minhash is not None and run.cfg.minhash.verify in ("auto", "exact"):
-        source = TextSource(_texts_in_components(run, cluster_ids), 0)
-    if run.cfg.minhash is not None and run.n_text:
-        run.stats.merged["minhash"] = int(run.n - unique_sorted(cluster_ids).size - edges.exact_merged)
     run.timings["dask_gather"] = time.perf_counter() - t0
-    # the labels are a forest of depth one; no pair was checked from re-shingled texts here
-    linked = Linked(cluster_ids, flags, run.stats, ExactMemo(sk.n))
-    res = finish(sk, run.cfg, linked, run.timings, source=source, aliases=np.zeros((0, 2), np.int64),
-                 raw_cluster=None, metadata=metadata, created_at=created_at)
+    linked = Linked(labels, flags, run.stats, ExactMemo(sk.n))
+    res = finish(sk, run.cfg, linked, run.timings, aliases=np.zeros((0, 2), np.int64), raw_cluster=None,
+                 metadata=metadata, created_at=created_at, cut=(labels, reps, flags, run.fold or {}, sim),
+                 purity=purity)
     # BuildStats has no "dask" key: the engine's own counts are an addition of this engine
     res.stats["dask"] = run.info
     run.report.stage(f"done: {res.n_clusters:,} clusters")

@@ -299,4 +299,5 @@ def _sequence_parts(src, ids, keys, client, npartitions: Optional[int]) -> list:
     for a, b in zip(bounds[:-1], bounds[1:]):
         parts.append(Part(list(seq[a:b]), id_list[a:b] if id_list is not None else None,
                           key_arr[a:b] if key_arr is not None else None))
-    return client.scatter(parts)
+    # unique keys: a build that ends releases its partitions, never those of a build of the same texts after it
+    return client.scatter(parts, hash=False)

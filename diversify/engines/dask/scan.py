@@ -6,9 +6,8 @@ and verified there with the local build's own pieces (:func:`diversify.linking.l
 and :func:`~diversify.linking.link.scan_buckets`: same bucket order (key, doc, band), same
 ``bucket_window``, same verification kernel). Only a spanning forest of its verified edges and its
 borderline pairs leave the partition. Borderline pairs (``verify="auto"``) are decided by the local
-build's exact check (:func:`~diversify.linking.exact.shingle_rows`,
-:func:`~diversify.linking.exact.link_exact`): each input partition re-shingles just its documents
-that occur in one, and one task per (partition of a, partition of b) block compares them.
+build's exact check (:func:`decide_block`, with :func:`~diversify.linking.exact.link_exact`) in the
+shuffle join of :mod:`.borderline`.
 """
 
 from __future__ import annotations
@@ -17,17 +16,14 @@ import time
 
 import numpy as np
 
-from ..._arrays import unique_sorted
 from ...clusters import component_roots
 from ...config import BuildConfig
-from ...linking.exact import compact_rows, link_exact, shingle_rows
+from ...linking.exact import link_exact
 from ...linking.link import make_forest, make_verifier, scan_buckets
 from ...stages import STAGE_MINHASH
 from .bands import sig_columns
-from .inputs import Part
-from .run import Run
 
-__all__ = ["scan_partition", "scan_summary", "shingle_docs", "decide_block", "decide_borderline", "flagged_of"]
+__all__ = ["scan_partition", "scan_summary", "decide_block", "flagged_of"]
 
 #: borderline pairs a bucket scan buffers before it hands them out and resumes
 BORDERLINE_CAPACITY = 1 << 16
@@ -114,13 +110,6 @@ def _deferred_of(res: dict) -> np.ndarray:
     return res["deferred"]
 
 
-def shingle_docs(part: Part, local: np.ndarray, offset: int, cfg_json: dict) -> dict:
-    """Sorted unique shingles (compact rows) of the documents ``local`` of one input partition."""
-    cfg = BuildConfig(**cfg_json)
-    rows = compact_rows(shingle_rows([part.texts[int(i)] for i in local], cfg))
-    return {"docs": local.astype(np.int64) + np.int64(offset), "shingles": rows}
-
-
 def decide_block(pairs: np.ndarray, table_a: dict, table_b: dict, cfg_json: dict) -> dict:
     """Exact Jaccard of borderline pairs (documents of ``table_a`` x ``table_b``); a forest of the accepted."""
     from ..._kernels.linking import ShingleRows
@@ -138,35 +127,3 @@ def decide_block(pairs: np.ndarray, table_a: dict, table_b: dict, cfg_json: dict
     forest = make_forest(np.arange(uniq.size, dtype=np.int64), np.zeros(uniq.size, dtype=np.uint8), STAGE_MINHASH)
     link_exact(inv.reshape(-1, 2).astype(np.int64), rows, shingles, BuildConfig(**cfg_json), forest)
     return {**_forest_out(uniq, forest), "checked": int(forest.counters[1])}
-
-
-def decide_borderline(run: Run, scanned: list) -> tuple[list, int]:
-    """Exact Jaccard for the borderline pairs of every bucket partition (as the local "auto" mode).
-
-    Only pair indices pass through the client (to route them): each input partition re-shingles
-    just its documents that occur in a borderline pair, and one task per (partition of a,
-    partition of b) block decides its pairs from those two shingle tables. Returns the futures of
-    the blocks' forests and the number of pairs checked.
-    """
-    from dask import delayed
-
-    parts = [d for d in run.gather(_deferred_of, scanned) if d.size]
-    if not parts:
-        return [], 0
-    pairs = np.sort(np.concatenate(parts).reshape(-1, 2), axis=1)
-    offsets = run.offsets
-    owner = np.searchsorted(offsets, pairs, side="right") - 1
-    tables = {}
-    for i in unique_sorted(owner):
-        local = unique_sorted(pairs[owner == i]) - offsets[i]
-        tables[int(i)] = delayed(shingle_docs, pure=True)(run.sources[int(i)], local, int(offsets[i]), run.cfg_json)
-    o = np.lexsort((owner[:, 1], owner[:, 0]))
-    pairs, owner = pairs[o], owner[o]
-    blk = np.ones(len(pairs), dtype=bool)
-    blk[1:] = (owner[1:, 0] != owner[:-1, 0]) | (owner[1:, 1] != owner[:-1, 1])
-    starts = np.flatnonzero(blk)
-    ends = np.append(starts[1:], len(pairs))
-    tasks = [delayed(decide_block, pure=True)(pairs[a:b], tables[int(owner[a, 0])], tables[int(owner[a, 1])],
-                                              run.cfg_json) for a, b in zip(starts, ends)]
-    run.report.stage(f"borderline pairs: {len(pairs):,} checked exactly in {len(tasks)} tasks")
-    return run.compute(tasks, "borderline"), int(len(pairs))

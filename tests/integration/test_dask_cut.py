@@ -1,0 +1,141 @@
+"""The cut into clusters on the Dask workers against the local build, on a real LocalCluster with
+two worker processes.
+
+Oracle: ``diversify.build`` on the same texts. Under every clustering (clique, star, components)
+and every verification the Dask engine runs (auto, estimate), the workers' cut must give the same
+labels, representatives, stage bits, fold similarities, fold counters and sampled purity (drawn
+on the workers with the local build's draws), whatever the number of input partitions. Hypothesis
+draws small corpora of edited copies; fixed corpora hold boilerplate families (more member pairs
+than the purity samples) and real text.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+distributed = pytest.importorskip("distributed")
+pytest.importorskip("dask.dataframe")
+
+from diversify import build as local_build  # noqa: E402
+from diversify.config import BuildConfig, MinHashConfig, TextConfig  # noqa: E402
+from diversify.corpus.datagen import generate_corpus  # noqa: E402
+from diversify.engines.dask import build_dask  # noqa: E402
+
+DATA = Path(os.environ.get("DIVERSIFY_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
+MODES = [(c, v) for c in ("clique", "star", "components") for v in ("auto", "estimate")]
+
+
+@pytest.fixture(scope="module")
+def client():
+    for name in ("distributed.shuffle", "distributed.scheduler", "distributed.worker", "distributed.nanny"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
+                                       silence_logs=logging.ERROR)
+    c = distributed.Client(cluster)
+    import dask
+
+    with dask.config.set({"dataframe.shuffle.method": "tasks"}):
+        yield c
+    c.close()
+    cluster.close()
+
+
+def assert_same_cut(dask_res, local_res, what: str) -> None:
+    a, b = dask_res.cluster_ids, local_res.cluster_ids
+    diff = np.flatnonzero(a != b)
+    assert diff.size == 0, f"{what}: {diff.size} labels differ, e.g. docs {diff[:5].tolist()}: dask " \
+                           f"{a[diff[:5]].tolist()} vs local {b[diff[:5]].tolist()}"
+    assert np.array_equal(dask_res.is_representative, local_res.is_representative), f"{what}: representatives differ"
+    assert np.array_equal(dask_res.doc_stages, local_res.doc_stages), f"{what}: stage bits differ"
+    bd, bl = dask_res.cluster_map.build_info, local_res.cluster_map.build_info
+    for key in ("n_clusters", "fold", "purity", "merged"):
+        assert bd.get(key) == bl.get(key), f"{what}: build_info[{key!r}] differ: {bd.get(key)} vs {bl.get(key)}"
+    ed, el = dask_res.cluster_map.extras, local_res.cluster_map.extras
+    assert sorted(ed) == sorted(el), f"{what}: extras differ"
+    for k in el:
+        assert np.array_equal(np.asarray(ed[k]), np.asarray(el[k]), equal_nan=True), f"{what}: extra {k!r} differs"
+    assert dask_res.report == local_res.report, f"{what}: reports differ"
+
+
+def _walks(seed: int, families: int, copies: int, edits: int, words: int) -> list:
+    """Families of chained edit walks (a copy's edits accumulate): components that must be cut."""
+    rng = np.random.default_rng(seed)
+    vocab = [f"w{i}" for i in range(300)]
+    texts = []
+    for _ in range(families):
+        doc = list(rng.choice(vocab, words))
+        for _ in range(copies):
+            texts.append(" ".join(doc))
+            for j in rng.choice(words, edits, replace=False):
+                doc[j] = str(rng.choice(vocab))
+    order = rng.permutation(len(texts))
+    return [texts[i] for i in order] + ["", texts[0]]  # an empty document and an exact copy
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**31), families=st.integers(1, 5), copies=st.integers(2, 14), edits=st.integers(1, 4),
+       mode=st.sampled_from(MODES), rep=st.sampled_from(["longest", "first"]), nparts=st.integers(1, 4),
+       threshold=st.sampled_from([0.5, 0.6, 0.8]))
+def test_the_workers_cut_gives_the_local_clusters(client, seed, families, copies, edits, mode, rep, nparts, threshold):
+    clustering, verify = mode
+    texts = _walks(seed, families, copies, edits, 60)
+    cfg = BuildConfig(clustering=clustering, representative=rep,
+                      minhash=MinHashConfig(threshold=threshold, verify=verify))
+    local = local_build(texts, config=cfg)
+    res = build_dask(texts, config=cfg, client=client, npartitions=min(nparts, len(texts)))
+    assert_same_cut(res, local, f"{mode}, representative={rep}, {nparts} partitions")
+
+
+@pytest.mark.parametrize("clustering, verify", MODES)
+def test_boilerplate_families_and_a_purity_sample_smaller_than_the_pairs(client, clustering, verify):
+    """Large families (thousands of member pairs): the purity sample draws 1,000 of them, on the workers."""
+    c = generate_corpus(1200, words_per_doc=60, dup_fraction=0.3, boilerplate_fraction=0.25, n_templates=2, seed=3)
+    texts = list(c.texts)
+    cfg = BuildConfig(clustering=clustering, minhash=MinHashConfig(verify=verify))
+    local = local_build(texts, config=cfg)
+    purity = local.cluster_map.build_info["purity"]
+    assert purity["pairs_in_clusters"] > purity["pairs_sampled"] == 1000, purity
+    res = build_dask(texts, config=cfg, client=client, npartitions=3)
+    assert_same_cut(res, local, f"boilerplate, {clustering}, {verify}")
+    assert res.stats["dask"]["cut_partitions"] >= 2 and res.stats["dask"]["cut_members"] > 0
+
+
+def test_representative_by_key_is_chosen_on_the_workers(client):
+    texts = _walks(7, 4, 10, 2, 50)
+    keys = np.random.default_rng(1).integers(0, 5, len(texts)).astype(np.float64)
+    cfg = BuildConfig(representative="key", minhash=MinHashConfig(threshold=0.6))
+    local = local_build(texts, keys=keys, config=cfg)
+    res = build_dask(texts, keys=keys, config=cfg, client=client, npartitions=3)
+    assert_same_cut(res, local, "representative='key'")
+
+
+def _tweets() -> list:
+    path = DATA / "twitter_url_corpus" / "Twitter_URL_Corpus_test.txt"
+    if not path.exists():
+        pytest.skip(f"real data set absent ({path}); set DIVERSIFY_SHARED_DATA to the shared data folder")
+    seen, out = set(), []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            for s in line.rstrip("\n").split("\t")[:2]:
+                if s not in seen:
+                    seen.add(s)
+                    out.append(s)
+    return out
+
+
+@pytest.mark.parametrize("clustering", ["clique", "star", "components"])
+def test_real_tweets_are_cut_as_the_local_build_cuts_them(client, clustering):
+    texts = _tweets()
+    cfg = BuildConfig(clustering=clustering, text=TextConfig(shingle="char", k=5),
+                      minhash=MinHashConfig(threshold=0.7))
+    local = local_build(texts, config=cfg)
+    assert local.n_duplicates > 100
+    res = build_dask(texts, config=cfg, client=client, npartitions=4)
+    assert_same_cut(res, local, f"Twitter URL corpus, {clustering}")
