@@ -276,7 +276,8 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
                        timings=timings, stats=stats_dict, report=report, warnings=notes)
 
 
-def make_build_info(n_docs: int, n_clusters: int, n_empty: int, stats: LinkStats, fold: dict, purity: dict) -> dict:
+def make_build_info(n_docs: int, n_clusters: int, n_empty: int, stats: LinkStats, cut_stats: dict,
+                    purity: dict) -> dict:
     """The artifact's ``build_info``: counts, the stages' counters, the cut's counters, the purity."""
     build_info = {
         "n_docs": n_docs,
@@ -289,8 +290,8 @@ def make_build_info(n_docs: int, n_clusters: int, n_empty: int, stats: LinkStats
         "exact_checks": stats.exact_checks,
         "stages": {str(k): v for k, v in STAGE_NAMES.items()},
     }
-    if fold:
-        build_info["fold"] = fold
+    if cut_stats:
+        build_info["fold"] = cut_stats
     build_info["purity"] = purity
     return build_info
 

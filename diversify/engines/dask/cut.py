@@ -149,7 +149,7 @@ def cut_partition(cfg_json: dict, *pieces) -> dict:
     sk = Sketches(ids=ids, lengths=rows["lengths"], exact=rows["exact"], empty=rows["empty"],
                   minhash=rows.get("minhash"), keys=rows.get("keys"))
     source = TextSource(rows["texts"], 0) if "texts" in rows else None
-    fold: Optional[dict] = None
+    cut_stats: Optional[dict] = None
     sim: Optional[np.ndarray] = None
     if cfg.clustering == "components":
         labels, reps, flags = root, representatives(root, cfg.representative, sk.lengths, sk.keys), rows["flags"]
@@ -159,20 +159,20 @@ def cut_partition(cfg_json: dict, *pieces) -> dict:
                                                    source=source)
         sim = fstats.similarity.astype(np.float32)
         sim[reps] = 1.0
-        fold = {"components_cut": fstats.components_cut, "pairs_checked": fstats.pairs_checked,
+        cut_stats = {"components_cut": fstats.components_cut, "pairs_checked": fstats.pairs_checked,
                 "exact_checks": fstats.exact_checks, "pairs_certified": fstats.pairs_certified,
                 "by_stage": dict(fstats.by_stage)}
     rep_of = np.zeros(n, dtype=np.int64)
     rep_of[labels[reps]] = np.flatnonzero(reps)
     ids = rows["ids"]
-    return {"docs": docs, "labels": docs[labels], "reps": reps, "flags": flags, "similarity": sim, "fold": fold,
+    return {"docs": docs, "labels": docs[labels], "reps": reps, "flags": flags, "similarity": sim, "cut_stats": cut_stats,
             "rep_ids": [ids[int(i)] for i in rep_of[labels]], "sketches": sk, "source": source,
             "seconds": time.perf_counter() - t0}
 
 
 def cut_summary(res: dict) -> tuple:
-    """(members, fold counters or None, seconds) of a cut partition."""
-    return int(res["docs"].size), res["fold"], res["seconds"]
+    """(members, the cut's counters or None, seconds) of a cut partition."""
+    return int(res["docs"].size), res["cut_stats"], res["seconds"]
 
 
 def cut_columns(res: dict) -> dict:
@@ -223,14 +223,14 @@ def cut_stage(run: Run, edges: Edges, label_futs: list, n_members: int) -> list:
     summ = run.gather(cut_summary, futs)
     run.info.update(cut_partitions=q, cut_members=int(sum(s[0] for s in summ)),
                     cut_task_seconds=round(float(sum(s[2] for s in summ)), 3))
-    run.fold = _fold_counts([s[1] for s in summ]) if cut else None
+    run.cut_stats = _cut_counts([s[1] for s in summ]) if cut else None
     run.timings["dask_cut"] = time.perf_counter() - t0
     run.report.stage(f"cut {run.info['cut_members']:,} members of components in {q} partitions")
     return futs
 
 
-def _fold_counts(parts: list) -> dict:
-    """The fold counters of the whole build (``FoldStats.as_dict`` of the local cut)."""
+def _cut_counts(parts: list) -> dict:
+    """The cut's counters of the whole build (``FoldStats.as_dict`` of the local cut)."""
     from ...clusters import FoldStats
 
     total = FoldStats()

@@ -99,7 +99,7 @@ def finish_build(run: Run, cut_futs: list, *, metadata: Optional[Any], created_a
     t0 = time.perf_counter()
     purity = distributed_purity(run, cut_futs)
     if output_dir is not None:
-        info = make_build_info(run.n, 0, run.n_empty, run.stats, run.fold or {}, purity)
+        info = make_build_info(run.n, 0, run.n_empty, run.stats, run.cut_stats or {}, purity)
         sharded = write_sharded(run, cut_futs, output_dir, build_info=info, metadata=metadata, created_at=created_at)
         sharded.stats = {**build_stats(run.stats), "dask": run.info}
         run.report.stage(f"done: {sharded.n_clusters:,} clusters")
@@ -115,7 +115,7 @@ def finish_build(run: Run, cut_futs: list, *, metadata: Optional[Any], created_a
     run.timings["dask_gather"] = time.perf_counter() - t0
     linked = Linked(labels, flags, run.stats, ExactMemo(sk.n))
     res = finish(sk, run.cfg, linked, run.timings, aliases=np.zeros((0, 2), np.int64), raw_cluster=None,
-                 metadata=metadata, created_at=created_at, cut=(labels, reps, flags, run.fold or {}, sim),
+                 metadata=metadata, created_at=created_at, cut=(labels, reps, flags, run.cut_stats or {}, sim),
                  purity=purity)
     # BuildStats has no "dask" key: the engine's own counts are an addition of this engine
     res.stats["dask"] = run.info

@@ -82,7 +82,7 @@ class Run:
     stats: LinkStats = field(default_factory=LinkStats)
     info: dict = field(default_factory=dict)  # stats["dask"]
     timings: dict = field(default_factory=dict)
-    fold: Optional[dict] = None  # the fold counters of the cut (clique, star)
+    cut_stats: Optional[dict] = None  # the counters of the cut into clusters (clique, star)
     cfg_json: dict = field(init=False)  # the config as it travels to the workers
 
     def __post_init__(self) -> None:
