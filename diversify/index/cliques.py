@@ -1,0 +1,117 @@
+"""The live index under ``clustering="clique"``: stored clusters are compared whole, and deletes keep them.
+
+Only representatives have band rows, so a new batch finds the stored clusters it may join through
+their representatives (:meth:`diversify.index.Index._reps_near`). Under ``"star"`` that is all the
+assignment needs: a new document joins a representative it is verified similar to. Under
+``"clique"`` a stored cluster takes a new document only when it is verified similar to EVERY
+member, so :func:`with_members` loads every live member of the candidate clusters too (the
+representatives first, at positions ``0..len(rows) - 1``, then the other members), each labelled
+with its representative's position (:class:`StoredClusters`). That costs, per ``add`` (and per
+re-assignment after a delete), one read of the candidate clusters' rows and the payloads of their
+members, and one verification per member for each new document the cluster could take: linear in
+the size of the clusters the batch touches (docs/index.md, "Cost").
+
+:func:`keep_cliques` is the delete side: removing a representative leaves a clique, so its remaining
+members stay one cluster with the same id; the first of them by the representative rule
+(:func:`diversify.clusters.priority_rank`) represents it, and every other member's stored similarity
+and stage bits are re-verified against it with :class:`diversify.clusters.similarity.Similarity`.
+A member that does not verify (the MinHash estimate's noise, where no exact sets are stored) is
+returned for the index's ordinary re-assignment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from ..clusters.similarity import FoldStats, Similarity, priority_rank
+from ..config import BuildConfig
+from ..sketches.batch import Sketches
+from .payload import Layout, band_rows, concat, decode
+from .storage import Assignment, DocRow, Transaction, View
+
+__all__ = ["PROMISES", "StoredClusters", "with_members", "keep_cliques"]
+
+#: what an index's clusters promise, by its ``clustering`` (``Index.stats()["promise"]``)
+PROMISES = {
+    "clique": "every two members of a cluster are verified similar",
+    "star": "every member of a cluster is verified similar to its representative",
+}
+
+
+@dataclass(frozen=True)
+class StoredClusters:
+    """The stored documents :func:`diversify.index.assign.assign` starts from (local positions)."""
+
+    #: int64 (n_old,): the position of each stored document's representative
+    labels: np.ndarray
+    #: bool (n_old,): whether it is its cluster's representative
+    reps: np.ndarray
+
+
+def with_members(view: View, rows: list[DocRow], old: Sketches, cfg: BuildConfig, layout: Layout, url: str,
+                 skip: frozenset = frozenset()) -> tuple[list[DocRow], Sketches, Optional[StoredClusters]]:
+    """``rows``/``old`` (the candidate representatives and their sketches) followed, under
+    ``clustering="clique"``, by every other live member of their clusters, in cluster order then seq
+    (``skip``: seqs to leave out, documents being re-assigned), and the stored clusters; under
+    ``"star"`` they are returned as they are, with None (each its own cluster). ``rows[label]`` stays
+    the representative of label ``label``."""
+    if cfg.clustering != "clique":
+        return rows, old, None
+    n_reps = len(rows)
+    pos = {r.cluster: i for i, r in enumerate(rows)}
+    have = {r.seq for r in rows}
+    listed = view.docs_in_clusters(list(pos), payload=False) if rows else []
+    seqs = sorted(m.seq for m in listed if m.seq not in have and m.seq not in skip and m.cluster in pos)
+    extra = view.docs_by_seq(seqs) if seqs else []
+    extra = [m for m in extra if m.cluster in pos]  # (a backend without snapshots may have moved one)
+    extra.sort(key=lambda m: (pos[m.cluster], m.seq))
+    labels = np.concatenate([np.arange(n_reps, dtype=np.int64),
+                             np.array([pos[m.cluster] for m in extra], dtype=np.int64)])
+    reps = np.zeros(labels.size, dtype=bool)
+    reps[:n_reps] = True
+    if extra:
+        old = concat(old, decode([m.payload for m in extra], cfg, layout, url))
+    return rows + extra, old, StoredClusters(labels, reps)
+
+
+def keep_cliques(tx: Transaction, cfg: BuildConfig, layout: Layout, url: str,
+                 orphans: list[DocRow]) -> tuple[list[DocRow], set[int]]:
+    """Re-choose the representative of each cluster whose representative was deleted (``orphans``:
+    its remaining members) and re-verify the members against it; write the changes and the new
+    representatives' band rows. Returns (the members that did not verify, in seq order, for the
+    ordinary re-assignment; the cluster ids kept)."""
+    by_cluster: dict[int, list[DocRow]] = {}
+    for r in sorted(orphans, key=lambda r: r.seq):
+        by_cluster.setdefault(r.cluster, []).append(r)
+    changes: list[Assignment] = []
+    left: list[DocRow] = []
+    band_keys: list[np.ndarray] = []
+    band_seqs: list[np.ndarray] = []
+    for cluster in sorted(by_cluster):
+        group = by_cluster[cluster]
+        sk = decode([r.payload for r in group], cfg, layout, url)
+        rank = priority_rank(cfg.representative, sk.lengths, sk.keys)  # ties: the earlier seq
+        rep = int(np.argmin(rank))
+        others = np.array([j for j in range(len(group)) if j != rep], dtype=np.int64)
+        changes.append(Assignment(seq=group[rep].seq, cluster=cluster, is_rep=True, similarity=1.0, stages=0))
+        if others.size:
+            sim = Similarity(sk, cfg, FoldStats(), sk.doc_threshold)
+            bits = sim(rep, others)
+            vals = sim.last_similarity
+            for j, b, v in zip(others.tolist(), bits.tolist(), vals.tolist()):
+                if b:
+                    changes.append(Assignment(seq=group[j].seq, cluster=cluster, is_rep=False, similarity=float(v),
+                                              stages=int(b)))
+                else:
+                    left.append(group[j])
+        _, keys = band_rows(sk, np.array([rep], dtype=np.int64), cfg)
+        band_keys.append(keys)
+        band_seqs.append(np.full(keys.size, group[rep].seq, dtype=np.int64))
+    tx.update_docs(changes)
+    if band_keys and sum(k.size for k in band_keys):
+        tx.insert_bands(np.concatenate(band_keys), np.concatenate(band_seqs))
+    left.sort(key=lambda r: r.seq)
+    return left, set(by_cluster)
