@@ -29,10 +29,15 @@ import numpy as np
 from ..clusters.similarity import FoldStats, Similarity, priority_rank
 from ..config import BuildConfig
 from ..sketches.batch import Sketches
+from ..stages import STAGE_EXACT, STAGE_MINHASH
 from .payload import Layout, band_rows, concat, decode
 from .storage import Assignment, DocRow, Transaction, View
 
 __all__ = ["PROMISES", "StoredClusters", "with_members", "keep_cliques"]
+
+#: other members a stored cluster has from which :func:`_needed` certifies members by the metric
+#: bound instead of loading them all (below, loading them costs less than checking the batch)
+CERTIFY_FROM = 64
 
 #: what an index's clusters promise, by its ``clustering`` (``Index.stats()["promise"]``)
 PROMISES = {
@@ -51,20 +56,22 @@ class StoredClusters:
     reps: np.ndarray
 
 
-def with_members(view: View, rows: list[DocRow], old: Sketches, cfg: BuildConfig, layout: Layout, url: str,
-                 skip: frozenset = frozenset()) -> tuple[list[DocRow], Sketches, Optional[StoredClusters]]:
+def with_members(view: View, rows: list[DocRow], old: Sketches, new: Sketches, cfg: BuildConfig, layout: Layout,
+                 url: str, skip: frozenset = frozenset()) -> tuple[list[DocRow], Sketches, Optional[StoredClusters]]:
     """``rows``/``old`` (the candidate representatives and their sketches) followed, under
-    ``clustering="clique"``, by every other live member of their clusters, in cluster order then seq
-    (``skip``: seqs to leave out, documents being re-assigned), and the stored clusters; under
-    ``"star"`` they are returned as they are, with None (each its own cluster). ``rows[label]`` stays
-    the representative of label ``label``."""
+    ``clustering="clique"``, by the other live members of their clusters that ``new`` has to be
+    checked against (:func:`_needed`), in cluster order then seq (``skip``: seqs to leave out,
+    documents being re-assigned), and the stored clusters; under ``"star"`` they are returned as
+    they are, with None (each its own cluster). ``rows[label]`` stays the representative of label
+    ``label``."""
     if cfg.clustering != "clique":
         return rows, old, None
     n_reps = len(rows)
     pos = {r.cluster: i for i, r in enumerate(rows)}
     have = {r.seq for r in rows}
     listed = view.docs_in_clusters(list(pos), payload=False) if rows else []
-    seqs = sorted(m.seq for m in listed if m.seq not in have and m.seq not in skip and m.cluster in pos)
+    listed = [m for m in listed if m.seq not in have and m.seq not in skip and m.cluster in pos]
+    seqs = sorted(_needed(listed, pos, old, new, cfg, layout))
     extra = view.docs_by_seq(seqs) if seqs else []
     extra = [m for m in extra if m.cluster in pos]  # (a backend without snapshots may have moved one)
     extra.sort(key=lambda m: (pos[m.cluster], m.seq))
@@ -75,6 +82,47 @@ def with_members(view: View, rows: list[DocRow], old: Sketches, cfg: BuildConfig
     if extra:
         old = concat(old, decode([m.payload for m in extra], cfg, layout, url))
     return rows + extra, old, StoredClusters(labels, reps)
+
+
+def _needed(listed: list[DocRow], pos: dict[int, int], old: Sketches, new: Sketches, cfg: BuildConfig,
+            layout: Layout) -> list[int]:
+    """The seqs of the members (``listed``, without payloads) that a new document could fail, by
+    the metric bound: Jaccard distance obeys the triangle inequality, so a member ``m`` whose stored
+    exact Jaccard to its representative ``r`` is ``s_m`` is within the threshold of every new ``x``
+    with ``(1 - J(x, r)) + (1 - s_m) <= 1 - t`` (``t`` the strictest threshold), and a new document
+    not similar to ``r`` joins no cluster of ``r``. So for a cluster of at least :data:`CERTIFY_FROM`
+    other members, ``r`` is checked against the whole batch and only the members the bound does not
+    certify for the least similar ``x`` are loaded (none when no ``x`` is similar to ``r``). Only
+    where the stored similarities are exact Jaccards (the shingle sets are stored: ``verify="auto"``
+    or ``"exact"``) and only for members folded by the exact hash or MinHash stage."""
+    by_rep: dict[int, list[DocRow]] = {}
+    for m in listed:
+        by_rep.setdefault(pos[m.cluster], []).append(m)
+    mc = cfg.minhash
+    if mc is None or not layout.shingles or mc.verify not in ("auto", "exact") or new.minhash is None:
+        return [m.seq for m in listed]
+    big = [p for p, ms in by_rep.items() if len(ms) >= CERTIFY_FROM]
+    if not big:
+        return [m.seq for m in listed]
+    radius = 1.0 - max([mc.threshold, *(cfg.source_thresholds or {}).values()]) - 1e-9
+    both = concat(old, new)
+    if both.sets32 is None:  # (the batch's sets are attached whenever the index stores them)
+        return [m.seq for m in listed]
+    sim = Similarity(both, cfg, FoldStats(), both.doc_threshold)
+    batch = np.arange(old.n, both.n, dtype=np.int64)
+    out = [m.seq for p, ms in by_rep.items() if len(ms) < CERTIFY_FROM for m in ms]
+    for p in big:
+        bits = sim(p, batch)
+        hit = bits != 0
+        if not hit.any():
+            continue  # no new document can join this cluster: none of its members is needed
+        if not np.isin(bits[hit], (STAGE_EXACT, STAGE_MINHASH)).all():
+            out += [m.seq for m in by_rep[p]]
+            continue
+        near = 1.0 - float(np.min(sim.last_similarity[hit]))  # the farthest new document from r
+        out += [m.seq for m in by_rep[p] if m.stages not in (STAGE_EXACT, STAGE_MINHASH)
+                or near + (1.0 - m.similarity) > radius]
+    return out
 
 
 def keep_cliques(tx: Transaction, cfg: BuildConfig, layout: Layout, url: str,

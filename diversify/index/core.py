@@ -214,7 +214,7 @@ class Index:
             raise DuplicateIdError(f"`ids` must not be in the index already; {len(dup)} are, e.g. {shown}. Delete "
                                    "them first to replace them, or leave them out of the batch; nothing was added.")
         rows, old, owner, bkeys, _, _ = self._reps_near(tx, sk, layout)
-        rows, old, stored = with_members(tx, rows, old, self.config, layout, self.url)  # clique: whole clusters
+        rows, old, stored = with_members(tx, rows, old, sk, self.config, layout, self.url)  # clique: whole clusters
         res = assign(old, sk, self.config, stored)
         n_old = old.n
         labels, rep = res.labels, res.rep
@@ -366,7 +366,7 @@ class Index:
         new = decode([r.payload for r in orphans], self.config, layout, self.url)
         rows, old, owner, bkeys, _, _ = self._reps_near(tx, new, layout, exclude=frozenset(gone))
         skip = frozenset(r.seq for r in orphans)  # still stored with their former cluster ids
-        rows, old, stored = with_members(tx, rows, old, self.config, layout, self.url, skip)
+        rows, old, stored = with_members(tx, rows, old, new, self.config, layout, self.url, skip)
         res = assign(old, new, self.config, stored)
         n_old = old.n
         labels, rep = res.labels, res.rep

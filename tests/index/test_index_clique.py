@@ -195,6 +195,54 @@ def test_a_member_that_does_not_verify_against_the_new_representative_is_reassig
         assert idx.check() == []
 
 
+def _page(seed: int = 7) -> list[str]:
+    return [f"p{x}" for x in np.random.default_rng(seed).integers(0, 50_000, 550)]
+
+
+def _changed(words: list[str], where, tag: str) -> str:
+    out = list(words)
+    for j in where:
+        out[j] = f"{tag}{j}"
+    return " ".join(out)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_large_cluster_loads_only_the_members_the_metric_bound_cannot_vouch_for(backend, request, tmp_path,
+                                                                               monkeypatch):
+    """A cluster of a 550-word page, 70 copies with one word changed (0.98 to it, 0.96 to each
+    other) and F, the page with a block of 47 words changed (0.83 to it, 0.81 to every copy).
+    X, the page with another block changed, is 0.83 to the page and 0.81 to the copies but 0.69
+    to F: the bound vouches for every copy (0.17 + 0.02 <= 0.2), not for F, which is loaded and
+    keeps X out. A plain copy loads nothing (0.02 + 0.17 <= 0.2 for F too); a page like none of
+    them loads nothing either. Every pair of the cluster stays >= T."""
+    import diversify.index.cliques as cliques
+
+    loaded: list[int] = []
+    real = cliques.decode
+
+    def counting(payloads, *args):
+        loaded.append(len(payloads))
+        return real(payloads, *args)
+
+    base = _page()
+    text_of = {"b": " ".join(base), "f": _changed(base, range(100, 147), "F"),
+               "x": _changed(base, range(300, 347), "X"), "y": _changed(base, [520], "Y")}
+    text_of.update({f"c{j}": _changed(base, [2 * j], "C") for j in range(70)})
+    assert _jaccard(text_of["x"], text_of["f"]) < T <= min(_jaccard(text_of["x"], text_of["c3"]),
+                                                             _jaccard(text_of["f"], text_of["c3"]))
+    with diversify.Index(_url(backend, request, tmp_path), EXACT) as idx:
+        cid = idx.add([text_of["b"]], ids=["b"])[0].cluster
+        got = idx.add([text_of[f"c{j}"] for j in range(70)] + [text_of["f"]], ids=[f"c{j}" for j in range(70)] + ["f"])
+        assert {m.cluster for m in got} == {cid}
+        monkeypatch.setattr(cliques, "decode", counting)
+        x = idx.add([text_of["x"]], ids=["x"])[0]
+        assert loaded == [1] and x.cluster != cid  # F alone was loaded, and it kept X out
+        loaded.clear()
+        assert idx.add([text_of["y"]], ids=["y"])[0].cluster == cid and loaded == []
+        assert idx.add([_doc(5)], ids=["z"])[0].cluster not in (cid, x.cluster) and loaded == []
+        assert _below(idx, {**text_of, "z": _doc(5)}) == [] and idx.check() == []
+
+
 def _old_index(url: str) -> None:
     """An index as an earlier release created it under its default: clustering "guaranteed"."""
     cfg = BuildConfig(clustering="star")
