@@ -7,9 +7,9 @@ assignment needs: a new document joins a representative it is verified similar t
 member, so :func:`with_members` loads every live member of the candidate clusters too (the
 representatives first, at positions ``0..len(rows) - 1``, then the other members), each labelled
 with its representative's position (:class:`StoredClusters`). That costs, per ``add`` (and per
-re-assignment after a delete), one read of the candidate clusters' rows and the payloads of their
-members, and one verification per member for each new document the cluster could take: linear in
-the size of the clusters the batch touches (docs/index.md, "Cost").
+re-assignment after a delete), one read of the candidate clusters' rows: linear in the size of the
+clusters the batch touches. The payloads read, and the checks, are those of the members the metric
+bound does not vouch for (:func:`_needed`); docs/index.md, "Cost of clique".
 
 :func:`keep_cliques` is the delete side: removing a representative leaves a clique, so its remaining
 members stay one cluster with the same id; the first of them by the representative rule
