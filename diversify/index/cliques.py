@@ -30,10 +30,11 @@ from ..clusters.similarity import FoldStats, Similarity, priority_rank
 from ..config import BuildConfig
 from ..sketches.batch import Sketches
 from ..stages import STAGE_EXACT, STAGE_MINHASH
+from ..text import exact_jaccard
 from .payload import Layout, band_rows, concat, decode
 from .storage import Assignment, DocRow, Transaction, View
 
-__all__ = ["PROMISES", "StoredClusters", "with_members", "keep_cliques"]
+__all__ = ["PROMISES", "StoredClusters", "with_members", "keep_cliques", "unverified_pairs"]
 
 #: other members a stored cluster has from which :func:`_needed` certifies members by the metric
 #: bound instead of loading them all (below, loading them costs less than checking the batch)
@@ -163,3 +164,45 @@ def keep_cliques(tx: Transaction, cfg: BuildConfig, layout: Layout, url: str,
         tx.insert_bands(np.concatenate(band_keys), np.concatenate(band_seqs))
     left.sort(key=lambda r: r.seq)
     return left, set(by_cluster)
+
+
+def unverified_pairs(sim: Similarity, layout: Layout, members: np.ndarray, stored_sim: np.ndarray,
+                     stored_stages: np.ndarray, limit: int = 5) -> list[tuple[int, int]]:
+    """``Index.check()`` under ``clustering="clique"``: up to ``limit`` pairs of ``members`` (a
+    cluster's members other than its representative, positions in ``sim.sk``) not verified similar
+    to each other. A pair the metric bound vouches for through the representative (both folded by
+    the exact-hash or MinHash stage with exact stored Jaccards ``s_a``, ``s_b`` and ``(1 - s_a) +
+    (1 - s_b) <= 1 - t``) needs no check, so a family of near-copies costs no pair check; the others
+    are checked by the verification, and one it rejects passes when the exact Jaccard of the stored
+    shingle sets reaches the pair's threshold (a pair the cut certified by the bound)."""
+    sk, cfg = sim.sk, sim.cfg
+    mc = cfg.minhash
+    exact_sims = mc is not None and layout.shingles and mc.verify in ("auto", "exact") and sk.sets32 is not None
+    radius = -1.0
+    if exact_sims:
+        assert mc is not None
+        radius = 1.0 - max([mc.threshold, *(cfg.source_thresholds or {}).values()]) - 1e-9
+    dist = 1.0 - stored_sim[members]
+    kind_ok = np.isin(stored_stages[members], (STAGE_EXACT, STAGE_MINHASH)) & exact_sims
+    order = np.lexsort((dist, ~kind_ok))  # vouchable members first, nearest first
+    members, dist, kind_ok = members[order], dist[order], kind_ok[order]
+    n_ok = int(kind_ok.sum())
+    out: list[tuple[int, int]] = []
+    for i in range(members.size - 1):
+        # partners after i that the bound vouches for: a prefix of the vouchable ones
+        vouched = int(np.searchsorted(dist[:n_ok], radius - dist[i], side="right")) if kind_ok[i] else 0
+        rest = members[max(i + 1, vouched):]
+        if not rest.size:
+            continue
+        a = int(members[i])
+        bad = rest[sim(a, rest) == 0]
+        if bad.size and exact_sims:
+            assert sk.sets32 is not None and sk.sets32_indptr is not None
+            lo, _, t = sim.bounds(a, bad)
+            sets, ptr = sk.sets32, sk.sets32_indptr
+            jac = np.array([exact_jaccard(sets[ptr[a]: ptr[a + 1]], sets[ptr[b]: ptr[b + 1]]) for b in bad.tolist()])
+            bad = bad[jac < t]
+        out += [(a, int(b)) for b in bad.tolist()]
+        if len(out) >= limit:
+            return out[:limit]
+    return out

@@ -195,6 +195,31 @@ def test_a_member_that_does_not_verify_against_the_new_representative_is_reassig
         assert idx.check() == []
 
 
+@pytest.mark.parametrize("clustering", ["clique", "star"])
+def test_check_finds_two_members_that_are_not_similar_to_each_other(tmp_path, clustering):
+    """c8, moved by hand into the cluster of c4 and c0, is similar to c4 (0.81) but not to c0
+    (0.61): check() names that pair under clique, and finds nothing wrong under star."""
+    from diversify.index.storage import Assignment
+    from diversify.stages import STAGE_MINHASH
+
+    with diversify.Index(f"sqlite:///{tmp_path}/k.db", EXACT.model_copy(update={"clustering": clustering})) as idx:
+        cid = idx.add([_win(4)], ids=["c4"])[0].cluster
+        assert idx.add([_win(0)], ids=["c0"])[0].cluster == cid
+        idx.add([_win(8)], ids=["c8"])  # its own cluster under clique (star may take it itself)
+        c8 = next(r for r in idx.scan() if r.id == "c8")
+        assert c8.is_rep or clustering == "star"
+        if c8.is_rep:
+            bands = idx.band_rows_of([c8])
+            with idx.storage.write() as tx:
+                tx.update_docs([Assignment(c8.seq, cid, False, _jaccard(_win(8), _win(4)), STAGE_MINHASH)])
+                tx.delete_bands(*bands)
+        problems = idx.check()
+        if clustering == "clique":
+            assert problems == [f"documents 'c0' and 'c8' are in cluster {cid} but not verified similar to each other"]
+        else:
+            assert problems == []
+
+
 def _page(seed: int = 7) -> list[str]:
     return [f"p{x}" for x in np.random.default_rng(seed).integers(0, 50_000, 550)]
 
