@@ -34,7 +34,7 @@ from ..text import exact_jaccard
 from .payload import Layout, band_rows, concat, decode
 from .storage import Assignment, DocRow, Transaction, View
 
-__all__ = ["PROMISES", "StoredClusters", "with_members", "keep_cliques", "unverified_pairs"]
+__all__ = ["PROMISES", "StoredClusters", "with_members", "clique_hits", "keep_cliques", "unverified_pairs"]
 
 #: other members a stored cluster has from which :func:`_needed` certifies members by the metric
 #: bound instead of loading them all (below, loading them costs less than checking the batch)
@@ -124,6 +124,30 @@ def _needed(listed: list[DocRow], pos: dict[int, int], old: Sketches, new: Sketc
         out += [m.seq for m in by_rep[p] if m.stages not in (STAGE_EXACT, STAGE_MINHASH)
                 or near + (1.0 - m.similarity) > radius]
     return out
+
+
+def clique_hits(storage, rows: list[DocRow], new: Sketches, cfg: BuildConfig, layout: Layout, url: str,
+                found: list[list[tuple[int, int, float]]]) -> list[list[tuple[int, int, float]]]:
+    """``query`` under ``clustering="clique"``: of each queried document's hits (representatives it
+    is verified similar to, positions in ``rows``), keep those whose every member it is verified
+    similar to too, the clusters ``add`` would let it join (members read as :func:`with_members`
+    reads them, in a read of their own)."""
+    if cfg.clustering != "clique" or not any(found):
+        return found
+    hit = sorted({p for hits in found for p, _, _ in hits})
+    reps = [rows[p] for p in hit]
+    with storage.read() as view:
+        _, old, stored = with_members(view, reps, decode([r.payload for r in reps], cfg, layout, url), new, cfg,
+                                      layout, url)
+    assert stored is not None
+    n_reps = len(reps)
+    if old.n == n_reps:  # every cluster hit is its representative alone, or vouched for by the bound
+        return found
+    sk = concat(old, new)
+    sim = Similarity(sk, cfg, FoldStats(), sk.doc_threshold)
+    members_of = {p: n_reps + np.flatnonzero(stored.labels[n_reps:] == i) for i, p in enumerate(hit)}
+    return [[(p, b, s) for p, b, s in hits if not members_of[p].size or (sim(old.n + q, members_of[p]) != 0).all()]
+            for q, hits in enumerate(found)]
 
 
 def keep_cliques(tx: Transaction, cfg: BuildConfig, layout: Layout, url: str,

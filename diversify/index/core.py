@@ -264,8 +264,10 @@ class Index:
         """Is each document a near-duplicate of an indexed one, of which, how similar? Nothing is
         written. Each document is checked against the index alone (not against the others of the
         batch): the answer for a test set against a train set. ``ids`` only label the answers;
-        ``sources`` as in :meth:`add` (a pair must meet the stricter of its two thresholds)."""
+        ``sources`` as in :meth:`add` (a pair must meet the stricter of its two thresholds). Under
+        ``clustering="clique"`` a cluster is an answer only when every member verifies, as for ``add``."""
         from .assign import verify_pairs
+        from .cliques import clique_hits
 
         sk = self._sketch(texts, ids, vectors, keys, sources)
         labels = list(ids) if ids is not None else list(range(sk.n))
@@ -293,6 +295,7 @@ class Index:
             for q in owner[order[a:b]].tolist():
                 pairs[q].append(p)
         found = verify_pairs(old, sk, self.config, pairs)
+        found = clique_hits(self._storage, rows, sk, self.config, layout, self.url, found)  # clique: all members
         out = []
         for j, hits in enumerate(found):
             if not hits:

@@ -110,6 +110,10 @@ def test_a_new_document_similar_to_the_representative_but_not_to_a_member_does_n
         first = idx.add([_win(0)], ids=["c0"])[0]  # 0.81 to c4: joins
         assert first.joined and first.representative == "c4"
         cid = first.cluster
+        # query gives add's answer: c8 is similar to the representative c4 but not to c0, c2 to both
+        q8, q2 = idx.query([_win(8), _win(2)])
+        assert q8.cluster is None and not q8.joined and q8.matched == ()
+        assert q2.cluster == cid and q2.representative == "c4"
         far = idx.add([_win(8)], ids=["c8"])[0]  # 0.81 to c4, 0.61 to c0
         assert _jaccard(_win(8), _win(4)) >= T > _jaccard(_win(8), _win(0))
         assert not far.joined and far.cluster != cid and far.representative == "c8"
@@ -259,6 +263,8 @@ def test_a_large_cluster_loads_only_the_members_the_metric_bound_cannot_vouch_fo
         cid = idx.add([text_of["b"]], ids=["b"])[0].cluster
         got = idx.add([text_of[f"c{j}"] for j in range(70)] + [text_of["f"]], ids=[f"c{j}" for j in range(70)] + ["f"])
         assert {m.cluster for m in got} == {cid}
+        qx, qy = idx.query([text_of["x"], text_of["y"]])  # add's answers, from a read
+        assert qx.cluster is None and qy.cluster == cid
         monkeypatch.setattr(cliques, "decode", counting)
         x = idx.add([text_of["x"]], ids=["x"])[0]
         assert loaded == [1] and x.cluster != cid  # F alone was loaded, and it kept X out
