@@ -34,7 +34,7 @@ def add_index_parser(sub) -> None:
     q.add_argument("--batch-size", type=int, default=5000, help="documents per transaction (default 5000)")
     q.add_argument("--lock-timeout", type=float, default=30.0, metavar="SECONDS",
                    help="wait this long for another writer's batch (default 30)")
-    add_config_args(q, exclude=frozenset({"clustering"}))  # the live index keeps guaranteed clusters only
+    add_config_args(q)  # --clustering components is refused by the index (diversify.index.compat)
     q.set_defaults(func=cmd_index_add, command="index add")
 
     q = isub.add_parser("query", help="is each document a near-duplicate of an indexed one? (nothing is written)",

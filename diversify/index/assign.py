@@ -2,13 +2,21 @@
 
 ``add`` (and the re-assignment after a representative is deleted) is the incremental ``add`` of
 the batch builder run on a small corpus: the stored representatives the batch may join (those
-sharing a band key with one of its documents), followed by the batch. :func:`assign` links them
-with :func:`diversify.linking.link.link` (pairs among stored representatives are skipped) and cuts
-the components with :func:`diversify.clusters.guarantee.guaranteed_clusters` with the stored
-representatives as the existing clusters: a new document joins the highest-priority stored
-representative it is verified similar to, else the batch's documents form new clusters among
-themselves in representative order. So every member is verified similar to its representative,
-by exactly the verification the build uses.
+sharing a band key with one of its documents), under ``clustering="clique"`` followed by the other
+members of their clusters (:func:`diversify.index.cliques.with_members`), then the batch.
+:func:`assign` links them with :func:`diversify.linking.link.link` (pairs among stored documents
+are skipped; the members of one stored cluster start joined, as the batch ``add`` starts from the
+artifact's clusters) and cuts the components with the cut the config names
+(:func:`diversify.clusters.cut_clusters`), the stored clusters being the existing ones:
+
+- ``"star"``: a new document joins the highest-priority stored representative it is verified
+  similar to, else the batch's documents form new clusters among themselves in representative
+  order; so every member is verified similar to its representative;
+- ``"clique"``: a stored cluster takes a new document only when it is verified similar to every
+  member of that cluster; the rest are cut into new clusters whose every two members are verified
+  similar.
+
+Either way by exactly the verification the build uses.
 
 :func:`verify_pairs` answers ``query``: each queried document against the stored representatives
 it shares a band with (no clustering among the queried documents).
@@ -17,12 +25,14 @@ it shares a band with (no clustering among the queried documents).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
-from ..clusters import component_roots, guaranteed_clusters, priority_rank
+from ..clusters import component_roots, cut_clusters, priority_rank, union_pairs
 from ..clusters.similarity import FoldStats, Similarity
 from ..config import BuildConfig
+from .cliques import StoredClusters
 from .payload import Docs, concat
 
 __all__ = ["Assigned", "assign", "verify_pairs"]
@@ -33,8 +43,8 @@ class Assigned:
     """The clusters of ``old + new`` after :func:`assign` (local document positions)."""
 
     n_old: int
-    #: int64 (n,): < n_old: the cluster of stored representative ``label``; else a new cluster,
-    #: named by the position of its first member
+    #: int64 (n,): < n_old: the cluster of the stored representative at position ``label``; else a
+    #: new cluster, named by the position of its first member
     labels: np.ndarray
     rep: np.ndarray  # bool (n,)
     stages: np.ndarray  # uint8 (n,) stage bits that verified each fold (representatives: OR of their members')
@@ -42,23 +52,29 @@ class Assigned:
     rank: np.ndarray  # int64 (n,) position in representative order (0 = first choice)
 
 
-def assign(old: Docs, new: Docs, cfg: BuildConfig) -> Assigned:
-    """Cluster ``new`` against the stored representatives ``old`` (see the module docstring)."""
+def assign(old: Docs, new: Docs, cfg: BuildConfig, stored: Optional[StoredClusters] = None) -> Assigned:
+    """Cluster ``new`` against the stored documents ``old`` (see the module docstring): each its
+    own cluster's representative, unless ``stored`` says which cluster each belongs to."""
     from ..linking.link import link
     from ..staging import linking_config
 
     docs = concat(old, new)
     sk = docs.sketches
     n_old = old.n
+    if stored is None:
+        stored = StoredClusters(np.arange(n_old, dtype=np.int64), np.ones(n_old, dtype=bool))
+    parent = None
+    if n_old and (stored.labels != np.arange(n_old)).any():  # a stored cluster is one component
+        parent = np.arange(sk.n, dtype=np.int64)
+        union_pairs(parent, np.stack([np.arange(n_old, dtype=np.int64), stored.labels], axis=1))
     # edges at the lowest source threshold, folds at each pair's own (docs.thresholds), as the build
-    linked = link(sk, linking_config(cfg), source=docs.source, new_start=n_old, timings={})
+    linked = link(sk, linking_config(cfg), parent=parent, source=docs.source, new_start=n_old, timings={})
     root = component_roots(linked.parent)
     rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
-    labels, rep, bits, stats = guaranteed_clusters(root, sk, cfg, rank, memo=linked.memo, thresholds=docs.thresholds,
-                                                   source=docs.source, n_old=n_old,
-                                                   old_labels=np.arange(n_old, dtype=np.int64),
-                                                   old_reps=np.ones(n_old, dtype=bool),
-                                                   old_flags=np.zeros(n_old, dtype=np.uint8))
+    labels, rep, bits, stats = cut_clusters(cfg.clustering, root, sk, cfg, rank, memo=linked.memo,
+                                            thresholds=docs.thresholds, source=docs.source, n_old=n_old,
+                                            old_labels=stored.labels, old_reps=stored.reps,
+                                            old_flags=np.zeros(n_old, dtype=np.uint8))
     return Assigned(n_old, labels, rep, bits, stats.similarity, rank)
 
 

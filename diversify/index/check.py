@@ -1,7 +1,8 @@
 """``Index.check()``: the invariants of a live index, verified from what is stored.
 
 1. every cluster has exactly one representative;
-2. every member is verified similar to its representative (the fold guarantee), by the same
+2. every member is verified similar to its representative (the fold guarantee), and under
+   ``clustering="clique"`` to every other member (:func:`diversify.index.cliques.unverified_pairs`), by the same
    verification as the build (:class:`diversify.clusters.similarity.Similarity`) on the stored
    sketches; a borderline pair that ``add`` decided by exact Jaccard (both texts were in one batch)
    passes when its stored similarity (that exact Jaccard) reaches the threshold and its estimate is
@@ -21,6 +22,7 @@ import numpy as np
 from .._arrays import unique_sorted
 from ..clusters.similarity import FoldStats, Similarity
 from ..stages import STAGE_MINHASH
+from .cliques import unverified_pairs
 from .payload import Layout, band_rows, decode
 
 __all__ = ["check"]
@@ -94,4 +96,8 @@ def check(index) -> list[str]:
             for b in bad[:5].tolist():
                 problems.append(f"document {rows[b].id!r} is in cluster {c} but not verified similar to its "
                                 f"representative {rows[who[0]].id!r}")
+        if cfg.clustering == "clique" and members.size >= 2:
+            for a, b in unverified_pairs(sim, layout, members, stored_sim, stored_stages):
+                problems.append(f"documents {rows[a].id!r} and {rows[b].id!r} are in cluster {c} but not verified "
+                                "similar to each other")
     return problems

@@ -60,7 +60,18 @@ def stored_config(meta: Meta, given: Optional[BuildConfig], url: str) -> BuildCo
         diff = config_difference(cfg, given)
         raise IncompatibleIndexError(
             f"`config` must match the config the index at {url} was created with; differing fields: "
-            f"{'; '.join(diff) or 'the hash scheme'} (stored -> given). Pass config=None to use the index's "
-            "own, or create a new index for the new config.")
+            f"{'; '.join(diff) or 'the hash scheme'} (stored -> given).{_clustering_hint(cfg, given, meta)} "
+            "Pass config=None to use the index's own, or create a new index for the new config.")
     check_index_config(cfg)
     return cfg
+
+
+def _clustering_hint(stored: BuildConfig, given: BuildConfig, meta: Meta) -> str:
+    """What to do when only the clustering keeps a config from opening an index (e.g. an index made
+    when "star", then named "guaranteed", was the default, opened with today's ``BuildConfig()``)."""
+    if stored.clustering == given.clustering:
+        return ""
+    earlier = " (stored as 'guaranteed', the default of earlier releases)" if '"guaranteed"' in meta.config_json else ""
+    return (f" The index keeps clustering={stored.clustering!r}{earlier}: pass clustering={stored.clustering!r} "
+            f"(`--clustering {stored.clustering}`) to use it as it is; its clusters cannot change kind in place, so "
+            f"for clustering={given.clustering!r} create a new index and add the documents to it.")

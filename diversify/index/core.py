@@ -9,9 +9,10 @@ Every operation is batched. ``add`` runs in three steps:
 1. outside any lock, in parallel across processes: validate and sketch the batch (the build's own
    validation and kernels);
 2. under the index-wide writer lock, in ONE transaction (:meth:`Storage.write`): look up the stored
-   representatives sharing a band key with the batch, run the build's assignment on them plus the
-   batch (:func:`diversify.index.assign.assign`), insert the documents and the representatives'
-   band rows, advance the counters;
+   representatives sharing a band key with the batch (``clustering="clique"``: and the other members
+   of their clusters), run the build's assignment on them plus the batch
+   (:func:`diversify.index.assign.assign`), insert the documents and the representatives' band rows,
+   advance the counters;
 3. commit. A failure (or a kill) before the commit leaves the index as it was.
 
 Because step 2 is serialized, two near-duplicates added at the same moment by two processes are
@@ -47,7 +48,6 @@ from .storage import (
 from .urls import mask_url
 
 __all__ = ["Index", "Match"]
-
 
 
 class Index:
@@ -187,6 +187,8 @@ class Index:
 
     def _add_locked(self, tx: Transaction, batch: Docs, default_ids: bool, layout: Layout,
                     payloads: list[bytes], assign) -> list[Match]:
+        from .cliques import with_members
+
         st = tx.state()
         known = self._layout(st)
         if known is not None:
@@ -210,7 +212,8 @@ class Index:
             raise DuplicateIdError(f"`ids` must not be in the index already; {len(dup)} are, e.g. {shown}. Delete "
                                    "them first to replace them, or leave them out of the batch; nothing was added.")
         rows, old, owner, bkeys, _, _ = self._reps_near(tx, batch, layout)
-        res = assign(old, batch, self.config)
+        rows, old, stored = with_members(tx, rows, old, batch, self.config, layout, self.url)  # clique: whole clusters
+        res = assign(old, batch, self.config, stored)
         n_old = old.n
         labels, rep = res.labels, res.rep
         # new clusters in order of their first member: deterministic ids
@@ -259,8 +262,10 @@ class Index:
         """Is each document a near-duplicate of an indexed one, of which, how similar? Nothing is
         written. Each document is checked against the index alone (not against the others of the
         batch): the answer for a test set against a train set. ``ids`` only label the answers;
-        ``sources`` as in :meth:`add` (a pair must meet the stricter of its two thresholds)."""
+        ``sources`` as in :meth:`add` (a pair must meet the stricter of its two thresholds). Under
+        ``clustering="clique"`` a cluster is an answer only when every member verifies, as for ``add``."""
         from .assign import verify_pairs
+        from .cliques import clique_hits
 
         batch = self._sketch(texts, ids, vectors, keys, sources)
         labels = list(ids) if ids is not None else list(range(batch.n))
@@ -288,6 +293,7 @@ class Index:
             for q in owner[order[a:b]].tolist():
                 pairs[q].append(p)
         found = verify_pairs(old, batch, self.config, pairs)
+        found = clique_hits(self._storage, rows, batch, self.config, layout, self.url, found)  # clique: all members
         out = []
         for j, hits in enumerate(found):
             if not hits:
@@ -301,14 +307,17 @@ class Index:
     # ------------------------------------------------------------------ delete
 
     def delete(self, ids: Iterable) -> dict:
-        """Remove documents. A deleted representative's remaining members are re-assigned by the
-        representative rule (the first of them, in priority order, that no other representative
-        claims becomes the representative and keeps the cluster id); other clusters are untouched.
+        """Remove documents; other clusters are untouched. A deleted representative's remaining
+        members: under ``clustering="clique"`` they stay one cluster (same id) represented by the first
+        of them by the representative rule, re-verified against it (:func:`.cliques.keep_cliques`);
+        under ``"star"`` (and for a clique member that does not verify) they are re-assigned: the first
+        of them, in priority order, that no other representative claims represents and keeps the id.
 
         Returns ``{"deleted": n, "missing": [ids not in the index], "reassigned": n}``.
         """
         from ..ids import check_ids
         from .assign import assign
+        from .cliques import keep_cliques
 
         if isinstance(ids, (str, bytes)):
             raise InputError("`ids` must be an iterable of ids, not one str. Wrap it: ids=[id].")
@@ -343,22 +352,30 @@ class Index:
                 tx.delete_bands(bkeys, np.array([reps[i].seq for i in owner.tolist()], dtype=np.int64))
             orphans = [r for r in tx.docs_in_clusters([r.cluster for r in reps]) if r.seq not in gone] if reps else []
             orphans.sort(key=lambda r: r.seq)
+            n_orphans, kept = len(orphans), set[int]()
+            if orphans and self.config.clustering == "clique":  # a clique less one member is a clique
+                orphans, kept = keep_cliques(tx, self.config, layout, self.url, orphans)
             if orphans:
-                self._reassign(tx, st, layout, orphans, gone, assign)
-        return {"deleted": len(rows), "missing": missing, "reassigned": len(orphans)}
+                self._reassign(tx, st, layout, orphans, gone, assign, kept)
+        return {"deleted": len(rows), "missing": missing, "reassigned": n_orphans}
 
     def _reassign(self, tx: Transaction, st: State, layout: Layout, orphans: list[DocRow], gone: set,
-                  assign) -> None:
+                  assign, kept: set) -> None:
+        """Assign ``orphans`` (seq order) anew; no new cluster inherits an id of ``kept`` (in use)."""
+        from .cliques import with_members
+
         new = decode([r.payload for r in orphans], self.config, layout, self.url)
         rows, old, owner, bkeys, _, _ = self._reps_near(tx, new, layout, exclude=frozenset(gone))
-        res = assign(old, new, self.config)
+        skip = frozenset(r.seq for r in orphans)  # still stored with their former cluster ids
+        rows, old, stored = with_members(tx, rows, old, new, self.config, layout, self.url, skip)
+        res = assign(old, new, self.config, stored)
         n_old = old.n
         labels, rep = res.labels, res.rep
         # a deleted cluster's id goes to the new cluster (of its former members) whose representative
         # ranks first under the representative rule; the others get fresh ids, in that order too
         new_reps = sorted((n_old + np.flatnonzero(rep[n_old:])).tolist(), key=lambda loc: int(res.rank[loc]))
         inherit: dict[int, int] = {}
-        taken: set[int] = set()
+        taken: set[int] = set(kept)
         next_cluster = st.next_cluster
         for loc in new_reps:
             lab = int(labels[loc])
@@ -421,11 +438,14 @@ class Index:
         return [self._id_out(r.id, kind) for r in rows]
 
     def stats(self) -> dict:
-        """Documents, clusters, folded documents, band rows, bytes (per document) and the config."""
+        """Documents, clusters, folded documents, band rows, bytes (per document), the clustering
+        and the promise it makes (:data:`diversify.index.cliques.PROMISES`), and the config."""
+        from .cliques import PROMISES
+
         with self._storage.read() as view:
-            c = view.counts()
-            st = view.state()
+            c, st = view.counts(), view.state()
         return {"url": self.url, "documents": c.documents, "clusters": c.representatives,
+                "clustering": self.config.clustering, "promise": PROMISES[self.config.clustering],
                 "folded": c.documents - c.representatives, "band_rows": c.band_rows, "bytes": c.size_bytes,
                 "bytes_per_document": (round(c.size_bytes / c.documents, 1) if c.size_bytes and c.documents else None),
                 "next_seq": st.next_seq, "schema_version": self.meta.schema_version,

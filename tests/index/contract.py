@@ -373,8 +373,9 @@ class IndexContract:
             cm = idx.export(tmp_path / "src.dvf")
             _assert_export_matches(idx, diversify.load(tmp_path / "src.dvf"))
             assert cm.n_docs == len(rows) - 1
-            # the export is the build's artifact: `add` with sources extends it under the same rule
-            ext = diversify.add(tmp_path / "src.dvf", [_near(2), _near(3)], ids=["m2", "m3"],
+            # the export is the build's artifact: `add` with sources extends it under the same rule (m2,
+            # a copy of b2, is 0.92 and 0.77 similar to the other members, n2 and e2; m3 is 0.92 to b3)
+            ext = diversify.add(tmp_path / "src.dvf", [_doc(2), _near(3)], ids=["m2", "m3"],
                                 sources=["lax", "lax"]).cluster_map
             assert ext.lookup(["m2"])[0] == ext.lookup(["b2"])[0] and ext.lookup(["m3"])[0] != ext.lookup(["b3"])[0]
 

@@ -155,7 +155,7 @@ def _help(capsys, *argv) -> str:
 
 @pytest.mark.parametrize("argv,absent", [
     (["index", "query"], ["--stream", "--chunk-size", "--key-field", "--threshold", "--clustering"]),
-    (["index", "add"], ["--stream", "--chunk-size", "--clustering"]),
+    (["index", "add"], ["--stream", "--chunk-size"]),
     (["eval"], ["--source-threshold", "--stream"]),
     (["tune"], ["--stream", "--threshold", "--bands"]),
 ])
@@ -167,6 +167,7 @@ def test_commands_do_not_list_options_they_ignore(capsys, argv, absent):
 
 def test_commands_still_list_what_they_use(capsys):
     assert "--stream" in _help(capsys, "build") and "--key-field" in _help(capsys, "index", "add")
+    assert "--clustering" in _help(capsys, "index", "add")  # clique or star; components is refused
     assert "--vectors" in _help(capsys, "index", "query") and "--simhash-bits" in _help(capsys, "tune")
 
 
