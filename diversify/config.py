@@ -215,11 +215,13 @@ class BuildConfig(_Frozen):
     #: which member represents a cluster: "longest" text (ties: first seen), "first" seen,
     #: or "key" (largest user-supplied key, e.g. a timestamp or authority score)
     representative: Literal["longest", "first", "key"] = "longest"
-    #: what a cluster is: "guaranteed" (default) = every member is verified threshold-similar to
-    #: its cluster's representative, so a fold is always a true near-duplicate; "components" =
-    #: connected components of verified edges (transitive: A~B and B~C join A and C, which may be
-    #: far apart)
-    clustering: Literal["guaranteed", "components"] = "guaranteed"
+    #: what a cluster is: "clique" (default) = every two members are verified threshold-similar,
+    #: so a fold is true whichever member a query shows; "star" = every member is verified
+    #: threshold-similar to its cluster's representative (two members are then within twice the
+    #: threshold's distance of each other); "components" = connected components of verified edges
+    #: (transitive: A~B and B~C join A and C, which may be far apart). "guaranteed", the name
+    #: "star" had in earlier releases, is read as "star".
+    clustering: Literal["clique", "star", "components"] = "clique"
     #: policy for documents with no words: "singleton" (no text stage joins them; a vector stage
     #: still may, through the document's embedding) or "error"
     empty: Literal["singleton", "error"] = "singleton"
@@ -230,7 +232,7 @@ class BuildConfig(_Frozen):
     incremental: bool = True
     #: a Jaccard threshold per source (the `sources` passed to build, e.g. {"titles": 0.9,
     #: "articles": 0.7}); a pair from two sources must meet the stricter one; sources not listed
-    #: use `minhash.threshold`. Needs clustering="guaranteed" (the fold check applies it)
+    #: use `minhash.threshold`. Needs clustering="clique" or "star" (the cut applies it)
     source_thresholds: Optional[dict[str, float]] = None
 
     @field_validator("seed")
@@ -239,6 +241,11 @@ class BuildConfig(_Frozen):
         if not 0 <= v < 2**63:
             raise ValueError("must be in [0, 2**63)")
         return v
+
+    @field_validator("clustering", mode="before")
+    @classmethod
+    def _legacy_clustering(cls, v):
+        return "star" if v == "guaranteed" else v
 
     @field_validator("source_thresholds")
     @classmethod
@@ -257,9 +264,9 @@ class BuildConfig(_Frozen):
     @model_validator(mode="after")
     def _sources_need_guarantee(self):
         if self.source_thresholds is not None:
-            if self.clustering != "guaranteed":
-                raise ValueError("`source_thresholds` needs clustering='guaranteed' (components cannot apply a "
-                                 "per-pair threshold); got clustering='components'")
+            if self.clustering == "components":
+                raise ValueError("`source_thresholds` needs clustering='clique' or 'star' (components cannot apply "
+                                 "a per-pair threshold); got clustering='components'")
             if self.minhash is None:
                 raise ValueError("`source_thresholds` are Jaccard thresholds and need the MinHash stage; got minhash=None")
         return self
@@ -288,6 +295,8 @@ def fingerprint(config: BuildConfig) -> str:
         raise ConfigError(
             f"`config` must be a BuildConfig; got {type(config).__name__}. Wrap a dict as BuildConfig(**d)."
         )
+    if config.clustering == "star":  # its earlier name: earlier artifacts keep their fingerprints
+        config = config.model_copy(update={"clustering": "guaranteed"})
     payload = HASH_SCHEME + "|" + canonical_json(config)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 

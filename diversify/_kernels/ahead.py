@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-__all__ = ["ahead_kernels", "defer_to_helper", "track", "awaited"]
+__all__ = ["ahead_kernels", "defer_to_helper", "wait_for_helper", "track", "awaited"]
 
 #: the helper of the running :func:`diversify.engines.ahead.compile_ahead`, if one was started
 #: (its ``Popen``; set and cleared there with :func:`track`)
@@ -19,14 +19,23 @@ _running: Optional[Any] = None
 _awaited = False
 
 
-def ahead_kernels() -> list:
-    """The dispatchers the helper compiles: those of the MinHash build after sketching."""
+def ahead_kernels(clustering: str = "clique") -> list:
+    """The dispatchers the helper compiles: those of the MinHash build after sketching, with the
+    cut that ``clustering`` runs."""
     from . import hashsort as hs
     from . import linking as kl
-    from .fold import fold_groups
     from .union import roots
 
-    return [kl.link_scan, kl.link_pairs_exact, hs._scatter_top, hs._sort_buckets, roots, fold_groups]
+    out = [kl.link_scan, kl.link_pairs_exact, hs._scatter_top, hs._sort_buckets, roots]
+    if clustering == "clique":
+        from .clique import clique_groups
+
+        out.append(clique_groups)
+    elif clustering == "star":
+        from .fold import fold_groups
+
+        out.append(fold_groups)
+    return out
 
 
 def track(proc: Optional[Any]) -> None:
@@ -38,6 +47,19 @@ def track(proc: Optional[Any]) -> None:
 def awaited() -> bool:
     """Whether the running command left a kernel to its helper (:func:`defer_to_helper`)."""
     return _awaited
+
+
+def wait_for_helper(seconds: float) -> None:
+    """Wait (up to ``seconds``) for a helper of this process that is still compiling: the caller
+    needs a kernel the helper compiles and has no path without it, so it loads the helper's cache
+    entry instead of compiling the same kernel a second time on the same cores."""
+    if _running is not None and _running.poll() is None:
+        import subprocess
+
+        try:
+            _running.wait(seconds)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def defer_to_helper() -> bool:

@@ -24,7 +24,7 @@ from .. import stages
 from ._common import kernel
 from .linking import ShingleRows, _jaccard_rows, agreement_inline, sig_agreement
 
-__all__ = ["FoldRule", "FoldState", "fold_groups", "BAND", "EXACT_ALL", "EXACT_WITH_TEXTS"]
+__all__ = ["FoldRule", "FoldState", "fold_groups", "pair_check", "BAND", "EXACT_ALL", "EXACT_WITH_TEXTS"]
 
 # how MinHash candidates are decided (see FoldRule.minhash_mode)
 BAND = 0  # the estimate's band; pairs inside it (all pairs reaching it if ``check_consider``) by exact Jaccard
@@ -97,14 +97,16 @@ def _known(rule, r, c):
 
 
 @kernel(inline="always")
-def _similar(rule, state, r, c):
-    """The stage bit that verifies member c under representative r (0: not similar); writes the
-    similarity to ``state.similarity[c]`` when it does."""
+def pair_check(rule, counters, r, c):
+    """(stage bit, similarity, decided exactly) of documents r and c by the text stages: the bit
+    of the first stage that verifies the pair (0: not similar), the similarity that stage measured
+    (exact hash 1.0; MinHash the exact Jaccard where it was computed, else agreements / num_perm;
+    text SimHash the Hamming distance) and whether the MinHash stage decided by exact Jaccard.
+    Exact checks are counted in ``counters[1]``."""
     if not (rule.text_ok[c] and rule.text_ok[r]):
-        return np.uint8(0)
+        return np.uint8(0), 0.0, False
     if rule.use_exact and rule.exact[c] == rule.exact[r]:
-        state.similarity[c] = 1.0
-        return STAGE_EXACT
+        return STAGE_EXACT, 1.0, False
     if rule.use_minhash:
         agree = sig_agreement(rule.minhash, rule.sig_rows, r, c)
         lo, hi, t = _bound(rule, r, c)
@@ -133,11 +135,10 @@ def _similar(rule, state, r, c):
         if exact:
             val = known if known >= 0 else _jaccard_rows(rule.sets, rr, rc)
             if mode != EXACT_ALL or rule.count_exact:
-                state.counters[1] += 1
+                counters[1] += 1
             ok = val >= t
         if ok:
-            state.similarity[c] = val
-            return STAGE_MINHASH
+            return STAGE_MINHASH, val, exact
     if rule.use_text_simhash:
         x = rule.text_simhash[c] ^ rule.text_simhash[r]
         h = 0
@@ -145,9 +146,18 @@ def _similar(rule, state, r, c):
             x &= x - np.uint64(1)
             h += 1
         if h <= rule.max_hamming:
-            state.similarity[c] = h
-            return STAGE_TEXT_SIMHASH
-    return np.uint8(0)
+            return STAGE_TEXT_SIMHASH, float(h), False
+    return np.uint8(0), 0.0, False
+
+
+@kernel(inline="always")
+def _similar(rule, state, r, c):
+    """The stage bit that verifies member c under representative r (0: not similar); writes the
+    similarity to ``state.similarity[c]`` when it does."""
+    bit, val, _ = pair_check(rule, state.counters, r, c)
+    if bit != 0:
+        state.similarity[c] = val
+    return bit
 
 
 @kernel

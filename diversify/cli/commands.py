@@ -233,6 +233,7 @@ def cmd_stats(a) -> int:
         "fold": cluster_report(np.asarray(cm.cluster_ids), np.asarray(cm.is_representative, dtype=bool), cm.config,
                                cm.extras, top=a.top),
         "lsh": cm.build_info.get("lsh", {}),
+        "purity": cm.build_info.get("purity"),
         "metadata": cm.metadata,
     }
     if a.json:  # json.dumps escapes every control character (and all non-ASCII)
@@ -253,6 +254,7 @@ def cmd_stats(a) -> int:
         say_line(f"  #{row['cluster_id']:<8} size {row['size']:<6} stages {row['stages']}  "
                  f"e.g. {', '.join(printable(i) for i in row['sample_ids'])}")
     _print_fold(info["fold"], cm.config.get("clustering", "components"))
+    _print_purity(info["purity"])
     for name, p in info["lsh"].items():
         say_line(f"{printable(name):<16} bands={_shown(p.get('bands'))} rows={_shown(p.get('rows'))} "
                  f"recall@threshold={_shown(p.get('recall_at_threshold', 0), '.3f')}")
@@ -272,8 +274,9 @@ def _print_fold(rep: dict, clustering: str) -> None:
     from ..clusters import outcome_warnings
 
     say_line(f"clustering       {printable(clustering)}"
-             + ("  (every folded document verified similar to its representative)" if clustering == "guaranteed"
-                else "  (transitive components: may chain)"))
+             + {"clique": "  (every two members of a cluster verified similar)",
+                "star": "  (every folded document verified similar to its representative)"}.get(
+                    clustering, "  (transitive components: may chain)"))
     sim = rep.get("member_similarity")
     if not rep["similarity_known"]:
         say_line("similarity       unknown (built with --no-incremental: no signatures kept)")
@@ -288,6 +291,16 @@ def _print_fold(rep: dict, clustering: str) -> None:
                      f"{'; '.join(printable(x) for x in row['suspicious'])}")
     for note in outcome_warnings(rep):
         say_line(f"warning          {printable(note, backslash=False)}")
+
+
+def _print_purity(purity) -> None:
+    """The line of `stats` and `show` that measures the promise (an artifact's header may lack it
+    or hold anything: shown escaped)."""
+    if not isinstance(purity, dict) or not isinstance(purity.get("purity"), (int, float)):
+        return
+    say_line(f"pairwise purity  {_shown(purity['purity'], '.1%')} of {_shown(purity.get('pairs_sampled'))} "
+             f"sampled member pairs verified similar (of {_shown(purity.get('pairs_in_clusters'))} pairs inside "
+             "clusters)")
 
 
 def _shown(value, spec: str = "") -> str:
@@ -333,6 +346,11 @@ def cmd_show(a) -> int:
         say(f"cluster #{view['asked_cluster_id']} was merged into cluster #{view['cluster_id']}")
     say(f"cluster          #{view['cluster_id']}")
     say(f"size             {view['size']:,}")
+    clustering = cm.config.get("clustering")
+    if isinstance(clustering, str):
+        from ..clusters.purity import PROMISES
+
+        say(f"promise          {printable(PROMISES.get(clustering, clustering))} ({printable(clustering)})")
     say(f"representative   {printable(view['representative'])}")
     if not view["similarity_stored"]:
         say(f"similarity       {SIMILARITY_NOT_STORED}")

@@ -65,8 +65,10 @@ CONFIG_OPTIONS: tuple[ConfigOption, ...] = (
                                                           "radius", switch=True, switch_value=True),
     ConfigOption(("--simhash-verify",), "simhash.verify", "verify vector candidates by exact cosine or the estimate"),
     ConfigOption(("--representative",), "representative", "which member represents a cluster"),
-    ConfigOption(("--clustering",), "clustering", "guaranteed = every folded document is verified similar to its "
-                                                  "representative; components = transitive connected components"),
+    ConfigOption(("--clustering",), "clustering", "clique = every two members of a cluster are verified similar; "
+                                                  "star = every member is verified similar to the representative "
+                                                  "(formerly 'guaranteed'); components = transitive connected "
+                                                  "components"),
     ConfigOption(("--empty",), "empty", "documents with no words: their own cluster, or an error"),
     ConfigOption(("--bucket-window",), "bucket_window", "members compared within a giant LSH bucket; higher -> "
                                                         "more recall in giant buckets, more time"),

@@ -38,7 +38,7 @@ from ..stages import STAGE_EXACT, STAGE_MINHASH, STAGE_SIMHASH, STAGE_TEXT_SIMHA
 from ..staging import agreement_bounds
 from .similarity import FoldStats, Similarity, priority_rank
 
-__all__ = ["FoldStats", "Similarity", "priority_rank", "guaranteed_clusters"]
+__all__ = ["FoldStats", "Similarity", "priority_rank", "guaranteed_clusters", "run_batches"]
 
 #: documents whose shingle sets are held at once for the fold check's exact comparisons
 _PREFETCH_DOCS = 4096
@@ -127,6 +127,34 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
     """The greedy of :func:`_cut_component` for every component, in :func:`fold_groups` (the
     exact hash, MinHash and text SimHash stages; same decisions, similarities and counts)."""
     from .._kernels.fold import FoldState, fold_groups
+
+    n = sim.sk.n
+    fold_bit = np.zeros(n, dtype=np.uint8)
+    state = FoldState(labels, reps, flags, fold_bit, sim.similarity, np.zeros(6, dtype=np.int64))
+    width = int(np.diff(bounds).max()) if bounds.size > 1 else 0
+    todo, got = np.empty(width, dtype=np.int64), np.empty(width, dtype=np.int64)
+
+    def call(rule, bnds: np.ndarray) -> None:
+        fold_groups(members, bnds, n_old, rule, state, todo, got)
+
+    run_batches(members, bounds, sim, memo, call)
+    c = state.counters.tolist()
+    stats.pairs_checked += c[0]
+    stats.exact_checks += c[1]
+    stats.components_cut += c[2]
+    for name, k in (("exact", c[3]), ("minhash", c[4]), ("text_simhash", c[5])):
+        if k:
+            stats.by_stage[name] = stats.by_stage.get(name, 0) + k
+    hamming = fold_bit == STAGE_TEXT_SIMHASH
+    if hamming.any():
+        sim.similarity[hamming] = np.cos(np.pi * sim.similarity[hamming] / 64)
+
+
+def run_batches(members: np.ndarray, bounds: np.ndarray, sim: Similarity, memo: ExactMemo, call) -> None:
+    """Run a cut kernel over the components in batches of at most ``_PREFETCH_DOCS`` members:
+    ``call(rule, bounds_of_batch)`` with the :class:`diversify._kernels.fold.FoldRule` of the batch,
+    whose shingle sets (texts re-shingled batch by batch) and held signatures (a spilled build) are
+    those of the batch's members."""
     from .._kernels.linking import ShingleRows
 
     sk, cfg = sim.sk, sim.cfg
@@ -137,10 +165,6 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
     rows = rule.rows  # the row of each document in rule.sets (-1: none), filled batch by batch
     # signatures on disk (diversify._spill): the members' are read back, a group of batches at a time
     held = HeldRows(sk.minhash, sk.spill) if use_minhash and sk.spill is not None and sk.minhash is not None else None
-    fold_bit = np.zeros(n, dtype=np.uint8)
-    state = FoldState(labels, reps, flags, fold_bit, sim.similarity, np.zeros(6, dtype=np.int64))
-    width = int(np.diff(bounds).max()) if bounds.size > 1 else 0
-    todo, got = np.empty(width, dtype=np.int64), np.empty(width, dtype=np.int64)
     ranges = list(_batches(bounds))
     batch_docs = [np.zeros(0, dtype=np.int64)] * len(ranges)
     shingled: Iterator = iter(())
@@ -171,20 +195,10 @@ def _fold_kernel(members: np.ndarray, bounds: np.ndarray, n_old: int, sim: Simil
             starts, counts, hashes = next(shingled)
             rows[docs] = np.arange(docs.size, dtype=np.int64)
             rule = rule._replace(sets=ShingleRows(starts, counts, hashes))
-        fold_groups(members, bounds[g0: g1 + 1], n_old, rule, state, todo, got)
+        call(rule, bounds[g0: g1 + 1])
         rows[docs] = -1
     if held is not None:
         held.release()
-    c = state.counters.tolist()
-    stats.pairs_checked += c[0]
-    stats.exact_checks += c[1]
-    stats.components_cut += c[2]
-    for name, k in (("exact", c[3]), ("minhash", c[4]), ("text_simhash", c[5])):
-        if k:
-            stats.by_stage[name] = stats.by_stage.get(name, 0) + k
-    hamming = fold_bit == STAGE_TEXT_SIMHASH
-    if hamming.any():
-        sim.similarity[hamming] = np.cos(np.pi * sim.similarity[hamming] / 64)
 
 
 def _fold_rule(sim: Similarity):

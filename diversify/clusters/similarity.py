@@ -32,13 +32,17 @@ class FoldStats:
     pairs_checked: int = 0  # member-representative similarity checks
     exact_checks: int = 0  # member-representative pairs decided by exact Jaccard
     by_stage: dict = field(default_factory=dict)  # stage -> folds it verified
+    pairs_certified: int = 0  # member pairs the metric bound certified without a check (clique)
     #: float64 (n,): verified similarity of each folded document to its representative (exact where
     #: checked exactly, else the estimate); NaN for representatives and unchanged old documents
     similarity: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def as_dict(self) -> dict:
-        return {"components_cut": self.components_cut, "pairs_checked": self.pairs_checked,
-                "exact_checks": self.exact_checks, "by_stage": dict(sorted(self.by_stage.items()))}
+        out = {"components_cut": self.components_cut, "pairs_checked": self.pairs_checked,
+               "exact_checks": self.exact_checks, "by_stage": dict(sorted(self.by_stage.items()))}
+        if self.pairs_certified:
+            out["pairs_certified"] = self.pairs_certified
+        return out
 
 
 def priority_rank(rule: str, lengths: np.ndarray, keys: Optional[np.ndarray]) -> np.ndarray:

@@ -57,11 +57,11 @@ def worth_starting(cfg: BuildConfig) -> bool:
     if switch == "0" or cfg.minhash is None:
         return False
     if switch == "1":  # always (a warm cache too: the helper then only loads what it finds)
-        ahead_kernels()
+        ahead_kernels(cfg.clustering)
         return not _runtime.cache_unwritable()
     if _cores() < 2:
         return False
-    kernels = ahead_kernels()  # importing them decides where (and whether) the cache is written
+    kernels = ahead_kernels(cfg.clustering)  # importing them decides where (and whether) the cache is written
     if _runtime.cache_unwritable():
         return False
     return not all(_runtime.kernel_ready(k) for k in kernels)

@@ -20,13 +20,14 @@ from .._arrays import unique_sorted
 from ..clusters import (
     cluster_report,
     component_roots,
+    cut_clusters,
     follow_alias,
-    guaranteed_clusters,
     outcome_warnings,
     priority_rank,
     representatives,
     stable_labels,
 )
+from ..clusters.purity import sampled_purity
 from ..config import BuildConfig, fingerprint
 from ..errors import ArtifactError, DiversifyWarning
 from ..files import DEFAULT_LOCK_TIMEOUT, FileIdentity, file_identity, write_guard
@@ -186,6 +187,10 @@ class BuildResult:
         if sim:
             lines.append(f"folded members   similarity to their representative: min {sim['min']:.3f}, "
                          f"median {sim['median']:.3f} ({self.report.get('similarity_source', 'estimated')})")
+        purity = self.report.get("purity") or {}
+        if purity.get("purity") is not None:
+            lines.append(f"clusters promise {purity['promise']}; measured: {purity['purity']:.1%} of "
+                         f"{purity['pairs_sampled']:,} sampled member pairs verified similar")
         for note in self.warnings:
             lines.append(f"warning          {note}")
         # encode, sketch, ids (and a vector SimHash) run inside sketch_total: counted once
@@ -243,6 +248,7 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
     }
     if fold:
         build_info["fold"] = fold
+    build_info["purity"] = sampled_purity(cluster_ids, sk, cfg, thresholds)
     cmap = ClusterMap.from_arrays(
         sk.ids if ids_ahead is None else ids_ahead.result(),
         stored,
@@ -261,6 +267,7 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
     stats_dict = build_stats(stats)
     config_json = cfg.model_dump(mode="json")
     report = cluster_report(cluster_ids, rep, config_json, {**incremental_extras(sk, thresholds), **extras})
+    report["purity"] = build_info["purity"]
     notes = outcome_warnings(report)
     _log_build(cfg, config_json, build_info, report, fingerprint(cfg))
     for note in notes:
@@ -287,12 +294,12 @@ def _guaranteed(root, sk: Sketches, cfg: BuildConfig, flags: np.ndarray, memo: E
     rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
     old_sim = sk.fold_similarity
     if raw_cluster is None:
-        labels, rep, bits, fstats = guaranteed_clusters(root, sk, cfg, rank, memo=memo, thresholds=thresholds)
+        labels, rep, bits, fstats = cut_clusters(cfg.clustering, root, sk, cfg, rank, memo=memo, thresholds=thresholds)
     else:
         amap = {int(a): int(b) for a, b in aliases}
         old = np.array([follow_alias(amap, int(c)) for c in raw_cluster], dtype=np.int64)
         n_old = old.size
-        labels, rep, bits, fstats = guaranteed_clusters(root, sk, cfg, rank, memo=memo, thresholds=thresholds,
+        labels, rep, bits, fstats = cut_clusters(cfg.clustering, root, sk, cfg, rank, memo=memo, thresholds=thresholds,
                                                        n_old=n_old, old_labels=old, old_reps=old_reps,
                                                        old_flags=flags[:n_old])
     sim = fstats.similarity.astype(np.float32)

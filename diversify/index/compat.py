@@ -15,9 +15,10 @@ __all__ = ["check_index_config", "config_difference", "stored_config"]
 
 def check_index_config(cfg: BuildConfig) -> None:
     """The settings the live index cannot honour yet, refused with the alternative."""
-    if cfg.clustering != "guaranteed":
-        raise ConfigError("the live index keeps guaranteed clusters (every member verified similar to its "
-                          "representative); got clustering='components'. Use clustering='guaranteed', or the batch "
+    if cfg.clustering == "components":
+        raise ConfigError("the live index keeps clusters it can verify (clique: every two members similar; star: "
+                          "every member similar to its representative); got clustering='components'. Use "
+                          "clustering='clique' (the default) or 'star', or the batch "
                           "build for components.")
 
 

@@ -69,6 +69,10 @@ def cases(tmp: Path, *, with_dask: bool = True) -> dict:
                                                config={"text_simhash": {"max_hamming": 3}}))
     save("text_components", diversify.build(texts, ids=ids, created_at=CREATED_AT,
                                             config=BuildConfig(clustering="components")))
+    save("text_star", diversify.build(texts, ids=ids, created_at=CREATED_AT, config=BuildConfig(clustering="star")))
+    # the earlier name of "star" builds the same bytes
+    save("text_star_as_guaranteed", diversify.build(texts, ids=ids, created_at=CREATED_AT,
+                                                    config={"clustering": "guaranteed"}))
     sources = ["a" if i % 3 else "b" for i in range(len(texts))]
     save("text_source_thresholds", diversify.build(texts, ids=ids, sources=sources, created_at=CREATED_AT,
                                                    config=BuildConfig(source_thresholds={"a": 0.7, "b": 0.9})))

@@ -1,4 +1,4 @@
-"""The fold guarantee: every folded document is verified threshold-similar to its representative.
+"""``clustering="star"``: every folded document is verified threshold-similar to its representative.
 
 Kinds: oracle (a slow, obvious greedy over exact Jaccard of Python shingle sets, run on the
 components of the same build), property (hypothesis: chaining corpora of random edit walks),
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from diversify import BuildConfig, MinHashConfig, add, build
 
 T = 0.6
-EXACT = BuildConfig(minhash=MinHashConfig(threshold=T, verify="exact"))
+EXACT = BuildConfig(minhash=MinHashConfig(threshold=T, verify="exact"), clustering="star")
 
 
 def _walk(rng, n_steps: int, length: int = 120, swaps: int = 2) -> list[str]:
@@ -92,7 +92,7 @@ def test_property_guarantee_and_oracle_on_random_walks(seed, walks, steps, swaps
 @pytest.mark.parametrize("verify", ["estimate", "auto", "exact"])
 def test_guarantee_under_every_verify_mode_within_the_estimate_error(verify, rng):
     texts = [t for _ in range(4) for t in _walk(rng, 15, swaps=2)]
-    res = build(texts, config=BuildConfig(minhash=MinHashConfig(threshold=T, verify=verify)))
+    res = build(texts, config=BuildConfig(minhash=MinHashConfig(threshold=T, verify=verify), clustering="star"))
     cids, rep = res.cluster_ids, res.is_representative
     rep_of = {int(cids[i]): i for i in np.flatnonzero(rep)}
     sims = [_jaccard(texts[rep_of[int(c)]], texts[i]) for i, c in enumerate(cids) if not rep[i]]
@@ -132,11 +132,12 @@ def test_composite_representative_keys_in_priority_order():
     base = " ".join(f"word{i}" for i in range(60))
     texts = [base, base + " x", base + " x y", base + " z"]
     keys = np.array([[2, 10], [3, 5], [3, 7], [1, 99]], dtype=float)  # authority, then updated_at
-    res = build(texts, keys=keys, config=BuildConfig(representative="key"))
+    res = build(texts, keys=keys, config=BuildConfig(representative="key", clustering="star"))
     assert res.cluster_ids.tolist() == [0, 0, 0, 0]
     assert res.is_representative.tolist() == [False, False, True, False]
     # a tie on every key column goes to the longest text
-    res = build(texts, keys=np.array([[1, 1]] * 4, dtype=float), config=BuildConfig(representative="key"))
+    res = build(texts, keys=np.array([[1, 1]] * 4, dtype=float),
+                config=BuildConfig(representative="key", clustering="star"))
     assert res.is_representative.tolist() == [False, False, True, False]
 
 
@@ -148,7 +149,7 @@ def test_per_source_thresholds_apply_the_stricter_of_a_pair(rng):
     ja = _jaccard(texts[0], texts[1])
     assert 0.6 < ja < 0.8, ja
     cfg = BuildConfig(minhash=MinHashConfig(threshold=0.85, verify="exact"),
-                      source_thresholds={"loose": 0.6, "strict": 0.9})
+                      source_thresholds={"loose": 0.6, "strict": 0.9}, clustering="star")
     res = build(texts, sources=sources, config=cfg)
     # 0 and 2 are identical (fold whatever the sources); 1 is loose and ~0.72 from the loose
     # representative 0 (folds at 0.6); 3 is strict and stays apart (0.72 < 0.9)
@@ -157,5 +158,5 @@ def test_per_source_thresholds_apply_the_stricter_of_a_pair(rng):
     assert loose.cluster_ids.tolist() == [0, 0], "two loose documents fold at 0.6"
     with pytest.raises(ValueError, match="needs `sources`"):
         build(texts, config=cfg)
-    with pytest.raises(ValueError, match="clustering='guaranteed'"):
+    with pytest.raises(ValueError, match="clustering='clique' or 'star'"):
         BuildConfig(clustering="components", source_thresholds={"a": 0.5})

@@ -128,7 +128,7 @@ def finish_build(run: Run, edges: Edges, cluster_ids: np.ndarray, *, metadata: O
     t0 = time.perf_counter()
     flags = _stage_flags(run, edges)
     edges.clear()  # the edge tables may leave the workers now
-    guaranteed = run.cfg.clustering == "guaranteed"
+    guaranteed = run.cfg.clustering != "components"  # a cut verifies pairs
     with_minhash = (run.cfg.incremental or guaranteed) and run.cfg.minhash is not None
     cols = _gather_columns(run, with_minhash)
     run.sketches = []
