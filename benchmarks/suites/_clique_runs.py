@@ -55,7 +55,8 @@ def build(corpus: Path, out_dir: Path, spelling: str, tag: str) -> tuple[list, n
     bi = dict(cm.build_info)
     fold = bi.get("fold") or {}
     info.update(spelling=spelling, candidates=bi.get("candidates"), verified=bi.get("verified"),
-                pairs_checked=fold.get("pairs_checked"), fold=fold)
+                pairs_checked=fold.get("pairs_checked"), fold=fold,
+                library_purity=bi.get("purity"))
     ids = list(cm.ids)
     return ids, np.asarray(cm.cluster_ids), np.asarray(cm.is_representative, dtype=bool), info
 
