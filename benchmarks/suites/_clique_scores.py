@@ -49,11 +49,15 @@ def priority(lengths: np.ndarray) -> np.ndarray:
 
 
 def clique_cover(indptr: np.ndarray, nbr: np.ndarray, rank: np.ndarray) -> np.ndarray:
-    """Greedy clique cover, centers by degree (module docstring); label = the center's position."""
+    """Greedy clique cover, centers by degree (module docstring); label = the center's position.
+
+    ``hits[v]`` counts the members taken so far that ``v`` is a truth neighbour of: ``v`` may join
+    when it equals the number of members (one pass over each member's neighbours, no set lookups)."""
     n = rank.size
     deg = np.diff(indptr)
     labels = np.arange(n, dtype=np.int64)
     done = deg == 0  # isolated documents are their own clusters
+    hits = np.zeros(n, dtype=np.int64)
     for c in np.lexsort((rank, -deg)).tolist():
         if done[c]:
             continue
@@ -61,11 +65,14 @@ def clique_cover(indptr: np.ndarray, nbr: np.ndarray, rank: np.ndarray) -> np.nd
         cand = nbr[indptr[c] : indptr[c + 1]]
         cand = cand[~done[cand]]
         cand = cand[np.lexsort((rank[cand], -deg[cand]))]
+        hits[cand] += 1
         members = [c]
         for v in cand.tolist():
-            row = nbr[indptr[v] : indptr[v + 1]]
-            if np.isin(members, row, assume_unique=True).all():
+            if hits[v] == len(members):
                 members.append(v)
+                hits[nbr[indptr[v] : indptr[v + 1]]] += 1
+        for m in members:
+            hits[nbr[indptr[m] : indptr[m + 1]]] = 0
         m = np.array(members)
         labels[m] = c
         done[m] = True
