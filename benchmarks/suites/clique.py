@@ -233,6 +233,7 @@ def render(results: dict) -> list[str]:
     ]
     lines += _corpora_md(results)
     lines += _targets_md(results)
+    lines += _library_purity_md(results)
     lines += _family_md(results.get("family") or {})
     lines += _cli_md(results.get("cli") or {})
     return lines + _legend(results)
@@ -276,6 +277,21 @@ def _targets_md(results: dict) -> list[str]:
                          fixed(s["purity"]), "met" if ok_p else "**not met**"])
     return out + table(["corpus", "clustering", "recall / clique-ref", "recall target", "pairwise purity",
                         "purity target"], "llrlrl", rows) + [""]
+
+
+def _library_purity_md(results: dict) -> list[str]:
+    """What each build said about its own clusters (``build_info["purity"]``, when the commit records it)."""
+    said = []
+    for name, entry in results["corpora"].items():
+        for m, row in entry.get("rows", {}).items():
+            p = (row.get("run") or {}).get("library_purity") or {}
+            if row["kind"] == "diversify" and p.get("purity") is not None:
+                said.append(f"{name} {m.removeprefix('diversify-')} {fixed(p['purity'], 3)} "
+                            f"({p['pairs_similar']}/{p['pairs_sampled']})")
+    if not said:
+        return []
+    return ["The builds' own sampled purity (`build_info[\"purity\"]`: sampled member pairs checked by the build's "
+            "verification): " + "; ".join(said) + ".", ""]
 
 
 def _family_md(family: dict) -> list[str]:

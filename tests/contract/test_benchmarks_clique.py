@@ -200,11 +200,13 @@ def test_renderer_reports_targets_met_and_not_met():
                "corpora": {"manpages": {"truth": {"docs": 10, "components": 4, "pairs": 7}, "rows": {
                    "clique-ref": _row("reference", 1.0, 0.8, 1.0),
                    "diversify-clique": _row("diversify", 1.0, 0.796, 0.995, wall_seconds=1, cpu_seconds=1,
-                                            pairs_checked=12),
+                                            pairs_checked=12, library_purity={"purity": 0.999, "pairs_similar": 999,
+                                                                              "pairs_sampled": 1000}),
                    "diversify-components": _row("diversify", 0.6, 0.9, 1.125, wall_seconds=1, cpu_seconds=1)}}}}
     text = "\n".join(clique.render(results))
     assert "| manpages | **diversify-clique** | 10 | 4 | 6 | 1.0000 | 0.810 | 0.7960 | 0.9950 |" in text
     assert "| manpages | diversify-clique | 0.9950 | met | 1.0000 | met |" in text
     assert "| manpages | diversify-components | 1.1250 | met | 0.6000 | **not met** |" in text
     assert "`star`: unavailable (refused)" in text
+    assert "verification): manpages clique 0.999 (999/1000)." in text
     assert "Issue 40's targets (recall >= 0.99 x the clique reference's, pairwise purity >= 0.999)" in text
