@@ -27,6 +27,8 @@ from .. import truth as truthmod
 from ._real_scores import _longest_rep, score
 
 MAX_EXACT_PAIRS = 5_000_000
+#: truth pairs are split by the size of their truth component: (smallest, largest) members
+SIZE_BUCKETS = ((2, 16), (17, 256), (257, None))
 
 
 def _adjacency(truth: truthmod.Truth) -> tuple[np.ndarray, np.ndarray]:
@@ -185,4 +187,19 @@ def score_all(labels: np.ndarray, rep: np.ndarray | None, truth: truthmod.Truth,
     s.pop("worst_folds", None)
     s["purity"] = s["pair_precision"]
     s.update(min_pair_jaccard(labels, truth, exact))
+    s["recall_by_component_size"] = recall_by_component_size(labels, truth, comps)
     return s
+
+
+def recall_by_component_size(labels: np.ndarray, truth: truthmod.Truth, comps: np.ndarray) -> list[dict]:
+    """True-pair recall of the pairs whose truth component has a size in each of ``SIZE_BUCKETS``."""
+    _, inverse, counts = np.unique(comps, return_inverse=True, return_counts=True)
+    size = counts[inverse][truth.pi]
+    same = labels[truth.pi] == labels[truth.pj]
+    out = []
+    for lo, hi in SIZE_BUCKETS:
+        sel = (size >= lo) & (size <= (hi or size.max(initial=0)))
+        k = int(sel.sum())
+        out.append({"sizes": f"{lo}-{hi}" if hi else f">{lo - 1}", "pairs": k,
+                    "recall": float(same[sel].mean()) if k else None})
+    return out

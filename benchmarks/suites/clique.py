@@ -19,7 +19,7 @@ One run measures, against exact truth (word 5-shingles, Jaccard t = 0.8, ``bench
    ``--cli-repeat`` alternating rounds after a warm-up round), and clique / star.
 
 Corpora and truth are cached outside the repository (``_real_corpora.DEFAULT_CACHE``).
-Results: ``clique.json``.
+Results: ``clique.json``; ``--name NAME`` writes ``clique-NAME.json`` beside it (a partial run).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ SUITE = Suite(
     name="clique",
     summary="clique vs star vs components clusters on real pages and RAG chunks vs exact truth: purity, min J, "
             "recall vs a greedy clique cover; a 10^4/10^5-copy family; build time on the cli corpus",
-    results=("clique.json",), render="benchmarks.suites.clique:render", peers=("rensa", "datasketch"),
+    results=("clique.json", "clique-*.json"), render="benchmarks.suites.clique:render", peers=("rensa", "datasketch"),
     quick={"corpora": ["licenses"], "peers": ["rensa"], "family_size": [1000], "cli_n": 3000, "cli_repeat": 1},
     takes="~20 min (truth cached); add ~10 min for --family-size 100000")
 DEFAULT_COMMAND = "python -m benchmarks run --suite clique"
@@ -67,6 +67,7 @@ def add_arguments(p) -> None:
     p.add_argument("--cli-n", type=int, default=100_000, help="documents of the cli suite's corpus (0: skip)")
     p.add_argument("--cli-repeat", type=int, default=3, help="measured rounds on the cli corpus")
     p.add_argument("--max-windows", type=int, default=0, help="fixed windows per page (0: all)")
+    p.add_argument("--name", default="", help="write clique-NAME.json instead of clique.json (a partial run)")
 
 
 def run(args, ctx) -> list:
@@ -76,12 +77,12 @@ def run(args, ctx) -> list:
     from ._real_corpora import DEFAULT_CACHE, assemble
     from ._real_scores import environment
 
-    path = ctx.results / "clique.json"
+    path = ctx.results / (f"clique-{args.name}.json" if args.name else "clique.json")
     cache = DEFAULT_CACHE
     out_dir = cache / "clique-runs"
     out_dir.mkdir(parents=True, exist_ok=True)
     assemble(cache)
-    results = {"environment": environment(), "threshold": T, "command": ctx.command,
+    results = {"environment": environment(), "threshold": T, "command": ctx.command, "name": args.name,
                "chunks": chunk_corpora(cache, args.max_windows), "default_clustering": default_clustering(),
                "clusterings": {c: dict(zip(("spelling", "note"), resolve(c))) for c in args.clusterings},
                "corpora": {}, "family": {}, "cli": {}}
@@ -217,7 +218,8 @@ def _family(cache, out_dir, n: int, page_id: str, spellings: dict) -> dict:
 def render(results: dict) -> list[str]:
     env = results["environment"]
     lines = [
-        "## Clique clusters (issue 40): purity and recall on real text, side by side",
+        "## Clique clusters (issue 40): purity and recall on real text, side by side"
+        + (f" ({results['name']})" if results.get("name") else ""),
         "",
         f"Command: `{command(results.get('command'), DEFAULT_COMMAND)}`, on {env['date']}; diversify "
         f"{env['diversify']} at {env['git_head'][:10]} (source digest {env['library_source_sha256']}); "
@@ -234,6 +236,7 @@ def render(results: dict) -> list[str]:
     lines += _corpora_md(results)
     lines += _targets_md(results)
     lines += _library_purity_md(results)
+    lines += _by_size_md(results)
     lines += _family_md(results.get("family") or {})
     lines += _cli_md(results.get("cli") or {})
     return lines + _legend(results)
@@ -292,6 +295,26 @@ def _library_purity_md(results: dict) -> list[str]:
         return []
     return ["The builds' own sampled purity (`build_info[\"purity\"]`: sampled member pairs checked by the build's "
             "verification): " + "; ".join(said) + ".", ""]
+
+
+def _by_size_md(results: dict) -> list[str]:
+    """True-pair recall split by the size of the pairs' truth component (when the run recorded it)."""
+    rows, heads = [], None
+    for name, entry in results["corpora"].items():
+        first = True
+        for m, row in entry.get("rows", {}).items():
+            got = row["scores"].get("recall_by_component_size")
+            if not got:
+                continue
+            heads = heads or [f"components of {b['sizes']}" for b in got]
+            if first:
+                rows.append([name, "truth pairs", *(num(b["pairs"]) for b in got)])
+                first = False
+            rows.append([name, m, *(fixed(b["recall"]) for b in got)])
+    if not rows:
+        return []
+    return ["True-pair recall by the size of the pair's truth component:", "",
+            *table(["corpus", "clustering", *heads], "ll" + "r" * len(heads), rows), ""]
 
 
 def _family_md(family: dict) -> list[str]:

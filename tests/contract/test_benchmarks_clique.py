@@ -95,6 +95,14 @@ def test_references_and_scores_match_brute_force(tmp_path, seed):
         assert got["true_pair_recall"] == pytest.approx(want_true / adj.sum() * 2 if adj.any() else 1.0)
         assert got["min_pair_jaccard"] == (pytest.approx(min(jm[a, b] for a, b in same)) if same else None)
         assert got["clusters"] == len(set(labels.tolist()))
+        size = {v: int((comps == comps[v]).sum()) for v in range(len(texts))}
+        for b in got["recall_by_component_size"]:
+            lo, _, hi = b["sizes"].partition("-")
+            pick = [(a, c) for a, c in itertools.combinations(range(len(texts)), 2) if adj[a, c]
+                    and (size[a] >= int(lo) and size[a] <= int(hi) if hi else size[a] > int(lo.lstrip(">")))]
+            assert b["pairs"] == len(pick)
+            if pick:
+                assert b["recall"] == pytest.approx(sum(labels[a] == labels[c] for a, c in pick) / len(pick))
         if name == "clique-ref":
             assert all(adj[a, b] for a, b in same), "a clique-ref cluster holds a pair below t"
             assert scores.is_clique_cover(labels, truth)
@@ -209,4 +217,10 @@ def test_renderer_reports_targets_met_and_not_met():
     assert "| manpages | diversify-components | 1.1250 | met | 0.6000 | **not met** |" in text
     assert "`star`: unavailable (refused)" in text
     assert "verification): manpages clique 0.999 (999/1000)." in text
+    assert "True-pair recall by the size" not in text  # rows without the split: no table
+    results["corpora"]["manpages"]["rows"]["diversify-clique"]["scores"]["recall_by_component_size"] = [
+        {"sizes": "2-16", "pairs": 5, "recall": 1.0}, {"sizes": ">256", "pairs": 2, "recall": 0.5}]
+    text = "\n".join(clique.render(results))
+    assert "| corpus | clustering | components of 2-16 | components of >256 |" in text
+    assert "| manpages | truth pairs | 5 | 2 |" in text and "| manpages | diversify-clique | 1.0000 | 0.5000 |" in text
     assert "Issue 40's targets (recall >= 0.99 x the clique reference's, pairwise purity >= 0.999)" in text
