@@ -7,7 +7,7 @@ band (:func:`diversify.linking.spilled.spilled_bands`). The files are written pa
 where the file system allows it (:class:`SpillFile`).
 
 The stages read the signatures back a block at a time (:func:`row_blocks`, :func:`gather_rows`):
-the linking and the fold check keep in memory only the rows of the documents they compare, at most
+the linking and the cut into clusters keep in memory only the rows of the documents they compare, at most
 :data:`HELD_BYTES` of them at a time (:class:`HeldRows`), and the artifact's writer copies the
 signatures block by block (:func:`mapped_slices`). The build's result
 still holds the signatures as an array (``cluster_map.extras["minhash"]``): a private mapping of
@@ -387,7 +387,7 @@ class HeldRows:
 
         ``keep`` (sorted documents, with a spill): the pass also writes their rows to a file of their
         own (:attr:`Spill.kept`), from which any later group of documents among them is read: the
-        linking keeps the documents it may compare, and later groups, the fold check's too, read
+        linking keeps the documents it may compare, and later groups, the cut's too, read
         those rows instead of every signature.
         """
         self.release()

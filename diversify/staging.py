@@ -5,7 +5,7 @@ stages, so that none of them reaches into another's internals.
   (representative keys) and :func:`doc_thresholds` (each document's Jaccard threshold from its source);
 - the linking config: :func:`linking_config` (with source thresholds, the edges at the lowest);
 - verification bounds: :func:`agreement_band` and :func:`agreement_bounds` (the borderline band of
-  ``verify="auto"``, in signature agreements), read by the linking stages and the fold check;
+  ``verify="auto"``, in signature agreements), read by the linking stages and the cut into clusters;
 - outputs: :func:`incremental_extras` (the per-document state an artifact or the live index keeps).
 
 Config coercion (a dict or None to a :class:`~diversify.config.BuildConfig`) is
@@ -24,7 +24,8 @@ from ._tuning import trim_after_sketching
 from .config import BuildConfig
 from .errors import ConfigError, InputError
 from .ids import PackedIds, check_ids, normalize_ids
-from .sketches.batch import Sketches, sketch_texts, sketch_vectors
+from .sketches.batch import Sketched, Sketches, sketch_texts, sketch_vectors
+from .sketches.source import TextSource
 from .stages import FLAG_CHAR_SHINGLES, FLAG_EMPTY_TEXT, FLAG_HAS_VECTOR
 
 __all__ = ["sketch_inputs", "check_keys", "doc_thresholds", "linking_config", "agreement_band", "agreement_bounds",
@@ -32,10 +33,14 @@ __all__ = ["sketch_inputs", "check_keys", "doc_thresholds", "linking_config", "a
 
 
 def sketch_inputs(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool, chunk_size: int, timings: dict,
-            id_offset: int = 0, sets32: bool = False, spill: Optional[Spill] = None) -> Sketches:
+            id_offset: int = 0, sets32: bool = False, spill: Optional[Spill] = None) -> Sketched:
     """Validate and sketch a corpus as ``build`` does: texts (text stages), ids (diversify.ids rules),
     vectors (SimHash), keys (representative rule). The live index sketches its batches with it too
-    (``sets32``: with the 32-bit shingle sets it stores, from the same pass where it can)."""
+    (``sets32``: with the 32-bit shingle sets it stores, from the same pass where it can).
+
+    Returns the sketches and, beside them, the texts at hand for re-shingling (None unless
+    ``texts`` is a sequence), which the linking and the cut into clusters take as an argument."""
+    source: Optional[TextSource] = None
     t0 = time.perf_counter()
     if texts is not None:
         if cfg.minhash is None and not cfg.exact and cfg.text_simhash is None:
@@ -43,7 +48,7 @@ def sketch_inputs(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool
                 "texts were given but every text stage is off (`minhash=None`, `exact=False`, `text_simhash=None`). "
                 "Enable one of them, or pass only vectors."
             )
-        sk = sketch_texts(texts, ids, cfg, id_offset=id_offset, chunk_size=chunk_size, progress=progress, timings=timings,
+        sk, source = sketch_texts(texts, ids, cfg, id_offset=id_offset, chunk_size=chunk_size, progress=progress, timings=timings,
                           sets32=sets32, spill=spill)
         trim_after_sketching(sk.n)  # the chunks' texts came and went: their heap pages go back
         if cfg.empty == "error" and sk.empty.any():
@@ -80,7 +85,7 @@ def sketch_inputs(texts, ids, vectors, keys, cfg: BuildConfig, *, progress: bool
     elif keys is not None:
         sk.keys = check_keys(keys, sk.n)
     timings["sketch_total"] = time.perf_counter() - t0
-    return sk
+    return Sketched(sk, source)
 
 
 def check_keys(keys, n: int) -> np.ndarray:
@@ -135,7 +140,7 @@ def doc_thresholds(cfg: BuildConfig, sources, n: int) -> Optional[np.ndarray]:
 
 def linking_config(cfg: BuildConfig) -> BuildConfig:
     """The config the edge stages run with: with source thresholds, MinHash at the lowest of them
-    (the fold check then applies each pair's own, stricter, threshold)."""
+    (the cut into clusters then applies each pair's own, stricter, threshold)."""
     if cfg.source_thresholds is None or cfg.minhash is None:
         return cfg
     low = min(cfg.minhash.threshold, *cfg.source_thresholds.values())

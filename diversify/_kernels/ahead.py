@@ -3,7 +3,7 @@
 The process itself (when it pays, starting and stopping it, the made-up build it runs) is
 :mod:`diversify.engines.ahead`, above the stages it runs: this module holds only what the layers
 below it read, the kernels it compiles (:func:`ahead_kernels`) and the record of a running one
-that the fold check asks (:func:`defer_to_helper`).
+that the cut of components into clusters asks (:func:`defer_to_helper`).
 """
 
 from __future__ import annotations
@@ -53,13 +53,11 @@ def wait_for_helper(seconds: float) -> None:
     """Wait (up to ``seconds``) for a helper of this process that is still compiling: the caller
     needs a kernel the helper compiles and has no path without it, so it loads the helper's cache
     entry instead of compiling the same kernel a second time on the same cores."""
-    if _running is not None and _running.poll() is None:
-        import subprocess
+    import time
 
-        try:
-            _running.wait(seconds)
-        except subprocess.TimeoutExpired:
-            pass
+    deadline = time.monotonic() + seconds
+    while _running is not None and _running.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def defer_to_helper() -> bool:

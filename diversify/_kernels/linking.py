@@ -309,7 +309,7 @@ def link_scan(buckets, verifier, forest, borderline, resumable):
     # The MinHash estimate's clear outcomes (a pair already joined, below the band, at or above it)
     # are decided in the loop below from arrays taken out of the records once; a borderline pair and
     # every other kind go to _link_pair. Read through the records at every pair, the arrays were
-    # reference-counted each time (as in the fold check: diversify._kernels.fold.fold_groups).
+    # reference-counted each time (as in the cut into clusters: diversify._kernels.fold.fold_groups).
     fast = verifier.kind == KIND_MINHASH_ESTIMATE
     parent = forest.parent
     counters = forest.counters

@@ -3,11 +3,11 @@
 What each document's row says, from what the artifact stores (nothing is estimated here):
 
 * ``representative_id``: the id of its cluster's representative (``cluster/representative``);
-* ``similarity``: its similarity to that representative as the build's fold check verified it
-  (``extra/fold_similarity``: exact Jaccard where the check was exact, else the estimate it
-  decided on; 1.0 for a representative). None where the artifact stores none: artifacts built
-  with ``clustering="components"`` (which runs no fold check), and documents an ``add`` kept from
-  an artifact that had none;
+* ``similarity``: its similarity to that representative as the build verified it when it cut the
+  components into clusters (``extra/fold_similarity``: exact Jaccard where the check was exact,
+  else the estimate it decided on; 1.0 for a representative). None where the artifact stores none:
+  artifacts built with ``clustering="components"`` (which verifies no member against its
+  representative), and documents an ``add`` kept from an artifact that had none;
 * ``stages``: the names of the stages that joined it to its cluster (``doc/stages``: ``exact``,
   ``minhash``, ``simhash`` over vectors, ``text_simhash``); empty for a document that is alone.
 
@@ -31,7 +31,7 @@ __all__ = ["SIMILARITY_NOT_STORED", "document_columns", "doc_similarity", "repre
 
 #: what ``show`` and the docs say when an artifact keeps no verified similarity
 SIMILARITY_NOT_STORED = ("not stored: this artifact keeps no verified similarity (built with --clustering components, "
-                         "which runs no fold check, or by an older writer)")
+                         "which verifies no member against its representative, or by an older writer)")
 
 #: decimals a similarity is written with (the stored value is a float32)
 _DIGITS = 6

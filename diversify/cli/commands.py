@@ -281,7 +281,7 @@ def _print_fold(rep: dict, clustering: str) -> None:
     if not rep["similarity_known"]:
         say_line("similarity       unknown (built with --no-incremental: no signatures kept)")
     elif sim:
-        how = "as the fold check verified it" if rep.get("similarity_source") == "verified" else "MinHash estimate"
+        how = "as the build verified it" if rep.get("similarity_source") == "verified" else "MinHash estimate"
         say_line(f"similarity       folded documents to their representative ({how}): min {sim['min']:.3f}, "
                  f"median {sim['median']:.3f}; {rep.get('members_below_threshold', 0):,} below the threshold "
                  f"{_shown(rep['threshold'])}")

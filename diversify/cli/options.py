@@ -107,6 +107,15 @@ def _choices_and_type(field: str) -> tuple[Optional[list], Any]:
     return None, base if base in (int, float, str) else str
 
 
+def _clustering_name(text: str) -> str:
+    """``--clustering``: "guaranteed", the earlier name of "star", is still taken."""
+    return "star" if text == "guaranteed" else text
+
+
+#: flags whose values had other names in earlier releases: the conversion to today's name
+_EARLIER_NAMES: dict = {"clustering": _clustering_name}
+
+
 def _dest(opt: ConfigOption) -> str:
     return "cfg__" + opt.field.replace(".", "__")
 
@@ -130,6 +139,8 @@ def add_config_args(p: argparse.ArgumentParser, *, only: Optional[set] = None, e
                            help=f"{opt.help} (default: off)")
             continue
         choices, kind = _choices_and_type(opt.field)
+        if opt.field in _EARLIER_NAMES:  # argparse converts before it checks the choices
+            kind = _EARLIER_NAMES[opt.field]
         default = model_default(opt.field)
         shown = "chosen automatically" if default is None else f"{default}"
         g.add_argument(*opt.flags, dest=_dest(opt), type=kind, choices=choices, default=None,

@@ -40,6 +40,7 @@ import numpy as np
 from ..config import BuildConfig
 from ..sketches.batch import Sketches
 from ..sketches.memo import ExactMemo
+from ..sketches.source import TextSource
 from ..stages import STAGE_SIMHASH, STAGE_TEXT_SIMHASH
 from .guarantee import _components, run_batches
 from .similarity import FoldStats, Similarity
@@ -55,7 +56,8 @@ BUDGET_PER_MEMBER = 16
 
 
 def clique_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: np.ndarray, *,
-                    memo: Optional[ExactMemo] = None, thresholds: Optional[np.ndarray] = None, n_old: int = 0,
+                    memo: Optional[ExactMemo] = None, thresholds: Optional[np.ndarray] = None,
+                    source: Optional[TextSource] = None, n_old: int = 0,
                     old_labels: Optional[np.ndarray] = None, old_reps: Optional[np.ndarray] = None,
                     old_flags: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, FoldStats]:
     """Cut components into clusters whose every two members are verified similar. Returns (labels,
@@ -66,7 +68,7 @@ def clique_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: np.n
 
     n = root.size
     stats = FoldStats()
-    sim = Similarity(sk, cfg, stats, thresholds)
+    sim = Similarity(sk, cfg, stats, thresholds, source)
     labels = np.arange(n, dtype=np.int64)
     reps = np.ones(n, dtype=bool)
     flags = np.zeros(n, dtype=np.uint8)

@@ -34,6 +34,7 @@ from .._spill import HeldRows
 from ..config import BuildConfig
 from ..sketches.batch import Sketches
 from ..sketches.memo import ExactMemo
+from ..sketches.source import TextSource
 from ..stages import STAGE_EXACT, STAGE_MINHASH, STAGE_SIMHASH, STAGE_TEXT_SIMHASH
 from ..staging import agreement_bounds
 from .similarity import FoldStats, Similarity, priority_rank
@@ -55,7 +56,8 @@ _KERNEL_FROM_WHILE_AHEAD = 16384
 
 
 def guaranteed_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: np.ndarray, *,
-                        memo: Optional[ExactMemo] = None, thresholds: Optional[np.ndarray] = None, n_old: int = 0, old_labels: Optional[np.ndarray] = None,
+                        memo: Optional[ExactMemo] = None, thresholds: Optional[np.ndarray] = None,
+                        source: Optional[TextSource] = None, n_old: int = 0, old_labels: Optional[np.ndarray] = None,
                         old_reps: Optional[np.ndarray] = None,
                         old_flags: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, FoldStats]:
     """Cut components into clusters around representatives. Returns (labels, representative mask,
@@ -68,10 +70,11 @@ def guaranteed_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: 
     exact Jaccard of the pairs the linking checked (:class:`diversify.linking.link.Linked`), which
     the fold check takes instead of re-shingling their documents. ``thresholds``: each document's
     Jaccard threshold (``source_thresholds``; a pair meets the stricter of its two), else None.
+    ``source``: the texts at hand, re-shingled for the exact checks, else None.
     """
     n = root.size
     stats = FoldStats()
-    sim = Similarity(sk, cfg, stats, thresholds)
+    sim = Similarity(sk, cfg, stats, thresholds, source)
     labels = np.arange(n, dtype=np.int64)
     reps = np.ones(n, dtype=bool)
     flags = np.zeros(n, dtype=np.uint8)
@@ -179,7 +182,7 @@ def run_batches(members: np.ndarray, bounds: np.ndarray, sim: Similarity, memo: 
         known = np.isin(memo.pair_keys(a, b), keys)
         skip = np.zeros(n, dtype=bool)
         skip[a[known]] = skip[b[known]] = True
-        source = sk.source
+        source = sim.source
         assert source is not None and mc is not None
         for b_, (g0, g1) in enumerate(ranges):
             docs = members[bounds[g0]: bounds[g1]]
@@ -234,7 +237,7 @@ def _fold_rule(sim: Similarity):
             rows = np.arange(n, dtype=np.int64)
             sets = ShingleRows(sk.shingle_indptr[:-1], np.diff(sk.shingle_indptr), sk.shingle_hashes)
             mode = EXACT_ALL
-        elif sk.source is not None and mc.verify in ("auto", "exact"):  # re-shingle the texts at hand
+        elif sim.source is not None and mc.verify in ("auto", "exact"):  # re-shingle the texts at hand
             mode = EXACT_WITH_TEXTS if mc.verify == "exact" else BAND
             check_consider = prefetch = True
     return FoldRule(

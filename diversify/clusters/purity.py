@@ -17,6 +17,7 @@ import numpy as np
 
 from ..config import BuildConfig
 from ..sketches.batch import Sketches
+from ..sketches.source import TextSource
 from .similarity import FoldStats, Similarity
 
 __all__ = ["PROMISES", "sampled_purity"]
@@ -32,10 +33,11 @@ SAMPLE_PAIRS = 1000
 
 
 def sampled_purity(cluster_ids: np.ndarray, sk: Sketches, cfg: BuildConfig,
-                   thresholds: Optional[np.ndarray] = None, pairs: int = SAMPLE_PAIRS) -> dict:
+                   thresholds: Optional[np.ndarray] = None, source: Optional[TextSource] = None,
+                   pairs: int = SAMPLE_PAIRS) -> dict:
     """{"promise", "pairs_in_clusters", "pairs_sampled", "pairs_similar", "purity"}: the share of a
     uniform sample of member pairs that the verification finds similar (``purity`` None when no
-    cluster has two members)."""
+    cluster has two members). ``source``: the texts at hand (exact Jaccard for the borderline band)."""
     out: dict = {"promise": PROMISES[cfg.clustering]}
     labels, inverse, sizes = np.unique(np.asarray(cluster_ids), return_inverse=True, return_counts=True)
     weight = sizes.astype(np.float64) * (sizes - 1) / 2
@@ -54,7 +56,7 @@ def sampled_purity(cluster_ids: np.ndarray, sk: Sketches, cfg: BuildConfig,
     second = second + (second >= first)
     a = order[starts[pick] + first]
     b = order[starts[pick] + second]
-    sim = Similarity(sk, cfg, FoldStats(), thresholds)
+    sim = Similarity(sk, cfg, FoldStats(), thresholds, source)
     sim.prefetch(np.unique(np.r_[a, b]))
     ok = np.array([bool(sim(int(x), np.array([y], dtype=np.int64))[0]) for x, y in zip(a.tolist(), b.tolist())])
     sim.prefetch(np.zeros(0, dtype=np.int64))

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..config import BuildConfig
 from ..sketches.batch import Sketches
+from ..sketches.source import TextSource
 from ..stages import STAGE_EXACT, STAGE_MINHASH, STAGE_SIMHASH, STAGE_TEXT_SIMHASH
 from ..staging import agreement_band, agreement_bounds
 from ..text import exact_jaccard
@@ -70,10 +71,13 @@ def priority_rank(rule: str, lengths: np.ndarray, keys: Optional[np.ndarray]) ->
 class Similarity:
     """Vectorized "is document r verified similar to each of these documents", per enabled stage."""
 
-    def __init__(self, sk: Sketches, cfg: BuildConfig, stats: FoldStats, thresholds: Optional[np.ndarray] = None):
+    def __init__(self, sk: Sketches, cfg: BuildConfig, stats: FoldStats, thresholds: Optional[np.ndarray] = None,
+                 source: Optional[TextSource] = None):
         self.sk, self.cfg, self.stats = sk, cfg, stats
         #: float64 (n,) each document's Jaccard threshold (source_thresholds), else None
         self.thresholds = thresholds
+        #: the texts at hand, re-shingled for exact checks (diversify.sketches.source), else None
+        self.source = source
         self.band = (0, 0)
         if cfg.minhash is not None and sk.minhash is not None:
             self.band = agreement_band(cfg, auto=True)
@@ -160,15 +164,15 @@ class Similarity:
         ok = agree >= hi
         consider = agree >= lo
         border = consider & ~ok
-        off = sk.source.offset if sk.source is not None else 0
-        if mc.verify == "auto" and sk.source is not None:
+        off = self.source.offset if self.source is not None else 0
+        if mc.verify == "auto" and self.source is not None:
             border = consider
-        elif mc.verify == "exact" and sk.source is not None:  # the Dask engine: texts, no shingle rows
+        elif mc.verify == "exact" and self.source is not None:  # the Dask engine: texts, no shingle rows
             ok[:] = False
             border = np.ones_like(consider)
         if not border.any():
             return ok, val
-        have = border & (cand >= off) & (r >= off) if sk.source is not None else np.zeros_like(border)
+        have = border & (cand >= off) & (r >= off) if self.source is not None else np.zeros_like(border)
         if have.any():
             sets = self.shingle_sets(np.concatenate([[r], cand[have]]))
             jac = np.array([exact_jaccard(sets[0], b) for b in sets[1:]])
@@ -186,9 +190,9 @@ class Similarity:
         if missing:
             from ..sketches.source import reshingle
 
-            assert self.sk.source is not None
+            assert self.source is not None
             missing = list(dict.fromkeys(missing))
-            starts, counts, hashes = reshingle(self.sk.source, missing, self.cfg)
+            starts, counts, hashes = reshingle(self.source, missing, self.cfg)
             for d, s0, c in zip(missing, starts.tolist(), counts.tolist()):
                 self._sets[d] = hashes[s0: s0 + c]
         return [self._sets[int(d)] for d in docs.tolist()]
@@ -198,9 +202,9 @@ class Similarity:
         previous batch (memory stays bounded by the batch)."""
         self._sets.clear()
         mc, sk = self.cfg.minhash, self.sk
-        if mc is None or sk.minhash is None or mc.verify != "auto" or sk.source is None or sk.sets32 is not None:
+        if mc is None or sk.minhash is None or mc.verify != "auto" or self.source is None or sk.sets32 is not None:
             return
-        docs = docs[(docs >= sk.source.offset) & self.text_ok[docs]]
+        docs = docs[(docs >= self.source.offset) & self.text_ok[docs]]
         if docs.size:
             self.shingle_sets(docs)
 

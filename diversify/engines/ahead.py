@@ -2,8 +2,8 @@
 
 On a fresh install every kernel compiles on its first call, one after another, under Numba's one
 global lock: most of the first ``diversify demo``'s time, a large part of it in the kernels that
-run after sketching (bucket scan, exact pair check, component roots, fold check; docs/building.md
-has the figures). Their inputs do not depend on the texts, so a second process can compile them
+run after sketching (bucket scan, exact pair check, component roots, the cut into clusters;
+docs/building.md has the figures). Their inputs do not depend on the texts, so a second process can compile them
 from small made-up signatures while the command reads its input and compiles the sketch kernel:
 each process writes its kernels to Numba's on-disk cache, and this process loads them from there
 when it reaches them.
@@ -16,14 +16,14 @@ even if every kernel is in it already). Nothing depends on the helper: if it is 
 absent, the command compiles what it needs itself (the same code, so the same bytes); a helper still
 running when the command ends is stopped (Numba writes each cache file under a temporary name and
 renames it, so a stopped helper leaves no half-written entry). One kernel is left to the helper
-instead: when the fold check's kernel is not ready and the helper still runs, the fold check of up
-to a bound of components takes its numpy path (same clusters) rather than compile the kernel a
+instead: when the cut's kernel is not ready and the helper still runs, the cut of up to a
+bound of components takes its numpy path (same clusters) rather than compile the kernel a
 second time on the same cores (:func:`diversify._kernels.ahead.defer_to_helper`); the command then
 waits for the helper at its end, so that the next command finds the kernel in the cache.
 
 ``python -m diversify.engines.ahead CONFIG_JSON`` is the helper's entry point. It lives with the engines
 because it runs a build's stages; the kernels it compiles and the record of a running helper that
-the fold check reads are :mod:`diversify._kernels.ahead`, below the stages.
+the cut into clusters reads are :mod:`diversify._kernels.ahead`, below the stages.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 #: the environment switch (``0`` turns the helper off)
 ENV = "DIVERSIFY_COMPILE_AHEAD"
-#: pairs of made-up documents: more components than the fold check's kernel threshold
+#: pairs of made-up documents: more components than the cut's kernel threshold
 _PAIRS = 1100
 
 
@@ -167,7 +167,7 @@ def made_up_sketches(cfg: BuildConfig):
 
 def warm(cfg: BuildConfig) -> None:
     """Run the build's path after sketching on :func:`made_up_sketches`, with one exact pair check
-    before the fold check (the order a build needs the kernels in)."""
+    before the cut into clusters (the order a build needs the kernels in)."""
     from .._kernels.linking import ShingleRows
     from ..linking.exact import link_exact
     from ..linking.link import link, make_forest
@@ -178,7 +178,7 @@ def warm(cfg: BuildConfig) -> None:
     sk = made_up_sketches(cfg)
     timings: dict = {}
     linked = link(sk, linking_config(cfg), timings=timings)
-    # the exact pair check runs before the fold check in a build: compiled here in that order
+    # the exact pair check runs before the cut into clusters in a build: compiled here in that order
     rows = ShingleRows(np.zeros(2, dtype=np.int64)[:-1], np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.uint64))
     pairs = np.zeros((1, 2), dtype=np.int64)
     link_exact(pairs, pairs, rows, cfg, make_forest(np.arange(2, dtype=np.int64), np.zeros(2, np.uint8), STAGE_MINHASH))

@@ -3,7 +3,7 @@ left out (``on_existing="skip"``), before anything is sketched.
 
 Replacing a document in place is not offered here: taking a document's edges out re-decides its
 whole cluster (a representative or a bridge that goes changes the other members' clusters), and
-the fold check of the old documents may need their texts, which an artifact does not keep. The live
+the cut of the old documents' components may need their texts, which an artifact does not keep. The live
 index (:class:`diversify.Index`: ``delete`` then ``add``) does that, or a build of the new corpus.
 """
 

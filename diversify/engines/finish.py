@@ -35,6 +35,7 @@ from ..hashing import HASH_SCHEME
 from ..linking.link import Linked, LinkStats
 from ..sketches.batch import Sketches
 from ..sketches.memo import ExactMemo
+from ..sketches.source import TextSource
 from ..stages import STAGE_NAMES
 from ..staging import incremental_extras
 
@@ -202,19 +203,23 @@ class BuildResult:
 
 def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, aliases: np.ndarray,
            raw_cluster: Optional[np.ndarray], metadata, created_at, thresholds: Optional[np.ndarray] = None,
-           old_reps: Optional[np.ndarray] = None, ids_ahead: Optional[Future] = None) -> BuildResult:
+           source: Optional[TextSource] = None, old_reps: Optional[np.ndarray] = None,
+           old_similarity: Optional[np.ndarray] = None, ids_ahead: Optional[Future] = None) -> BuildResult:
     """Cut the linking's components into clusters and make the artifact and the BuildResult.
 
     ``thresholds``: each document's Jaccard threshold from its source (``source_thresholds``;
-    :func:`diversify.staging.doc_thresholds`), which the fold check verifies each pair at and the
-    artifact keeps for ``add``."""
+    :func:`diversify.staging.doc_thresholds`), which the cut into clusters verifies each pair at and the
+    artifact keeps for ``add``. ``source``: the texts at hand, which the cut re-shingles
+    for its exact checks (:class:`~diversify.sketches.source.TextSource`), else None. ``add`` only:
+    ``raw_cluster``, ``aliases`` and ``old_reps``, the artifact's clusters, and ``old_similarity``
+    (float32, one per old document), what the artifact's cut verified, which its documents keep."""
     from ..artifact import ClusterMap
 
     t0 = time.perf_counter()
     flags, stats = linked.flags, linked.stats
     root = component_roots(linked.parent)
-    fold: dict = {}
-    fold_sim: Optional[np.ndarray] = None
+    cut_stats: dict = {}  # what the cut into clusters did (build_info["fold"])
+    member_sim: Optional[np.ndarray] = None  # each member's verified similarity to its representative
     if cfg.clustering == "components":
         if raw_cluster is None:
             cluster_ids = stored = root
@@ -222,15 +227,15 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
             cluster_ids, stored, aliases = stable_labels(root, raw_cluster, aliases)
         rep = representatives(cluster_ids, cfg.representative, sk.lengths, sk.keys)
     else:
-        cluster_ids, rep, flags, fold, fold_sim = _guaranteed(root, sk, cfg, flags, linked.memo, thresholds,
-                                                                 raw_cluster, aliases, old_reps)
+        cluster_ids, rep, flags, cut_stats, member_sim = _guaranteed(root, sk, cfg, flags, linked.memo, thresholds, source,
+                                                                 raw_cluster, aliases, old_reps, old_similarity)
         stored = cluster_ids
     timings["cluster"] = time.perf_counter() - t0
-    extras: dict = {}
-    if cfg.incremental:
-        extras = incremental_extras(sk, thresholds)
-    if fold_sim is not None:  # what the fold check verified, for `stats` and `eval`
-        extras["fold_similarity"] = fold_sim
+    # the per-document state: kept in the artifact for `add` (incremental), read by the report either way
+    state = incremental_extras(sk, thresholds)
+    extras: dict = dict(state) if cfg.incremental else {}
+    if member_sim is not None:  # what the cut verified, for `stats` and `eval`
+        extras["fold_similarity"] = member_sim
     if aliases.size:
         extras["aliases"] = aliases
     n_clusters = int(unique_sorted(cluster_ids).size)
@@ -246,9 +251,9 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
         "exact_checks": stats.exact_checks,
         "stages": {str(k): v for k, v in STAGE_NAMES.items()},
     }
-    if fold:
-        build_info["fold"] = fold
-    build_info["purity"] = sampled_purity(cluster_ids, sk, cfg, thresholds)
+    if cut_stats:
+        build_info["fold"] = cut_stats
+    build_info["purity"] = sampled_purity(cluster_ids, sk, cfg, thresholds, source)
     cmap = ClusterMap.from_arrays(
         sk.ids if ids_ahead is None else ids_ahead.result(),
         stored,
@@ -266,7 +271,7 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
     )
     stats_dict = build_stats(stats)
     config_json = cfg.model_dump(mode="json")
-    report = cluster_report(cluster_ids, rep, config_json, {**incremental_extras(sk, thresholds), **extras})
+    report = cluster_report(cluster_ids, rep, config_json, {**state, **extras})
     report["purity"] = build_info["purity"]
     notes = outcome_warnings(report)
     _log_build(cfg, config_json, build_info, report, fingerprint(cfg))
@@ -289,18 +294,19 @@ def _log_build(cfg: BuildConfig, config: dict, build_info: dict, report: dict, f
 
 
 def _guaranteed(root, sk: Sketches, cfg: BuildConfig, flags: np.ndarray, memo: ExactMemo,
-                thresholds: Optional[np.ndarray], raw_cluster, aliases, old_reps):
+                thresholds: Optional[np.ndarray], source: Optional[TextSource], raw_cluster, aliases, old_reps,
+                old_sim: Optional[np.ndarray]):
     """Labels, representatives and stage bits under the fold guarantee (see diversify.clusters.guarantee)."""
     rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
-    old_sim = sk.fold_similarity
     if raw_cluster is None:
-        labels, rep, bits, fstats = cut_clusters(cfg.clustering, root, sk, cfg, rank, memo=memo, thresholds=thresholds)
+        labels, rep, bits, fstats = cut_clusters(cfg.clustering, root, sk, cfg, rank, memo=memo,
+                                                 thresholds=thresholds, source=source)
     else:
         amap = {int(a): int(b) for a, b in aliases}
         old = np.array([follow_alias(amap, int(c)) for c in raw_cluster], dtype=np.int64)
         n_old = old.size
         labels, rep, bits, fstats = cut_clusters(cfg.clustering, root, sk, cfg, rank, memo=memo, thresholds=thresholds,
-                                                       n_old=n_old, old_labels=old, old_reps=old_reps,
+                                                 source=source, n_old=n_old, old_labels=old, old_reps=old_reps,
                                                        old_flags=flags[:n_old])
     sim = fstats.similarity.astype(np.float32)
     if old_sim is not None:  # add: old documents keep what their build verified

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -124,16 +123,17 @@ def build(
     spill = Spill(spill_dir) if spill_dir is not None else None
     with build_pages(vectors):
         timings: dict = {}
-        sk = sketch_inputs(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings,
-                           spill=spill)
+        sk, source = sketch_inputs(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size,
+                                   timings=timings, spill=spill)
         thresholds = doc_thresholds(cfg, sources, sk.n)
         if sk.n == 0:
             raise InputError("the corpus is empty: `texts`/`vectors` held no documents. Pass at least one document.")
         ids_ahead = _id_columns_beside(sk.ids)
         try:
-            linked = link(sk, linking_config(cfg), timings=timings, progress=progress)
-            return finish(sk, cfg, linked, timings, thresholds=thresholds, aliases=np.zeros((0, 2), np.int64),
-                          raw_cluster=None, metadata=metadata, created_at=created_at, ids_ahead=ids_ahead)
+            linked = link(sk, linking_config(cfg), source=source, timings=timings, progress=progress)
+            return finish(sk, cfg, linked, timings, thresholds=thresholds, source=source,
+                          aliases=np.zeros((0, 2), np.int64), raw_cluster=None, metadata=metadata,
+                          created_at=created_at, ids_ahead=ids_ahead)
         finally:
             if spill is not None:
                 spill.kept = None  # its file goes (the signatures' own stays with the result)
@@ -142,7 +142,7 @@ def build(
 def _id_columns_beside(ids: list | PackedIds) -> Future:
     """The artifact's id columns (:func:`diversify.artifact.assemble.id_columns`: each id encoded,
     its lookup key hashed; Python work, under the GIL) computed in a thread while the
-    linking and the fold check run in kernels that release the GIL. Errors surface where the
+    linking and the cut into clusters run in kernels that release the GIL. Errors surface where the
     result is taken, in :func:`finish`, as they would have there."""
     from ..artifact.assemble import id_columns
 
@@ -213,8 +213,8 @@ def add(
         return BuildResult.nothing_added(cmap, origin, skipped)
     with build_pages(vectors):
         timings: dict = {}
-        new = sketch_inputs(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size, timings=timings,
-                      id_offset=n_old)
+        new, new_source = sketch_inputs(texts, ids, vectors, keys, cfg, progress=progress, chunk_size=chunk_size,
+                                        timings=timings, id_offset=n_old)
         if new.n == 0:
             raise InputError("`add` got no documents. Pass at least one text or vector.")
         old_flags = np.asarray(ex["doc_flags"])
@@ -240,11 +240,12 @@ def add(
         parent = np.arange(sk.n, dtype=np.int64)
         union_pairs(parent, np.stack([np.arange(n_old, dtype=np.int64), raw_old], axis=1))
         flags = np.concatenate([np.asarray(cmap.doc_stages, np.uint8), np.zeros(new.n, np.uint8)])
-        linked = link(sk, linking_config(cfg), parent=parent, flags=flags, new_start=n_old, timings=timings,
-                      progress=progress)
-        res = finish(sk, cfg, linked, timings, thresholds=thresholds, aliases=old_aliases, raw_cluster=raw_old,
-                     metadata=cmap.metadata, created_at=created_at,
-                     old_reps=np.asarray(cmap.is_representative, dtype=bool))
+        linked = link(sk, linking_config(cfg), source=new_source, parent=parent, flags=flags, new_start=n_old,
+                      timings=timings, progress=progress)
+        old_sim = np.asarray(ex["fold_similarity"], dtype=np.float32) if "fold_similarity" in ex else None
+        res = finish(sk, cfg, linked, timings, thresholds=thresholds, source=new_source, aliases=old_aliases,
+                     raw_cluster=raw_old, metadata=cmap.metadata, created_at=created_at,
+                     old_reps=np.asarray(cmap.is_representative, dtype=bool), old_similarity=old_sim)
         res.origin = origin
         res.skipped = skipped
         return res
@@ -324,14 +325,13 @@ def _extend(cmap, cfg: BuildConfig, new: Sketches, all_ids: list, old_flags: np.
             ) -> tuple[Sketches, Optional[np.ndarray]]:
     """The stored state of the artifact's documents followed by the new documents' sketches, and
     each document's Jaccard threshold (None without source thresholds)."""
-    ex, n_old = cmap.extras, cmap.n_docs
+    ex = cmap.extras
     sk = Sketches(
         ids=all_ids,
         lengths=np.concatenate([np.asarray(cmap.doc_lengths, np.uint32), new.lengths]),
         exact=np.concatenate([np.asarray(ex["exact_hash"]), new.exact]),
         empty=np.concatenate([(old_flags & FLAG_EMPTY_TEXT).astype(bool), new.empty]),
     )
-    sk.source = dataclasses.replace(new.source, offset=n_old) if new.source is not None else None
     if new.char_docs is not None:
         sk.char_docs = np.concatenate([(old_flags & FLAG_CHAR_SHINGLES).astype(bool), new.char_docs])
     if new.minhash is not None:
@@ -347,9 +347,6 @@ def _extend(cmap, cfg: BuildConfig, new: Sketches, all_ids: list, old_flags: np.
         sk.vectors = np.concatenate([np.asarray(ex["vectors"]), new.vectors.astype(np.asarray(ex["vectors"]).dtype)])
     if cfg.representative == "key":
         sk.keys = np.concatenate([np.asarray(ex["rep_keys"]), new.keys])
-    if "fold_similarity" in ex:
-        sk.fold_similarity = np.concatenate([np.asarray(ex["fold_similarity"], dtype=np.float32),
-                                             np.full(new.n, np.nan, np.float32)])
     new_thr = doc_thresholds(cfg, sources, new.n)
     if new_thr is None:
         return sk, None

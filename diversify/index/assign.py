@@ -23,8 +23,7 @@ import numpy as np
 from ..clusters import component_roots, guaranteed_clusters, priority_rank
 from ..clusters.similarity import FoldStats, Similarity
 from ..config import BuildConfig
-from ..sketches.batch import Sketches
-from .payload import concat
+from .payload import Docs, concat
 
 __all__ = ["Assigned", "assign", "verify_pairs"]
 
@@ -43,32 +42,34 @@ class Assigned:
     rank: np.ndarray  # int64 (n,) position in representative order (0 = first choice)
 
 
-def assign(old: Sketches, new: Sketches, cfg: BuildConfig) -> Assigned:
+def assign(old: Docs, new: Docs, cfg: BuildConfig) -> Assigned:
     """Cluster ``new`` against the stored representatives ``old`` (see the module docstring)."""
     from ..linking.link import link
     from ..staging import linking_config
 
-    sk = concat(old, new)
+    docs = concat(old, new)
+    sk = docs.sketches
     n_old = old.n
-    # edges at the lowest source threshold, folds at each pair's own (sk.doc_threshold), as the build
-    linked = link(sk, linking_config(cfg), new_start=n_old, timings={})
+    # edges at the lowest source threshold, folds at each pair's own (docs.thresholds), as the build
+    linked = link(sk, linking_config(cfg), source=docs.source, new_start=n_old, timings={})
     root = component_roots(linked.parent)
     rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
-    labels, rep, bits, stats = guaranteed_clusters(root, sk, cfg, rank, memo=linked.memo, thresholds=sk.doc_threshold,
-                                                   n_old=n_old,
+    labels, rep, bits, stats = guaranteed_clusters(root, sk, cfg, rank, memo=linked.memo, thresholds=docs.thresholds,
+                                                   source=docs.source, n_old=n_old,
                                                    old_labels=np.arange(n_old, dtype=np.int64),
                                                    old_reps=np.ones(n_old, dtype=bool),
                                                    old_flags=np.zeros(n_old, dtype=np.uint8))
     return Assigned(n_old, labels, rep, bits, stats.similarity, rank)
 
 
-def verify_pairs(old: Sketches, new: Sketches, cfg: BuildConfig, pairs: list[list[int]]) -> list[list[tuple[int, int, float]]]:
+def verify_pairs(old: Docs, new: Docs, cfg: BuildConfig, pairs: list[list[int]]) -> list[list[tuple[int, int, float]]]:
     """For each new document ``q``, the stored documents of ``pairs[q]`` (positions in ``old``) that
     it is verified similar to: ``(position, stage bits, similarity)``, in priority order (the
     representative rule: the first is the one ``add`` would fold it under)."""
-    sk = concat(old, new)
+    docs = concat(old, new)
+    sk = docs.sketches
     n_old = old.n
-    sim = Similarity(sk, cfg, FoldStats(), sk.doc_threshold)
+    sim = Similarity(sk, cfg, FoldStats(), docs.thresholds, docs.source)
     rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
     out: list[list[tuple[int, int, float]]] = []
     for q, cands in enumerate(pairs):

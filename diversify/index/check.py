@@ -43,7 +43,8 @@ def check(index) -> list[str]:
             return problems
         if layout is None:
             return ["documents are stored but the layout is unset"]
-        sk = decode([r.payload for r in rows], cfg, layout, index.url)
+        docs = decode([r.payload for r in rows], cfg, layout, index.url)
+        sk = docs.sketches
         owner, keys = band_rows(sk, np.flatnonzero([r.is_rep for r in rows]), cfg)
         want = set(zip(keys.tolist(), (np.array([r.seq for r in rows], dtype=np.int64)[owner]).tolist()))
         ck, cs = view.candidates(unique_sorted(keys)) if keys.size else (np.zeros(0, np.int64), np.zeros(0, np.int64))
@@ -66,7 +67,7 @@ def check(index) -> list[str]:
     for c in unique_sorted(clusters).tolist():
         if len(reps.get(c, [])) != 1:
             problems.append(f"cluster {c} has {len(reps.get(c, []))} representatives")
-    sim = Similarity(sk, cfg, FoldStats(), sk.doc_threshold)
+    sim = Similarity(sk, cfg, FoldStats(), docs.thresholds)
     stored_sim = np.array([r.similarity for r in rows], dtype=np.float64)
     stored_stages = np.array([r.stages for r in rows], dtype=np.int64)
     is_rep = np.array([r.is_rep for r in rows], dtype=bool)

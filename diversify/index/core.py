@@ -30,7 +30,7 @@ from ..config import BuildConfig, canonical_json, fingerprint
 from ..errors import DuplicateIdError, InputError, StorageError
 from .compat import check_index_config, stored_config
 from .match import Match
-from .payload import Layout, attach_sets, band_rows, decode, encode
+from .payload import Docs, Layout, band_rows, decode, encode, with_sets, without_sets
 from .records import stored_id
 from .registry import open_storage
 from .storage import (
@@ -116,7 +116,9 @@ class Index:
 
     # ------------------------------------------------------------------ helpers
 
-    def _sketch(self, texts, ids, vectors, keys, sources=None):
+    def _sketch(self, texts, ids, vectors, keys, sources=None) -> Docs:
+        """A batch validated and sketched as ``build`` does: its sketches, each document's threshold
+        (stored in its payload under ``source_thresholds``) and its texts at hand."""
         from ..staging import doc_thresholds, sketch_inputs
 
         if texts is None and vectors is None:
@@ -129,20 +131,19 @@ class Index:
             ids = list(ids)
         mh = self.config.minhash
         sets32 = texts is not None and mh is not None and mh.verify in ("auto", "exact")  # stored: Layout.of
-        sk = sketch_inputs(texts, ids, vectors, keys, self.config, progress=False, chunk_size=16384, timings={},
-                           sets32=sets32)
+        sk, source = sketch_inputs(texts, ids, vectors, keys, self.config, progress=False, chunk_size=16384,
+                                   timings={}, sets32=sets32)
         if sk.n == 0:
             raise InputError("the batch is empty: `texts`/`vectors` held no documents. Pass at least one document.")
-        sk.doc_threshold = doc_thresholds(self.config, sources, sk.n)  # stored in each payload (source_thresholds)
-        return sk
+        return Docs(sk, doc_thresholds(self.config, sources, sk.n), source)
 
     def _layout(self, st: State) -> Optional[Layout]:
         return Layout.loads(st.layout, self.url)
 
-    def _reps_near(self, view: View, new, layout: Layout, exclude: frozenset = frozenset()):
+    def _reps_near(self, view: View, new: Docs, layout: Layout, exclude: frozenset = frozenset()):
         """The stored representatives sharing a band key with documents of ``new``: (rows by seq,
-        their sketches, owner/key arrays of ``new``, candidate key/seq arrays)."""
-        owner, keys = band_rows(new, np.arange(new.n), self.config)
+        their :class:`Docs`, owner/key arrays of ``new``, candidate key/seq arrays)."""
+        owner, keys = band_rows(new.sketches, np.arange(new.n), self.config)
         ck, cs = view.candidates(keys) if keys.size else (np.zeros(0, np.int64), np.zeros(0, np.int64))
         seqs = sorted(set(cs.tolist()) - exclude)
         rows = [r for r in view.docs_by_seq(seqs) if r.is_rep] if seqs else []
@@ -178,28 +179,25 @@ class Index:
             ids = list(ids)
         if ids is not None:
             check_index_ids(ids)  # the index's own limit, before sketching and any write
-        sk = self._sketch(texts, ids, vectors, keys, sources)
-        layout = Layout.of(sk, self.config)
-        if layout.shingles and sk.sets32 is None:  # sketched without them (not the fused kernel's config)
-            attach_sets(sk, sk.source.texts if sk.source is not None else None, self.config)
-        return sk, ids is None, layout, encode(sk, self.config, layout)
+        batch = self._sketch(texts, ids, vectors, keys, sources)
+        layout = Layout.of(batch.sketches, self.config)
+        if layout.shingles and batch.sketches.sets32 is None:  # sketched without them (not the fused kernel's config)
+            batch = with_sets(batch, self.config)
+        return batch, ids is None, layout, encode(batch, self.config, layout)
 
-    def _add_locked(self, tx: Transaction, sk, default_ids: bool, layout: Layout, payloads: list[bytes],
-                    assign) -> list[Match]:
+    def _add_locked(self, tx: Transaction, batch: Docs, default_ids: bool, layout: Layout,
+                    payloads: list[bytes], assign) -> list[Match]:
         st = tx.state()
         known = self._layout(st)
         if known is not None:
             known.check_same(layout)
             if known.shingles != layout.shingles:  # an index created before the stored sets: none stored
                 layout = known
-                sk.sets32 = sk.sets32_indptr = None
-                payloads = encode(sk, self.config, layout)
+                batch = without_sets(batch)
+                payloads = encode(batch, self.config, layout)
         seq0 = st.next_seq
-        n = sk.n
-        if default_ids:
-            ids = list(range(seq0, seq0 + n))
-        else:
-            ids = sk.ids
+        n = batch.n
+        ids: Any = list(range(seq0, seq0 + n)) if default_ids else batch.sketches.ids
         kind = "str" if ids and isinstance(ids[0], str) else "int"
         if st.id_kind is not None and st.id_kind != kind:
             raise InputError(f"`ids` must be of the index's id kind ({st.id_kind}); got {kind} ids"
@@ -211,8 +209,8 @@ class Index:
             shown = sorted(self._id_out(r.id, kind) for r in dup)[:5]
             raise DuplicateIdError(f"`ids` must not be in the index already; {len(dup)} are, e.g. {shown}. Delete "
                                    "them first to replace them, or leave them out of the batch; nothing was added.")
-        rows, old, owner, bkeys, _, _ = self._reps_near(tx, sk, layout)
-        res = assign(old, sk, self.config)
+        rows, old, owner, bkeys, _, _ = self._reps_near(tx, batch, layout)
+        res = assign(old, batch, self.config)
         n_old = old.n
         labels, rep = res.labels, res.rep
         # new clusters in order of their first member: deterministic ids
@@ -264,23 +262,23 @@ class Index:
         ``sources`` as in :meth:`add` (a pair must meet the stricter of its two thresholds)."""
         from .assign import verify_pairs
 
-        sk = self._sketch(texts, ids, vectors, keys, sources)
-        labels = list(ids) if ids is not None else list(range(sk.n))
+        batch = self._sketch(texts, ids, vectors, keys, sources)
+        labels = list(ids) if ids is not None else list(range(batch.n))
         with self._storage.read() as view:
             st = view.state()
             layout = self._layout(st)
             if layout is None:  # an empty index matches nothing
-                return [Match(labels[j], None, False, None, 0.0) for j in range(sk.n)]
-            layout.check_same(Layout.of(sk, self.config))
-            rows, old, owner, bkeys, ck, cs = self._reps_near(view, sk, layout)
+                return [Match(labels[j], None, False, None, 0.0) for j in range(batch.n)]
+            layout.check_same(Layout.of(batch.sketches, self.config))
+            rows, old, owner, bkeys, ck, cs = self._reps_near(view, batch, layout)
         if not layout.shingles:  # an index created before the stored sets: none to compare with
-            sk.sets32 = sk.sets32_indptr = None
-        elif rows and sk.sets32 is None:  # the sets only matter when there is something to verify against
-            attach_sets(sk, sk.source.texts if sk.source is not None else None, self.config)
+            batch = without_sets(batch)
+        elif rows and batch.sketches.sets32 is None:  # the sets only matter when there is something to verify against
+            batch = with_sets(batch, self.config)
         pos = {r.seq: i for i, r in enumerate(rows)}
         order = np.argsort(bkeys, kind="stable")
         sk_sorted = bkeys[order]
-        pairs: list[list[int]] = [[] for _ in range(sk.n)]
+        pairs: list[list[int]] = [[] for _ in range(batch.n)]
         lo = np.searchsorted(sk_sorted, ck, side="left")
         hi = np.searchsorted(sk_sorted, ck, side="right")
         for a, b, s in zip(lo.tolist(), hi.tolist(), cs.tolist()):
@@ -289,7 +287,7 @@ class Index:
                 continue
             for q in owner[order[a:b]].tolist():
                 pairs[q].append(p)
-        found = verify_pairs(old, sk, self.config, pairs)
+        found = verify_pairs(old, batch, self.config, pairs)
         out = []
         for j, hits in enumerate(found):
             if not hits:
@@ -340,7 +338,7 @@ class Index:
             reps = [r for r in rows if r.is_rep]
             tx.delete_docs(sorted(gone))
             if reps:
-                rep_sk = decode([r.payload for r in reps], self.config, layout, self.url)
+                rep_sk = decode([r.payload for r in reps], self.config, layout, self.url).sketches
                 owner, bkeys = band_rows(rep_sk, np.arange(len(reps)), self.config)
                 tx.delete_bands(bkeys, np.array([reps[i].seq for i in owner.tolist()], dtype=np.int64))
             orphans = [r for r in tx.docs_in_clusters([r.cluster for r in reps]) if r.seq not in gone] if reps else []
@@ -442,7 +440,7 @@ class Index:
     def band_rows_of(self, rows: Sequence[DocRow]) -> tuple[np.ndarray, np.ndarray]:
         """``(keys, seqs)``: the band rows the given stored documents have as representatives."""
         st = self._layout_now()
-        sk = decode([r.payload for r in rows], self.config, st, self.url)
+        sk = decode([r.payload for r in rows], self.config, st, self.url).sketches
         owner, keys = band_rows(sk, np.arange(len(rows)), self.config)
         return keys, np.array([rows[i].seq for i in owner.tolist()], dtype=np.int64)
 

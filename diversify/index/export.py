@@ -40,8 +40,9 @@ def export(index, path, *, created_at: Optional[str] = None, metadata: Optional[
                          "first.")
     layout = Layout.loads(st.layout, index.url)
     assert layout is not None, "an index with documents has a layout"
-    sk = decode([r.payload for r in rows], cfg, layout, index.url)
-    sk.ids = [stored_id(r.id, "int", index.url) for r in rows] if st.id_kind == "int" else [r.id for r in rows]
+    docs = decode([r.payload for r in rows], cfg, layout, index.url)
+    sk = docs.sketches
+    ids = [stored_id(r.id, "int", index.url) for r in rows] if st.id_kind == "int" else [r.id for r in rows]
     clusters = np.array([r.cluster for r in rows], dtype=np.int64)
     uniq, first, inverse = np.unique(clusters, return_index=True, return_inverse=True)
     cluster_ids = first[inverse].astype(np.int64)
@@ -52,7 +53,7 @@ def export(index, path, *, created_at: Optional[str] = None, metadata: Optional[
     stages[rep] = members_or[inverse[rep]]  # a representative records the stages that folded its members
     sim = np.array([r.similarity for r in rows], dtype=np.float32)
     sim[rep] = 1.0
-    extras = incremental_extras(sk, sk.doc_threshold) if cfg.incremental else {}
+    extras = incremental_extras(sk, docs.thresholds) if cfg.incremental else {}
     extras["fold_similarity"] = sim
     build_info = {
         "n_docs": sk.n,
@@ -62,7 +63,7 @@ def export(index, path, *, created_at: Optional[str] = None, metadata: Optional[
         "stages": {str(k): v for k, v in STAGE_NAMES.items()},
         "index": {"url": index.url, "next_seq": st.next_seq, "schema_version": index.meta.schema_version},
     }
-    cmap = ClusterMap.from_arrays(sk.ids, cluster_ids, rep, stages, sk.lengths, config=cfg.model_dump(mode="json"),
+    cmap = ClusterMap.from_arrays(ids, cluster_ids, rep, stages, sk.lengths, config=cfg.model_dump(mode="json"),
                                   fingerprint=fingerprint(cfg), seed=cfg.seed, hash_scheme=HASH_SCHEME,
                                   build_info=build_info, metadata=dict(metadata) if metadata else None,
                                   created_at=created_at, extras=extras)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -43,11 +43,26 @@ from ..errors import InputError, StorageError
 from ..sketches.batch import Sketches
 from ..sketches.source import TextSource
 
-__all__ = ["Layout", "record_dtype", "encode", "attach_sets", "decode", "concat", "band_rows"]
+__all__ = ["Docs", "Layout", "record_dtype", "encode", "with_sets", "without_sets", "decode", "concat", "band_rows"]
 
 F_EMPTY, F_VECTOR, F_CHAR = 1, 2, 4
 #: salt of the exact-hash band key (used only when the MinHash stage is off)
 _EXACT_SALT = np.uint64(0x6A09E667F3BCC909)
+
+
+class Docs(NamedTuple):
+    """Documents as the index's steps hand them on: their sketches, each one's Jaccard threshold
+    (``source_thresholds``: the record's ``threshold``; None without), and their texts at hand (a
+    batch being added or queried: what its sketching returned; None for stored documents, whose
+    texts the index does not keep)."""
+
+    sketches: Sketches
+    thresholds: Optional[np.ndarray] = None
+    source: Optional[TextSource] = None
+
+    @property
+    def n(self) -> int:
+        return self.sketches.n
 
 
 @dataclass(frozen=True)
@@ -124,9 +139,10 @@ def record_dtype(cfg: BuildConfig, layout: Layout) -> np.dtype:
     return np.dtype(fields)
 
 
-def encode(sk: Sketches, cfg: BuildConfig, layout: Layout) -> list[bytes]:
-    """One payload per document of ``sk`` (with its shingle set when ``layout.shingles``: then
-    ``sk.sets32`` must be set, see :func:`attach_sets`)."""
+def encode(docs: Docs, cfg: BuildConfig, layout: Layout) -> list[bytes]:
+    """One payload per document of ``docs`` (with its shingle set when ``layout.shingles``: then
+    its sketches must have ``sets32``, see :func:`with_sets`)."""
+    sk = docs.sketches
     dt = record_dtype(cfg, layout)
     rec = np.zeros(sk.n, dtype=dt)
     flags = sk.empty.astype(np.uint8) * F_EMPTY
@@ -150,27 +166,36 @@ def encode(sk: Sketches, cfg: BuildConfig, layout: Layout) -> list[bytes]:
         assert sk.keys is not None
         rec["keys"] = sk.keys.reshape(sk.n, -1)
     if "threshold" in names:
-        assert sk.doc_threshold is not None, "an index with source_thresholds needs each document's threshold"
-        rec["threshold"] = sk.doc_threshold
+        assert docs.thresholds is not None, "an index with source_thresholds needs each document's threshold"
+        rec["threshold"] = docs.thresholds
     buf = rec.tobytes()
     size = dt.itemsize
     if not layout.shingles:
         return [buf[i * size: (i + 1) * size] for i in range(sk.n)]
-    assert sk.sets32 is not None and sk.sets32_indptr is not None, "attach_sets first"
+    assert sk.sets32 is not None and sk.sets32_indptr is not None, "with_sets first"
     tail = sk.sets32.astype("<u4", copy=False).tobytes()
     ptr = (sk.sets32_indptr * 4).tolist()
     return [buf[i * size: (i + 1) * size] + tail[ptr[i]: ptr[i + 1]] for i in range(sk.n)]
 
 
-def attach_sets(sk: Sketches, texts, cfg: BuildConfig) -> None:
-    """Set ``sk.sets32``/``sk.sets32_indptr`` from the documents' texts (a batch being added or queried)."""
+def with_sets(docs: Docs, cfg: BuildConfig) -> Docs:
+    """``docs`` with each document's 32-bit shingle set (``sets32``/``sets32_indptr``) from its texts
+    at hand (a batch being added or queried that its sketching did not give them)."""
     from ..text import shingle_sets32
 
-    sk.sets32_indptr, sk.sets32 = shingle_sets32(texts, cfg.text, cfg.seed)
+    assert docs.source is not None, "a batch with texts has them at hand (Index._sketch makes them a sequence)"
+    indptr, sets = shingle_sets32(docs.source.texts, cfg.text, cfg.seed)
+    return docs._replace(sketches=replace(docs.sketches, sets32_indptr=indptr, sets32=sets))
 
 
-def decode(payloads: Sequence[bytes], cfg: BuildConfig, layout: Layout, url: str) -> Sketches:
-    """The :class:`Sketches` of stored documents (in the order given), as the linking code reads them."""
+def without_sets(docs: Docs) -> Docs:
+    """``docs`` without shingle sets (an index created before the stored sets has none to compare with)."""
+    return docs._replace(sketches=replace(docs.sketches, sets32_indptr=None, sets32=None))
+
+
+def decode(payloads: Sequence[bytes], cfg: BuildConfig, layout: Layout, url: str) -> Docs:
+    """The :class:`Docs` of stored documents (in the order given): their sketches, as the linking
+    code reads them, and their thresholds."""
     dt = record_dtype(cfg, layout)
     size = dt.itemsize
     if layout.shingles:
@@ -183,59 +208,60 @@ def decode(payloads: Sequence[bytes], cfg: BuildConfig, layout: Layout, url: str
         raise StorageError(f"a stored document of {url} has a {len(payloads[bad])}-byte record where this index's "
                            f"config makes {want}; the index was altered by another program or version.")
     n = len(payloads)
+    fields: dict = {}
     if layout.shingles:
         rec = np.frombuffer(b"".join([p[:size] for p in payloads]), dtype=dt) if n else np.zeros(0, dtype=dt)
         lens = np.fromiter((len(p) - size for p in payloads), dtype=np.int64, count=n) // 4
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lens, out=indptr[1:])
-        sets = np.frombuffer(b"".join([p[size:] for p in payloads]), dtype="<u4").astype(np.uint32)
+        fields["sets32_indptr"] = indptr
+        fields["sets32"] = np.frombuffer(b"".join([p[size:] for p in payloads]), dtype="<u4").astype(np.uint32)
     else:
         rec = np.frombuffer(b"".join(payloads), dtype=dt) if n else np.zeros(0, dtype=dt)
     names = dt.names or ()
     flags = rec["flags"]
-    sk = Sketches(ids=list(range(n)), lengths=rec["length"].astype(np.uint32), exact=rec["exact"].astype(np.uint64),
-                  empty=(flags & F_EMPTY) != 0, has_text=layout.texts)
-    if layout.shingles:
-        sk.sets32_indptr, sk.sets32 = indptr, sets
     if cfg.text.shingle == "auto" and layout.texts:
-        sk.char_docs = (flags & F_CHAR) != 0
+        fields["char_docs"] = (flags & F_CHAR) != 0
     if "minhash" in names:
-        sk.minhash = np.ascontiguousarray(rec["minhash"], dtype=np.uint32)
+        fields["minhash"] = np.ascontiguousarray(rec["minhash"], dtype=np.uint32)
     if "tsimhash" in names:
-        sk.text_simhash = np.ascontiguousarray(rec["tsimhash"], dtype=np.uint64)
+        fields["text_simhash"] = np.ascontiguousarray(rec["tsimhash"], dtype=np.uint64)
     if "simhash" in names:
-        sk.simhash = np.ascontiguousarray(rec["simhash"], dtype=np.uint64)  # (n, words): a subarray field
+        fields["simhash"] = np.ascontiguousarray(rec["simhash"], dtype=np.uint64)  # (n, words): a subarray field
     if "vector" in names:
         dtype = np.float64 if cfg.simhash is not None and cfg.simhash.verify == "exact" else np.float32
-        sk.vectors = np.ascontiguousarray(rec["vector"], dtype=dtype)
+        fields["vectors"] = np.ascontiguousarray(rec["vector"], dtype=dtype)
     if "keys" in names:
         k = np.ascontiguousarray(rec["keys"], dtype=np.float64)
-        sk.keys = k[:, 0].copy() if layout.key_columns == 1 else k
-    if "threshold" in names:
-        sk.doc_threshold = np.ascontiguousarray(rec["threshold"], dtype=np.float64)
-    return sk
+        fields["keys"] = k[:, 0].copy() if layout.key_columns == 1 else k
+    sk = Sketches(ids=list(range(n)), lengths=rec["length"].astype(np.uint32), exact=rec["exact"].astype(np.uint64),
+                  empty=(flags & F_EMPTY) != 0, has_text=layout.texts, **fields)
+    thresholds = np.ascontiguousarray(rec["threshold"], dtype=np.float64) if "threshold" in names else None
+    return Docs(sk, thresholds)
 
 
-def concat(a: Sketches, b: Sketches) -> Sketches:
-    """``a``'s documents followed by ``b``'s (the same fields set); ``b``'s texts stay at hand."""
+def concat(a: Docs, b: Docs) -> Docs:
+    """``a``'s documents followed by ``b``'s (the same fields set); ``b``'s texts stay at hand, as
+    documents ``a.n, a.n + 1, ...`` (without what their sketching kept)."""
 
     def cat(x, y):
         if x is None or y is None:
             return None
         return np.concatenate([x, y.astype(x.dtype, copy=False)])
 
-    sk = Sketches(ids=list(a.ids) + list(b.ids), lengths=cat(a.lengths, b.lengths), exact=cat(a.exact, b.exact),
-                  empty=cat(a.empty, b.empty), minhash=cat(a.minhash, b.minhash),
-                  text_simhash=cat(a.text_simhash, b.text_simhash), simhash=cat(a.simhash, b.simhash),
-                  vectors=cat(a.vectors, b.vectors), keys=cat(a.keys, b.keys), char_docs=cat(a.char_docs, b.char_docs),
-                  doc_threshold=cat(a.doc_threshold, b.doc_threshold), has_text=a.has_text or b.has_text)
-    if a.sets32 is not None and b.sets32 is not None:  # every document's set: exact checks for every pair
-        assert a.sets32_indptr is not None and b.sets32_indptr is not None
-        sk.sets32 = np.concatenate([a.sets32, b.sets32])
-        sk.sets32_indptr = np.concatenate([a.sets32_indptr, b.sets32_indptr[1:] + a.sets32_indptr[-1]])
-    # the new documents' texts, after the stored ones (without what their sketching kept)
-    sk.source = TextSource(b.source.texts, a.n) if b.source is not None else None
-    return sk
+    x, y = a.sketches, b.sketches
+    sets: dict = {}
+    if x.sets32 is not None and y.sets32 is not None:  # every document's set: exact checks for every pair
+        assert x.sets32_indptr is not None and y.sets32_indptr is not None
+        sets = {"sets32": np.concatenate([x.sets32, y.sets32]),
+                "sets32_indptr": np.concatenate([x.sets32_indptr, y.sets32_indptr[1:] + x.sets32_indptr[-1]])}
+    sk = Sketches(ids=list(x.ids) + list(y.ids), lengths=cat(x.lengths, y.lengths), exact=cat(x.exact, y.exact),
+                  empty=cat(x.empty, y.empty), minhash=cat(x.minhash, y.minhash),
+                  text_simhash=cat(x.text_simhash, y.text_simhash), simhash=cat(x.simhash, y.simhash),
+                  vectors=cat(x.vectors, y.vectors), keys=cat(x.keys, y.keys), char_docs=cat(x.char_docs, y.char_docs),
+                  has_text=x.has_text or y.has_text, **sets)
+    source = TextSource(b.source.texts, a.n) if b.source is not None else None
+    return Docs(sk, cat(a.thresholds, b.thresholds), source)
 
 
 def band_rows(sk: Sketches, docs: np.ndarray, cfg: BuildConfig) -> tuple[np.ndarray, np.ndarray]:

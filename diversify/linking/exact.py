@@ -1,6 +1,6 @@
 """The exact Jaccard check of borderline MinHash pairs: the documents' shingle sets (from the
 kept sets, or re-shingled from the texts at hand) and the check that joins a pair whose Jaccard
-reaches the threshold. What it computes goes into the build's :class:`ExactMemo` for the fold check.
+reaches the threshold. What it computes goes into the build's :class:`ExactMemo` for the cut into clusters.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import numpy as np
 from ..config import BuildConfig
 from ..sketches.batch import Sketches
 from ..sketches.memo import ExactMemo
+from ..sketches.source import TextSource
 from ..staging import agreement_band
 from .keys import _minhash_config
 
@@ -64,8 +65,10 @@ def link_exact(pairs: np.ndarray, rows: np.ndarray, shingles: ShingleRows, cfg: 
     return jaccard
 
 
-def decide_deferred(pairs: np.ndarray, sk: Sketches, cfg: BuildConfig, forest: Forest, memo: ExactMemo) -> int:
-    """Exact Jaccard for borderline pairs whose texts are at hand; the estimate decides the rest.
+def decide_deferred(pairs: np.ndarray, sk: Sketches, cfg: BuildConfig, forest: Forest, memo: ExactMemo,
+                    source: Optional[TextSource]) -> int:
+    """Exact Jaccard for borderline pairs whose texts are at hand (in ``source``, or the stored
+    shingle sets ``sk.sets32``); the estimate decides the rest.
 
     ``forest`` is the MinHash stage's (its joins and counters); the Jaccard of every pair checked
     from re-shingled texts goes into ``memo``, and a pair ``memo`` knows already is not re-shingled.
@@ -85,7 +88,6 @@ def decide_deferred(pairs: np.ndarray, sk: Sketches, cfg: BuildConfig, forest: F
         rows = ShingleRows(ptr[:-1].copy(), np.diff(ptr), sk.sets32.astype(np.uint64))
         link_exact(np.ascontiguousarray(pairs), np.ascontiguousarray(pairs), rows, cfg, forest)
         return int(pairs.shape[0])
-    source = sk.source
     have = (pairs >= source.offset).all(axis=1) if source is not None else np.zeros(len(pairs), bool)
     exact_pairs = pairs[have]
     known = memo.lookup(exact_pairs)

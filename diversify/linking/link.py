@@ -25,6 +25,7 @@ import numpy as np
 from ..config import BuildConfig
 from ..sketches.batch import Sketches
 from ..sketches.memo import ExactMemo
+from ..sketches.source import TextSource
 from ..stages import STAGE_EXACT, STAGE_MINHASH, STAGE_SIMHASH, STAGE_TEXT_SIMHASH
 from ..staging import agreement_band
 from .bands import hamming_radius
@@ -68,7 +69,7 @@ class LinkStats:
 class Linked(NamedTuple):
     """What :func:`link` returns: the union-find forest of the verified edges, each document's
     stage bits, the counts per stage, and the exact Jaccard of the pairs it checked from
-    re-shingled texts (for the fold check)."""
+    re-shingled texts (for the cut of components into clusters)."""
 
     parent: np.ndarray  # int64 (n,) union-find forest: component_roots(parent) are the components
     flags: np.ndarray  # uint8 (n,) the stages whose edges joined each document
@@ -175,13 +176,16 @@ def _first_of_exact(exact: np.ndarray, eligible: np.ndarray) -> np.ndarray:
     return mask
 
 
-def link(sk: Sketches, config: BuildConfig, *, parent: Optional[np.ndarray] = None,
+def link(sk: Sketches, config: BuildConfig, *, source: Optional[TextSource] = None, parent: Optional[np.ndarray] = None,
          flags: Optional[np.ndarray] = None, new_start: int = 0, timings: dict, progress: bool = False) -> Linked:
     """Run every enabled stage, cheap first, and return the forest they joined (:class:`Linked`).
 
-    ``parent`` and ``flags``: the forest and stage bits to start from (``add``: the artifact's
-    components and stages; taken over, not copied), else every document on its own. ``progress``:
-    a bar on stderr while the MinHash stage scans its bands."""
+    ``source``: the texts at hand (:class:`~diversify.sketches.source.TextSource`), from which the
+    MinHash stage decides borderline pairs by exact Jaccard under ``verify="auto"``; None: the
+    estimate decides them (or the stored shingle sets, ``sk.sets32``). ``parent`` and ``flags``:
+    the forest and stage bits to start from (``add``: the artifact's components and stages; taken
+    over, not copied), else every document on its own. ``progress``: a bar on stderr while the
+    MinHash stage scans its bands."""
     out = Linked(parent if parent is not None else np.arange(sk.n, dtype=np.int64),
                  flags if flags is not None else np.zeros(sk.n, dtype=np.uint8), LinkStats(), ExactMemo(sk.n))
     has_text = sk.minhash is not None or config.exact or sk.text_simhash is not None
@@ -195,7 +199,8 @@ def link(sk: Sketches, config: BuildConfig, *, parent: Optional[np.ndarray] = No
         lsh_mask = _first_of_exact(sk.exact, text_ok) if config.exact else text_ok
         lsh_docs = np.flatnonzero(lsh_mask).astype(np.int64)
         if config.minhash is not None and sk.minhash is not None and lsh_docs.size:
-            stages.append(("lsh_minhash", functools.partial(_minhash_stage, progress=progress), lsh_docs))
+            stages.append(("lsh_minhash", functools.partial(_minhash_stage, source=source, progress=progress),
+                           lsh_docs))
         if config.text_simhash is not None and sk.text_simhash is not None and lsh_docs.size:
             stages.append(("lsh_text_simhash", _text_simhash_stage, lsh_docs))
     if config.simhash is not None and sk.simhash is not None:
@@ -219,7 +224,7 @@ def _exact_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, out: Linke
 
 
 def _minhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, out: Linked,
-                 new_start: int, *, progress: bool = False) -> None:
+                 new_start: int, *, source: Optional[TextSource], progress: bool = False) -> None:
     from .._kernels import linking as kl
 
     assert sk.minhash is not None
@@ -231,7 +236,7 @@ def _minhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, out: Lin
         shingles = kl.ShingleRows(sk.sets32_indptr[:-1].copy(), np.diff(sk.sets32_indptr), sk.sets32.astype(np.uint64))
     elif sk.shingle_indptr is not None and sk.shingle_hashes is not None:
         shingles = kl.ShingleRows(sk.shingle_indptr[:-1], np.diff(sk.shingle_indptr), sk.shingle_hashes)
-    verifier = make_verifier(kind, config, auto=sk.source is not None or sk.sets32 is not None, minhash=sk.minhash,
+    verifier = make_verifier(kind, config, auto=source is not None or sk.sets32 is not None, minhash=sk.minhash,
                              shingles=shingles)
     forest = make_forest(out.parent, out.flags, STAGE_MINHASH)
     n_exact = n_rechecked = 0
@@ -239,7 +244,7 @@ def _minhash_stage(sk: Sketches, config: BuildConfig, docs: np.ndarray, out: Lin
     def on_borderline(pairs: np.ndarray) -> None:
         nonlocal n_exact, n_rechecked
         before = int(forest.counters[1])  # the exact checks are the only verifications decide_deferred counts
-        n_exact += decide_deferred(pairs, sk, config, forest, out.memo)
+        n_exact += decide_deferred(pairs, sk, config, forest, out.memo, source)
         n_rechecked += int(forest.counters[1]) - before
 
     parts: Iterator[Union[Buckets, Part]]

@@ -53,7 +53,7 @@ def spilled_bands(minhash: np.ndarray, docs: np.ndarray, config: BuildConfig, ne
             at = end
     shared_files = []
     # the documents the scan may compare (in a shared bucket), and those already joined to another
-    # (the exact stage's): the fold check's members are among them unless a later stage joins more
+    # (the exact stage's): the cut's members are among them unless a later stage joins more
     keep = parent != np.arange(parent.size, dtype=parent.dtype)
     keep[parent[keep]] = True
     for f in key_files:

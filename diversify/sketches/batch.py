@@ -2,9 +2,10 @@
 
 Texts are encoded in chunks into one UTF-8 buffer and offsets, then shingled and MinHashed by the
 kernels (one fused pass when the config allows it); vectors are validated, normalized and
-SimHashed. The result, :class:`Sketches`, is what the local and Dask engines link and what ``add``
-keeps in the artifact; its ``source`` (:class:`~diversify.sketches.source.TextSource`) is what the
-exact checks re-shingle texts from.
+SimHashed. The result, :class:`Sketched`, holds the :class:`Sketches` (what the local and Dask
+engines link and what ``add`` keeps in the artifact) and, beside them, the texts at hand
+(:class:`~diversify.sketches.source.TextSource`) that the exact checks re-shingle: the stages that
+re-shingle take it as an argument of its own.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence, Sized
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -35,7 +36,7 @@ from .minhash import minhash_signatures, sketch_oph_buffer, sketch_oph_sets_buff
 from .simhash import text_simhash_buffer
 from .source import EncodedTexts, TextSource
 
-__all__ = ["Sketches", "sketch_texts", "sketch_vectors", "chunks", "progress_bar"]
+__all__ = ["Sketches", "Sketched", "sketch_texts", "sketch_vectors", "chunks", "progress_bar"]
 
 
 @dataclass
@@ -55,10 +56,6 @@ class Sketches:
     text_simhash: Optional[np.ndarray] = None  # uint64 (n,) Charikar fingerprints of the texts
     vectors: Optional[np.ndarray] = None  # float32/64 (n, d), L2-normalized
     keys: Optional[np.ndarray] = None  # float64 (n,) or (n, m) representative keys
-    # float64 (n,) the Jaccard threshold of each document's source, as the live index stores it with
-    # the document (diversify.index.payload); a build passes its thresholds to the fold check itself
-    doc_threshold: Optional[np.ndarray] = None
-    fold_similarity: Optional[np.ndarray] = None  # float32 (n,) of an artifact `add` extends (see clusters)
     char_docs: Optional[np.ndarray] = None  # bool (n,) documents shingle="auto" shingled by character
     # each document's sorted distinct shingle hashes cut to their high 32 bits, CSR over ALL
     # documents (the live index stores them so that borderline pairs with stored documents are
@@ -66,8 +63,6 @@ class Sketches:
     sets32_indptr: Optional[np.ndarray] = None  # int64 (n+1,)
     sets32: Optional[np.ndarray] = None  # uint32 (nnz,)
     has_text: bool = True  # False for a vectors-only build
-    # the texts at hand for re-shingling (verify="auto"/"exact" checks): a sequence was given
-    source: Optional[TextSource] = None
     # where the signatures and the band keys are kept on disk (build(spill_dir=...)): ``minhash`` is
     # then a mapping of its file, which the stages read back in blocks (see diversify._spill)
     spill: Optional[Spill] = None
@@ -76,6 +71,14 @@ class Sketches:
     def n(self) -> int:
         return len(self.ids)
 
+
+class Sketched(NamedTuple):
+    """What sketching returns: the documents' sketches, and the texts at hand for re-shingling
+    (verify="auto"/"exact" checks; None unless a sequence of texts was given), which the linking's
+    exact checks and the cut into clusters take as an argument."""
+
+    sketches: Sketches
+    source: Optional[TextSource]
 
 
 def chunks(iterable: Iterable, size: int) -> Iterator[list]:
@@ -229,7 +232,7 @@ class _Gathered:
         self.seconds_signatures += chunk.seconds_signatures
 
     def sketches(self, ids: list | PackedIds, texts: Iterable, id_offset: int,
-                 encoded: Optional[EncodedTexts]) -> Sketches:
+                 encoded: Optional[EncodedTexts]) -> Sketched:
         config = self.config
         sk = Sketches(
             ids=ids,
@@ -238,9 +241,10 @@ class _Gathered:
             exact=np.concatenate(self.exact) if self.exact else np.zeros(0, np.uint64),
             empty=np.concatenate(self.empty) if self.empty else np.zeros(0, bool),
         )
+        source = None
         if isinstance(texts, Sequence) and not isinstance(texts, (str, bytes)):
             counts = np.concatenate(self.n_shingles) if self.n_shingles else np.zeros(0, np.uint32)
-            sk.source = TextSource(texts, id_offset, encoded, counts)
+            source = TextSource(texts, id_offset, encoded, counts)
         if config.text_simhash is not None:
             sk.text_simhash = np.concatenate(self.fingerprints) if self.fingerprints else np.zeros(0, np.uint64)
         if config.minhash is not None:
@@ -252,7 +256,7 @@ class _Gathered:
         if self.sets32_indptrs:
             sk.sets32_indptr, sets = _concat_csr(self.sets32_indptrs, self.sets32_values)
             sk.sets32 = sets.astype(np.uint32, copy=False)
-        return sk
+        return Sketched(sk, source)
 
     def _signatures(self, num_perm: int) -> np.ndarray:
         if self.sig_file is not None:
@@ -293,8 +297,9 @@ def _check_no_ids_left(id_iter: Optional[Iterator], n_texts: int) -> None:
 
 def sketch_texts(texts: Iterable, ids: Optional[Iterable], config: BuildConfig, *, id_offset: int = 0,
                  chunk_size: int = 16384, progress: bool = False, timings: dict, sets32: bool = False,
-                 spill: Optional[Spill] = None) -> Sketches:
-    """Normalize, shingle and MinHash documents chunk by chunk (memory: one chunk of shingles).
+                 spill: Optional[Spill] = None) -> Sketched:
+    """Normalize, shingle and MinHash documents chunk by chunk (memory: one chunk of shingles);
+    the sketches, and the texts at hand when ``texts`` is a sequence (:class:`Sketched`).
 
     ``sets32``: also each document's 32-bit shingle set where the fused kernel runs (see
     :func:`_sketch_chunk`). ``spill``: the signatures are written there chunk by chunk and read

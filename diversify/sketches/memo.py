@@ -1,9 +1,9 @@
 """The exact-check memo: the exact Jaccard of the document pairs the linking checked from
-re-shingled texts, handed to the fold check so that it does not re-shingle a pair's documents
+re-shingled texts, handed to the cut of components into clusters so that it does not re-shingle a pair's documents
 again (the same sets give the same value; only the re-shingling is saved).
 
 The linking writes it (:func:`diversify.linking.exact.decide_deferred`) and returns it with its
-forest (:class:`diversify.linking.link.Linked`); the fold check reads it
+forest (:class:`diversify.linking.link.Linked`); the cut reads it
 (:func:`diversify.clusters.guarantee.guaranteed_clusters`).
 """
 
@@ -31,7 +31,7 @@ class ExactMemo:
 
     def known(self) -> tuple[np.ndarray, np.ndarray]:
         """The pairs of :meth:`remember` as sorted keys ``a * n + b`` (int64, a < b, unique) and
-        their exact Jaccard (float64): what the fold check looks a pair up in."""
+        their exact Jaccard (float64): what the cut looks a pair up in."""
         if not self.parts:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         pairs = np.concatenate([p for p, _ in self.parts])
@@ -41,7 +41,7 @@ class ExactMemo:
 
     def pair_keys(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """The key of each document pair (a, b) in either order: ``min * n + max`` (int64), as
-        :meth:`known` and the fold kernel (diversify._kernels.fold) write it."""
+        :meth:`known` and the cut's kernel (diversify._kernels.fold) write it."""
         return np.minimum(a, b).astype(np.int64) * np.int64(self.n) + np.maximum(a, b)
 
     def lookup(self, pairs: np.ndarray) -> np.ndarray:

@@ -1,7 +1,7 @@
 """The text source for re-shingling: the texts of a build's documents at hand after sketching,
 with what sketching kept to re-shingle them fast (the encodings of non-ASCII chunks, each text's
-shingle count). The exact checks of borderline pairs (:mod:`diversify.linking.exact`) and the fold
-check (:mod:`diversify.clusters.guarantee`) re-shingle documents from it."""
+shingle count). The exact checks of borderline pairs (:mod:`diversify.linking.exact`) and the cut of
+components into clusters (:mod:`diversify.clusters.guarantee`) re-shingle documents from it."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ KEEP_ENCODED = 256 << 20
 class EncodedTexts:
     """The encoded chunks of non-ASCII documents (``encode_batch``'s buffer and offsets), kept
     after sketching while they fit in ``budget`` bytes, so that the exact checks of borderline
-    pairs and the fold check re-shingle those documents without normalizing them again.
+    pairs and the cut into clusters re-shingle those documents without normalizing them again.
 
     A document's encoding does not depend on the batch it was encoded in (tests/unit/test_text_batch.py
     checks ``encode_batch`` against the per-document rule), so bytes taken from here are the bytes a

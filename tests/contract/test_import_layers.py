@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("text",),  # the text rule
     ("sketches",),  # MinHash/SimHash signatures
     ("staging", "linking.bands"),  # the stage layer the engines and the index share; LSH band math
-    ("linking", "clusters"),  # candidate scan and verification; labels and the fold check
+    ("linking", "clusters"),  # candidate scan and verification; labels and the cut into clusters
     ("artifact", "evaluate"),  # the .dvf container; metrics
     ("corpus",),  # readers and generated corpora
     ("engines", "index", "online"),  # offline builds; the live index; online folding

@@ -146,7 +146,7 @@ FOLD_PROBE = textwrap.dedent("""
 
 
 def test_fold_check_left_to_a_running_helper_is_waited_for(tmp_path):
-    """Cold cache, a helper compiling: the fold check of fewer than _KERNEL_FROM_WHILE_AHEAD
+    """Cold cache, a helper compiling: the cut into clusters of fewer than _KERNEL_FROM_WHILE_AHEAD
     components takes the numpy path instead of compiling the kernel the helper compiles, and the
     helper is then waited for (not stopped), so the kernel is in the cache for the next command.
     Without a helper the old bound holds (the kernel is compiled from _KERNEL_FROM components)."""

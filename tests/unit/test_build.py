@@ -471,7 +471,7 @@ def test_borderline_estimate_decisions_count_only_real_merges():
     forest = make_forest(parent, flags, BIT)
     counters = forest.counters
     memo = ExactMemo(n)
-    decide_deferred(np.array([[2, 0]], dtype=np.int64), sk, BuildConfig(), forest, memo)
+    decide_deferred(np.array([[2, 0]], dtype=np.int64), sk, BuildConfig(), forest, memo, None)
     assert not memo.parts, "no pair was checked from texts, so none is remembered"
     assert counters[2] == 0, f"no components were joined but {counters[2]} merge(s) were counted"
     assert not (flags & BIT).any(), "no edge merged anything, so no document should record the stage"

@@ -121,7 +121,9 @@ def test_stats_and_eval_say_what_the_clusters_are(tmp_path, capsys):
     capsys.readouterr()
     assert main(["stats", str(art)]) == 0
     out = capsys.readouterr().out
-    assert "clustering       guaranteed" in out and "similarity       folded documents" in out
+    assert "clustering       clique  (every two members of a cluster verified similar)" in out
+    assert "similarity       folded documents" in out
+    assert "pairwise purity  100.0% of 10 sampled member pairs verified similar (of 10 pairs inside clusters)" in out
     labels = tmp_path / "labels.jsonl"
     labels.write_text("".join(json.dumps({"id": d["id"], "label": "x" if d["id"] == "x" else "b"}) + "\n" for d in docs))
     assert main(["eval", str(art), "--labels", str(labels), "--corpus", str(corpus), "--json"]) == 0

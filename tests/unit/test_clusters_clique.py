@@ -222,3 +222,21 @@ def test_vectors_every_pair_above_the_cosine_threshold(rng):
     assert cos[same].min() >= t - 1e-6
     assert (comp.cluster_ids[:, None] == comp.cluster_ids[None, :])[~same].any() or cos.min() >= t
     assert np.unique(cids).size < v.shape[0], "near neighbours still cluster"
+
+
+@pytest.mark.parametrize("given,stored", [([], "clique"), (["--clustering", "star"], "star"),
+                                          (["--clustering", "guaranteed"], "star")])
+def test_the_command_line_default_is_clique_and_takes_the_earlier_name(tmp_path, rng, given, stored):
+    import json
+
+    from diversify import load
+    from diversify.cli.main import main
+
+    texts = _walk(rng, 12, swaps=3)
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    art = tmp_path / "c.dvf"
+    assert main(["build", str(corpus), "-o", str(art), "--no-progress", *given]) == 0
+    cm = load(art)
+    assert cm.config["clustering"] == stored
+    assert cm.build_info["purity"]["promise"].startswith("every")

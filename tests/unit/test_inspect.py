@@ -88,7 +88,7 @@ def test_columns_follow_what_the_artifact_stores(art, corpus):
         assert len(cols["stages"][d]) == 1, "a folded document names the one stage that verified it"
         if cols["stages"][d] == ["exact"]:
             assert cols["similarity"][d] == 1.0
-        else:  # verify="exact": the fold check's exact Jaccard against the representative
+        else:  # verify="exact": the cut's exact Jaccard against the representative
             assert cols["stages"][d] == ["minhash"]
             assert cols["similarity"][d] == pytest.approx(jaccard(text_of[i], text_of[rep]), abs=1e-6)
             assert cols["similarity"][d] >= 0.5
@@ -148,7 +148,7 @@ def test_export_has_the_new_columns_and_one_boolean_spelling(art, tmp_path, caps
     # a formula id is neutralised in both id columns
     formula = [r for r in csv_rows if r["id"].startswith("'=")]
     assert formula and all(not r["representative_id"].startswith(("=", "+", "-", "@")) for r in csv_rows)
-    if name == "c":  # components: no fold check, no verified similarity: empty / null, never invented
+    if name == "c":  # components: no cut, no verified similarity: empty / null, never invented
         assert set(cols["similarity"]) == {None}
         assert {r["similarity"] for r in csv_rows} == {""}
         assert {r["similarity"] for r in got["jsonl"]} == {None}
@@ -180,16 +180,17 @@ def test_show_a_cluster_lists_members_similarity_and_stages(art, capsys):
     view = cluster_view(cm, cluster_id=c)
     assert lines[0] == f"cluster          #{c}"
     assert lines[1] == f"size             {view['size']}"
+    assert lines[2] == "promise          every two members verified similar (clique)"
     assert view["size"] == len(cm.members(c)) >= 4
     for m in view["members"]:
-        row = [line for line in lines[4:] if line.endswith(" " + _escaped(m["id"]))]
+        row = [line for line in lines[5:] if line.endswith(" " + _escaped(m["id"]))]
         assert len(row) == 1, (m["id"], out)
         assert f"{m['similarity']:.3f}" in row[0]
         assert ("representative" if m["is_representative"] else m["stages"][0]) in row[0]
     assert view["members"][0]["is_representative"] and view["members"][0]["id"] == cm.representative_of(c)
     # every line is one line: the ids' line breaks, ESC and bidi override are escaped
     assert "\x1b" not in out and "\u202e" not in out and "line\\x0abreak" in out
-    assert len(lines) == 4 + view["size"]
+    assert len(lines) == 5 + view["size"]
 
 
 def _escaped(i) -> str:

@@ -125,10 +125,10 @@ def test_index_batches_sketch_their_sets_in_the_one_pass(tmp_path, monkeypatch):
     from diversify.index import payload
 
     def second_pass(*a, **k):
-        raise AssertionError("attach_sets ran: the sets were not taken from the sketch pass")
+        raise AssertionError("with_sets ran: the sets were not taken from the sketch pass")
 
-    monkeypatch.setattr(payload, "attach_sets", second_pass)
-    monkeypatch.setattr("diversify.index.core.attach_sets", second_pass)
+    monkeypatch.setattr(payload, "with_sets", second_pass)
+    monkeypatch.setattr("diversify.index.core.with_sets", second_pass)
     idx = diversify.Index(f"sqlite:///{tmp_path / 'i.db'}")
     base = "the quick brown fox jumps over the lazy dog near the river bank today "
     first = idx.add([base * 3, "something else entirely " * 5], ids=["a", "b"])

@@ -61,8 +61,7 @@ def test_budget_bounds_what_is_kept():
 def test_reshingle_equals_sorted_unique_shingles():
     texts = _texts(300)
     cfg = BuildConfig()
-    sk = sb.sketch_texts(texts, None, cfg, chunk_size=64, timings={})
-    source = sk.source
+    source = sb.sketch_texts(texts, None, cfg, chunk_size=64, timings={}).source
     assert source is not None and source.encoded is not None and len(source.encoded.chunks) == 5
     # the room of each re-shingled document comes from the sketching pass's counts
     assert source.shingle_counts is not None and source.shingle_counts.dtype == np.uint32
@@ -88,7 +87,7 @@ def test_build_with_and_without_kept_encodings_writes_the_same_bytes(tmp_path, m
 
     monkeypatch.setattr(ts.EncodedTexts, "encode", counted)
     with_kept = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
-    assert sum(calls) > 100  # the exact checks and the fold check re-shingled from the kept chunks
+    assert sum(calls) > 100  # the exact checks and the cut into clusters re-shingled from the kept chunks
     monkeypatch.setattr(ts, "KEEP_ENCODED", 0)
     calls.clear()
     without = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
@@ -118,15 +117,15 @@ def test_reshingled_batches_equal_reshingle_of_each(tmp_path):
     for source in (texts, JsonlTexts(str(path))):
         if isinstance(source, JsonlTexts):
             assert sum(1 for _ in source) == 400  # the first pass, in order
-        sk = sb.sketch_texts(source, None, cfg, chunk_size=64, timings={})
-        assert sk.source is not None
-        got = list(ts.reshingled(sk.source, batches, cfg))
+        kept = sb.sketch_texts(source, None, cfg, chunk_size=64, timings={}).source
+        assert kept is not None
+        got = list(ts.reshingled(kept, batches, cfg))
         assert len(got) == len(batches)
         for docs, result in zip(batches, got):
-            want = ts.reshingle(sk.source, docs, cfg)
+            want = ts.reshingle(kept, docs, cfg)
             assert _sets(result) == _sets(want)
             assert _sets(result) == _sets(sorted_unique_shingles([texts[d] for d in docs], cfg.text, cfg.seed))
-        assert list(ts.reshingled(sk.source, [], cfg)) == []
+        assert list(ts.reshingled(kept, [], cfg)) == []
 
 
 def test_reshingled_raises_what_reading_raises(tmp_path):
@@ -137,11 +136,11 @@ def test_reshingled_raises_what_reading_raises(tmp_path):
     path = tmp_path / "c.jsonl"
     path.write_text("".join(f'{{"id": {i}, "text": {json.dumps(t)}}}\n' for i, t in enumerate(texts)), encoding="utf-8")
     source = JsonlTexts(str(path))
-    sk = sb.sketch_texts(source, None, BuildConfig(), chunk_size=16, timings={})
+    kept = sb.sketch_texts(source, None, BuildConfig(), chunk_size=16, timings={}).source
     path.write_text("changed\n", encoding="utf-8")
-    assert sk.source is not None
+    assert kept is not None
     with pytest.raises(InputError, match="changed"):
-        list(ts.reshingled(sk.source, [[0], [1]], BuildConfig()))
+        list(ts.reshingled(kept, [[0], [1]], BuildConfig()))
 
 
 def same_artifact(a, b, tmp_path) -> bool:
@@ -154,8 +153,8 @@ def same_artifact(a, b, tmp_path) -> bool:
 
 def test_fold_check_takes_the_linkings_exact_jaccard_for_pairs(tmp_path, monkeypatch):
     """A two-document component whose pair the linking checked exactly is not re-shingled for the
-    fold check: it takes the Jaccard the linking computed (the same sets, the same function). The
-    artifact is byte for byte the one the fold check writes when it shingles every member again."""
+    cut into clusters: it takes the Jaccard the linking computed (the same sets, the same function).
+    The artifact is byte for byte the one the cut writes when it shingles every member again."""
     texts = _texts(3000, seed=7)
     cfg = BuildConfig(minhash=MinHashConfig(threshold=0.8, verify="auto"))
     shingled: list = []
@@ -172,7 +171,7 @@ def test_fold_check_takes_the_linkings_exact_jaccard_for_pairs(tmp_path, monkeyp
     shingled.clear()
     without = diversify.build(texts, config=cfg, created_at="2000-01-01T00:00:00Z", chunk_size=1000)
     assert with_known.stats["exact_checks"]["minhash"] > 100  # the linking checked pairs exactly...
-    assert used < sum(shingled) - 100  # ...and the fold check re-shingled fewer documents for it
+    assert used < sum(shingled) - 100  # ...and the cut re-shingled fewer documents for it
     assert same_artifact(with_known, without, tmp_path)
 
 

@@ -48,7 +48,7 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(_spill, "GATHER_ROWS", 4096)
     monkeypatch.setattr(_spill, "SLICE_BYTES", 8192)
     monkeypatch.setattr(_spill, "_STAGE", 8192)
-    # the linking and the fold check hold the signatures of ~40 documents at a time: many groups
+    # the linking and the cut into clusters hold the signatures of ~40 documents at a time: many groups
     # of bands, bands cut between buckets, the fold's batches (of ~16 members) in many groups
     monkeypatch.setattr(_spill, "HELD_BYTES", 40 * 128 * 4)
     monkeypatch.setattr(_spill, "HELD_PER_DOC", 0)
@@ -156,15 +156,15 @@ def test_a_spilled_build_writes_the_bytes_of_a_build_in_memory(tmp_path, corpus,
 
 def test_a_spilled_build_holds_a_bounded_group_of_signatures_at_a_time(tmp_path, corpus, small_blocks,
                                                                        monkeypatch):
-    """The linking and the fold check hold at most the bound's rows (small_blocks: 40) in each
+    """The linking and the cut into clusters hold at most the bound's rows (small_blocks: 40) in each
     group, more only in a group of one bucket or of one component; dozens of groups give the bytes
     of one (the default bound)."""
-    from diversify._kernels import fold
+    from diversify._kernels import clique as fold
     from diversify.linking import link
     from diversify.linking.keys import Part
 
     events: list[tuple[str, int]] = []  # ("hold", documents), then what the group scans or folds
-    hold, scanned, folded = _spill.HeldRows.hold, link.scan_buckets, fold.fold_groups
+    hold, scanned, folded = _spill.HeldRows.hold, link.scan_buckets, fold.clique_groups
 
     def watched_hold(self, docs, keep=None):
         events.append(("hold", int(docs.size)))
@@ -193,7 +193,7 @@ def test_a_spilled_build_holds_a_bounded_group_of_signatures_at_a_time(tmp_path,
     monkeypatch.setattr(_spill, "gather_rows", watched_gather)
     monkeypatch.setattr(_spill.HeldRows, "hold", watched_hold)
     monkeypatch.setattr(link, "scan_buckets", watched_scan)
-    monkeypatch.setattr(fold, "fold_groups", watched_fold)
+    monkeypatch.setattr(fold, "clique_groups", watched_fold)
     small = diversify.build(iter(corpus.texts), ids=corpus.ids, spill_dir=tmp_path, chunk_size=500,
                             created_at=CREATED)
     groups = []  # (documents held, what the group did: "buckets"/"components", how many)
@@ -214,7 +214,7 @@ def test_a_spilled_build_holds_a_bounded_group_of_signatures_at_a_time(tmp_path,
     events.clear()
     whole = diversify.build(iter(corpus.texts), ids=corpus.ids, spill_dir=tmp_path, chunk_size=500,
                             created_at=CREATED)
-    assert [k for k, _ in events].count("hold") == 2  # the linking's one group, the fold check's
+    assert [k for k, _ in events].count("hold") == 2  # the linking's one group, the cut's
     assert _saved(small, tmp_path / "a.dvf") == _saved(whole, tmp_path / "b.dvf")
 
 

@@ -81,7 +81,7 @@ def _sketches_of(run: Run, cols: _Columns, with_minhash: bool) -> Sketches:
 
 
 class _TextsAt(Sequence):
-    """The texts of some documents, indexed by global document index (what the fold check reads)."""
+    """The texts of some documents, indexed by global document index (what the cut into clusters reads)."""
 
     def __init__(self, texts: dict):
         self._texts = texts
@@ -98,7 +98,7 @@ def _take_texts(part, local: np.ndarray) -> list:
 
 
 def _texts_in_components(run: Run, components: np.ndarray) -> _TextsAt:
-    """Texts of the documents in components of two or more: the only ones the fold check compares
+    """Texts of the documents in components of two or more: the only ones the cut into clusters compares
     (exactly, under verify="auto"), fetched from the input partitions that hold them."""
     from dask import delayed
 
@@ -111,7 +111,7 @@ def _texts_in_components(run: Run, components: np.ndarray) -> _TextsAt:
             jobs.append((lo, local, delayed(_take_texts, pure=True)(run.sources[p], local)))
     texts: dict = {}
     if jobs:
-        futs = run.compute([j[2] for j in jobs], "texts for the fold check")
+        futs = run.compute([j[2] for j in jobs], "texts for the cut into clusters")
         for (lo, local, _), got in zip(jobs, run.client.gather(futs)):
             texts.update(zip((local + lo).tolist(), got))
     return _TextsAt(texts)
@@ -135,14 +135,15 @@ def finish_build(run: Run, edges: Edges, cluster_ids: np.ndarray, *, metadata: O
     run.info["sketch_task_seconds"] = round(cols.seconds, 3)
     sk = _sketches_of(run, cols, with_minhash)
     del cols
+    source: Optional[TextSource] = None
     if guaranteed and run.cfg.minhash is not None and run.cfg.minhash.verify in ("auto", "exact"):
-        sk.source = TextSource(_texts_in_components(run, cluster_ids), 0)
+        source = TextSource(_texts_in_components(run, cluster_ids), 0)
     if run.cfg.minhash is not None and run.n_text:
         run.stats.merged["minhash"] = int(run.n - unique_sorted(cluster_ids).size - edges.exact_merged)
     run.timings["dask_gather"] = time.perf_counter() - t0
     # the labels are a forest of depth one; no pair was checked from re-shingled texts here
     linked = Linked(cluster_ids, flags, run.stats, ExactMemo(sk.n))
-    res = finish(sk, run.cfg, linked, run.timings, aliases=np.zeros((0, 2), np.int64),
+    res = finish(sk, run.cfg, linked, run.timings, source=source, aliases=np.zeros((0, 2), np.int64),
                  raw_cluster=None, metadata=metadata, created_at=created_at)
     # BuildStats has no "dask" key: the engine's own counts are an addition of this engine
     res.stats["dask"] = run.info

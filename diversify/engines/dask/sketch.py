@@ -23,7 +23,7 @@ def sketch_part(part: Part, cfg_json: dict) -> dict:
 
     cfg = BuildConfig(**cfg_json)
     t0 = time.perf_counter()
-    sk = sketch_texts(part.texts, None, cfg, timings={})
+    sk = sketch_texts(part.texts, None, cfg, timings={}).sketches
     n = sk.n
     if part.ids is not None and len(part.ids) != n:
         raise InputError(f"`ids` must have one id per text; a partition has {n} texts and {len(part.ids)} ids.")
