@@ -33,7 +33,7 @@ SUITE = Suite(
             "recall vs a greedy clique cover; a 10^4/10^5-copy family; build time on the cli corpus",
     results=("clique.json", "clique-*.json"), render="benchmarks.suites.clique:render", peers=("rensa", "datasketch"),
     quick={"corpora": ["licenses"], "peers": ["rensa"], "family_size": [1000], "cli_n": 3000, "cli_repeat": 1},
-    takes="~20 min (truth cached); add ~10 min for --family-size 100000")
+    takes="~40 min on 2 busy cores (the peers half of it; truth cached after the first run)")
 DEFAULT_COMMAND = "python -m benchmarks run --suite clique"
 CORPORA = ("manpages", "licenses", "chunks-para", "chunks-window")
 PEERS = ("rensa", "datasketch")
@@ -357,6 +357,7 @@ def _cli_md(cli: dict) -> list[str]:
 def _legend(results: dict) -> list[str]:
     chunks = results.get("chunks", {})
     para, win = chunks.get("chunks-para", {}), chunks.get("chunks-window", {})
+    peers = any(row["kind"] == "peer" for e in results["corpora"].values() for row in e.get("rows", {}).values())
     return [
         f"Corpora: this machine's man pages (raw roff) and licence/copyright files; `chunks-para`: both cut into "
         f"paragraph-bounded chunks of ~{para.get('target_words')} words ({num(para.get('docs'))} chunks); "
@@ -370,7 +371,8 @@ def _legend(results: dict) -> list[str]:
         "- References, on the exact truth graph: *clique-ref* greedy clique cover, centers by degree (ties: longest, "
         "then position), members taken by degree if adjacent to every member so far; *star-ref* star around the "
         "longest; *star-degree-ref* star with centers by degree; *components-ref* connected components.",
-        "- rensa / datasketch: 128 permutations, LSH at t, clusters = connected components of candidates whose "
-        "estimate is >= t. *pairs_checked*: the fold checks in the artifact's build info.",
+        ("- rensa / datasketch: 128 permutations, LSH at t, clusters = connected components of candidates whose "
+         "estimate is >= t. " if peers else "- Peers not run here (`--peers` empty). ")
+        + "*pairs_checked*: the fold checks in the artifact's build info.",
         "",
     ]

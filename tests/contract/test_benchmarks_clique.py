@@ -218,6 +218,7 @@ def test_renderer_reports_targets_met_and_not_met():
     assert "`star`: unavailable (refused)" in text
     assert "verification): manpages clique 0.999 (999/1000)." in text
     assert "True-pair recall by the size" not in text  # rows without the split: no table
+    assert "Peers not run here" in text
     results["corpora"]["manpages"]["rows"]["diversify-clique"]["scores"]["recall_by_component_size"] = [
         {"sizes": "2-16", "pairs": 5, "recall": 1.0}, {"sizes": ">256", "pairs": 2, "recall": 0.5}]
     text = "\n".join(clique.render(results))
