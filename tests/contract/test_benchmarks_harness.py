@@ -57,6 +57,33 @@ def test_every_renderer_lives_beside_its_suite():
             f"{name}: renderer {ref} is neither in the suite's module nor in a suite helper (suites/_*.py)")
 
 
+def test_every_suites_quick_settings_are_its_own_options():
+    """``--quick`` sets option values by name: a misspelled key would be ignored silently."""
+    import argparse
+
+    registry = _registry()
+    for name in registry.NAMES:
+        mod = registry.module(name)
+        p = argparse.ArgumentParser()
+        mod.add_arguments(p)
+        dests = {a.dest for a in p._actions}
+        assert set(mod.SUITE.quick) <= dests, f"{name}: --quick sets {sorted(set(mod.SUITE.quick) - dests)}, not options"
+        p.parse_args([])
+
+
+def test_the_clique_suite_takes_its_clusterings_as_a_parameter():
+    import argparse
+
+    mod = _registry().module("clique")
+    p = argparse.ArgumentParser()
+    mod.add_arguments(p)
+    assert p.parse_args([]).clusterings == ["clique", "star", "components"]
+    assert p.parse_args(["--clusterings", "guaranteed,components"]).clusterings == ["star", "components"]
+    assert p.parse_args(["--family-size", "10000", "100000"]).family_size == [10000, 100000]
+    with pytest.raises(SystemExit):
+        p.parse_args(["--clusterings", "cliques"])
+
+
 def test_unknown_suite_is_refused_with_the_list():
     registry = _registry()
     with pytest.raises(KeyError, match="python -m benchmarks list"):
