@@ -48,7 +48,7 @@ from .similarity import FoldStats, Similarity
 __all__ = ["clique_clusters", "DENSE_MAX", "SAMPLE", "BUDGET_PER_MEMBER"]
 
 #: members left in a component up to which every pair is checked and centers go by degree
-DENSE_MAX = 256
+DENSE_MAX = 1024
 #: members of the evenly spaced sample a large component's center is chosen from
 SAMPLE = 64
 #: pair checks outside the inner ring per member left in a large component's round
