@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Hashable, Sequence
 from typing import Any, Optional
 
@@ -35,7 +36,7 @@ import numpy as np
 
 from ..artifact import ClusterMap
 from ..config import resolve_config
-from ..errors import ConfigError, InputError, InputTypeError
+from ..errors import ConfigError, DiversifyWarning, InputError, InputTypeError
 from ..stages import STAGE_CONTAINMENT
 from ..text.sets import sorted_unique_shingles
 from .finish import BuildResult
@@ -148,7 +149,9 @@ def build_chunks(texts: Sequence[str], *, parents: Sequence, ids: Optional[Seque
     pcfg = cfg if page_config is None else resolve_config(page_config).model_copy(update={"incremental": False})
     chunked = build(texts, ids=ids, config=cfg, metadata=metadata, created_at=created_at)
     page_texts, page_of = _pages(texts, parents)
-    pages = build(page_texts, config=pcfg)
+    with warnings.catch_warnings():  # the pages only scope the chunks: their fold share is no news to the user
+        warnings.simplefilter("ignore", DiversifyWarning)
+        pages = build(page_texts, config=pcfg)
     starts, counts, hashes = sorted_unique_shingles(texts, cfg.text, cfg.seed)
     starts, counts = starts.astype(np.int64), counts.astype(np.int64)
     cluster = np.asarray(chunked.cluster_ids, dtype=np.int64)

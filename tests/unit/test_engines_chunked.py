@@ -160,3 +160,45 @@ def test_incremental_is_off_so_add_refuses_the_artifact(tmp_path):
     assert res.cluster_map.config["incremental"] is False
     with pytest.raises(DiversifyError):
         diversify.add(res.cluster_map, ["a new chunk of text here"], ids=["new"])
+
+
+def test_the_recipe_in_the_docs_runs(tmp_path, monkeypatch, capsys):
+    """docs/recipes/chunked-rag.md's Python block, on two versions of a page and an unrelated one."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "recipes" / "chunked-rag.md").read_text(encoding="utf-8")
+    code = re.findall(r"```python\n(.*?)```", doc, flags=re.S)[0]
+    assert re.search(r"^pages = ", code, flags=re.M)
+    rng = random.Random(4)
+    base = _paragraphs(rng, 16)
+    pages = {"ga": "\n\n".join(base), "beta": "\n\n".join(_paragraphs(rng, 1) + base[:8] + _paragraphs(rng, 1) + base[8:]),
+             "other": "\n\n".join(_paragraphs(rng, 8))}
+    monkeypatch.chdir(tmp_path)
+    exec(re.sub(r"^pages = .*$", "", code, flags=re.M), {"pages": pages})
+    cmap = diversify.load(tmp_path / "chunks.dvf")
+    assert cmap.n_duplicates > 0 and "'containment_folds'" in capsys.readouterr().out
+    assert all(not str(i).startswith("other") for i, c in zip(cmap.ids, cmap.cluster_ids)
+               if list(cmap.cluster_ids).count(c) > 1)
+
+
+def test_the_page_build_warns_nothing_of_its_own():
+    """Most pages of a chunked corpus of versions fold: that is the point, not a warning about the chunks."""
+    import warnings
+
+    rng = random.Random(9)
+    base = _paragraphs(rng, 10)
+    texts, parents = [], []
+    for v in range(24):
+        for i, c in enumerate(chunk_paragraphs("\n\n".join(base), max_words=120)):
+            texts.append(c.text + (f" version {v}" if i == 0 else ""))
+            parents.append(f"p{v}")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        diversify.build(["\n\n".join(t for t, p in zip(texts, parents) if p == q) for q in dict.fromkeys(parents)])
+        page_warnings = len(seen)
+        seen.clear()
+        res = build_chunks(texts, parents=parents)
+    assert page_warnings > 0  # the pages alone would warn
+    assert len(seen) == len(diversify.build(texts).warnings)
+    assert res.report["chunks"]["page_clusters_with_copies"] == 1
