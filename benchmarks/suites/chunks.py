@@ -29,14 +29,18 @@ def add_arguments(p) -> None:
 
 
 def run(args, ctx) -> list:
+    import datetime
+
     from ..env import environment
     from ..paths import log, shown, write_json
     from ._chunk_scores import run as measure
 
     path = ctx.results / "chunks.json"
+    start = dict(environment(), date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
 
     def save(results: dict) -> None:
-        write_json(path, dict(results, command=ctx.command, environment=environment()))
+        write_json(path, dict(results, command=ctx.command, environment=start,
+                              loadavg_end=environment()["loadavg"]))
 
     save(measure(args.max_words, args.pages, tuple(args.methods), save))
     log(f"wrote {shown(path)}")
@@ -60,7 +64,9 @@ def render(results: dict) -> list[str]:
         "shingles are in a sibling page (page truth) or in one chunk of a sibling page (chunk truth); recall = "
         "redundant chunks that share a cluster with such a page's chunk (or such a chunk). Fold precision = folded "
         "chunks with >= t of their shingles in their representative; pair purity = same-cluster pairs that each "
-        "cover >= t of the other. Seconds: wall (CPU) of the clustering call.",
+        f"cover >= t of the other. Seconds: wall (CPU) of the clustering call, each method warmed up once on "
+        f"3,000 chunks first; load average {env.get('loadavg')} at start, {results.get('loadavg_end')} at end "
+        f"({env.get('usable_cpus')} usable CPUs, shared); library: {env.get('diversify_commit')}.",
         "",
         "| chunking | method | chunks | mean words | recall (page truth) | recall (chunk truth) | folded "
         "| fold precision | pair purity | s (CPU s) |",
