@@ -157,9 +157,9 @@ def run(max_words: int, limit: int | None, methods: tuple[str, ...], save) -> di
                 chunks.append(c)
                 parents.append(p)
         sets = [reference.shingle_set(c) for c in chunks]
-        if not warm:  # every method once on a sample first: compiling kernels is not what the rows time
+        if not warm:  # every method once, untimed, first: compiling kernels is not what the rows time
             for method in methods:
-                _cluster(method, chunks[:3000], parents[:3000])
+                _cluster(method, chunks, parents)
             warm = True
         for method in methods:
             t0, c0 = time.perf_counter(), time.process_time()

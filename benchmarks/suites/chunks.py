@@ -64,8 +64,8 @@ def render(results: dict) -> list[str]:
         "shingles are in a sibling page (page truth) or in one chunk of a sibling page (chunk truth); recall = "
         "redundant chunks that share a cluster with such a page's chunk (or such a chunk). Fold precision = folded "
         "chunks with >= t of their shingles in their representative; pair purity = same-cluster pairs that each "
-        f"cover >= t of the other. Seconds: wall (CPU) of the clustering call, each method warmed up once on "
-        f"3,000 chunks first; load average {env.get('loadavg')} at start, {results.get('loadavg_end')} at end "
+        f"cover >= t of the other. Seconds: wall (CPU) of the clustering call, each method run once untimed "
+        f"first (on the first chunking); load average {env.get('loadavg')} at start, {results.get('loadavg_end')} at end "
         f"({env.get('usable_cpus')} usable CPUs, shared); library: {env.get('diversify_commit')}.",
         "",
         "| chunking | method | chunks | mean words | recall (page truth) | recall (chunk truth) | folded "
