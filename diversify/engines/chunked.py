@@ -48,11 +48,16 @@ __all__ = ["build_chunks", "DEFAULT_CONTAINMENT"]
 DEFAULT_CONTAINMENT = 0.8
 
 
+def _sized(x: Any) -> bool:
+    """A list, tuple, numpy array or other sized iterable, not one str."""
+    return not isinstance(x, (str, bytes)) and hasattr(x, "__len__") and hasattr(x, "__iter__")
+
+
 def _check(texts: Any, parents: Any, containment: Any) -> tuple[list[str], list]:
-    if isinstance(texts, (str, bytes)) or not isinstance(texts, Sequence):
+    if not _sized(texts):
         raise InputTypeError(f"`texts` must be a sequence of chunk texts (a list of str); got {type(texts).__name__}. "
                              "Pass list(texts).")
-    if isinstance(parents, (str, bytes)) or not isinstance(parents, Sequence):
+    if not _sized(parents):
         raise InputTypeError(f"`parents` must be a sequence with one page id per chunk; got "
                              f"{type(parents).__name__}. Pass a list such as ['page-1', 'page-1', 'page-2'].")
     if len(parents) != len(texts):
@@ -65,7 +70,7 @@ def _check(texts: Any, parents: Any, containment: Any) -> tuple[list[str], list]
     if isinstance(containment, bool) or not isinstance(containment, (int, float)) or not 0 < containment <= 1:
         raise ConfigError(f"`containment` must be a number in (0, 1]; got {containment!r}. The default "
                           f"{DEFAULT_CONTAINMENT} folds a chunk whose shingles are 80% in its representative.")
-    return list(texts), list(parents)
+    return list(texts), [p.item() if isinstance(p, np.generic) else p for p in parents]
 
 
 def _pages(texts: list[str], parents: list) -> tuple[list[str], np.ndarray]:

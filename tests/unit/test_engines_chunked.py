@@ -202,3 +202,14 @@ def test_the_page_build_warns_nothing_of_its_own():
     assert page_warnings > 0  # the pages alone would warn
     assert len(seen) == len(diversify.build(texts).warnings)
     assert res.report["chunks"]["page_clusters_with_copies"] == 1
+
+
+def test_parents_and_texts_may_be_numpy_arrays_and_tuples():
+    texts, parents, ids = _versions(5)
+    want = build_chunks(texts, parents=parents, ids=ids)
+    codes = {p: i for i, p in enumerate(dict.fromkeys(parents))}
+    got = build_chunks(tuple(texts), parents=np.array([codes[p] for p in parents]), ids=ids)
+    assert np.array_equal(got.cluster_ids, want.cluster_ids)
+    assert got.report["chunks"] == want.report["chunks"]
+    with pytest.raises(InputTypeError, match="`parents` must be a sequence"):
+        build_chunks(texts, parents=iter(parents))
