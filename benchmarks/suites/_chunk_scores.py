@@ -138,7 +138,7 @@ def score(chunks, parents, sets, page_sets, sib, cid, is_rep) -> dict:
             "pair_purity": pure / total if total else None, "pairs": total}
 
 
-def run(max_words: int, limit: int | None, methods: tuple[str, ...], save) -> dict:
+def run(max_words: int, limit: int | None, methods: tuple[str, ...], save, versions: int = 2000) -> dict:
     from .. import reference
     from ..paths import log
 
@@ -170,4 +170,41 @@ def run(max_words: int, limit: int | None, methods: tuple[str, ...], save) -> di
             log(f"{cname} | {method}: {row}")
             out["rows"].append(row)
             save(out)
+    if versions:
+        out["family"] = family_cost(texts, ids, versions, max_words)
+        log(f"family: {out['family']}")
+        save(out)
+    return out
+
+
+def family_cost(texts: list[str], ids: list[str], versions: int, max_words: int) -> dict:
+    """One large page family: the longest page in ``versions`` versions, each with one made-up
+    paragraph (words of the page, seeded) inserted at a random place, cut by ``chunk_paragraphs``;
+    the versions land in few page clusters, so step 3 of build_chunks meets its widest scope. Times
+    ``build`` and ``build_chunks`` on the same chunks (each run once untimed first)."""
+    import diversify
+
+    i = max(range(len(texts)), key=lambda j: len(texts[j].split()))
+    page = texts[i]
+    rng = random.Random(0)
+    paragraphs = page.split("\n\n")
+    vocab = page.split()
+    chunks, parents = [], []
+    for v in range(versions):
+        ps = list(paragraphs)
+        ps.insert(rng.randrange(len(ps) + 1), " ".join(rng.choice(vocab) for _ in range(rng.randint(5, 60))))
+        for c in diversify.chunk_paragraphs("\n\n".join(ps), max_words=max_words):
+            chunks.append(c.text)
+            parents.append(v)
+    out: dict = {"page": ids[i], "page_words": len(vocab), "versions": versions, "chunks": len(chunks)}
+    for name in ("build", "build_chunks"):
+        def call():
+            if name == "build":
+                return diversify.build(chunks)
+            return diversify.build_chunks(chunks, parents=parents)
+        call()
+        t0, c0 = time.perf_counter(), time.process_time()
+        r = call()
+        out[name] = {"seconds": round(time.perf_counter() - t0, 2), "cpu_seconds": round(time.process_time() - c0, 2),
+                     "clusters": r.cluster_map.n_clusters, "chunks": r.report.get("chunks")}
     return out

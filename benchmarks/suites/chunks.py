@@ -16,7 +16,7 @@ from . import Suite
 SUITE = Suite(
     name="chunks",
     summary="chunks of real near-duplicate pages: fixed windows vs paragraphs, Jaccard vs parent-scoped containment",
-    results=("chunks.json",), render="benchmarks.suites.chunks:render", quick={"pages": 600}, takes="~6 min")
+    results=("chunks.json",), render="benchmarks.suites.chunks:render", quick={"pages": 600, "versions": 100}, takes="~6 min")
 DEFAULT_COMMAND = "python -m benchmarks run --suite chunks"
 
 
@@ -26,6 +26,8 @@ def add_arguments(p) -> None:
     p.add_argument("--max-words", type=int, default=200, help="chunk size in words (default 200)")
     p.add_argument("--pages", type=int, default=None, help="the first N pages with a near-duplicate (default: all)")
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    p.add_argument("--versions", type=int, default=2000,
+                   help="versions of the longest page in the large-family cost row (default 2000; 0: no such row)")
 
 
 def run(args, ctx) -> list:
@@ -42,7 +44,7 @@ def run(args, ctx) -> list:
         write_json(path, dict(results, command=ctx.command, environment=start,
                               loadavg_end=environment()["loadavg"]))
 
-    save(measure(args.max_words, args.pages, tuple(args.methods), save))
+    save(measure(args.max_words, args.pages, tuple(args.methods), save, args.versions))
     log(f"wrote {shown(path)}")
     return [path]
 
@@ -76,4 +78,14 @@ def render(results: dict) -> list[str]:
         lines.append(f"| {r['chunking']} | {r['method']} | {r['chunks']} | {r['mean_words']} | {_f(r['recall_page'])} "
                      f"({r['redundant_page']}) | {_f(r['recall_chunk'])} ({r['redundant_chunk']}) | {r['folded']} | "
                      f"{_f(r['fold_precision'])} | {_f(r['pair_purity'])} | {r['seconds']} ({r['cpu_seconds']}) |")
+    fam = results.get("family")
+    if fam:
+        b, c = fam["build"], fam["build_chunks"]
+        lines += ["", f"Large family (cost of the page scope at its widest): `{fam['page']}` ({fam['page_words']} "
+                  f"words) in {fam['versions']} versions, each with one made-up paragraph inserted, "
+                  f"{fam['chunks']} paragraph chunks, {c['chunks']['page_clusters_with_copies']} page cluster(s) with "
+                  f"copies: build {b['seconds']} s "
+                  f"({b['cpu_seconds']} CPU s, {b['clusters']} clusters), build_chunks {c['seconds']} s "
+                  f"({c['cpu_seconds']} CPU s, {c['clusters']} clusters, {c['chunks']['containment_folds']} "
+                  "containment folds)."]
     return lines + [""]
