@@ -26,6 +26,10 @@ _LAZY = {
     # offline: build, add, what a build returns
     "build": "diversify.engines.local",
     "add": "diversify.engines.local",
+    # chunked corpora: paragraph-aligned chunks, and chunks built with their pages (docs/recipes/chunked-rag.md)
+    "chunk_paragraphs": "diversify.corpus.chunking",
+    "Chunk": "diversify.corpus.chunking",
+    "build_chunks": "diversify.engines.chunked",
     "BuildResult": "diversify.engines.finish",
     "BuildStats": "diversify.engines.finish",
     # the artifact

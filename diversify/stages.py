@@ -6,7 +6,7 @@ engine. One home, so a new stage gets one bit everywhere.
 
 from __future__ import annotations
 
-__all__ = ["STAGE_EXACT", "STAGE_MINHASH", "STAGE_SIMHASH", "STAGE_TEXT_SIMHASH", "STAGE_NAMES",
+__all__ = ["STAGE_EXACT", "STAGE_MINHASH", "STAGE_SIMHASH", "STAGE_TEXT_SIMHASH", "STAGE_CONTAINMENT", "STAGE_NAMES",
            "FLAG_EMPTY_TEXT", "FLAG_HAS_VECTOR", "stage_names"]
 
 STAGE_EXACT = 1
@@ -14,6 +14,10 @@ STAGE_MINHASH = 2
 STAGE_SIMHASH = 4
 STAGE_TEXT_SIMHASH = 8
 STAGE_NAMES = {STAGE_EXACT: "exact", STAGE_MINHASH: "minhash", STAGE_SIMHASH: "simhash", STAGE_TEXT_SIMHASH: "text_simhash"}
+#: a chunk folded under a page sibling's chunk that contains it (diversify.engines.chunked); not a
+#: stage of ``build``, so not in STAGE_NAMES, which every build records
+STAGE_CONTAINMENT = 16
+_ALL_NAMES = {**STAGE_NAMES, STAGE_CONTAINMENT: "containment"}
 
 
 def stage_names(bits: int) -> list[str]:
@@ -23,7 +27,7 @@ def stage_names(bits: int) -> list[str]:
     bit = 1
     while bits >= bit:
         if bits & bit:
-            names.append(STAGE_NAMES.get(bit, f"bit{bit}"))
+            names.append(_ALL_NAMES.get(bit, f"bit{bit}"))
         bit <<= 1
     return names
 

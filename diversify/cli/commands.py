@@ -35,6 +35,7 @@ def cmd_build(a) -> int:
     if not a.shards:
         check_output_path(a.output, param="-o", what="the artifact", inputs=_inputs(a))  # before the build, not after
     cfg = config_from_args(a)
+    _check_parent_options(a)
     if a.engine == "dask":
         if a.spill_dir is not None:
             raise DiversifyError("`--spill-dir` applies to the local engine's `build --stream`; the Dask engine keeps "
@@ -52,13 +53,21 @@ def cmd_build(a) -> int:
             lazy = _texts_read_while_building(a, clock, info)
             with warnings.catch_warnings(), clock.phase("read+build" if lazy else "build"), _in_the_input(a):
                 warnings.simplefilter("ignore", DiversifyWarning)  # the summary below prints them
-                res = diversify.build(texts, ids=ids, vectors=vectors, config=cfg, keys=keys, sources=sources,
-                                      metadata=parse_metadata(a.metadata), progress=not a.no_progress,
-                                      chunk_size=a.chunk_size, spill_dir=_spill_dir(a, texts))
+                if a.parent_field is not None:
+                    res = _build_chunks(a, cfg, texts, ids, info)
+                else:
+                    res = diversify.build(texts, ids=ids, vectors=vectors, config=cfg, keys=keys, sources=sources,
+                                          metadata=parse_metadata(a.metadata), progress=not a.no_progress,
+                                          chunk_size=a.chunk_size, spill_dir=_spill_dir(a, texts))
     with writing(a.output), clock.phase("write"):
         res.save(a.output)
     dt = clock.wall()
     say(res.summary())
+    if "chunks" in res.report:
+        c = res.report["chunks"]
+        say(f"chunks           {c['pages']} pages, {c['page_clusters_with_copies']} page clusters with copies; "
+            f"{c['containment_folds']} chunks folded under a chunk of a near-duplicate page that holds >= "
+            f"{c['containment']:g} of them")
     say(f"wrote {a.output} ({os.path.getsize(a.output):,} bytes) in {dt:.2f}s ({res.n_docs / max(dt, 1e-9):,.0f} docs/s; "
         f"{clock.cost_line(res.n_docs)})")
     if a.verbose:
@@ -67,6 +76,31 @@ def cmd_build(a) -> int:
     if a.engine != "dask":
         _note_ids(a, info)
     return 0
+
+
+def _check_parent_options(a) -> None:
+    """``--parent-field`` builds chunks with their pages (:func:`diversify.engines.chunked.build_chunks`):
+    texts held in memory, one engine, no vectors, no per-document keys or sources."""
+    if a.parent_field is None:
+        if a.containment is not None:
+            raise DiversifyError(f"`--containment` applies with --parent-field; got --containment {a.containment} "
+                                 "alone. Add --parent-field FIELD (the page of each chunk), or drop --containment.")
+        return
+    clash = [flag for flag, given in (("--engine dask", a.engine == "dask"), ("--stream", a.stream),
+                                      ("--vectors", a.vectors is not None), ("--key-field", bool(a.key_field)),
+                                      ("--source-field", a.source_field is not None)) if given]
+    if clash:
+        raise DiversifyError(f"`--parent-field` builds the chunks and their pages in memory with the text stages only; "
+                             f"it does not combine with {', '.join(clash)}. Drop {' and '.join(clash)}, or drop "
+                             "--parent-field.")
+
+
+def _build_chunks(a, cfg, texts, ids, info):
+    from ..engines.chunked import DEFAULT_CONTAINMENT, build_chunks
+
+    containment = DEFAULT_CONTAINMENT if a.containment is None else a.containment
+    return build_chunks(list(texts), parents=info["parents"], ids=list(ids), config=cfg, containment=containment,
+                        metadata=parse_metadata(a.metadata))
 
 
 def _spill_dir(a, texts) -> Optional[str]:

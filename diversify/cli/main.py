@@ -63,6 +63,13 @@ def _build_parsers(sub) -> None:
     p.add_argument("--spill-dir", default=None, metavar="DIR",
                    help="with --stream: where the signatures and band keys are kept while the build runs (unnamed "
                         "temporary files, ~670 bytes a document; default: the output's directory)")
+    p.add_argument("--parent-field", default=None, metavar="FIELD",
+                   help="record field naming the page each chunk was cut from: the pages are clustered too, and a "
+                        "chunk is also folded under a chunk of a near-duplicate page that holds --containment of "
+                        "its shingles (docs/recipes/chunked-rag.md) (default: none)")
+    p.add_argument("--containment", type=float, default=None, metavar="C",
+                   help="with --parent-field: share of a chunk's shingles the chunk it folds under must hold "
+                        "(default 0.8)")
     add_config_args(p)
     p.set_defaults(func=cmd_build)
 

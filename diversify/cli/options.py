@@ -298,17 +298,19 @@ def streams(a) -> Inputs:
                              "quoted glob such as 'dir/*.jsonl').")
     nk = len(a.key_field or [])
     source = getattr(a, "source_field", None)
-    fields = list(a.key_field or []) + ([source] if source else [])
+    parent = getattr(a, "parent_field", None)
+    fields = list(a.key_field or []) + ([source] if source else []) + ([parent] if parent else [])
     keys: Optional[list] = [] if nk else None
     sources: Optional[list] = [] if source else None
-    if keys is None and sources is None and not getattr(a, "stream", False) and a.input != STDIN and shards is None \
+    parents: Optional[list] = info.setdefault("parents", []) if parent else None
+    if keys is None and sources is None and parents is None and not getattr(a, "stream", False) and a.input != STDIN and shards is None \
             and hasattr(os, "pread") and (a.format or detect_format(a.input)) == "jsonl":
         # the texts stay in the file: read in blocks while the build sketches them, the few it checks
         # exactly read again by their offsets (diversify.corpus.filetexts); the same decisions
         texts = JsonlTexts(a.input, id_field=a.id_field, text_field=a.text_field, info=info)
         info["texts"] = "file"
         return Inputs(texts, texts.ids(), None, vectors, None, info)
-    if keys is None and sources is None:  # blocks of ids and texts, no Python work per document
+    if keys is None and sources is None and parents is None:  # blocks of ids and texts, no Python work per document
         blocks = read_blocks(a.input, fmt=a.format, id_field=a.id_field, text_field=a.text_field,
                              encoding_errors=a.encoding_errors, info=info)
         if not getattr(a, "stream", False):
@@ -332,11 +334,9 @@ def streams(a) -> Inputs:
                                          "there. Fill it in, or drop --key-field.")
                 keys.append(r[2][0] if nk == 1 else r[2][:nk])
             if sources is not None:
-                if not isinstance(r[2][nk], str) or not r[2][nk]:
-                    raise DiversifyError(f"`--source-field` {source!r}: record {i} (id {r[0]!r}) has no source name "
-                                         f"there (got {r[2][nk]!r}); every record needs one. Fill it in, or drop "
-                                         "--source-field and --source-threshold.")
-                sources.append(r[2][nk])
+                sources.append(_source_of(r, i, source, nk))
+            if parents is not None:
+                parents.append(_parent_of(r, i, parent, nk + (source is not None)))
             yield r
 
     if not getattr(a, "stream", False):
@@ -345,6 +345,26 @@ def streams(a) -> Inputs:
         return Inputs([r[1] for r in recs], [r[0] for r in recs], keys, vectors, sources, info)
     r1, r2 = itertools.tee(tap(records))
     return Inputs((r[1] for r in r1), (r[0] for r in r2), keys, vectors, sources, info)
+
+
+def _source_of(record, i: int, field: Optional[str], at: int) -> str:
+    """The source name in ``--source-field`` of one record: a non-empty str."""
+    value = record[2][at]
+    if not isinstance(value, str) or not value:
+        raise DiversifyError(f"`--source-field` {field!r}: record {i} (id {record[0]!r}) has no source name there (got "
+                             f"{value!r}); every record needs one. Fill it in, or drop --source-field and "
+                             "--source-threshold.")
+    return value
+
+
+def _parent_of(record, i: int, field: Optional[str], at: int):
+    """The page id in ``--parent-field`` of one record: a non-empty str or an int."""
+    value = record[2][at]
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
+        raise DiversifyError(f"`--parent-field` {field!r}: record {i} (id {record[0]!r}) has no page id there (got "
+                             f"{value!r}); every chunk needs the id (a str or an int) of the page it was cut from. "
+                             "Fill it in, or drop --parent-field.")
+    return value
 
 
 def ids_note(a, info: dict) -> Optional[str]:
