@@ -1,4 +1,4 @@
-"""The fold guarantee: every document folded under a representative is verified similar to it.
+"""``clustering="star"``: every document folded under a representative is verified similar to it.
 
 Connected components of verified edges chain: A~B and B~C put A with C whatever J(A, C) is, so a
 component of ``... list`` reference pages can hold pages that are 0.5 similar. Under the default

@@ -1,4 +1,4 @@
-"""What both engines finish with: labels (the fold guarantee or components), representatives,
+"""What both engines finish with: labels (the cut the config names, or components), representatives,
 the artifact, the report and the log record. The local engine (:mod:`.local`) and the Dask engine
 (:mod:`.dask`) hand their sketches and union-find forest to :func:`finish`.
 """
@@ -233,7 +233,7 @@ def finish(sk: Sketches, cfg: BuildConfig, linked: Linked, timings: dict, *, ali
             cluster_ids, stored, aliases = stable_labels(root, raw_cluster, aliases)
         rep = representatives(cluster_ids, cfg.representative, sk.lengths, sk.keys)
     else:
-        cluster_ids, rep, flags, cut_stats, member_sim = _guaranteed(root, sk, cfg, flags, linked.memo, thresholds, source,
+        cluster_ids, rep, flags, cut_stats, member_sim = _cut(root, sk, cfg, flags, linked.memo, thresholds, source,
                                                                  raw_cluster, aliases, old_reps, old_similarity)
         stored = cluster_ids
     timings["cluster"] = time.perf_counter() - t0
@@ -308,10 +308,10 @@ def _log_build(cfg: BuildConfig, config: dict, build_info: dict, report: dict, f
     log.debug("config %s", config)
 
 
-def _guaranteed(root, sk: Sketches, cfg: BuildConfig, flags: np.ndarray, memo: ExactMemo,
+def _cut(root, sk: Sketches, cfg: BuildConfig, flags: np.ndarray, memo: ExactMemo,
                 thresholds: Optional[np.ndarray], source: Optional[TextSource], raw_cluster, aliases, old_reps,
                 old_sim: Optional[np.ndarray]):
-    """Labels, representatives and stage bits under the fold guarantee (see diversify.clusters.guarantee)."""
+    """Labels, representatives and stage bits of the cut the config names (diversify.clusters.cut_clusters)."""
     rank = priority_rank(cfg.representative, sk.lengths, sk.keys)
     if raw_cluster is None:
         labels, rep, bits, fstats = cut_clusters(cfg.clustering, root, sk, cfg, rank, memo=memo,
