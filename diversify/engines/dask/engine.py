@@ -76,7 +76,7 @@ from ...config import BuildConfig
 from ...errors import ConfigError, InputError, require
 from ...linking.keys import minhash_params
 from ...staging import agreement_band
-from .bands import band_row_bytes, shared_key_filter, shuffled_band_rows
+from .bands import ROW_BYTES, doc_bytes, shared_key_filter, shuffled_band_rows
 from .borderline import decide_borderline
 from .components import components_stage, connected_components
 from .cut import cut_stage
@@ -293,7 +293,7 @@ def _minhash_stage(run: Run, edges: Edges, shuffle_partitions: Optional[int]) ->
     p = minhash_params(cfg)
     key_filter, n_shared = shared_key_filter(run, p)
     rows = shuffled_band_rows(run, p, key_filter, n_shared, shuffle_partitions)
-    scanned = run.compute([delayed(scan_partition, pure=True)(part, run.cfg_json) for part in rows], "bands")
+    scanned = run.compute([delayed(scan_partition, pure=True)(run.cfg_json, *pieces) for pieces in rows], "bands")
     summ = run.gather(scan_summary, scanned)
     info["band_shuffle_seconds"] = round(time.perf_counter() - t0, 3)
     stats.candidates["minhash"] = int(sum(s[0] for s in summ))
@@ -301,7 +301,8 @@ def _minhash_stage(run: Run, edges: Edges, shuffle_partitions: Optional[int]) ->
     stats.lsh["minhash"] = p.as_dict()
     edges.forest_edges = int(sum(s[4] for s in summ))
     info.update(band_rows=int(sum(s[2] for s in summ)), band_rows_in_buckets=int(sum(s[3] for s in summ)),
-                band_bytes=int(sum(s[2] for s in summ) * band_row_bytes(cfg.minhash.num_perm)),
+                band_doc_records=int(sum(s[6] for s in summ)),
+                band_bytes=int(sum(s[2] for s in summ) * ROW_BYTES + sum(s[6] for s in summ) * doc_bytes(cfg.minhash.num_perm)),
                 forest_edges=edges.forest_edges, scan_task_seconds=round(float(sum(s[5] for s in summ)), 3))
     edges.parts += scanned
     edges.minhash = list(scanned)
