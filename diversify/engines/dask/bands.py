@@ -4,9 +4,11 @@ holds every member of its shared buckets.
 Pass 1 shuffles the bare keys (8 bytes a row) and keeps the keys held by two or more rows; their
 Bloom filter (:mod:`diversify.linking.keyfilter`: no false negatives, a few percent false
 positives at most, see ``FILTER_BITS_PER_KEY``) goes to every worker. Pass 2 emits only the
-rows whose key passes the filter, each with the document index, band, exact hash and whole
-signature, shuffled by key. A row left out by the filter has a key no other row holds: it can
-never give a candidate pair.
+rows whose key passes the filter (key, document index, band: 18 bytes), split by ``key % q`` into
+``q`` pieces on the worker holding the sketches (a tasks shuffle of plain arrays); a piece carries
+the exact hash and signature of each of its documents once, so a signature travels once per shuffle
+partition holding one of its document's rows, not once per row. A row left out by the filter has
+a key no other row holds: it can never give a candidate pair.
 """
 
 from __future__ import annotations

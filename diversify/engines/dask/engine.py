@@ -11,7 +11,8 @@ Stages (each a pure Dask task graph; a failed task is recomputed from its inputs
 3. **MinHash stage**, in two passes over the band keys. Pass 1 shuffles the bare keys (8 bytes
    a row) and keeps the keys held by two or more rows; their Bloom filter (no false negatives,
    ~1% false positives) goes to every worker. Pass 2 emits only the rows whose key passes the
-   filter, each with the document index, band, exact hash and whole signature, shuffled by key.
+   filter (key, document index, band), split by key into shuffle partitions; each document's exact
+   hash and signature go once to each partition holding one of its rows.
    A shuffle partition then holds every member of its shared buckets, so candidate pairs are
    emitted and verified there, with the very scan of the local build (same bucket order (doc,
    band), same ``bucket_window``, same verifier). Only a spanning forest of each partition's
@@ -197,12 +198,13 @@ def build_dask(
     npartitions : int, optional
         Input partitions for a sequence of texts (default one per 20,000 documents).
     shuffle_partitions : int, optional
-        Partitions of the band shuffle; default sized to ~128 MiB of band rows each. Higher ->
-        less memory per task.
+        Partitions of the band shuffle (pass 2); default sized to ~128 MiB of band rows and
+        signatures each. Higher -> less memory per task, but a signature travels to more partitions.
     blocksize : int
         Bytes per input partition for JSONL files and Parquet row groups (default 64 MiB).
     shuffle_method : {"p2p", "tasks"}, optional
-        Dask's shuffle; default Dask's choice (``p2p`` on a distributed cluster).
+        Dask's shuffle for the DataFrame shuffles (exact hashes, band keys of pass 1); default Dask's
+        choice (``p2p`` on a distributed cluster). Pass 2 splits its rows itself.
     retries : int
         Times Dask retries a failed task (every task is pure: a retry recomputes the same result).
     progress : bool
