@@ -91,6 +91,31 @@ def test_same_clusters_whatever_the_band_partitions(client, corpus_texts, shuffl
     assert 0 < info["band_doc_records"] < info["band_rows"]
 
 
+def test_pass_one_finds_exactly_the_keys_held_by_two_or_more_rows(corpus_texts):
+    """Keys split by ``key % q`` from several chunks (each sending its distinct keys and its own
+    repeated keys) give, partition by partition, exactly the keys two or more band rows hold."""
+    from diversify.engines.dask import bands
+    from diversify.engines.dask.inputs import Part
+    from diversify.engines.dask.sketch import sketch_part
+    from diversify.hashing import lsh_seed
+    from diversify.linking.keys import minhash_params
+
+    cfg = BuildConfig()
+    skp = sketch_part(Part(corpus_texts), cfg.model_dump(mode="json"))
+    p, seed_h, q, n = minhash_params(cfg), int(lsh_seed(cfg.seed)), 3, len(corpus_texts)
+    whole = bands.band_rows(skp, 0, 0, n, p.rows, p.bands, seed_h)["key"]
+    keys, counts = np.unique(whole, return_counts=True)
+    expect = keys[counts >= 2]
+    assert 0 < expect.size < keys.size
+    cuts = [0, n // 5, n // 2, n]
+    split = [bands.key_split(skp, lo, hi, p.rows, p.bands, seed_h, q) for lo, hi in zip(cuts[:-1], cuts[1:])]
+    got = [bands.shared_keys(*[s[j] for s in split]) for j in range(q)]
+    for j, g in enumerate(got):
+        assert np.all(g % np.uint64(q) == j)
+    assert np.array_equal(np.sort(np.concatenate(got)), expect)
+    assert bands.shared_keys().size == 0
+
+
 def test_the_band_split_sends_each_signature_once_per_partition(corpus_texts):
     """Every kept row lands in the piece of ``key % q``; each piece carries the exact hash and
     signature of exactly the documents of its rows, once each; the pieces together are the rows of one piece."""

@@ -1,7 +1,8 @@
 """Stage 3a, MinHash bands: band rows shuffled by key in two passes, so that a shuffle partition
-holds every member of its shared buckets.
+holds every member of its shared buckets. Both passes are tasks shuffles of plain arrays split by
+``key % q`` on the workers that hold the sketches (no DataFrame machinery).
 
-Pass 1 shuffles the bare keys (8 bytes a row) and keeps the keys held by two or more rows; their
+Pass 1 shuffles the bare keys (8 bytes a row, each distinct key once per chunk) and keeps the keys held by two or more rows; their
 Bloom filter (:mod:`diversify.linking.keyfilter`: no false negatives, a few percent false
 positives at most, see ``FILTER_BITS_PER_KEY``) goes to every worker. Pass 2 emits only the
 rows whose key passes the filter (key, document index, band: 18 bytes), split by ``key % q`` into
@@ -25,7 +26,7 @@ from ...linking.bands import LSHParams
 from ...linking.keyfilter import KeyFilter, bits_for, filter_of
 from .run import Run
 
-__all__ = ["SHUFFLE_PARTITION_BYTES", "key_frame", "shared_keys", "band_split", "band_rows", "band_partitions",
+__all__ = ["SHUFFLE_PARTITION_BYTES", "key_split", "shared_keys", "band_split", "band_rows", "band_partitions",
            "shared_key_filter", "shuffled_band_rows"]
 
 #: target size of one shuffle partition of band rows (bytes); lower -> less memory per task
@@ -36,12 +37,6 @@ SHUFFLE_PARTITION_BYTES = 128 * 2**20
 FILTER_BITS_PER_KEY = 8
 #: the smallest filter of shared keys (bits)
 FILTER_MIN_BITS = 1 << 16
-
-
-def _key_frame_meta():
-    import pandas as pd
-
-    return pd.DataFrame({"key": np.zeros(0, np.uint64)})
 
 
 #: bytes of one pass-2 row (key, doc, band); a document's exact hash and signature travel apart, once per
@@ -64,21 +59,32 @@ def _band_keys(skp: dict, lo: int, hi: int, rows: int, bands: int, seed_h: int) 
     return local, np.ascontiguousarray(keys.T)
 
 
-def key_frame(skp: dict, lo: int, hi: int, rows: int, bands: int, seed_h: int):
-    """Pass 1: just the band keys of documents [lo, hi) (8 bytes a row)."""
-    import pandas as pd
-
+def key_split(skp: dict, lo: int, hi: int, rows: int, bands: int, seed_h: int, q: int) -> tuple:
+    """Pass 1, the sending side: the band keys of documents [lo, hi), split by ``key % q``; per piece
+    (distinct keys, keys held by two or more rows here), both sorted."""
     _, keys = _band_keys(skp, lo, hi, rows, bands, seed_h)
-    return pd.DataFrame({"key": keys.reshape(-1)})
+    k = np.sort(keys.reshape(-1))
+    start = np.ones(k.size, dtype=bool)
+    start[1:] = k[1:] != k[:-1]
+    uniq = k[start]
+    dup = unique_sorted(k[1:][~start[1:]])
+    out = []
+    for keys_j in (uniq, dup):
+        dest = (keys_j % np.uint64(q)).astype(np.int64)
+        order = np.argsort(dest, kind="stable")  # stable: each piece stays sorted
+        bounds = np.searchsorted(dest[order], np.arange(q + 1))
+        out.append([keys_j[order[bounds[j]:bounds[j + 1]]] for j in range(q)])
+    return tuple((out[0][j], out[1][j]) for j in range(q))
 
 
-def shared_keys(df) -> np.ndarray:
-    """Keys held by two or more band rows (the only buckets that can yield a candidate pair)."""
-    k = np.sort(df["key"].to_numpy(np.uint64))
-    if k.size < 2:
+def shared_keys(*pieces) -> np.ndarray:
+    """Keys held by two or more band rows (the only buckets that can yield a candidate pair), from
+    one shuffle partition's pieces of :func:`key_split`: held twice within a chunk, or by two chunks."""
+    if not pieces:
         return np.zeros(0, np.uint64)
-    dup = k[1:] == k[:-1]
-    return unique_sorted(k[1:][dup])
+    k = np.sort(np.concatenate([p[0] for p in pieces]))
+    across = k[1:][k[1:] == k[:-1]]
+    return unique_sorted(np.concatenate([across] + [p[1] for p in pieces]).astype(np.uint64))
 
 
 def _empty_piece(num_perm: int) -> dict:
@@ -133,8 +139,8 @@ def _chunks(run: Run, docs_per_chunk: int) -> list:
 
 
 def shared_key_filter(run: Run, p: LSHParams) -> tuple:
-    """Pass 1: (a future of the Bloom filter of the shared band keys, their number)."""
-    import dask.dataframe as dd
+    """Pass 1: (a future of the Bloom filter of the shared band keys, their number). The keys are
+    split by ``key % q1`` on the workers that hold the sketches (a tasks shuffle of plain arrays)."""
     from dask import delayed
 
     t0 = time.perf_counter()
@@ -144,10 +150,8 @@ def shared_key_filter(run: Run, p: LSHParams) -> tuple:
     n_rows_all = run.n_text * p.bands
     q1 = max(run.n_workers, math.ceil(n_rows_all * 8 / SHUFFLE_PARTITION_BYTES))
     run.report.stage(f"MinHash stage: {n_rows_all:,} band keys -> {q1} partitions, bands={p.bands} rows={p.rows}")
-    kframe = dd.from_delayed([delayed(key_frame, pure=True)(f, lo, hi, p.rows, p.bands, seed_h)
-                              for _, f, lo, hi in chunks], meta=_key_frame_meta(), verify_meta=False)
-    ksh = kframe.shuffle(on="key", npartitions=q1, shuffle_method=run.shuffle_method)
-    shared = run.compute([delayed(shared_keys, pure=True)(part) for part in ksh.to_delayed()], "band keys")
+    split = [delayed(key_split, nout=q1, pure=True)(f, lo, hi, p.rows, p.bands, seed_h, q1) for _, f, lo, hi in chunks]
+    shared = run.compute([delayed(shared_keys, pure=True)(*[s[j] for s in split]) for j in range(q1)], "band keys")
     n_shared = int(sum(run.gather(len, shared)))
     m_bits = bits_for(n_shared, bits_per_key=FILTER_BITS_PER_KEY, min_bits=FILTER_MIN_BITS)
     blooms = [client.submit(filter_of, f, m_bits, pure=False) for f in shared]
