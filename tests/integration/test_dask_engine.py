@@ -79,6 +79,68 @@ def test_same_clusters_as_local_on_planted_duplicates(client, corpus_texts, npar
     assert res.stats["dask"]["input_partitions"] == npartitions
 
 
+@pytest.mark.parametrize("shuffle_partitions", [1, 7])
+def test_same_clusters_whatever_the_band_partitions(client, corpus_texts, shuffle_partitions):
+    """Pass 2 split by ``key % q`` on the workers: one partition, or more than the workers."""
+    local = local_build(corpus_texts)
+    res = build_dask(corpus_texts, client=client, npartitions=3, shuffle_partitions=shuffle_partitions)
+    assert_same_build(res, local, f"shuffle_partitions={shuffle_partitions}")
+    info = res.stats["dask"]
+    assert info["band_partitions"] == shuffle_partitions
+    # a document's signature travels once per band partition holding one of its rows, not once per row
+    assert 0 < info["band_doc_records"] < info["band_rows"]
+
+
+def test_pass_one_finds_exactly_the_keys_held_by_two_or_more_rows(corpus_texts):
+    """Keys split by ``key % q`` from several chunks (each sending its distinct keys and its own
+    repeated keys) give, partition by partition, exactly the keys two or more band rows hold."""
+    from diversify.engines.dask import bands
+    from diversify.engines.dask.inputs import Part
+    from diversify.engines.dask.sketch import sketch_part
+    from diversify.hashing import lsh_seed
+    from diversify.linking.keys import minhash_params
+
+    cfg = BuildConfig()
+    skp = sketch_part(Part(corpus_texts), cfg.model_dump(mode="json"))
+    p, seed_h, q, n = minhash_params(cfg), int(lsh_seed(cfg.seed)), 3, len(corpus_texts)
+    whole = bands.band_rows(skp, 0, 0, n, p.rows, p.bands, seed_h)["key"]
+    keys, counts = np.unique(whole, return_counts=True)
+    expect = keys[counts >= 2]
+    assert 0 < expect.size < keys.size
+    cuts = [0, n // 5, n // 2, n]
+    split = [bands.key_split(skp, lo, hi, p.rows, p.bands, seed_h, q) for lo, hi in zip(cuts[:-1], cuts[1:])]
+    got = [bands.shared_keys(*[s[j] for s in split]) for j in range(q)]
+    for j, g in enumerate(got):
+        assert np.all(g % np.uint64(q) == j)
+    assert np.array_equal(np.sort(np.concatenate(got)), expect)
+    assert bands.shared_keys().size == 0
+
+
+def test_the_band_split_sends_each_signature_once_per_partition(corpus_texts):
+    """Every kept row lands in the piece of ``key % q``; each piece carries the exact hash and
+    signature of exactly the documents of its rows, once each; the pieces together are the rows of one piece."""
+    from diversify.engines.dask import bands
+    from diversify.engines.dask.inputs import Part
+    from diversify.engines.dask.sketch import sketch_part
+    from diversify.hashing import lsh_seed
+    from diversify.linking.keys import minhash_params
+
+    cfg = BuildConfig()
+    skp = sketch_part(Part(corpus_texts), cfg.model_dump(mode="json"))
+    p, seed_h, offset, q = minhash_params(cfg), int(lsh_seed(cfg.seed)), 1000, 4
+    whole = bands.band_rows(skp, offset, 0, len(corpus_texts), p.rows, p.bands, seed_h)
+    pieces = bands.band_split(skp, offset, 0, len(corpus_texts), p.rows, p.bands, seed_h, None, q)
+    assert len(pieces) == q
+    for j, piece in enumerate(pieces):
+        assert np.all(piece["key"] % np.uint64(q) == j)
+        assert np.array_equal(piece["docs"], np.unique(piece["doc"]))
+        assert np.array_equal(piece["exact"], skp["exact"][piece["docs"] - offset])
+        assert np.array_equal(piece["sigs"], skp["minhash"][piece["docs"] - offset])
+    rows = sorted(zip(*(np.concatenate([pc[c] for pc in pieces]).tolist() for c in ("key", "doc", "band"))))
+    assert rows == sorted(zip(whole["key"].tolist(), whole["doc"].tolist(), whole["band"].tolist()))
+    assert sum(pc["docs"].size for pc in pieces) <= q * whole["docs"].size < whole["key"].size
+
+
 @pytest.mark.parametrize("verify", ["estimate", "auto"])
 def test_giant_buckets_use_the_same_window(client, verify):
     """Boilerplate pages make buckets far larger than the window: the window pairs must match, and
@@ -311,11 +373,11 @@ def test_bucket_scan_keeps_every_borderline_pair_when_its_buffer_fills(corpus_te
     cj = cfg.model_dump(mode="json")
     skp = sketch_part(Part(corpus_texts), cj)
     p = minhash_params(cfg)
-    frame = bands.band_frame(skp, 0, 0, len(corpus_texts), p.rows, p.bands, int(lsh_seed(cfg.seed)))
-    roomy = scan.scan_partition(frame, cj)
+    piece = bands.band_rows(skp, 0, 0, len(corpus_texts), p.rows, p.bands, int(lsh_seed(cfg.seed)))
+    roomy = scan.scan_partition(cj, piece)
     assert roomy["deferred"].shape[0] > 10
     monkeypatch.setattr(scan, "BORDERLINE_CAPACITY", 3)
-    tight = scan.scan_partition(frame, cj)
+    tight = scan.scan_partition(cj, piece)
     assert np.array_equal(tight["deferred"], roomy["deferred"]), "borderline pairs lost to a full buffer"
     assert np.array_equal(tight["u"], roomy["u"]) and np.array_equal(tight["v"], roomy["v"])
     assert tight["candidates"] == roomy["candidates"] and tight["verified"] == roomy["verified"]

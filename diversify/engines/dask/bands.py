@@ -1,12 +1,15 @@
 """Stage 3a, MinHash bands: band rows shuffled by key in two passes, so that a shuffle partition
-holds every member of its shared buckets.
+holds every member of its shared buckets. Both passes are tasks shuffles of plain arrays split by
+``key % q`` on the workers that hold the sketches (no DataFrame machinery).
 
-Pass 1 shuffles the bare keys (8 bytes a row) and keeps the keys held by two or more rows; their
+Pass 1 shuffles the bare keys (8 bytes a row, each distinct key once per chunk) and keeps the keys held by two or more rows; their
 Bloom filter (:mod:`diversify.linking.keyfilter`: no false negatives, a few percent false
 positives at most, see ``FILTER_BITS_PER_KEY``) goes to every worker. Pass 2 emits only the
-rows whose key passes the filter, each with the document index, band, exact hash and whole
-signature, shuffled by key. A row left out by the filter has a key no other row holds: it can
-never give a candidate pair.
+rows whose key passes the filter (key, document index, band: 18 bytes), split by ``key % q`` into
+``q`` pieces on the worker holding the sketches (a tasks shuffle of plain arrays); a piece carries
+the exact hash and signature of each of its documents once, so a signature travels once per shuffle
+partition holding one of its document's rows, not once per row. A row left out by the filter has
+a key no other row holds: it can never give a candidate pair.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from ...linking.bands import LSHParams
 from ...linking.keyfilter import KeyFilter, bits_for, filter_of
 from .run import Run
 
-__all__ = ["SHUFFLE_PARTITION_BYTES", "key_frame", "shared_keys", "band_frame", "shared_key_filter",
-           "shuffled_band_rows"]
+__all__ = ["SHUFFLE_PARTITION_BYTES", "key_split", "shared_keys", "band_split", "band_rows", "band_partitions",
+           "shared_key_filter", "shuffled_band_rows"]
 
 #: target size of one shuffle partition of band rows (bytes); lower -> less memory per task
 SHUFFLE_PARTITION_BYTES = 128 * 2**20
@@ -36,29 +39,14 @@ FILTER_BITS_PER_KEY = 8
 FILTER_MIN_BITS = 1 << 16
 
 
-def sig_columns(num_perm: int) -> list:
-    return [f"s{j}" for j in range(num_perm)]
+#: bytes of one pass-2 row (key, doc, band); a document's exact hash and signature travel apart, once per
+#: shuffle partition that holds one of its rows
+ROW_BYTES = 8 + 8 + 2
 
 
-def _key_frame_meta():
-    import pandas as pd
-
-    return pd.DataFrame({"key": np.zeros(0, np.uint64)})
-
-
-def _band_meta(num_perm: int):
-    import pandas as pd
-
-    cols = {"key": np.zeros(0, np.uint64), "doc": np.zeros(0, np.int64), "band": np.zeros(0, np.int16),
-            "exact": np.zeros(0, np.uint64)}
-    for c in sig_columns(num_perm):
-        cols[c] = np.zeros(0, np.uint32)
-    return pd.DataFrame(cols)
-
-
-def band_row_bytes(num_perm: int) -> int:
-    """Bytes of one pass-2 row: key, doc, band, exact hash, signature."""
-    return 8 + 8 + 2 + 8 + 4 * num_perm
+def doc_bytes(num_perm: int) -> int:
+    """Bytes of one pass-2 document record: doc, exact hash, signature."""
+    return 8 + 8 + 4 * num_perm
 
 
 def _band_keys(skp: dict, lo: int, hi: int, rows: int, bands: int, seed_h: int) -> tuple[np.ndarray, np.ndarray]:
@@ -71,29 +59,46 @@ def _band_keys(skp: dict, lo: int, hi: int, rows: int, bands: int, seed_h: int) 
     return local, np.ascontiguousarray(keys.T)
 
 
-def key_frame(skp: dict, lo: int, hi: int, rows: int, bands: int, seed_h: int):
-    """Pass 1: just the band keys of documents [lo, hi) (8 bytes a row)."""
-    import pandas as pd
-
+def key_split(skp: dict, lo: int, hi: int, rows: int, bands: int, seed_h: int, q: int) -> tuple:
+    """Pass 1, the sending side: the band keys of documents [lo, hi), split by ``key % q``; per piece
+    (distinct keys, keys held by two or more rows here), both sorted."""
     _, keys = _band_keys(skp, lo, hi, rows, bands, seed_h)
-    return pd.DataFrame({"key": keys.reshape(-1)})
+    k = np.sort(keys.reshape(-1))
+    start = np.ones(k.size, dtype=bool)
+    start[1:] = k[1:] != k[:-1]
+    uniq = k[start]
+    dup = unique_sorted(k[1:][~start[1:]])
+    out = []
+    for keys_j in (uniq, dup):
+        dest = (keys_j % np.uint64(q)).astype(np.int64)
+        order = np.argsort(dest, kind="stable")  # stable: each piece stays sorted
+        bounds = np.searchsorted(dest[order], np.arange(q + 1))
+        out.append([keys_j[order[bounds[j]:bounds[j + 1]]] for j in range(q)])
+    return tuple((out[0][j], out[1][j]) for j in range(q))
 
 
-def shared_keys(df) -> np.ndarray:
-    """Keys held by two or more band rows (the only buckets that can yield a candidate pair)."""
-    k = np.sort(df["key"].to_numpy(np.uint64))
-    if k.size < 2:
+def shared_keys(*pieces) -> np.ndarray:
+    """Keys held by two or more band rows (the only buckets that can yield a candidate pair), from
+    one shuffle partition's pieces of :func:`key_split`: held twice within a chunk, or by two chunks."""
+    if not pieces:
         return np.zeros(0, np.uint64)
-    dup = k[1:] == k[:-1]
-    return unique_sorted(k[1:][dup])
+    k = np.sort(np.concatenate([p[0] for p in pieces]))
+    across = k[1:][k[1:] == k[:-1]]
+    return unique_sorted(np.concatenate([across] + [p[1] for p in pieces]).astype(np.uint64))
 
 
-def band_frame(skp: dict, offset: int, lo: int, hi: int, rows: int, bands: int, seed_h: int,
-               key_filter: Optional[KeyFilter] = None):
-    """Pass 2: one row per (non-empty document in [lo, hi), band) whose key may be shared (passes the
-    Bloom filter of shared keys; no false negatives): key, doc, band, exact hash, signature."""
-    import pandas as pd
+def _empty_piece(num_perm: int) -> dict:
+    return {"key": np.zeros(0, np.uint64), "doc": np.zeros(0, np.int64), "band": np.zeros(0, np.int16),
+            "docs": np.zeros(0, np.int64), "exact": np.zeros(0, np.uint64), "sigs": np.zeros((0, num_perm), np.uint32)}
 
+
+def band_split(skp: dict, offset: int, lo: int, hi: int, rows: int, bands: int, seed_h: int,
+               key_filter: Optional[KeyFilter], q: int) -> tuple:
+    """Pass 2, the sending side: one piece per shuffle partition (``key % q``) of the rows (non-empty
+    document in [lo, hi), band) whose key may be shared (passes the Bloom filter of shared keys; no
+    false negatives): key, doc, band; with each document of the piece once: its exact hash and signature.
+    A document's signature thus travels once per shuffle partition holding one of its rows, not once
+    per row."""
     sigs = skp["minhash"]
     local, keys = _band_keys(skp, lo, hi, rows, bands, seed_h)
     flat = keys.reshape(-1)
@@ -102,11 +107,25 @@ def band_frame(skp: dict, offset: int, lo: int, hi: int, rows: int, bands: int, 
     if key_filter is not None:
         keep = key_filter.may_contain(flat) if flat.size else np.zeros(0, bool)
         flat, row_doc, row_band = flat[keep], row_doc[keep], row_band[keep]
-    num_perm = sigs.shape[1]
-    frame = pd.DataFrame({"key": flat, "doc": row_doc + np.int64(offset), "band": row_band,
-                          "exact": skp["exact"][row_doc]})
-    sig_frame = pd.DataFrame(sigs[row_doc], columns=sig_columns(num_perm))
-    return pd.concat([frame, sig_frame], axis=1)
+    dest = (flat % np.uint64(q)).astype(np.int64)
+    order = np.argsort(dest, kind="stable")
+    bounds = np.searchsorted(dest[order], np.arange(q + 1))
+    out = []
+    for j in range(q):
+        sel = order[bounds[j]:bounds[j + 1]]
+        if sel.size == 0:
+            out.append(_empty_piece(sigs.shape[1]))
+            continue
+        docs = np.unique(row_doc[sel])
+        out.append({"key": flat[sel], "doc": row_doc[sel] + np.int64(offset), "band": row_band[sel],
+                    "docs": docs + np.int64(offset), "exact": skp["exact"][docs], "sigs": sigs[docs]})
+    return tuple(out)
+
+
+def band_rows(skp: dict, offset: int, lo: int, hi: int, rows: int, bands: int, seed_h: int,
+              key_filter: Optional[KeyFilter] = None) -> dict:
+    """All of pass 2's rows of documents [lo, hi) as one piece (one shuffle partition)."""
+    return band_split(skp, offset, lo, hi, rows, bands, seed_h, key_filter, 1)[0]
 
 
 def _chunks(run: Run, docs_per_chunk: int) -> list:
@@ -120,8 +139,8 @@ def _chunks(run: Run, docs_per_chunk: int) -> list:
 
 
 def shared_key_filter(run: Run, p: LSHParams) -> tuple:
-    """Pass 1: (a future of the Bloom filter of the shared band keys, their number)."""
-    import dask.dataframe as dd
+    """Pass 1: (a future of the Bloom filter of the shared band keys, their number). The keys are
+    split by ``key % q1`` on the workers that hold the sketches (a tasks shuffle of plain arrays)."""
     from dask import delayed
 
     t0 = time.perf_counter()
@@ -131,10 +150,8 @@ def shared_key_filter(run: Run, p: LSHParams) -> tuple:
     n_rows_all = run.n_text * p.bands
     q1 = max(run.n_workers, math.ceil(n_rows_all * 8 / SHUFFLE_PARTITION_BYTES))
     run.report.stage(f"MinHash stage: {n_rows_all:,} band keys -> {q1} partitions, bands={p.bands} rows={p.rows}")
-    kframe = dd.from_delayed([delayed(key_frame, pure=True)(f, lo, hi, p.rows, p.bands, seed_h)
-                              for _, f, lo, hi in chunks], meta=_key_frame_meta(), verify_meta=False)
-    ksh = kframe.shuffle(on="key", npartitions=q1, shuffle_method=run.shuffle_method)
-    shared = run.compute([delayed(shared_keys, pure=True)(part) for part in ksh.to_delayed()], "band keys")
+    split = [delayed(key_split, nout=q1, pure=True)(f, lo, hi, p.rows, p.bands, seed_h, q1) for _, f, lo, hi in chunks]
+    shared = run.compute([delayed(shared_keys, pure=True)(*[s[j] for s in split]) for j in range(q1)], "band keys")
     n_shared = int(sum(run.gather(len, shared)))
     m_bits = bits_for(n_shared, bits_per_key=FILTER_BITS_PER_KEY, min_bits=FILTER_MIN_BITS)
     blooms = [client.submit(filter_of, f, m_bits, pure=False) for f in shared]
@@ -147,22 +164,32 @@ def shared_key_filter(run: Run, p: LSHParams) -> tuple:
     return blooms[0], n_shared
 
 
+def band_partitions(n_rows: int, bands: int, num_perm: int, n_workers: int) -> int:
+    """Shuffle partitions of pass 2 for about ``n_rows`` rows: ~``SHUFFLE_PARTITION_BYTES`` each,
+    counting a row and, on average, a ``bands``-th of a document record (a document's rows spread
+    over the partitions; its record travels once to each)."""
+    per_row = ROW_BYTES + doc_bytes(num_perm) / bands
+    return max(n_workers, math.ceil(n_rows * per_row / SHUFFLE_PARTITION_BYTES))
+
+
 def shuffled_band_rows(run: Run, p: LSHParams, bloom_future, n_shared: int, shuffle_partitions: Optional[int]) -> list:
-    """Pass 2: the band rows whose key may be shared, shuffled by key (Delayed DataFrame partitions)."""
-    import dask.dataframe as dd
+    """Pass 2: the band rows whose key may be shared, split by ``key % q`` on the workers that hold
+    the sketches: per shuffle partition, the list of its pieces (Delayed), one per chunk of documents.
+    A tasks shuffle of plain arrays: chunks x partitions edges, no DataFrame machinery."""
     from dask import delayed
 
     assert run.cfg.minhash is not None
     num_perm = run.cfg.minhash.num_perm
     seed_h = int(lsh_seed(run.cfg.seed))
-    row_bytes = band_row_bytes(num_perm)
     est_rows = max(2 * n_shared, 1)
-    parts = [delayed(band_frame, pure=True)(f, int(run.offsets[i]), lo, hi, p.rows, p.bands, seed_h, bloom_future)
-             for i, f, lo, hi in _chunks(run, max(1, SHUFFLE_PARTITION_BYTES // (row_bytes * p.bands)))]
-    total_bytes = est_rows * row_bytes
-    q = shuffle_partitions or max(run.n_workers, math.ceil(total_bytes / SHUFFLE_PARTITION_BYTES))
-    run.report.stage(f"MinHash stage: {n_shared:,} shared keys; >= {est_rows:,} band rows with signatures "
-                     f"(>= {total_bytes / 2**30:.2f} GiB) -> {q} partitions")
+    q = shuffle_partitions or band_partitions(est_rows, p.bands, num_perm, run.n_workers)
+    chunks = _chunks(run, max(1, SHUFFLE_PARTITION_BYTES // ((ROW_BYTES + doc_bytes(num_perm)) * p.bands)))
+    run.report.stage(f"MinHash stage: {n_shared:,} shared keys; >= {est_rows:,} band rows -> {q} partitions")
     run.info["band_partitions"] = q
-    frame = dd.from_delayed(parts, meta=_band_meta(num_perm), verify_meta=False)
-    return frame.shuffle(on="key", npartitions=q, shuffle_method=run.shuffle_method).to_delayed()
+    if q == 1:
+        return [[delayed(band_rows, pure=True)(f, int(run.offsets[i]), lo, hi, p.rows, p.bands, seed_h, bloom_future)
+                 for i, f, lo, hi in chunks]]
+    split = [list(delayed(band_split, nout=q, pure=True)(f, int(run.offsets[i]), lo, hi, p.rows, p.bands, seed_h,
+                                                         bloom_future, q))
+             for i, f, lo, hi in chunks]
+    return [[s[j] for s in split] for j in range(q)]

@@ -11,7 +11,8 @@ Stages (each a pure Dask task graph; a failed task is recomputed from its inputs
 3. **MinHash stage**, in two passes over the band keys. Pass 1 shuffles the bare keys (8 bytes
    a row) and keeps the keys held by two or more rows; their Bloom filter (no false negatives,
    ~1% false positives) goes to every worker. Pass 2 emits only the rows whose key passes the
-   filter, each with the document index, band, exact hash and whole signature, shuffled by key.
+   filter (key, document index, band), split by key into shuffle partitions; each document's exact
+   hash and signature go once to each partition holding one of its rows.
    A shuffle partition then holds every member of its shared buckets, so candidate pairs are
    emitted and verified there, with the very scan of the local build (same bucket order (doc,
    band), same ``bucket_window``, same verifier). Only a spanning forest of each partition's
@@ -76,7 +77,7 @@ from ...config import BuildConfig
 from ...errors import ConfigError, InputError, require
 from ...linking.keys import minhash_params
 from ...staging import agreement_band
-from .bands import band_row_bytes, shared_key_filter, shuffled_band_rows
+from .bands import ROW_BYTES, doc_bytes, shared_key_filter, shuffled_band_rows
 from .borderline import decide_borderline
 from .components import components_stage, connected_components
 from .cut import cut_stage
@@ -197,12 +198,13 @@ def build_dask(
     npartitions : int, optional
         Input partitions for a sequence of texts (default one per 20,000 documents).
     shuffle_partitions : int, optional
-        Partitions of the band shuffle; default sized to ~128 MiB of band rows each. Higher ->
-        less memory per task.
+        Partitions of the band shuffle (pass 2); default sized to ~128 MiB of band rows and
+        signatures each. Higher -> less memory per task, but a signature travels to more partitions.
     blocksize : int
         Bytes per input partition for JSONL files and Parquet row groups (default 64 MiB).
     shuffle_method : {"p2p", "tasks"}, optional
-        Dask's shuffle; default Dask's choice (``p2p`` on a distributed cluster).
+        Dask's shuffle for the DataFrame shuffles (exact hashes, band keys of pass 1); default Dask's
+        choice (``p2p`` on a distributed cluster). Pass 2 splits its rows itself.
     retries : int
         Times Dask retries a failed task (every task is pure: a retry recomputes the same result).
     progress : bool
@@ -293,7 +295,7 @@ def _minhash_stage(run: Run, edges: Edges, shuffle_partitions: Optional[int]) ->
     p = minhash_params(cfg)
     key_filter, n_shared = shared_key_filter(run, p)
     rows = shuffled_band_rows(run, p, key_filter, n_shared, shuffle_partitions)
-    scanned = run.compute([delayed(scan_partition, pure=True)(part, run.cfg_json) for part in rows], "bands")
+    scanned = run.compute([delayed(scan_partition, pure=True)(run.cfg_json, *pieces) for pieces in rows], "bands")
     summ = run.gather(scan_summary, scanned)
     info["band_shuffle_seconds"] = round(time.perf_counter() - t0, 3)
     stats.candidates["minhash"] = int(sum(s[0] for s in summ))
@@ -301,7 +303,8 @@ def _minhash_stage(run: Run, edges: Edges, shuffle_partitions: Optional[int]) ->
     stats.lsh["minhash"] = p.as_dict()
     edges.forest_edges = int(sum(s[4] for s in summ))
     info.update(band_rows=int(sum(s[2] for s in summ)), band_rows_in_buckets=int(sum(s[3] for s in summ)),
-                band_bytes=int(sum(s[2] for s in summ) * band_row_bytes(cfg.minhash.num_perm)),
+                band_doc_records=int(sum(s[6] for s in summ)),
+                band_bytes=int(sum(s[2] for s in summ) * ROW_BYTES + sum(s[6] for s in summ) * doc_bytes(cfg.minhash.num_perm)),
                 forest_edges=edges.forest_edges, scan_task_seconds=round(float(sum(s[5] for s in summ)), 3))
     edges.parts += scanned
     edges.minhash = list(scanned)

@@ -21,7 +21,6 @@ from ...config import BuildConfig
 from ...linking.exact import link_exact
 from ...linking.link import make_forest, make_verifier, scan_buckets
 from ...stages import STAGE_MINHASH
-from .bands import sig_columns
 
 __all__ = ["scan_partition", "scan_summary", "decide_block", "flagged_of"]
 
@@ -41,18 +40,31 @@ def _rows_in_shared_buckets(key: np.ndarray) -> np.ndarray:
     return order[np.bincount(run_id)[run_id] >= 2]
 
 
-def _first_copies_in_scan_order(key, doc, band, exact, sig) -> tuple:
+def _first_copies_in_scan_order(key, doc, band, exact) -> tuple:
     """Drop every exact copy that is not the first (smallest index) of its text within its bucket
     (= first globally: copies share every band key), then sort by the local scan order: key,
-    document, band. Returns (key, doc, sig)."""
+    document, band. Returns (key, doc)."""
     o = np.lexsort((doc, exact, key))
     g = np.ones(o.size, dtype=bool)
     g[1:] = (key[o][1:] != key[o][:-1]) | (exact[o][1:] != exact[o][:-1])
     first_doc = doc[o][np.flatnonzero(g)][np.cumsum(g) - 1]
     sel = o[doc[o] == first_doc]
-    key, doc, band, sig = key[sel], doc[sel], band[sel], sig[sel]
+    key, doc, band = key[sel], doc[sel], band[sel]
     o = np.lexsort((band, doc, key))
-    return key[o], doc[o], sig[o]
+    return key[o], doc[o]
+
+
+def _joined(pieces) -> tuple:
+    """(key, doc, band) of every row of a shuffle partition's pieces, and its documents (sorted,
+    unique) with their exact hashes and signatures."""
+    key = np.concatenate([p["key"] for p in pieces])
+    doc = np.concatenate([p["doc"] for p in pieces])
+    band = np.concatenate([p["band"] for p in pieces])
+    docs = np.concatenate([p["docs"] for p in pieces])
+    docs, first = np.unique(docs, return_index=True)
+    exact = np.concatenate([p["exact"] for p in pieces])[first]
+    sigs = np.concatenate([p["sigs"] for p in pieces])[first]
+    return key, doc, band, docs, exact, sigs
 
 
 def _forest_out(uniq: np.ndarray, forest) -> dict:
@@ -62,28 +74,26 @@ def _forest_out(uniq: np.ndarray, forest) -> dict:
     return {"u": uniq[moved], "v": uniq[root[moved]], "flagged": uniq[forest.flags != 0]}
 
 
-def scan_partition(df, cfg_json: dict) -> dict:
-    """Candidate pairs of every bucket in this shuffle partition, verified; a spanning forest out,
-    with the borderline pairs (global document indices, int64 (m, 2)) in scan order."""
+def scan_partition(cfg_json: dict, *pieces) -> dict:
+    """Candidate pairs of every bucket in this shuffle partition (its pieces of :func:`.bands.band_split`),
+    verified; a spanning forest out, with the borderline pairs (global document indices, int64 (m, 2))
+    in scan order."""
     from ..._kernels.linking import KIND_MINHASH_ESTIMATE, Buckets
 
     t0 = time.perf_counter()
     cfg = BuildConfig(**cfg_json)
     assert cfg.minhash is not None
-    num_perm = cfg.minhash.num_perm
-    key = df["key"].to_numpy(np.uint64)
+    key, doc, band, docs, exact, sigs = _joined(pieces)
     n_rows = key.size
     keep = _rows_in_shared_buckets(key)
     if keep.size == 0:
         return {"u": np.zeros(0, np.int64), "v": np.zeros(0, np.int64), "flagged": np.zeros(0, np.int64),
                 "deferred": np.zeros((0, 2), np.int64), "candidates": 0, "verified": 0, "rows": n_rows,
-                "bucket_rows": 0, "seconds": time.perf_counter() - t0}
-    key, doc, sig = _first_copies_in_scan_order(
-        key[keep], df["doc"].to_numpy(np.int64)[keep], df["band"].to_numpy(np.int16)[keep],
-        df["exact"].to_numpy(np.uint64)[keep], df[sig_columns(num_perm)].to_numpy(np.uint32)[keep])
+                "bucket_rows": 0, "docs": int(docs.size), "seconds": time.perf_counter() - t0}
+    at = np.searchsorted(docs, doc[keep])
+    key, doc = _first_copies_in_scan_order(key[keep], doc[keep], band[keep], exact[at])
     uniq, inv = np.unique(doc, return_inverse=True)
-    minhash = np.empty((uniq.size, num_perm), dtype=np.uint32)
-    minhash[inv] = sig
+    minhash = np.ascontiguousarray(sigs[np.searchsorted(docs, uniq)])
     # every borderline pair is kept: a full buffer pauses the scan instead of letting the estimate
     # decide (which would make the result depend on the scan order)
     verifier = make_verifier(KIND_MINHASH_ESTIMATE, cfg, auto=True, minhash=minhash)
@@ -94,12 +104,14 @@ def scan_partition(df, cfg_json: dict) -> dict:
     d = np.concatenate(deferred) if deferred else np.zeros((0, 2), np.int64)
     return {**_forest_out(uniq, forest), "deferred": uniq[d], "candidates": int(forest.counters[0]),
             "verified": int(forest.counters[1]), "rows": n_rows, "bucket_rows": int(keep.size),
-            "seconds": time.perf_counter() - t0}
+            "docs": int(docs.size), "seconds": time.perf_counter() - t0}
 
 
 def scan_summary(res: dict) -> tuple:
-    """(candidates, verifications, rows, rows in buckets, forest edges, seconds) of a scanned partition."""
-    return (res["candidates"], res["verified"], res["rows"], res["bucket_rows"], int(res["u"].size), res["seconds"])
+    """(candidates, verifications, rows, rows in buckets, forest edges, seconds, document records) of a
+    scanned partition."""
+    return (res["candidates"], res["verified"], res["rows"], res["bucket_rows"], int(res["u"].size), res["seconds"],
+            res["docs"])
 
 
 def flagged_of(res: dict) -> np.ndarray:
