@@ -20,8 +20,6 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from . import reference
 from .reference import _ranges
@@ -148,6 +146,8 @@ def join_counts(indptr: np.ndarray, hashes: np.ndarray, threshold: float, *, chu
 def intersections(ip, tok, n_tok, ci, cj, *, chunk: int = 20_000) -> np.ndarray:
     """Exact |set_i ∩ set_j| for each candidate pair, via sparse element-wise products."""
     n = ip.size - 1
+    import scipy.sparse as sp  # (the harness lists the suites without scipy)
+
     a = sp.csr_matrix((np.ones(tok.size, dtype=np.int32), tok, ip), shape=(n, max(n_tok, 1)))
     a.has_sorted_indices = True
     out = np.empty(ci.size, dtype=np.int64)
@@ -162,6 +162,9 @@ def components(n: int, pairs: np.ndarray) -> np.ndarray:
     """Connected-component label per document (smallest member), int64 (n,)."""
     if pairs.size == 0:
         return np.arange(n, dtype=np.int64)
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
     g = sp.coo_matrix((np.ones(len(pairs), dtype=np.int8), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
     _, lab = connected_components(g, directed=False)
     smallest = np.full(lab.max() + 1, n, dtype=np.int64)
