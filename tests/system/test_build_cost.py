@@ -151,7 +151,7 @@ def test_fresh_install_compiles_each_kernel_once(tmp_path):
                           fold_write=1, _pass=1, _word_pass=1, sort_run=1, sort_unique_run=1,
                           compiled=counts["compiled"]), counts
     assert counts["compiled"] >= 3 and counts["compiled"] == len(names)  # the clock saw the compilations
-    assert {"link_scan", "_scatter_top", "_sort_buckets", "roots", "fold_groups"} <= set(ran_ahead), ran_ahead  # the build ran them...
+    assert {"link_scan", "_scatter_top", "_sort_buckets", "roots", "clique_groups"} <= set(ran_ahead), ran_ahead  # the build ran them...
     assert not set(ran_ahead) & set(names), (ran_ahead, names)  # ...from the helper's cache entries
     assert {"_sketch_oph_docs", "_fill_sorted_unique_docs"} <= set(names)  # what the helper leaves to the command
 

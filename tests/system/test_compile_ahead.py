@@ -134,7 +134,7 @@ FOLD_PROBE = textwrap.dedent("""
     from diversify.config import BuildConfig, MinHashConfig
     sizes = [_KERNEL_FROM - 1, _KERNEL_FROM, _KERNEL_FROM_WHILE_AHEAD - 1, _KERNEL_FROM_WHILE_AHEAD]
     out = dict(alone=[_kernel_pays(n) for n in sizes], ready_before=_runtime.kernel_ready(fold_groups))
-    with ahead.compile_ahead(BuildConfig(minhash=MinHashConfig(threshold=0.8))) as proc:
+    with ahead.compile_ahead(BuildConfig(minhash=MinHashConfig(threshold=0.8), clustering="star")) as proc:
         out["started"] = proc is not None
         out["above_bound"] = _kernel_pays(_KERNEL_FROM_WHILE_AHEAD)  # a build compiles it then: nothing to wait for
         out["awaited_above"] = kernels_ahead.awaited()

@@ -191,7 +191,7 @@ GOLDEN_CONFIG = {
     "simhash": {"bands": None, "bits": 256, "families": 1, "pigeonhole": False, "threshold": 0.95, "verify": "exact"},
     "text_simhash": None,
 }
-GOLDEN_ARTIFACT_SHA256 = "f333842bc10c2127d0d58670d2ad875790cffdb1606b82862ffc90ac51e2039a"
+GOLDEN_ARTIFACT_SHA256 = "51125cc6e97c7c2de14fd584e981f40f410118244eee540a3fbcf1be19173d8b"
 
 
 def golden_artifact_sha256(tmp_dir: Path | None = None) -> str:
