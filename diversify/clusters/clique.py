@@ -42,7 +42,7 @@ from ..sketches.batch import Sketches
 from ..sketches.memo import ExactMemo
 from ..sketches.source import TextSource
 from ..stages import STAGE_SIMHASH, STAGE_TEXT_SIMHASH
-from .guarantee import _components, run_batches
+from .guarantee import cut_setup, run_batches
 from .similarity import FoldStats, Similarity
 
 __all__ = ["clique_clusters", "DENSE_MAX", "SAMPLE", "BUDGET_PER_MEMBER"]
@@ -67,16 +67,8 @@ def clique_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: np.n
     from .._kernels.clique import N_COUNTERS, CliqueState, clique_groups
 
     n = root.size
-    stats = FoldStats()
-    sim = Similarity(sk, cfg, stats, thresholds, source)
-    labels = np.arange(n, dtype=np.int64)
-    reps = np.ones(n, dtype=bool)
-    flags = np.zeros(n, dtype=np.uint8)
-    if n_old:
-        assert old_labels is not None and old_reps is not None and old_flags is not None
-        labels[:n_old], reps[:n_old], flags[:n_old] = old_labels, old_reps, old_flags
-    order = np.lexsort((rank, root))
-    members, bounds = _components(root[order], order, n_old)
+    stats, sim, labels, reps, flags, members, bounds = cut_setup(root, sk, cfg, rank, thresholds, source,
+                                                                 n_old, old_labels, old_reps, old_flags)
     fold_bit = np.zeros(n, dtype=np.uint8)
     ham_coded = np.zeros(n, dtype=bool)
     state = CliqueState(labels, reps, flags, fold_bit, sim.similarity, ham_coded, np.zeros(N_COUNTERS, dtype=np.int64))

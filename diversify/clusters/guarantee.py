@@ -73,16 +73,8 @@ def guaranteed_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: 
     ``source``: the texts at hand, re-shingled for the exact checks, else None.
     """
     n = root.size
-    stats = FoldStats()
-    sim = Similarity(sk, cfg, stats, thresholds, source)
-    labels = np.arange(n, dtype=np.int64)
-    reps = np.ones(n, dtype=bool)
-    flags = np.zeros(n, dtype=np.uint8)
-    if n_old:
-        assert old_labels is not None and old_reps is not None and old_flags is not None
-        labels[:n_old], reps[:n_old], flags[:n_old] = old_labels, old_reps, old_flags
-    order = np.lexsort((rank, root))
-    members, bounds = _components(root[order], order, n_old)
+    stats, sim, labels, reps, flags, members, bounds = cut_setup(root, sk, cfg, rank, thresholds, source,
+                                                                 n_old, old_labels, old_reps, old_flags)
     if sim.ham is None and not _REFERENCE and _kernel_pays(bounds.size - 1):
         # every stage has a kernel path: one kernel call per batch of components
         _fold_kernel(members, bounds, n_old, sim, labels, reps, flags, stats, memo or ExactMemo(n))
@@ -95,6 +87,28 @@ def guaranteed_clusters(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: 
         sim.prefetch(np.zeros(0, dtype=np.int64))
     stats.similarity = sim.similarity
     return labels, reps, flags, stats
+
+
+def cut_setup(root: np.ndarray, sk: Sketches, cfg: BuildConfig, rank: np.ndarray,
+              thresholds: Optional[np.ndarray], source: Optional[TextSource], n_old: int,
+              old_labels: Optional[np.ndarray], old_reps: Optional[np.ndarray], old_flags: Optional[np.ndarray]):
+    """What both cuts start from: fresh stats and their :class:`Similarity`, every document its own
+    cluster (the first ``n_old`` keep their stored label, representative flag and stage bits), and
+    the documents of each multi-member component in (component, rank) order.
+
+    Returns ``(stats, sim, labels, reps, flags, members, bounds)``."""
+    n = root.size
+    stats = FoldStats()
+    sim = Similarity(sk, cfg, stats, thresholds, source)
+    labels = np.arange(n, dtype=np.int64)
+    reps = np.ones(n, dtype=bool)
+    flags = np.zeros(n, dtype=np.uint8)
+    if n_old:
+        assert old_labels is not None and old_reps is not None and old_flags is not None
+        labels[:n_old], reps[:n_old], flags[:n_old] = old_labels, old_reps, old_flags
+    order = np.lexsort((rank, root))
+    members, bounds = _components(root[order], order, n_old)
+    return stats, sim, labels, reps, flags, members, bounds
 
 
 def _kernel_pays(n_components: int) -> bool:
