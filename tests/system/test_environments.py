@@ -103,9 +103,14 @@ ONE_KERNEL = textwrap.dedent("""
 
 
 def _where(proc) -> str:
-    """The cache directory a child reported, as the base directory it lives under ("None": uncached)."""
+    """The cache directory a child reported, as the base directory it lives under ("None": uncached):
+    the kernels' index files sit in ``<base>/src-<digest of the kernel sources>/_kernels_<...>/``."""
     path = proc.stdout.split()[0]
-    return path if path == "None" else os.path.dirname(path)
+    if path == "None":
+        return path
+    sources = os.path.dirname(path)
+    assert os.path.basename(sources).startswith("src-"), f"no kernel-sources level in {path}"
+    return os.path.dirname(sources)
 
 
 def _private(install) -> Path:

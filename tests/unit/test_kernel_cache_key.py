@@ -1,0 +1,53 @@
+"""The kernels' on-disk cache is keyed by every kernel module's source.
+
+Numba checks a cached kernel against its own file only; a kernel that calls into another module
+would otherwise load stale machine code after that module changed (an upgrade or an edit)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from diversify._kernels import _runtime
+
+
+def _copy_kernels(tmp_path):
+    src = os.path.dirname(os.path.abspath(_runtime.__file__))
+    dst = tmp_path / "k"
+    dst.mkdir()
+    for name in os.listdir(src):
+        if name.endswith(".py"):
+            shutil.copyfile(os.path.join(src, name), dst / name)
+    return src, dst
+
+
+def test_the_digest_is_the_installed_sources_and_moves_with_any_module(tmp_path):
+    src, dst = _copy_kernels(tmp_path)
+    assert _runtime.digest_of_sources(str(dst)) == _runtime.sources_digest() == _runtime.digest_of_sources(src)
+    before = _runtime.digest_of_sources(str(dst))
+    (dst / "minhash.py").write_text((dst / "minhash.py").read_text() + "\n# a callee changed\n")
+    after = _runtime.digest_of_sources(str(dst))
+    assert after != before and len(after) == 16
+    (dst / "minhash.py").unlink()  # a module removed changes it too
+    assert _runtime.digest_of_sources(str(dst)) not in (before, after)
+
+
+def test_files_that_are_not_sources_do_not_move_it(tmp_path):
+    _, dst = _copy_kernels(tmp_path)
+    before = _runtime.digest_of_sources(str(dst))
+    (dst / "notes.txt").write_text("x")
+    (dst / "__pycache__").mkdir()
+    assert _runtime.digest_of_sources(str(dst)) == before
+
+
+def test_a_process_caches_under_the_digest_of_its_sources():
+    from diversify._kernels import _common as c
+
+    c.fmix64(12345)
+    place = _runtime.cache_place()
+    path = str(getattr(c.fmix64.stats, "cache_path", "") or "")
+    if place is None or not path:
+        pytest.skip("the kernels run uncached in this environment")
+    assert os.path.dirname(path) == os.path.join(place, "src-" + _runtime.sources_digest())
