@@ -25,8 +25,8 @@ the local engine's clusters. Texts travel once per distinct text of an input par
 row carries an index into its piece's texts), so exact copies of a page cost one text per input
 partition. A cut task holds, per member of its components, the row (4 x ``num_perm`` bytes of
 signature and ~70 bytes of columns), its share of the distinct texts, and during the cut the
-shingle sets of a batch (a giant is one batch: 8 bytes per distinct shingle of every member),
-as the local cut does; docs/dask.md states the bound per worker.
+shingle sets of a batch (a giant is one batch: 8 bytes per distinct shingle of each distinct text;
+exact copies share one set), as the local cut does; docs/dask.md states the bound per worker.
 
 Documents in no component of two or more are their own clusters: label = their index, each its
 own representative, no stage bit, similarity 1. Nothing here passes through the client but the
