@@ -24,7 +24,7 @@ large-family path: centers from a sample, the metric bound, a budget of checks p
 the local engine's clusters. Texts travel once per distinct text of an input partition (a member
 row carries an index into its piece's texts), so exact copies of a page cost one text per input
 partition. A cut task holds, per member of its components, the row (4 x ``num_perm`` bytes of
-signature and ~70 bytes of columns), its share of the distinct texts, and during the cut the
+signature and ~100 bytes of columns and id), its share of the distinct texts, and during the cut the
 shingle sets of a batch (a giant is one batch: 8 bytes per distinct shingle of each distinct text;
 exact copies share one set), as the local cut does; docs/dask.md states the bound per worker.
 
