@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dask_cluster import client  # noqa: F401  (the Dask test modules' LocalCluster fixture)
 
 TESTS_DIR = Path(__file__).resolve().parent
 # `import reference` (tests/reference.py) from any test module, whatever the rootdir/import mode.
@@ -62,6 +63,8 @@ SLOW_MODULES = {
     "test_dask_engine.py",  # starts local Dask clusters
     "test_dask_cut.py",  # the cut on Dask workers against the local build
     "test_dask_shards.py",  # sharded Dask results, written by the workers
+    "test_dask_scheduler.py",  # what the Dask scheduler receives during builds
+    "test_write_clusters_sharded.py",  # a Dask build's shards written into stores by the workers
     "test_determinism.py",  # builds in subprocesses at 1 and 2 threads
     "test_crash_during_writes.py",  # SIGKILLs writer subprocesses
     "test_quality_data.py",  # builds real labelled data sets

@@ -30,7 +30,8 @@ import numpy as np
 
 from ..errors import ArtifactError, require
 
-__all__ = ["MANIFEST", "FORMAT", "shard_name", "is_sharded", "read_manifest", "iter_shards", "assemble"]
+__all__ = ["MANIFEST", "FORMAT", "shard_name", "is_sharded", "read_manifest", "iter_shards", "assemble",
+           "ShardClusters", "read_shard"]
 
 #: the manifest's file name inside a result directory
 MANIFEST = "manifest.json"
@@ -85,6 +86,59 @@ def iter_shards(path: str | os.PathLike, columns: Optional[list] = None):
             raise ArtifactError(f"the shard {file!r} holds {table.num_rows} rows; the manifest says {s['rows']}. "
                                 "Build it again.")
         yield s, table
+
+
+class ShardClusters:
+    """The clusters of one shard's documents, with the lookup a store adapter's ``write_clusters``
+    reads (``lookup``, ``doc_index``, ``is_representative``: the rules of
+    :meth:`ClusterMap.lookup <diversify.artifact.ClusterMap.lookup>`, ids of the other kind or not
+    in the shard are unknown, -1). Made by :func:`read_shard`; the shard's ids are ``ids``."""
+
+    def __init__(self, ids: list, cluster_ids: np.ndarray, is_representative: np.ndarray):
+        from ..ids import id_keys, id_kind_of
+
+        self.ids = ids
+        self.cluster_ids = np.asarray(cluster_ids, dtype=np.int64)
+        self.is_representative = np.asarray(is_representative, dtype=bool)
+        self._kind: str = (id_kind_of(ids[0]) or "int") if ids else "int"
+        keys = id_keys(ids) if ids else np.zeros(0, np.uint64)
+        self._order = np.argsort(keys, kind="stable")
+        self._keys = keys[self._order]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def doc_index(self, ids) -> np.ndarray:
+        """Row of each id in the shard, -1 when unknown."""
+        from ..ids import query_keys
+
+        keys, valid = query_keys(ids, self._kind)
+        if not self._keys.size:
+            return np.full(keys.size, -1, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self._keys, keys), self._keys.size - 1)
+        found = self._keys[at] == keys
+        if valid is not None:
+            found &= valid
+        return np.where(found, self._order[at], -1).astype(np.int64)
+
+    def lookup(self, ids) -> np.ndarray:
+        """Cluster id of each id, -1 when unknown."""
+        rows = self.doc_index(ids)
+        if not self.cluster_ids.size:
+            return rows
+        return np.where(rows >= 0, self.cluster_ids[np.maximum(rows, 0)], -1)
+
+
+def read_shard(path: str | os.PathLike, file: str) -> ShardClusters:
+    """The :class:`ShardClusters` of the shard ``file`` (a manifest entry's ``file``) of the result
+    directory ``path``: only its id, cluster id and representative columns are read."""
+    pq = require("pyarrow.parquet", extra="parquet", purpose="Reading a sharded result")
+    where = os.path.join(os.fspath(path), file)
+    try:
+        t = pq.read_table(where, columns=["id", "cluster_id", "is_representative"])
+    except OSError as exc:
+        raise ArtifactError(f"cannot read the shard {where!r} of a sharded result: {exc}. Build it again.") from None
+    return ShardClusters(t.column("id").to_pylist(), _column(t, "cluster_id"), _column(t, "is_representative"))
 
 
 def assemble(path: str | os.PathLike) -> tuple[tuple, dict]:

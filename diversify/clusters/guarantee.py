@@ -184,6 +184,7 @@ def run_batches(members: np.ndarray, bounds: np.ndarray, sim: Similarity, memo: 
     held = HeldRows(sk.minhash, sk.spill) if use_minhash and sk.spill is not None and sk.minhash is not None else None
     ranges = list(_batches(bounds))
     batch_docs = [np.zeros(0, dtype=np.int64)] * len(ranges)
+    batch_rows: list = []  # per batch: which of its documents are shingled, and each one's row
     shingled: Iterator = iter(())
     if prefetch:  # the documents each batch may check exactly, shingled batch by batch (texts read ahead)
         from ..sketches.source import reshingled
@@ -201,7 +202,9 @@ def run_batches(members: np.ndarray, bounds: np.ndarray, sim: Similarity, memo: 
         for b_, (g0, g1) in enumerate(ranges):
             docs = members[bounds[g0]: bounds[g1]]
             batch_docs[b_] = docs[(docs >= source.offset) & sim.text_ok[docs] & ~skip[docs]]
-        shingled = reshingled(source, (docs.tolist() for docs in batch_docs if docs.size), cfg)
+        batch_rows = [_distinct_texts(sk.exact, docs) for docs in batch_docs]
+        shingled = reshingled(source, (docs[first].tolist() for docs, (first, _) in zip(batch_docs, batch_rows)
+                                       if docs.size), cfg)
     held_to = 0  # the batches before this one have their members' signatures held
     for at, ((g0, g1), docs) in enumerate(zip(ranges, batch_docs)):
         if held is not None and at >= held_to:
@@ -210,12 +213,25 @@ def run_batches(members: np.ndarray, bounds: np.ndarray, sim: Similarity, memo: 
             rule = rule._replace(minhash=held.hold(np.sort(members[lo_m:hi_m])), sig_rows=held.sig_rows)
         if docs.size:
             starts, counts, hashes = next(shingled)
-            rows[docs] = np.arange(docs.size, dtype=np.int64)
+            rows[docs] = batch_rows[at][1]
             rule = rule._replace(sets=ShingleRows(starts, counts, hashes))
         call(rule, bounds[g0: g1 + 1])
         rows[docs] = -1
     if held is not None:
         held.release()
+
+
+def _distinct_texts(exact: np.ndarray, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(positions in ``docs`` of the first document of each exact hash, the row of each document
+    among those firsts): copies of one normalized text share its shingle set, so a family of exact
+    copies is shingled once, not once per copy (the sets are only read)."""
+    if not docs.size:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    _, first, inv = np.unique(exact[docs], return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size, dtype=np.int64)
+    return first[order].astype(np.int64), rank[inv.reshape(-1)]
 
 
 def _fold_rule(sim: Similarity):

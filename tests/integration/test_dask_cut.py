@@ -11,7 +11,6 @@ than the purity samples) and real text.
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 
@@ -30,21 +29,6 @@ from diversify.engines.dask import build_dask  # noqa: E402
 
 DATA = Path(os.environ.get("DIVERSIFY_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
 MODES = [(c, v) for c in ("clique", "star", "components") for v in ("auto", "estimate")]
-
-
-@pytest.fixture(scope="module")
-def client():
-    for name in ("distributed.shuffle", "distributed.scheduler", "distributed.worker", "distributed.nanny"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
-                                       silence_logs=logging.ERROR)
-    c = distributed.Client(cluster)
-    import dask
-
-    with dask.config.set({"dataframe.shuffle.method": "tasks"}):
-        yield c
-    c.close()
-    cluster.close()
 
 
 def assert_same_cut(dask_res, local_res, what: str) -> None:
@@ -139,3 +123,67 @@ def test_real_tweets_are_cut_as_the_local_build_cuts_them(client, clustering):
     assert local.n_duplicates > 100
     res = build_dask(texts, config=cfg, client=client, npartitions=4)
     assert_same_cut(res, local, f"Twitter URL corpus, {clustering}")
+
+
+def _boilerplate(seed: int) -> list:
+    """Two giant families (1,500 and 400 copies of one page: exact copies and one-word edits, so
+    the larger one takes the local cut's large-family path), small families and unique pages."""
+    rng = np.random.default_rng(seed)
+    vocab = [f"v{i}" for i in range(3000)]
+    texts: list = []
+    for copies in (1500, 400):
+        page = list(rng.choice(vocab, 200))
+        exact = " ".join(page)
+        for j in range(copies):
+            if j % 5 < 2:
+                texts.append(exact)
+            else:
+                edited = list(page)
+                edited[int(rng.integers(200))] = str(rng.choice(vocab))
+                texts.append(" ".join(edited))
+    texts += _walks(seed, 6, 8, 3, 60)
+    texts += [" ".join(rng.choice(vocab, 80)) for _ in range(300)]
+    return [texts[i] for i in rng.permutation(len(texts))]
+
+
+@pytest.mark.parametrize("clustering, verify", [("clique", "auto"), ("star", "estimate"), ("components", "auto")])
+def test_giant_components_are_cut_each_in_its_own_task(client, monkeypatch, clustering, verify):
+    """Components over the giant bound (lowered here) are found on the workers and cut alone: the
+    local clusters, one cut partition per giant."""
+    from diversify.engines.dask import cut
+
+    monkeypatch.setattr(cut, "GIANT_MEMBERS", 300)
+    texts = _boilerplate(5)
+    cfg = BuildConfig(clustering=clustering, minhash=MinHashConfig(verify=verify))
+    local = local_build(texts, config=cfg)
+    res = build_dask(texts, config=cfg, client=client, npartitions=3)
+    assert_same_cut(res, local, f"giants, {clustering}, {verify}")
+    info = res.stats["dask"]
+    assert info["cut_giants"] == 2, info
+    assert info["cut_largest_giant"] >= 1500, info
+    sizes = np.bincount(local.cluster_ids)
+    assert sizes.max() >= 600 and res.n_clusters == local.n_clusters
+
+
+def test_a_member_rows_piece_carries_each_distinct_text_once():
+    """Exact copies in an input partition travel as one text; each row indexes it."""
+    from diversify.engines.dask.cut import cut_partition, member_rows
+    from diversify.engines.dask.inputs import Part
+    from diversify.engines.dask.sketch import sketch_part
+
+    page = " ".join(f"w{i}" for i in range(80))
+    texts = [page] * 50 + [page + " extra words here"] * 10 + ["something else entirely"]
+    cfg = BuildConfig()
+    part = Part(texts, None, None)
+    skp = sketch_part(part, cfg.model_dump(mode="json"))
+    docs = np.arange(60, dtype=np.int64)
+    label_piece = (docs, np.zeros(60, dtype=np.int64))
+    what = {"minhash": True, "keys": False, "n_exact": 0, "giants": np.array([0])}
+    pieces = member_rows(skp, part, 0, 2, what, 1, label_piece)
+    assert len(pieces) == 3 and pieces[0]["doc"].size == pieces[1]["doc"].size == 0
+    giant = pieces[2]
+    assert giant["texts"] == [page, page + " extra words here"]
+    assert giant["text_of"].tolist() == [0] * 50 + [1] * 10
+    res = cut_partition(cfg.model_dump(mode="json"), *pieces)
+    assert res["source"].texts == texts[:60]
+    assert res["docs"].tolist() == list(range(60))

@@ -12,7 +12,6 @@ distributed cluster; the module runs in under a minute on 2 cores.
 from __future__ import annotations
 
 import json
-import logging
 import os
 from pathlib import Path
 
@@ -29,21 +28,6 @@ from diversify.engines.dask import build_dask, connected_components  # noqa: E40
 from diversify.errors import ConfigError, DuplicateIdError, InputError  # noqa: E402
 
 DATA = Path(os.environ.get("DIVERSIFY_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
-
-
-@pytest.fixture(scope="module")
-def client():
-    for name in ("distributed.shuffle", "distributed.scheduler", "distributed.worker", "distributed.nanny"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
-                                       silence_logs=logging.ERROR)
-    c = distributed.Client(cluster)
-    import dask
-
-    with dask.config.set({"dataframe.shuffle.method": "tasks"}):
-        yield c
-    c.close()
-    cluster.close()
 
 
 @pytest.fixture(scope="module")

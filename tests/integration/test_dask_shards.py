@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import logging
 
 import numpy as np
 import pytest
@@ -28,21 +27,6 @@ from diversify.engines.dask import build_dask  # noqa: E402
 from diversify.errors import ArtifactError, InputError  # noqa: E402
 
 CREATED = "2024-01-01T00:00:00Z"
-
-
-@pytest.fixture(scope="module")
-def client():
-    for name in ("distributed.shuffle", "distributed.scheduler", "distributed.worker", "distributed.nanny"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
-                                       silence_logs=logging.ERROR)
-    c = distributed.Client(cluster)
-    import dask
-
-    with dask.config.set({"dataframe.shuffle.method": "tasks"}):
-        yield c
-    c.close()
-    cluster.close()
 
 
 @pytest.fixture(scope="module")

@@ -160,3 +160,50 @@ def test_per_source_thresholds_apply_the_stricter_of_a_pair(rng):
         build(texts, config=cfg)
     with pytest.raises(ValueError, match="clustering='clique' or 'star'"):
         BuildConfig(clustering="components", source_thresholds={"a": 0.5})
+
+
+def test_exact_copies_share_one_shingle_set_in_the_cut(monkeypatch):
+    """The batched cut (``run_batches``, the clique cut's) shingles one document per distinct text of
+    a batch (its copies read its set): the same clusters, representatives, stage bits, fold
+    similarities and counters as shingling every copy (the former rule, patched back in), with far
+    fewer documents re-shingled."""
+    import diversify.sketches.source as source
+    from diversify.clusters import guarantee
+
+    rng = np.random.default_rng(8)
+    vocab = [f"b{i}" for i in range(2000)]
+    page = list(rng.choice(vocab, 150))
+    texts = []
+    for j in range(1300):  # one family past DENSE_MAX: the large-family path
+        if j % 3:
+            texts.append(" ".join(page))
+        else:
+            e = list(page)
+            e[int(rng.integers(150))] = str(rng.choice(vocab))
+            texts.append(" ".join(e))
+    for _ in range(5):  # small families: the dense path, with exact copies inside
+        texts += _walk(rng, 6, length=60, swaps=3) * 2
+    texts = [texts[i] for i in rng.permutation(len(texts))]
+    cfg = BuildConfig(clustering="clique", minhash=MinHashConfig(threshold=0.8))
+    shingled: list = []
+    real = source.reshingled
+
+    def counting(src, batches, config):
+        for out in real(src, batches, config):
+            shingled.append(out[0].size)
+            yield out
+
+    monkeypatch.setattr(source, "reshingled", counting)
+    now = build(texts, config=cfg)
+    n_now = sum(shingled)
+    shingled.clear()
+    monkeypatch.setattr(guarantee, "_distinct_texts", lambda exact, docs: (np.arange(docs.size), np.arange(docs.size)))
+    before = build(texts, config=cfg)
+    n_before = sum(shingled)
+    assert np.array_equal(now.cluster_ids, before.cluster_ids)
+    assert np.array_equal(now.is_representative, before.is_representative)
+    assert np.array_equal(now.doc_stages, before.doc_stages)
+    assert np.array_equal(now.cluster_map.extras["fold_similarity"], before.cluster_map.extras["fold_similarity"],
+                          equal_nan=True)
+    assert now.cluster_map.build_info["fold"] == before.cluster_map.build_info["fold"]
+    assert n_before > 1300 and n_now < n_before // 2, (n_now, n_before)

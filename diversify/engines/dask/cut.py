@@ -15,6 +15,19 @@ components cut by the local build's own :func:`diversify.clusters.cut_clusters`.
    that order, so the local index maps back to the global one and gives the local engine's labels,
    representatives, stage bits and fold similarities (tests/integration/test_dask_cut.py).
 
+**Giant components** (more than :data:`GIANT_MEMBERS` members: the boilerplate case, 10^5 copies
+of one page) are found on the workers before the member rows move: each label table counts its
+members per component, the counts are summed by component in ``q`` small tasks, and only the
+labels of the giants reach the client. Each giant then gets a cut partition of its own (so no
+other component waits on it or shares its memory), cut by the same :func:`cut_clusters` (the local
+large-family path: centers from a sample, the metric bound, a budget of checks per member), hence
+the local engine's clusters. Texts travel once per distinct text of an input partition (a member
+row carries an index into its piece's texts), so exact copies of a page cost one text per input
+partition. A cut task holds, per member of its components, the row (4 x ``num_perm`` bytes of
+signature and ~100 bytes of columns and id), its share of the distinct texts, and during the cut the
+shingle sets of a batch (a giant is one batch: 8 bytes per distinct shingle of each distinct text;
+exact copies share one set), as the local cut does; docs/dask.md states the bound per worker.
+
 Documents in no component of two or more are their own clusters: label = their index, each its
 own representative, no stage bit, similarity 1. Nothing here passes through the client but the
 partition counts, the fold counters and, when a single artifact is asked for, the results.
@@ -35,15 +48,18 @@ from .inputs import Part
 from .run import Edges, Run
 
 __all__ = ["cut_stage", "cut_partition", "member_rows", "split_labels", "split_flagged", "ids_at",
-           "CUT_PARTITION_BYTES"]
+           "CUT_PARTITION_BYTES", "GIANT_MEMBERS", "giant_components"]
 
 #: target bytes of the member rows of one cut partition
 CUT_PARTITION_BYTES = 64 * 2**20
+#: members from which a component is cut in a partition of its own (module docstring)
+GIANT_MEMBERS = 16384
 #: bytes a member row is assumed to take besides its signature (text, columns) when sizing the cut
 _ROW_BYTES_GUESS = 2048
 _EMPTY = np.zeros(0, np.int64)
-#: the member-row columns that are Python lists (the rest are numpy arrays)
-_LISTS = ("texts", "ids")
+#: the member-row columns that are Python lists (the rest are numpy arrays; ``texts`` is a piece's
+#: distinct texts, which its rows' ``text_of`` index)
+_LISTS = ("ids",)
 
 
 def ids_at(ids: Optional[list], local: np.ndarray, offset: int) -> list:
@@ -77,16 +93,76 @@ def split_flagged(res: dict, offsets: np.ndarray) -> tuple:
     return _owner_split(np.asarray(res["flagged"], np.int64), offsets)
 
 
-def _cut_part_of(comp: np.ndarray, q: int) -> np.ndarray:
+def _cut_part_of(comp: np.ndarray, q: int, giants: Optional[np.ndarray] = None) -> np.ndarray:
+    """The cut partition of each component: a hash of its label in ``[0, q)``, or ``q + k`` for the
+    ``k``-th of the (sorted) giant components."""
     h = (comp.astype(np.uint64) * np.uint64(GOLDEN)) >> np.uint64(33)
-    return (h % np.uint64(q)).astype(np.int64)
+    dest = (h % np.uint64(q)).astype(np.int64)
+    if giants is not None and giants.size:
+        k = np.searchsorted(giants, comp)
+        is_giant = giants[np.minimum(k, giants.size - 1)] == comp
+        dest[is_giant] = q + k[is_giant]
+    return dest
+
+
+def _split_by(dest: np.ndarray, q: int) -> list:
+    """The positions of each of ``q`` destinations, in order."""
+    order = np.argsort(dest, kind="stable")
+    bounds = np.searchsorted(dest[order], np.arange(q + 1))
+    return [order[bounds[j]:bounds[j + 1]] for j in range(q)]
+
+
+def _count_members(lab: dict, q: int) -> Any:
+    """(component, its non-label members in this label table) split into ``q`` pieces by component."""
+    v, c = np.unique(np.asarray(lab["v"], np.int64), return_counts=True)
+    pieces = [(v[sel], c[sel].astype(np.int64)) for sel in _split_by(_cut_part_of(v, q), q)]
+    return tuple(pieces) if q > 1 else pieces[0]
+
+
+def _giants_of(bound: int, *pieces) -> tuple:
+    """(labels, sizes) of the components of more than ``bound`` members among ``pieces``."""
+    v = np.concatenate([p[0] for p in pieces]) if pieces else _EMPTY
+    c = np.concatenate([p[1] for p in pieces]) if pieces else _EMPTY
+    labels, inv = np.unique(v, return_inverse=True)
+    sizes = np.zeros(labels.size, dtype=np.int64)
+    np.add.at(sizes, inv, c)
+    sizes += 1  # the label itself
+    big = sizes > bound
+    return labels[big], sizes[big]
+
+
+def giant_components(run: Run, label_futs: list, bound: int) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted labels, sizes) of the components of more than ``bound`` members, counted on the
+    workers: only these reach the client."""
+    from dask import delayed
+
+    q = max(1, min(len(label_futs), run.n_workers))
+    counts = [delayed(_count_members, nout=q, pure=True)(f, q) for f in label_futs]
+    if q == 1:
+        tasks = [delayed(_giants_of, pure=True)(bound, *counts)]
+    else:
+        tasks = [delayed(_giants_of, pure=True)(bound, *[c[j] for c in counts]) for j in range(q)]
+    found = run.client.gather(run.compute(tasks, "giants"))
+    labels = np.concatenate([f[0] for f in found])
+    sizes = np.concatenate([f[1] for f in found])
+    order = np.argsort(labels)
+    return labels[order], sizes[order]
+
+
+def _distinct(texts: list) -> tuple[list, np.ndarray]:
+    """(the distinct texts in first-seen order, the index of each text among them)."""
+    seen: dict = {}
+    idx = np.fromiter((seen.setdefault(t, len(seen)) for t in texts), dtype=np.int64, count=len(texts))
+    return list(seen), idx
 
 
 def member_rows(skp: dict, part: Optional[Part], offset: int, q: int, what: dict, n_labels: int, *pieces) -> Any:
-    """The rows of this input partition's members, split into ``q`` cut partitions by component.
+    """The rows of this input partition's members, split into the cut partitions by component:
+    ``q`` by hash, then one per giant component (``what["giants"]``, sorted labels).
 
     ``pieces``: ``n_labels`` label pieces (doc, comp), then the flagged pieces of the exact tables
-    (``what["n_exact"]`` of them) and of the MinHash tables."""
+    (``what["n_exact"]`` of them) and of the MinHash tables. A piece's ``texts`` are its distinct
+    texts, ``text_of`` the index of each row's text among them."""
     lab = pieces[:n_labels]
     docs = np.concatenate([p[0] for p in lab]) if lab else _EMPTY
     comps = np.concatenate([p[1] for p in lab]) if lab else _EMPTY
@@ -103,24 +179,32 @@ def member_rows(skp: dict, part: Optional[Part], offset: int, q: int, what: dict
         rows["minhash"] = skp["minhash"][local]
     if what["keys"]:
         rows["keys"] = np.asarray(skp["keys"], np.float64)[local]
-    if part is not None:
-        texts = part.texts
-        rows["texts"] = [texts[int(i)] for i in local]
     rows["ids"] = ids_at(skp["ids"], local, offset)
-    dest = _cut_part_of(comps, q)
-    order = np.argsort(dest, kind="stable")
-    bounds = np.searchsorted(dest[order], np.arange(q + 1))
+    giants = what.get("giants")
+    n_out = q + (giants.size if giants is not None else 0)
     out = []
-    for j in range(q):
-        sel = order[bounds[j]:bounds[j + 1]]
-        out.append({k: ([v[int(i)] for i in sel] if k in _LISTS else v[sel]) for k, v in rows.items()})
-    return tuple(out) if q > 1 else out[0]
+    for sel in _split_by(_cut_part_of(comps, q, giants), n_out):
+        piece = {k: ([v[int(i)] for i in sel] if k in _LISTS else v[sel]) for k, v in rows.items()}
+        if part is not None:
+            texts = part.texts
+            piece["texts"], piece["text_of"] = _distinct([texts[int(i)] for i in local[sel]])
+        out.append(piece)
+    return tuple(out) if n_out > 1 else out[0]
 
 
 def _concat_rows(pieces) -> dict:
     out: dict = {}
+    base = 0
     for k in pieces[0]:
-        if k in _LISTS:
+        if k == "texts":
+            out[k] = [t for p in pieces for t in p[k]]
+        elif k == "text_of":
+            shifted = []
+            for p in pieces:
+                shifted.append(p[k] + np.int64(base))
+                base += len(p["texts"])
+            out[k] = np.concatenate(shifted)
+        elif k in _LISTS:
             out[k] = [t for p in pieces for t in p[k]]
         else:
             out[k] = np.concatenate([p[k] for p in pieces])
@@ -140,8 +224,11 @@ def cut_partition(cfg_json: dict, *pieces) -> dict:
     t0 = time.perf_counter()
     cfg = BuildConfig(**cfg_json)
     rows = _concat_rows(pieces)
+    distinct = rows.pop("texts", None)
     order = np.argsort(rows["doc"], kind="stable")
     rows = {k: ([v[int(i)] for i in order] if k in _LISTS else v[order]) for k, v in rows.items()}
+    if distinct is not None:  # every member's text, as references to the distinct ones
+        rows["texts"] = [distinct[int(j)] for j in rows.pop("text_of")]
     docs = rows["doc"]
     n = docs.size
     root = np.searchsorted(docs, rows["comp"]).astype(np.int64)
@@ -194,12 +281,13 @@ def cut_stage(run: Run, edges: Edges, label_futs: list, n_members: int) -> list:
     cfg = run.cfg
     cut = cfg.clustering != "components"
     p = len(run.sources)
-    q = _n_cut_partitions(run, n_members)
+    giants, sizes = giant_components(run, label_futs, GIANT_MEMBERS) if n_members > GIANT_MEMBERS else (_EMPTY, _EMPTY)
+    q = _n_cut_partitions(run, n_members - int(sizes.sum()))
     offsets = run.offsets
     need_texts = cfg.minhash is not None and cfg.minhash.verify == "auto"
     flag_tables = [] if cut else list(edges.exact) + list(edges.minhash)
     what = {"minhash": cfg.minhash is not None, "keys": cfg.representative == "key",
-            "n_exact": 0 if cut else len(edges.exact)}
+            "n_exact": 0 if cut else len(edges.exact), "giants": delayed(giants, pure=True) if giants.size else None}
 
     def by_owner(func, futs):
         if p == 1:
@@ -212,17 +300,19 @@ def cut_stage(run: Run, edges: Edges, label_futs: list, n_members: int) -> list:
     for i in range(p):
         args = [pc[i] for pc in lab] + [pc[i] for pc in flg]
         src = run.sources[i] if need_texts else None
-        if q == 1:
+        n_out = q + giants.size
+        if n_out == 1:
             rows.append([delayed(member_rows, pure=True)(run.sketches[i], src, int(offsets[i]), q, what, len(lab),
                                                          *args)])
         else:
-            rows.append(list(delayed(member_rows, nout=q, pure=True)(run.sketches[i], src, int(offsets[i]), q, what,
-                                                                     len(lab), *args)))
-    tasks = [delayed(cut_partition, pure=True)(run.cfg_json, *[r[j] for r in rows]) for j in range(q)]
+            rows.append(list(delayed(member_rows, nout=n_out, pure=True)(run.sketches[i], src, int(offsets[i]), q,
+                                                                         what, len(lab), *args)))
+    tasks = [delayed(cut_partition, pure=True)(run.cfg_json, *[r[j] for r in rows]) for j in range(q + giants.size)]
     futs = run.compute(tasks, "cut")
     summ = run.gather(cut_summary, futs)
-    run.info.update(cut_partitions=q, cut_members=int(sum(s[0] for s in summ)),
-                    cut_task_seconds=round(float(sum(s[2] for s in summ)), 3))
+    run.info.update(cut_partitions=q + giants.size, cut_members=int(sum(s[0] for s in summ)),
+                    cut_task_seconds=round(float(sum(s[2] for s in summ)), 3), cut_giants=int(giants.size),
+                    cut_largest_giant=int(sizes.max()) if sizes.size else 0)
     run.cut_stats = _cut_counts([s[1] for s in summ]) if cut else None
     run.timings["dask_cut"] = time.perf_counter() - t0
     run.report.stage(f"cut {run.info['cut_members']:,} members of components in {q} partitions")

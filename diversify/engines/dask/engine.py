@@ -118,18 +118,30 @@ def _resolve_config(config) -> BuildConfig:
 
 
 def _client_or_local(client):
+    """(client, the LocalCluster the build started or None, the client's ``direct_to_workers``).
+
+    The build's results and scattered partitions go between the client and the workers directly:
+    Dask's default for a client outside the cluster (``direct_to_workers=None``) relays them
+    through the scheduler. A client made with ``direct_to_workers=False`` (workers it cannot reach)
+    keeps its relay."""
     distributed = _dask()
-    if client is not None:
-        return client, None
-    try:
-        return distributed.get_client(), None
-    except ValueError:
-        cluster = distributed.LocalCluster(processes=True)
-        return distributed.Client(cluster), cluster
+    own = None
+    if client is None:
+        try:
+            client = distributed.get_client()
+        except ValueError:
+            own = distributed.LocalCluster(processes=True)
+            client = distributed.Client(own)
+    direct = client.direct_to_workers
+    if direct is None:
+        client.direct_to_workers = True
+    return client, own, direct
 
 
-def _close_own(client, own_cluster) -> None:
-    """Close the temporary LocalCluster a build started (never a client it was given)."""
+def _close_own(client, own_cluster, direct) -> None:
+    """Give the client its ``direct_to_workers`` back; close the temporary LocalCluster a build
+    started (never a client it was given)."""
+    client.direct_to_workers = direct
     if own_cluster is not None:
         client.close()
         own_cluster.close()
@@ -220,7 +232,7 @@ def build_dask(
     cfg = _resolve_config(config)
     out = _check_options(texts_or_paths, npartitions=npartitions, shuffle_partitions=shuffle_partitions, retries=retries,
                          output_dir=output_dir)
-    client, own_cluster = _client_or_local(client)
+    client, own_cluster, direct = _client_or_local(client)
     try:
         run = Run(client=client, cfg=cfg, retries=retries, shuffle_method=shuffle_method, report=Report(progress),
                   n_workers=max(1, len(client.scheduler_info().get("workers", {}))))
@@ -229,7 +241,7 @@ def build_dask(
                                        blocksize=blocksize, id_required=id_field is not None)
         return _run(run, shuffle_partitions=shuffle_partitions, metadata=metadata, created_at=created_at, output_dir=out)
     finally:
-        _close_own(client, own_cluster)
+        _close_own(client, own_cluster, direct)
 
 
 def _run(run: Run, *, shuffle_partitions: Optional[int], metadata, created_at, output_dir: Optional[str]):
