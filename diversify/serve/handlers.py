@@ -54,17 +54,28 @@ def _vector(value: Any, path: str, limits: Limits) -> list:
 def _hits(body: dict, limits: Limits) -> list:
     raw = need_list(body["hits"], "hits", most=limits.max_hits, what="hits")
     hits = []
+    most = limits.max_id_chars
     for i, h in enumerate(raw):
-        path = field_path("hits", i)
-        check_keys(h, path, _HIT, frozenset({"id"}))
-        score = h.get("score")
-        score = None if score is None else need_number(score, field_path(path, "score"))
-        vector = h.get("vector")
-        vector = None if vector is None else _vector(vector, field_path(path, "vector"), limits)
-        text = h.get("text")
-        text = None if text is None else need_str(text, field_path(path, "text"), most=limits.max_text_chars)
-        hits.append(Hit(need_id(h["id"], field_path(path, "id"), limits), score, vector=vector, text=text))
+        if type(h) is dict and len(h) == 2:  # the common {"id", "score"}: checked inline
+            hid, score = h.get("id"), h.get("score")
+            if type(score) is float and score - score == 0.0 and (
+                    (type(hid) is str and len(hid) <= most) or (type(hid) is int and -(2**63) <= hid < 2**63)):
+                hits.append(Hit(hid, score))
+                continue
+        hits.append(_hit(h, field_path("hits", i), limits))
     return hits
+
+
+def _hit(h: Any, path: str, limits: Limits) -> Hit:
+    """One hit, every field checked (the error names the one at fault)."""
+    check_keys(h, path, _HIT, frozenset({"id"}))
+    score = h.get("score")
+    score = None if score is None else need_number(score, field_path(path, "score"))
+    vector = h.get("vector")
+    vector = None if vector is None else _vector(vector, field_path(path, "vector"), limits)
+    text = h.get("text")
+    text = None if text is None else need_str(text, field_path(path, "text"), most=limits.max_text_chars)
+    return Hit(need_id(h["id"], field_path(path, "id"), limits), score, vector=vector, text=text)
 
 
 def needs_thread(body: Any) -> bool:

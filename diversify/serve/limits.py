@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -98,8 +99,29 @@ def parse_body(raw: bytes, limits: Limits) -> Any:
                            "nests far deeper. Send a flat request as docs/serve.md shows.") from None
     except ValueError as exc:
         raise RequestError(f"the request body must be one JSON value; {exc}. Send a JSON object.") from None
-    _check_tree(value, limits.max_json_depth)
+    if _levels_over(value, limits.max_json_depth) or _SURROGATE_ESCAPE.search(text):
+        _check_tree(value, limits.max_json_depth)  # the walk that names the field at fault
     return value
+
+
+#: how a lone surrogate gets into a str: an escape (strict UTF-8 decoding refuses encoded ones)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_CONTAINERS = (list, dict)
+
+
+def _levels_over(value: Any, limit: int) -> bool:
+    """Does ``value`` nest containers more than ``limit`` levels deep? (level by level, no paths)"""
+    level = [value] if type(value) in _CONTAINERS else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        inner = []
+        for v in level:
+            inner += [x for x in (v.values() if type(v) is dict else v) if type(x) in _CONTAINERS]
+        level = inner
+    return False
 
 
 def _no_constant(name: str) -> Any:
