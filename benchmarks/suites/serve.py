@@ -21,6 +21,7 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -49,7 +50,9 @@ def add_arguments(p) -> None:
     p.add_argument("--clients", default="16,4", help="comma-separated concurrent connections, one run each")
     p.add_argument("--hits", type=int, default=50)
     p.add_argument("--k", type=int, default=10)
-    p.add_argument("--replace-every", type=float, default=1.0, help="seconds between artifact replacements")
+    p.add_argument("--replace-every", type=float, default=1.0,
+                   help="seconds between artifact replacements (a last run at the smallest client count never "
+                        "replaces it, for the latency without reload pauses)")
     p.add_argument("--starts", type=int, default=3, help="server starts timed to their first answer")
 
 
@@ -93,15 +96,17 @@ def _in_process(cm, bodies: list) -> dict:
     from diversify.online import Hit, select
 
     times = []
+    cpu = time.process_time()
     for body in bodies:
         t = time.perf_counter()
         hits = [Hit(h["id"], h["score"]) for h in body["hits"]]
         cids = [None if c < 0 else c for c in cm.lookup([h.id for h in hits]).tolist()]
         select(hits, cids, k=body["k"])
         times.append(time.perf_counter() - t)
+    cpu = time.process_time() - cpu
     a = np.array(times) * 1e6
     return {"p50_us": round(float(np.percentile(a, 50)), 1), "p99_us": round(float(np.percentile(a, 99)), 1),
-            "mean_us": round(float(a.mean()), 1)}
+            "cpu_us_per_request": round(cpu / len(bodies) * 1e6, 1)}
 
 
 def _free_port() -> int:
@@ -110,8 +115,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start(source: Path) -> tuple[subprocess.Popen, int, float]:
-    """A server process; returns it, its port and the seconds from start to its first answered lookup."""
+def _start(source: Path) -> tuple[subprocess.Popen, int, float, float]:
+    """A server process; returns it, its port, the seconds from start to its first answered lookup and
+    the CPU seconds the process had used by then."""
     import diversify
 
     port = _free_port()
@@ -129,7 +135,7 @@ def _start(source: Path) -> tuple[subprocess.Popen, int, float]:
             with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
                 s.sendall(req)
                 if s.recv(64).startswith(b"HTTP/1.1 200"):
-                    return proc, port, time.perf_counter() - t
+                    return proc, port, time.perf_counter() - t, _cpu_s(proc.pid)
         except OSError:
             time.sleep(0.005)
 
@@ -211,20 +217,23 @@ def _check(bodies: list, answers: dict, maps: dict) -> tuple[int, dict]:
 
 
 def _run_one(d: Path, maps: dict, bodies: list, clients: int, every: float) -> dict:
+    """One load run; ``every`` 0: the artifact is not replaced (the baseline without reload pauses)."""
     from ..paths import log
 
     (d / "served.dvf").write_bytes((d / "pairs.dvf").read_bytes())
-    proc, port, first = _start(d / "served.dvf")
+    proc, port, _, _ = _start(d / "served.dvf")
     try:
         cpu0 = _cpu_s(proc.pid)
         stop, count = threading.Event(), []
         th = threading.Thread(target=_replacer, args=(d, every, stop, count))
-        th.start()
+        if every > 0:
+            th.start()
         try:
             lat, answers, errors, wall = _load(port, bodies, clients)
         finally:
             stop.set()
-            th.join()
+            if every > 0:
+                th.join()
         cpu = _cpu_s(proc.pid) - cpu0
         with socket.create_connection(("127.0.0.1", port)) as s:
             s.sendall(b"GET /metrics HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n")
@@ -237,7 +246,7 @@ def _run_one(d: Path, maps: dict, bodies: list, clients: int, every: float) -> d
                    if line.startswith("diversify_reloads_total"))
     torn, seen = _check(bodies, answers, maps)
     a = np.array(lat) * 1000
-    row = {"clients": clients, "requests": len(bodies), "wall_s": round(wall, 2),
+    row = {"clients": clients, "replace_every_s": every, "requests": len(bodies), "wall_s": round(wall, 2),
            "throughput_rps": round(len(bodies) / wall, 1), "p50_ms": round(float(np.percentile(a, 50)), 2),
            "p99_ms": round(float(np.percentile(a, 99)), 2), "max_ms": round(float(a.max()), 2),
            "errors": len(errors), "torn": torn, "answers_pairs": seen["pairs"], "answers_triples": seen["triples"],
@@ -257,22 +266,25 @@ def run(args, ctx) -> list:
     counts = [int(c) for c in str(args.clients).split(",") if c.strip()]
     bodies = _bodies(ids, args.requests, args.hits, args.k)
     inproc = _in_process(maps["pairs"], bodies[:5000])
-    starts = []
+    starts, start_cpu = [], []
     for _ in range(args.starts):
-        proc, _port, first = _start(d / "pairs.dvf")
+        proc, _port, first, cpu = _start(d / "pairs.dvf")
         _stop(proc)
         starts.append(round(first, 3))
-    log(f"serve: start to first answer {starts} s; in-process lookup+select {inproc['p50_us']} us p50")
+        start_cpu.append(round(cpu, 3))
+    log(f"serve: start to first answer {starts} s ({start_cpu} CPU-s); in-process lookup+select {inproc['p50_us']} us p50")
     rows = []
     for j, clients in enumerate(counts):
         part = bodies if j == 0 else bodies[: max(1000, args.requests // 4)]
         rows.append(_run_one(d, maps, part, clients, args.replace_every))
+    rows.append(_run_one(d, maps, bodies[: max(1000, args.requests // 4)], counts[-1], 0.0))  # no reloads
+    shutil.rmtree(d, ignore_errors=True)
     for r in rows:
-        r["overhead_us_per_request"] = round(r["server_cpu_us_per_request"] - inproc["mean_us"], 1)
+        r["overhead_us_per_request"] = round(r["server_cpu_us_per_request"] - inproc["cpu_us_per_request"], 1)
     path = write_json(ctx.results / "serve.json", {
         "suite": "serve", "command": ctx.command, "created": now(), "env": environment(), "n": args.n,
         "hits": args.hits, "k": args.k, "replace_every_s": args.replace_every, "in_process": inproc,
-        "start_to_first_answer_s": starts, "rows": rows})
+        "start_to_first_answer_s": starts, "start_cpu_s": start_cpu, "rows": rows})
     log(f"wrote {shown(path)}")
     return [path]
 
@@ -287,13 +299,16 @@ def render(d: dict) -> list[str]:
          "against in-process `select` on both artifacts (torn: equal to neither). Latency is the client's, "
          "request sent to answer read, on loopback. Command: "
          f"`{command(d.get('command'), 'python -m benchmarks run --suite serve')}`, {d.get('created')}.", ""]
-    rows = [[r["clients"], f"{r['requests']:,}", f"{r['throughput_rps']:,.0f}", f"{r['p50_ms']:.2f}",
+    rows = [[r["clients"], "every {:g} s".format(r["replace_every_s"]) if r.get("replace_every_s", 1) else "never",
+             f"{r['requests']:,}", f"{r['throughput_rps']:,.0f}", f"{r['p50_ms']:.2f}",
              f"{r['p99_ms']:.2f}", f"{r['max_ms']:.1f}", r["errors"], r["torn"], r["reloads"],
              f"{r['server_cpu_us_per_request']:.0f}", f"{r['overhead_us_per_request']:.0f}"] for r in d["rows"]]
-    L += table(["clients", "requests", "req/s", "p50 ms", "p99 ms", "max ms", "errors", "torn", "reloads",
-                "server CPU µs/req", "overhead µs/req"], "rrrrrrrrrrr", rows)
+    L += table(["clients", "artifact replaced", "requests", "req/s", "p50 ms", "p99 ms", "max ms", "errors", "torn", "reloads",
+                "server CPU µs/req", "overhead µs/req"], "rlrrrrrrrrrr", rows)
     L += ["", f"In-process `lookup + select` of the same requests: p50 {ip['p50_us']:.0f} µs, p99 {ip['p99_us']:.0f} µs, "
-          f"mean {ip['mean_us']:.0f} µs (overhead = server CPU per request minus that mean). Start of "
+          f"{ip['cpu_us_per_request']:.0f} µs of CPU per request (overhead = the server's CPU per request minus "
+          "that: HTTP, JSON both ways, the checks of every field). Start of "
           f"`diversify serve` to its first answered lookup: best {starts[0]:.2f} s, median "
-          f"{starts[len(starts) // 2]:.2f} s.", ""]
+          f"{starts[len(starts) // 2]:.2f} s, using {min(d.get('start_cpu_s') or [0]):.2f} CPU-s (the wall time "
+          "beyond that is waiting for a core on a shared machine).", ""]
     return L
