@@ -10,6 +10,7 @@ import sys
 
 from ..errors import DiversifyError
 from .failures import Terminated
+from .output import printable
 
 __all__ = ["add_serve_parser", "cmd_serve"]
 
@@ -74,10 +75,12 @@ def cmd_serve(a) -> int:
     limits = Limits(header_timeout=a.client_timeout, body_timeout=a.client_timeout)
     app = create_app(a.source, corpus=a.corpus, token=token, limits=limits, poll_interval=a.poll)
     served = app.state.source.current()
-    what = (f"{served.cluster_map.n_docs:,} documents in {served.cluster_map.n_clusters:,} clusters"
-            if served.cluster_map is not None else "a live index")
+    if served.cluster_map is not None:
+        what = f"{served.cluster_map.n_docs:,} documents in {served.cluster_map.n_clusters:,} clusters from {printable(a.source)}"
+    else:
+        what = f"the live index {served.index.url}"  # the URL with its password masked
     writes = "write endpoints need the token" if token else "no token: write endpoints are open (loopback only)"
-    print(f"diversify serve: {what} from {a.source} on http://{a.host}:{a.port} ({writes}; /openapi.json lists "
+    print(f"diversify serve: {what} on http://{a.host}:{a.port} ({writes}; /openapi.json lists "
           "the routes)", file=sys.stderr, flush=True)
     if a.check:
         app.state.source.close()

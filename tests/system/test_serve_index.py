@@ -8,6 +8,8 @@ import threading
 
 import httpx
 import pytest
+from index.servers import postgres_server  # noqa: F401  (session fixture)
+from index.servers_redis import redis_server  # noqa: F401  (session fixture)
 from serving import Server, need_serve
 
 TOKEN = "test-token-0123456789abcdef"
@@ -133,3 +135,49 @@ def test_the_client_calls_the_live_index(server):
     with Client(server.url) as c, pytest.raises(RequestRejected) as exc:
         c.index_delete(["c0"])
     assert exc.value.status == 401
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "redis"])
+def test_server_indexes_are_served_too(kind, request):
+    """The same endpoints over a PostgreSQL and a Redis index, 2 writers at once; the password of the
+    URL never reaches the output."""
+    need_serve()
+    from diversify import Index
+
+    if kind == "postgresql":
+        server = request.getfixturevalue("postgres_server")
+        url, secret = server.new_database(), server.password
+    else:
+        server = request.getfixturevalue("redis_server")
+        url, secret = server.fresh_url(), None
+    Index(url).close()
+    srv = Server(url, env={"DIVERSIFY_SERVE_TOKEN": TOKEN})
+    added: dict = {}
+    errors: list = []
+
+    def write(w: int) -> None:
+        with httpx.Client(base_url=srv.url, headers=_auth(), timeout=60) as c:
+            for b in range(3):
+                docs = [{"id": f"{w}-{b}-{j}", "text": _text(100 * w + 10 * b + j % 2)} for j in range(4)]
+                r = c.post("/v1/index/add", json={"documents": docs})
+                if r.status_code != 200:
+                    errors.append(r.text)
+                    continue
+                added.update({m["id"]: m["cluster"] for m in r.json()["matches"]})
+
+    try:
+        threads = [threading.Thread(target=write, args=(w,)) for w in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors[:2]
+        got = httpx.post(srv.url + "/v1/clusters", json={"ids": sorted(added)}).json()["cluster_ids"]
+        assert got == [added[i] for i in sorted(added)] and len(added) == 24
+        assert added["1-2-0"] == added["1-2-2"]  # the same text joined the first's cluster
+        assert httpx.get(srv.url + "/healthz").json()["source"] == "index"
+    finally:
+        status, err = srv.stop()
+    assert status == 0, err
+    if secret:
+        assert secret not in err
