@@ -6,6 +6,7 @@ artifact reader (an artifact) or the live index (a URL): no kernel is compiled t
 
 from __future__ import annotations
 
+import os
 import sys
 
 from ..errors import DiversifyError
@@ -53,6 +54,9 @@ def _check_args(a) -> None:
         raise DiversifyError(f"`--port` must be in [0, 65535]; got {a.port}. Use 0 for any free port.")
     if not a.poll >= 0:
         raise DiversifyError(f"`--poll` must be a number of seconds >= 0; got {a.poll}. Use 0 to never reload.")
+    if a.corpus is not None and not os.path.isfile(a.corpus):
+        raise DiversifyError(f"`--corpus` must be the corpus file the artifact was built from; {a.corpus!r} is not a "
+                             "file. Check the path, or leave --corpus out (the page then searches by id only).")
     if not a.client_timeout > 0:
         raise DiversifyError(f"`--client-timeout` must be a number of seconds > 0; got {a.client_timeout}.")
 

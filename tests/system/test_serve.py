@@ -296,7 +296,7 @@ def test_a_non_loopback_address_needs_a_token(artifact, tmp_path):
 
 @pytest.mark.parametrize("args,says", [
     (["--port", "70000"], "`--port` must be in [0, 65535]"), (["--poll", "-1"], "`--poll`"),
-    (["--client-timeout", "0"], "`--client-timeout`")])
+    (["--client-timeout", "0"], "`--client-timeout`"), (["--corpus", "/nonexistent.jsonl"], "`--corpus`")])
 def test_bad_options_are_named(artifact, args, says):
     p = _cli("serve", str(artifact), "--check", *args)
     assert p.returncode == 2 and says in p.stderr and "Traceback" not in p.stderr
