@@ -41,7 +41,7 @@ SUITE = Suite(
             "replaced every second: throughput, p50/p99, torn answers, server overhead vs in-process select, "
             "start to first answer",
     results=("serve.json",), render="benchmarks.suites.serve:render",
-    quick={"n": 10_000, "requests": 2000, "clients": "16,2", "starts": 1}, takes="~3 min")
+    quick={"n": 10_000, "requests": 2000, "clients": "16,2", "starts": 1, "index_docs": 400}, takes="~4 min")
 
 
 def add_arguments(p) -> None:
@@ -54,6 +54,9 @@ def add_arguments(p) -> None:
                    help="seconds between artifact replacements (a last run at the smallest client count never "
                         "replaces it, for the latency without reload pauses)")
     p.add_argument("--starts", type=int, default=3, help="server starts timed to their first answer")
+    p.add_argument("--index-docs", type=int, default=2000,
+                   help="documents 4 writers add to a live SQLite index over HTTP while 4 readers query it "
+                        "(0: skip that run)")
 
 
 def _artifacts(n: int, d: Path):
@@ -115,17 +118,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start(source: Path) -> tuple[subprocess.Popen, int, float, float]:
+def _start(source: Path | str, *extra: str, env_add: dict | None = None
+           ) -> tuple[subprocess.Popen, int, float, float]:
     """A server process; returns it, its port, the seconds from start to its first answered lookup and
     the CPU seconds the process had used by then."""
     import diversify
 
     port = _free_port()
-    env = dict(os.environ, PYTHONPATH=str(Path(diversify.__file__).resolve().parents[1]))
+    env = dict(os.environ, PYTHONPATH=str(Path(diversify.__file__).resolve().parents[1]), **(env_add or {}))
     t = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "diversify", "serve", str(source), "--port", str(port),
-                             "--poll", "0.1"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    body = json.dumps({"ids": ["doc-0000000"]}).encode()
+                             "--poll", "0.1", *extra], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    body = json.dumps({"ids": ["doc-0000000"]}).encode()  # a lookup every source answers
     req = (f"POST /v1/clusters HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\nContent-Length: {len(body)}"
            "\r\nConnection: close\r\n\r\n").encode() + body
     while True:
@@ -257,6 +261,75 @@ def _run_one(d: Path, maps: dict, bodies: list, clients: int, every: float) -> d
     return row
 
 
+def _live_index(d: Path, n_docs: int) -> dict:
+    """4 writers add ``n_docs`` documents (batches of 50) to a live SQLite index over HTTP while 4
+    readers query it; then every added id is looked up: ``lost`` counts those without a cluster."""
+    import httpx
+
+    import diversify
+
+    from ..paths import log
+
+    url = f"sqlite:///{d / 'live.db'}"
+    diversify.Index(url).close()
+    token = "bench-token-0123456789abcdef"
+    proc, port, _, _ = _start(url, env_add={"DIVERSIFY_SERVE_TOKEN": token})
+    base = f"http://127.0.0.1:{port}"
+    rnd = random.Random(1)
+    words = [f"w{i}" for i in range(2000)]
+    texts = [" ".join(rnd.choice(words) for _ in range(60)) for _ in range(n_docs // 2)]
+    docs = [{"id": f"live-{j:06d}", "text": texts[j // 2] + ("" if j % 2 else " end")} for j in range(n_docs)]
+    added, errors, query_lat, stop = {}, [], [], threading.Event()
+
+    def write(w: int) -> None:
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=120) as c:
+            mine = docs[w::4]
+            for lo in range(0, len(mine), 50):
+                r = c.post("/v1/index/add", json={"documents": mine[lo:lo + 50]})
+                if r.status_code != 200:
+                    errors.append(r.text[:200])
+                    continue
+                added.update({m["id"]: m["cluster"] for m in r.json()["matches"]})
+
+    def read(q: int) -> None:
+        with httpx.Client(base_url=base, timeout=120) as c:
+            while not stop.is_set():
+                t = time.perf_counter()
+                r = c.post("/v1/index/query", json={"documents": [{"text": texts[rnd.randrange(len(texts))]}]})
+                query_lat.append(time.perf_counter() - t)
+                if r.status_code != 200:
+                    errors.append(r.text[:200])
+
+    try:  # one add first: the server compiles the sketch kernels once (numba's cache), outside the timing
+        httpx.post(base + "/v1/index/add", json={"documents": [{"id": "warm-up", "text": texts[0]}]},
+                   headers={"Authorization": f"Bearer {token}"}, timeout=600).raise_for_status()
+        writers = [threading.Thread(target=write, args=(w,)) for w in range(4)]
+        readers = [threading.Thread(target=read, args=(q,)) for q in range(4)]
+        t = time.perf_counter()
+        for th in writers + readers:
+            th.start()
+        for th in writers:
+            th.join()
+        wall = time.perf_counter() - t
+        stop.set()
+        for th in readers:
+            th.join()
+        ids = [doc["id"] for doc in docs]
+        got = httpx.post(base + "/v1/clusters", json={"ids": ids}, timeout=120).json()["cluster_ids"]
+    finally:
+        _stop(proc)
+    lost = sum(1 for c in got if c is None)
+    moved = sum(1 for i, c in zip(ids, got) if c is not None and added.get(i) != c)
+    a = np.array(query_lat) * 1000 if query_lat else np.zeros(1)
+    row = {"documents": n_docs, "writers": 4, "readers": 4, "wall_s": round(wall, 2),
+           "docs_per_s": round(n_docs / wall, 1), "queries": len(query_lat),
+           "query_p50_ms": round(float(np.percentile(a, 50)), 2), "query_p99_ms": round(float(np.percentile(a, 99)), 2),
+           "errors": len(errors), "lost": lost, "cluster_changed": moved}
+    log(f"serve: live index: {row['docs_per_s']} docs/s added by 4 writers, {len(query_lat)} queries "
+        f"(p50 {row['query_p50_ms']} ms, p99 {row['query_p99_ms']} ms), errors {len(errors)}, lost {lost}")
+    return row
+
+
 def run(args, ctx) -> list:
     from ..env import environment
     from ..paths import log, now, shown, write_json
@@ -278,13 +351,14 @@ def run(args, ctx) -> list:
         part = bodies if j == 0 else bodies[: max(1000, args.requests // 4)]
         rows.append(_run_one(d, maps, part, clients, args.replace_every))
     rows.append(_run_one(d, maps, bodies[: max(1000, args.requests // 4)], counts[-1], 0.0))  # no reloads
+    live = _live_index(d, args.index_docs) if args.index_docs > 0 else None
     shutil.rmtree(d, ignore_errors=True)
     for r in rows:
         r["overhead_us_per_request"] = round(r["server_cpu_us_per_request"] - inproc["cpu_us_per_request"], 1)
     path = write_json(ctx.results / "serve.json", {
         "suite": "serve", "command": ctx.command, "created": now(), "env": environment(), "n": args.n,
         "hits": args.hits, "k": args.k, "replace_every_s": args.replace_every, "in_process": inproc,
-        "start_to_first_answer_s": starts, "start_cpu_s": start_cpu, "rows": rows})
+        "start_to_first_answer_s": starts, "start_cpu_s": start_cpu, "rows": rows, "live_index": live})
     log(f"wrote {shown(path)}")
     return [path]
 
@@ -311,4 +385,11 @@ def render(d: dict) -> list[str]:
           f"`diversify serve` to its first answered lookup: best {starts[0]:.2f} s, median "
           f"{starts[len(starts) // 2]:.2f} s, using {min(d.get('start_cpu_s') or [0]):.2f} CPU-s (the wall time "
           "beyond that is waiting for a core on a shared machine).", ""]
+    live = d.get("live_index")
+    if live:
+        L += [f"Live SQLite index over HTTP: {live['writers']} writers added {live['documents']:,} documents "
+              f"(batches of 50, half of them near-copies) at {live['docs_per_s']:,.0f} documents/s while "
+              f"{live['readers']} readers sent {live['queries']:,} `/v1/index/query` requests (p50 "
+              f"{live['query_p50_ms']:.1f} ms, p99 {live['query_p99_ms']:.1f} ms); errors {live['errors']}, "
+              f"documents lost {live['lost']}, cluster changed after its add {live['cluster_changed']}.", ""]
     return L
