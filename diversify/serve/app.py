@@ -23,7 +23,7 @@ from typing import Any, Optional, Union
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -44,6 +44,9 @@ from .served import Served, ServedSource
 __all__ = ["create_app"]
 
 log = logging.getLogger("diversify")
+
+#: bodies up to this size are parsed in the event loop; larger ones in a worker thread
+_PARSE_IN_LOOP_BYTES = 64 * 1024
 
 
 def json_response(value: Any, status: int = 200, headers: Optional[dict] = None) -> Response:
@@ -95,6 +98,8 @@ class _Endpoint:
             response = await self._respond(request)
         except RequestError as exc:
             response = _error(exc)
+        except ClientDisconnect:  # the client went away while sending its body: nobody reads an answer
+            response = Response(status_code=400)
         except Exception:  # a bug: logged here, one line to the client
             log.exception("diversify serve: %s %s failed", request.method, self.template)
             response = json_response({"error": {"status": 500, "field": None, "message":
@@ -108,7 +113,11 @@ class _Endpoint:
             ctx.authorize(request)
         served = ctx.get_served()
         if self.body:
-            value = parse_body(await _read_body(request, ctx.limits), ctx.limits)
+            raw = await _read_body(request, ctx.limits)
+            if len(raw) > _PARSE_IN_LOOP_BYTES:  # a large body is parsed off the event loop
+                value = await run_in_threadpool(parse_body, raw, ctx.limits)
+            else:
+                value = parse_body(raw, ctx.limits)
             args: tuple = (value, served, ctx.limits)
         else:
             value = None

@@ -326,3 +326,25 @@ def test_serving_and_looking_up_load_no_kernels(artifact, command):
     heavy = sorted(m for m in loaded if m.split(".")[0] in ("numba", "llvmlite") or m.startswith("diversify._kernels"))
     assert not heavy, heavy
     assert "diversify.cli.main" in loaded
+
+
+def test_a_client_that_leaves_mid_body_costs_no_traceback(server, http):
+    """The module's server fixture asserts at its end that the server printed no traceback."""
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+            s.sendall(b"POST /v1/diversify HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"hits\": [")
+    time.sleep(0.3)
+    assert http.get("/healthz").status_code == 200
+    text = http.get("/metrics").text
+    assert 'diversify_errors_total{kind="server"} 0' in text.splitlines()
+
+
+def test_a_large_body_is_answered_as_a_small_one(http, artifact):
+    from diversify import load
+
+    hits = [{"id": f"d{i % 60}" if i < 60 else f"u{i}", "score": 1.0 - i / 2000, "text": "x" * 100} for i in range(1000)]
+    r = http.post("/v1/diversify", json={"hits": hits, "k": 30})  # > 64 KiB: parsed in a worker thread
+    assert r.status_code == 200
+    got = r.json()
+    got.pop("generation")
+    assert got == expected(load(artifact), hits, k=30)
