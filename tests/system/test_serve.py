@@ -348,3 +348,13 @@ def test_a_large_body_is_answered_as_a_small_one(http, artifact):
     got = r.json()
     got.pop("generation")
     assert got == expected(load(artifact), hits, k=30)
+
+
+def test_without_the_extra_the_command_names_the_install(artifact, tmp_path):
+    hidden = tmp_path / "starlette"
+    hidden.mkdir()
+    (hidden / "__init__.py").write_text("raise ImportError('not installed here')\n")
+    p = subprocess.run([sys.executable, "-m", "diversify", "serve", str(artifact), "--check"], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
+    assert p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1
+    assert "pip install 'diversify-retrieval[serve]'" in p.stderr and "starlette" in p.stderr
