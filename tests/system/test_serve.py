@@ -358,3 +358,10 @@ def test_without_the_extra_the_command_names_the_install(artifact, tmp_path):
                        text=True, timeout=120, env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
     assert p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1
     assert "pip install 'diversify-retrieval[serve]'" in p.stderr and "starlette" in p.stderr
+
+
+def test_a_live_index_that_does_not_exist_is_one_line(tmp_path):
+    need_serve()
+    p = _cli("serve", f"sqlite:///{tmp_path / 'none.db'}", "--check")
+    assert p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1 and "there is no index" in p.stderr
+    assert not (tmp_path / "none.db").exists() or (tmp_path / "none.db").stat().st_size == 0
