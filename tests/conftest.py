@@ -71,6 +71,9 @@ SLOW_MODULES = {
     "test_golden_bytes.py",  # rebuilds every golden case, the Dask one included
     "test_environments.py",  # read-only installs, forks and threads, each in fresh subprocesses
     "test_install.py",  # the README's install order in a fresh venv: compiles every kernel into an empty cache
+    "test_serve.py",  # `diversify serve` in a subprocess, called over HTTP
+    "test_serve_reload.py",  # the served artifact replaced under concurrent requests
+    "test_serve_index.py",  # the live-index endpoints under 4 writers and 4 readers
 }
 SLOW_TESTS = {
     "test_threshold_separates_above_from_below",
@@ -121,6 +124,7 @@ HOSTILE_MODULES = {
     "test_hostile_index.py",  # damaged and contradicting live-index records
     "test_request_cost.py",  # forged cursors, flooding stores, ids no store should send: work bounded by the request
     "test_online_ids.py",  # ids of the wrong kind or no kind from a store
+    "test_serve.py",  # huge, deep, ill-typed and ill-formed request bodies; slow clients
     "test_online_pages.py",  # forged and stale cursors
     "test_online_cost.py",  # online work per request
 }

@@ -20,6 +20,7 @@ from .index import add_index_parser
 from .options import add_config_args, add_input_args, metadata_item, model_default, show_defaults
 from .output import STDOUT, error_line, warn_line
 from .quality import cmd_eval, cmd_tune
+from .serve import add_serve_parser
 
 __all__ = ["main", "make_parser"]
 
@@ -43,6 +44,7 @@ def make_parser() -> argparse.ArgumentParser:
     _inspect_parsers(sub)
     _quality_parsers(sub)
     add_index_parser(sub)
+    add_serve_parser(sub)
     show_defaults(parser)  # every option states its default in --help
     return parser
 
@@ -179,7 +181,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except BrokenPipeError:  # --help into a closed pipe
         return _stdout_closed()
     if not getattr(a, "func", None):
-        error_line("diversify", "give a COMMAND: build, add, stats, show, export, eval, tune, demo or index (see `diversify --help`)")
+        error_line("diversify", "give a COMMAND: build, add, stats, show, export, eval, tune, demo, index or serve (see `diversify --help`)")
         return 2
     if extra:  # named by the command they were given to, as argparse does for its other errors
         error_line(f"diversify {a.command}", f"unrecognized arguments: {' '.join(extra)} "

@@ -17,6 +17,7 @@ HEAVY = ["numba", "llvmlite", "qdrant_client", "chromadb", "faiss", "lancedb", "
         "import diversify.online, diversify.stores, diversify.artifact",
         "import diversify.config, diversify.errors",
         "import diversify; diversify.chunk_paragraphs('a b\\n\\nc d'); diversify.Chunk",
+        "import diversify.client, diversify.serve, diversify.serve.limits, diversify.serve.metrics",
     ],
 )
 def test_no_heavy_imports(stmt):

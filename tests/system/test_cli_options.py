@@ -83,6 +83,7 @@ def files(tmp_path_factory):
     (d / "tpairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in tpairs))
     (d / "labels.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "label": i // 2}) + "\n" for i in range(12)))
     (d / "del.txt").write_text("d0\n")
+    (d / "token.txt").write_text("a-token-of-twenty-chars\n")  # serve --token-file
     (d / "spill").mkdir()
     return d
 
@@ -118,6 +119,8 @@ def _invocations(d) -> dict[str, list[list[str]]]:
         "index delete": [["index", "delete", url, "--ids", str(d / "del.txt")]],
         "index export": [["index", "export", url, "-o", str(d / "ix.dvf")]],
         "index stats": [["index", "stats", url, "--check"]],
+        "serve": [["serve", art, "--check", "--host", "127.0.0.1", "--port", "0", "--corpus", c, "--poll", "0",
+                   "--client-timeout", "5", "--token-file", str(d / "token.txt")]],
     }
 
 
