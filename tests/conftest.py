@@ -68,6 +68,7 @@ SLOW_MODULES = {
     "test_golden_bytes.py",  # rebuilds every golden case, the Dask one included
     "test_environments.py",  # read-only installs, forks and threads, each in fresh subprocesses
     "test_install.py",  # the README's install order in a fresh venv: compiles every kernel into an empty cache
+    "test_page_browser.py",  # the page in headless Chromium, one browser process per view
 }
 SLOW_TESTS = {
     "test_threshold_separates_above_from_below",
@@ -104,7 +105,7 @@ SLOW_TESTS = {
 # markers too: `property` on every hypothesis test, `hostile` and `oracle` on the modules below.
 
 FOLDER_KINDS = {"unit": "unit", "golden": "golden", "contract": "contract", "integration": "integration",
-                "index": "integration", "system": "system"}
+                "index": "integration", "system": "system", "serve": "integration"}
 HOSTILE_MODULES = {
     "test_artifact_hostile_files.py",  # the fixture files of tests/hostile/, fuzzing under a memory cap
     "test_artifact_reader_lies.py",  # artifacts that pass the layout checks but lie or cost
@@ -120,6 +121,7 @@ HOSTILE_MODULES = {
     "test_online_ids.py",  # ids of the wrong kind or no kind from a store
     "test_online_pages.py",  # forged and stale cursors
     "test_online_cost.py",  # online work per request
+    "test_page_api.py",  # the page's endpoints under bad parameters, hostile documents and large bodies
 }
 ORACLE_MODULES = {
     "test_text.py", "test_minhash.py", "test_simhash.py", "test_lsh.py", "test_kernels_fold.py",

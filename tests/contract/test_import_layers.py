@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("corpus",),  # readers and generated corpora
     ("engines", "index", "online"),  # offline builds; the live index; online folding
     ("stores", "demo"),  # vector-store adapters; the built-in demo
+    ("serve",),  # diversify serve: the HTTP service and its page
     ("cli",),  # the command line
     ("_console",),  # the console script: the environment, then the command line
     ("__main__",),  # python -m diversify
