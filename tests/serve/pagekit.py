@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 import types
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -106,12 +107,25 @@ class PageServer:
         self._thread.join(10)
 
 
+def need(module: str):
+    """Import ``module`` (the serve extra's starlette, uvicorn): skip without it (the fast subset
+    installs ``.[test]`` only), fail under DIVERSIFY_CI=1 (CI installs it with ``integrations``)."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        if os.environ.get("DIVERSIFY_CI") == "1":
+            pytest.fail(f"DIVERSIFY_CI=1 but {module} is not installed: CI installs it with the integrations extra")
+        pytest.skip(f"{module} is not installed (pip install diversify-retrieval[serve])", allow_module_level=True)
+
+
 def chromium() -> str:
     """The headless browser: fails in CI (DIVERSIFY_CI=1) when it is missing, skips elsewhere."""
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
-        if os.environ.get("DIVERSIFY_CI"):
-            pytest.fail("chromium must be installed in CI (.ci/run installs Debian's chromium)")
+        if os.environ.get("DIVERSIFY_CI") == "1":
+            pytest.fail("DIVERSIFY_CI=1 but chromium is not installed: .ci/run installs Debian's chromium")
         pytest.skip("chromium is not installed (apt-get install chromium)")
     return exe
 
@@ -152,3 +166,82 @@ def call(url: str, *, data: bytes | None = None, headers: dict | None = None) ->
     except ValueError:
         parsed = {"raw": body.decode("utf-8", "replace")}
     return status, parsed, hdrs
+
+
+#: two texts written for the docs' screenshots, each copied with small edits (as syndicated news and
+#: re-posted notices are)
+_DOC_TEXTS = {
+    "harbor": (
+        "The city council voted on Tuesday to extend the harbor ferry service through the winter months, "
+        "after a season in which ridership rose by almost a third. The extension adds two evening crossings "
+        "on weekdays and one on Saturdays, and keeps the fare at its current level until the end of March. "
+        "Council members said the decision followed a petition signed by more than four thousand residents "
+        "of the island neighbourhoods, many of whom rely on the ferry to reach jobs and schools on the "
+        "mainland. The harbor authority will review the timetable in April, when it publishes the figures "
+        "for the winter service and decides whether the extra crossings should become permanent."),
+    "library": (
+        "The central library will close its reading rooms for renovation from the first of June until the "
+        "end of September. During the closure, books can still be borrowed and returned at the temporary "
+        "counter in the east wing, which opens every day from nine in the morning until six in the evening. "
+        "The renovation replaces the heating system, adds quiet study rooms on the second floor and makes "
+        "every entrance accessible to wheelchairs. Members who have reserved a study desk for the summer "
+        "will be offered a place at one of the branch libraries instead, and the online catalogue and "
+        "lending service are not affected by the works."),
+}
+_DOC_EDITS = {
+    "harbor": [("Tuesday", "Monday"), ("almost a third", "nearly a third"), ("four thousand", "3,900"),
+               ("in April", "next April"), ("two evening", "three evening")],
+    "library": [("first of June", "1st of June"), ("nine in the morning", "8:30 in the morning"),
+                ("second floor", "top floor")],
+}
+
+
+def docs_records() -> list[dict]:
+    """The corpus of the docs' screenshots: each text of :data:`_DOC_TEXTS` and its edited copies,
+    the hostile family of :func:`planted_records`, and documents alone."""
+    recs = []
+    for name, text in _DOC_TEXTS.items():
+        recs.append({"id": f"{name}-wire", "text": text})
+        for i, (old, new) in enumerate(_DOC_EDITS[name]):
+            recs.append({"id": f"{name}-copy-{i + 1}", "text": text.replace(old, new, 1)})
+    planted = planted_records()
+    recs += [r for r in planted if r["id"].startswith(("h-", "<b")) or r["id"].startswith("s-")]
+    return recs
+
+
+def docs_screenshots(out: str | Path) -> list[Path]:
+    """Write the screenshots docs/page.md shows (``python -c "from serve.pagekit import
+    docs_screenshots; docs_screenshots('docs/img')"`` from tests/, with the package importable)."""
+    import tempfile
+
+    exe = chromium()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        recs = docs_records()
+        corpus = write_jsonl(d / "corpus.jsonl", recs)
+        cm = build_artifact(d / "docs.dvf", recs)
+        srv = PageServer(cluster_map=cm, corpus_path=str(corpus))
+        try:
+            big = int(cm.lookup(["harbor-wire"])[0])
+            views = [("page-home", "/", "1280,760"), ("page-cluster", f"/#/cluster/{big}", "1280,900"),
+                     ("page-search", "/#/search?q=ferry", "1280,560"),
+                     ("page-hostile", f"/#/cluster/{int(cm.lookup([HOSTILE_ID])[0])}", "1280,560")]
+            paths = [screenshot(exe, srv.url + url, out / f"{name}.png", d / "profile", size)
+                     for name, url, size in views]
+        finally:
+            srv.close()
+        import diversify
+
+        index = diversify.Index(f"sqlite:///{d / 'live.db'}")
+        index.add([r["text"] for r in recs], ids=[r["id"] for r in recs])
+        srv = PageServer(index=index, corpus_path=str(corpus))
+        try:
+            pasted = _DOC_TEXTS["library"].replace("quiet study rooms", "silent study rooms")
+            url = "/#/near?" + urllib.parse.urlencode({"text": pasted})
+            paths.append(screenshot(exe, srv.url + url, out / "page-near.png", d / "profile", "1280,760"))
+        finally:
+            srv.close()
+            index.close()
+    return paths

@@ -9,8 +9,10 @@ import urllib.parse
 import numpy as np
 import pytest
 
-pytest.importorskip("starlette")
-pytest.importorskip("uvicorn")
+from serve.pagekit import need  # noqa: E402
+
+need("starlette")
+need("uvicorn")
 
 from diversify.artifact.views import cluster_view  # noqa: E402
 from diversify.serve import corpus as corpus_module  # noqa: E402
@@ -262,3 +264,19 @@ def test_record_number_ids_when_the_corpus_has_none(tmp_path):
     assert c.id_kind == "int" and c.texts_of([3, 9, 10, "3"]) == ["doc 3", "doc 9", None, None]
     assert c.ids_of_rows([0, 4]) == [0, 4]
     assert np.array_equal(c.rows_of([2, 11]), np.array([2, None], dtype=object))
+
+
+def test_missing_tools_skip_here_and_fail_in_ci(monkeypatch):
+    from serve import pagekit
+
+    monkeypatch.setattr(pagekit.shutil, "which", lambda name: None)
+    monkeypatch.delenv("DIVERSIFY_CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="chromium is not installed"):
+        pagekit.chromium()
+    with pytest.raises(pytest.skip.Exception, match="no_such_module_here is not installed"):
+        pagekit.need("no_such_module_here")
+    monkeypatch.setenv("DIVERSIFY_CI", "1")
+    with pytest.raises(pytest.fail.Exception, match="DIVERSIFY_CI=1 but chromium is not installed"):
+        pagekit.chromium()
+    with pytest.raises(pytest.fail.Exception, match="DIVERSIFY_CI=1 but no_such_module_here"):
+        pagekit.need("no_such_module_here")

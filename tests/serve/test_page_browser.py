@@ -11,8 +11,10 @@ import urllib.parse
 
 import pytest
 
-pytest.importorskip("starlette")
-pytest.importorskip("uvicorn")
+from serve.pagekit import need  # noqa: E402
+
+need("starlette")
+need("uvicorn")
 
 from serve.pagekit import (  # noqa: E402
     HOSTILE_ID,
