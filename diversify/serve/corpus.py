@@ -1,8 +1,9 @@
 """The corpus a build read, opened by the page (``diversify serve --corpus PATH``) to show texts.
 
-Opening reads the file once, in order, and keeps a table from each document id to where its record
-is (16 bytes a document: the id's 64-bit key, :mod:`diversify.ids`, and the record number); texts
-are then read on demand, by offset, from the file:
+Opening reads the file once, in order, and keeps a table from each document id to its record (the
+id's 64-bit key, :mod:`diversify.ids`, and the record number, sorted by key), the ids packed as the
+artifact stores them (:class:`~diversify.ids.PackedIds`) and where each record is; texts are then
+read on demand, by offset, from the file:
 
 * JSONL: each record's byte span in the file (:class:`diversify.corpus.filetexts.JsonlTexts`, the
   build's own reader), so one text is one ``pread`` of its line;
@@ -35,7 +36,7 @@ from ..ids import PackedIds, query_keys
 __all__ = ["Corpus", "open_corpus", "SCAN_DOCS", "SCAN_CHARS", "ROW_GROUPS_KEPT"]
 
 #: documents one text search reads at most (the next request goes on from there)
-SCAN_DOCS = 20_000
+SCAN_DOCS = 100_000
 #: characters of text one text search reads at most
 SCAN_CHARS = 32 << 20
 #: Parquet row groups whose text column stays in memory after a read

@@ -4,6 +4,7 @@ work they give bad parameters, forged ids, hostile documents and large bodies.""
 
 from __future__ import annotations
 
+import json
 import urllib.parse
 
 import numpy as np
@@ -89,7 +90,7 @@ def test_the_member_limit_counts_the_rest(planted):
     assert status == 400 and body["error"]["field"] == "limit"
 
 
-@pytest.mark.parametrize("cluster", ["999999", "-1", "abc", "1.5", "9" * 30, "%00", "0x10"])
+@pytest.mark.parametrize("cluster", ["999999", "-1", "abc", "1.5", "9" * 30, "%00", "0x10", "9" * 19, "-" + "9" * 19])
 def test_a_forged_cluster_id_is_a_404_naming_it(planted, cluster):
     status, body, _ = call(planted[0].url + "/page/api/cluster/" + cluster)
     assert status == 404 and body["error"]["field"] == "cluster_id"
@@ -280,3 +281,23 @@ def test_missing_tools_skip_here_and_fail_in_ci(monkeypatch):
         pagekit.chromium()
     with pytest.raises(pytest.fail.Exception, match="DIVERSIFY_CI=1 but no_such_module_here"):
         pagekit.need("no_such_module_here")
+
+
+def test_int_ids_and_record_numbers_are_searched_as_numbers(tmp_path):
+    recs = planted_records()
+    path = tmp_path / "noids.jsonl"
+    path.write_text("".join(f'{{"text": {json.dumps(r["text"])}}}\n' for r in recs))
+    cm = build_artifact(tmp_path / "int.dvf", [{"id": i, "text": r["text"]} for i, r in enumerate(recs)])
+    assert cm.id_kind == "int"
+    srv = PageServer(cluster_map=cm, corpus_path=str(path))
+    try:
+        status, r, _ = call(srv.url + "/page/api/search?" + _q(q="3"))
+        assert status == 200 and r["id_match"] == {"id": 3, "cluster_id": int(cm.lookup([3])[0])}
+        status, r, _ = call(srv.url + "/page/api/search?" + _q(q="needle2"))
+        assert [(h["id"], h["cluster_id"]) for h in r["text"]["hits"]] == [(13, int(cm.lookup([13])[0]))]
+        status, c, _ = call(srv.url + f"/page/api/cluster/{int(cm.lookup([0])[0])}")
+        assert status == 200 and all(m["text"] == recs[m["id"]]["text"] for m in c["members"])
+        status, r, _ = call(srv.url + "/page/api/search?" + _q(q=str(1 << 63)))
+        assert status == 200 and r["id_match"] is None
+    finally:
+        srv.close()
