@@ -59,6 +59,7 @@ def one_numba_thread():
 # measured at more than ~1.5 s on 2 cores, are marked here in one place.
 
 SLOW_MODULES = {
+    "test_page_browser.py",  # the page of `diversify serve` in headless Chromium, one browser process per view
     "test_dask_engine.py",  # starts local Dask clusters
     "test_dask_cut.py",  # the cut on Dask workers against the local build
     "test_dask_shards.py",  # sharded Dask results, written by the workers
@@ -68,7 +69,6 @@ SLOW_MODULES = {
     "test_golden_bytes.py",  # rebuilds every golden case, the Dask one included
     "test_environments.py",  # read-only installs, forks and threads, each in fresh subprocesses
     "test_install.py",  # the README's install order in a fresh venv: compiles every kernel into an empty cache
-    "test_page_browser.py",  # the page in headless Chromium, one browser process per view
 }
 SLOW_TESTS = {
     "test_threshold_separates_above_from_below",
@@ -107,6 +107,7 @@ SLOW_TESTS = {
 FOLDER_KINDS = {"unit": "unit", "golden": "golden", "contract": "contract", "integration": "integration",
                 "index": "integration", "system": "system", "serve": "integration"}
 HOSTILE_MODULES = {
+    "test_page_api.py",  # the page's endpoints under bad parameters, hostile documents and large bodies
     "test_artifact_hostile_files.py",  # the fixture files of tests/hostile/, fuzzing under a memory cap
     "test_artifact_reader_lies.py",  # artifacts that pass the layout checks but lie or cost
     "test_online_fail_open.py",  # failing stores and artifacts under the online wrapper
@@ -121,7 +122,6 @@ HOSTILE_MODULES = {
     "test_online_ids.py",  # ids of the wrong kind or no kind from a store
     "test_online_pages.py",  # forged and stale cursors
     "test_online_cost.py",  # online work per request
-    "test_page_api.py",  # the page's endpoints under bad parameters, hostile documents and large bodies
 }
 ORACLE_MODULES = {
     "test_text.py", "test_minhash.py", "test_simhash.py", "test_lsh.py", "test_kernels_fold.py",

@@ -229,17 +229,32 @@ class Corpus:
 
 
 _OPEN: dict[tuple, Corpus] = {}
+#: the last corpus that could not be opened: (key, the file's stamp then, the error)
+_FAILED: list = []
 _OPEN_LOCK = threading.Lock()
 
 
 def open_corpus(path: str | os.PathLike, *, id_field: Optional[str] = None,
                 text_field: Optional[str] = None) -> Corpus:
-    """The :class:`Corpus` of ``path``, opened once per path and fields (a changed file is opened again)."""
+    """The :class:`Corpus` of ``path``, opened once per path and fields (a changed file is opened
+    again). A file that could not be opened is not read again until it changes: the same error is
+    raised (so a bad line deep in a large file costs one read, not one a request)."""
     key = (os.path.abspath(os.fspath(path)), id_field, text_field)
     with _OPEN_LOCK:
         c = _OPEN.get(key)
-        if c is None:
+        if c is not None:
+            return c
+        try:
+            stamp: Optional[tuple] = _stamp(key[0])
+        except OSError:
+            stamp = None
+        if _FAILED and _FAILED[0][:2] == (key, stamp):
+            raise _FAILED[0][2]
+        try:
             c = Corpus(key[0], id_field=id_field, text_field=text_field)
-            _OPEN.clear()  # one corpus at a time: a server serves one
-            _OPEN[key] = c
+        except InputError as exc:
+            _FAILED[:] = [(key, stamp, exc)]
+            raise
+        _OPEN.clear()  # one corpus at a time: a server serves one
+        _OPEN[key] = c
         return c

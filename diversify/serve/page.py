@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ..errors import DiversifyError, InputError
+from ..errors import DiversifyError, InputError, LockTimeoutError, StorageError
 from ..stages import stage_names
 from .corpus import SCAN_CHARS, SCAN_DOCS, open_corpus
 from .pagediff import DIFF_WORDS, word_diff
@@ -74,7 +74,8 @@ class PageError(InputError):
 
 
 def _error(field: str, message: str, status: int = 400) -> JSONResponse:
-    return JSONResponse({"error": {"field": field, "message": message}}, status_code=status, headers=_HEADERS)
+    return JSONResponse({"error": {"status": status, "field": field, "message": message}}, status_code=status,
+                        headers=_HEADERS)
 
 
 def _static(name: str) -> bytes:
@@ -145,6 +146,8 @@ class _Page:
             out = await run_in_threadpool(fn, self.get_served(), *args)
         except PageError as exc:
             return _error(exc.field, str(exc), exc.status)
+        except (StorageError, LockTimeoutError) as exc:
+            return _error("index", f"the index storage did not answer: {exc}", 503)
         except DiversifyError as exc:
             return _error("request", str(exc), 400)
         return JSONResponse(out, headers=_HEADERS)
@@ -349,6 +352,7 @@ def _cluster_view(cm: Any, cluster_id: int, limit: int) -> dict:
 
 def _index_cluster(index: Any, cluster_id: int, limit: int) -> dict:
     from ..ids import INT64_MAX, INT64_MIN
+    from ..index.records import stored_id
 
     if not INT64_MIN <= cluster_id <= INT64_MAX:
         raise PageError("cluster_id", f"`cluster_id` {cluster_id} is not a cluster of this index.", 404)
@@ -360,7 +364,7 @@ def _index_cluster(index: Any, cluster_id: int, limit: int) -> dict:
                                       "made). Use an id the page lists.", 404)
     rows.sort(key=lambda r: (not r.is_rep, r.seq))
     shown = rows[:limit]
-    members = [{"id": _id_out(index._id_out(r.id, kind)), "is_representative": bool(r.is_rep),
+    members = [{"id": _id_out(stored_id(r.id, kind, index.url)), "is_representative": bool(r.is_rep),
                 "similarity": round(float(r.similarity), 6), "stages": stage_names(int(r.stages))} for r in shown]
     return {"cluster_id": cluster_id, "size": len(rows), "representative": members[0]["id"] if members[0]
             ["is_representative"] else None, "similarity_stored": True, "members": members,
@@ -369,6 +373,8 @@ def _index_cluster(index: Any, cluster_id: int, limit: int) -> dict:
 
 def _index_summary(index: Any, top: int) -> dict:
     """Counts from the index's stats; the largest clusters among its first ``LIMITS["index_scan"]`` documents."""
+    from ..index.records import stored_id
+
     stats = index.stats()
     sizes: dict[int, int] = {}
     reps: dict[int, Any] = {}
@@ -383,7 +389,7 @@ def _index_summary(index: Any, top: int) -> dict:
             sizes[r.cluster] = sizes.get(r.cluster, 0) + 1
             stages[r.cluster] = stages.get(r.cluster, 0) | int(r.stages)
             if r.is_rep:
-                reps[r.cluster] = index._id_out(r.id, kind)
+                reps[r.cluster] = stored_id(r.id, kind, index.url)
     order = sorted(sizes, key=lambda c: (-sizes[c], c))[:top]
     largest = [{"cluster_id": int(c), "size": sizes[c], "representative": _id_out(reps.get(c)),
                 "stages": stage_names(stages[c])} for c in order]

@@ -35,8 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("artifact", "evaluate"),  # the .dvf container; metrics
     ("corpus",),  # readers and generated corpora
     ("engines", "index", "online"),  # offline builds; the live index; online folding
-    ("stores", "demo"),  # vector-store adapters; the built-in demo
-    ("serve",),  # diversify serve: the HTTP service and its page
+    ("stores", "demo", "serve", "client"),  # vector-store adapters; the built-in demo; the HTTP server and client
     ("cli",),  # the command line
     ("_console",),  # the console script: the environment, then the command line
     ("__main__",),  # python -m diversify

@@ -57,6 +57,7 @@ def test_summary_lists_the_largest_clusters_and_the_histogram(planted):
 def test_summary_refuses_a_top_out_of_bounds_naming_it(planted, top):
     status, body, _ = call(planted[0].url + "/page/api/summary?" + _q(top=top))
     assert status == 400 and body["error"]["field"] == "top" and "from 1 to 100" in body["error"]["message"]
+    assert body["error"]["status"] == 400
 
 
 def test_a_cluster_shows_its_members_texts_and_diffs(planted):
@@ -194,13 +195,26 @@ def test_a_corpus_the_page_cannot_read_is_reported_not_raised(planted, tmp_path)
             srv.snapshot.corpus_path = str(planted[3] / "corpus.jsonl")
 
 
+class PublicOnly:
+    """An Index seen through its public names alone (as diversify.serve's per-thread index shows it)."""
+
+    def __init__(self, index) -> None:
+        self._index = index
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._index, name)
+
+
 def test_a_live_index_summary_cluster_and_paste(planted, tmp_path):
     import diversify
 
     srv, _, texts, d = planted
     index = diversify.Index(f"sqlite:///{tmp_path / 'live.db'}")
     index.add(list(texts.values()), ids=list(texts))
-    srv.snapshot.cluster_map, srv.snapshot.index, cm = None, index, srv.snapshot.cluster_map
+    # the server hands the page an Index per thread behind a proxy of its public names only
+    srv.snapshot.cluster_map, srv.snapshot.index, cm = None, PublicOnly(index), srv.snapshot.cluster_map
     try:
         status, s, _ = call(srv.url + "/page/api/summary")
         assert status == 200 and s["source"] == "index" and s["has_index"] and s["partial"] is False
@@ -301,3 +315,25 @@ def test_int_ids_and_record_numbers_are_searched_as_numbers(tmp_path):
         assert status == 200 and r["id_match"] is None
     finally:
         srv.close()
+
+
+def test_a_corpus_that_fails_is_read_again_only_once_it_changes(tmp_path, monkeypatch):
+    from diversify.errors import InputError
+    from diversify.serve import corpus
+
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"id": "a", "text": "one"}\n{"id": "b", "text": 5}\n')
+    opened = []
+    real = corpus.Corpus.__init__
+
+    def counting(self, *a, **k):
+        opened.append(1)
+        real(self, *a, **k)
+
+    monkeypatch.setattr(corpus.Corpus, "__init__", counting)
+    for _ in range(3):
+        with pytest.raises(InputError, match="must be a string"):
+            corpus.open_corpus(path)
+    assert len(opened) == 1
+    path.write_text('{"id": "a", "text": "one"}\n{"id": "b", "text": "two"}\n')
+    assert corpus.open_corpus(path).texts_of(["b"]) == ["two"] and len(opened) == 2
