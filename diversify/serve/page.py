@@ -186,12 +186,13 @@ class _Page:
         q = request.query_params.get("q", "")
         try:
             if not q.strip() or len(q) > LIMITS["query_chars"]:
-                raise PageError("q", f"`q` must be an id or text of 1 to {LIMITS['query_chars']} characters; got "
-                                     f"{len(q)} characters. Shorten the search.")
+                raise PageError("q", f"`q` must be an id or text of 1 to {LIMITS['query_chars']:,} characters (not only "
+                                     f"spaces); got {len(q):,} characters. Type an id or a few words to look for.")
             start = _int_param(request, "start", 0, 0, 1 << 62)
+            texts = _int_param(request, "texts", 0, 0, 1)
         except PageError as exc:
             return _error(exc.field, str(exc))
-        return await self._call(self._search, q, start)
+        return await self._call(self._search, q, start, bool(texts))
 
     async def near(self, request: Request) -> Response:
         body = bytearray()
@@ -263,7 +264,8 @@ class _Page:
             _attach_texts(view["members"], corpus.texts_of([m["id"] for m in view["members"]]))
         return view
 
-    def _search(self, served: Any, q: str, start: int) -> dict:
+    def _search(self, served: Any, q: str, start: int, texts: bool) -> dict:
+        """The document with id ``q`` and, unless that id was found (``texts`` asks anyway), the texts holding ``q``."""
         cm, index = served.cluster_map, served.index
         asked = [q.strip()] + ([int(q.strip())] if _INT.match(q.strip()) else [])
         found = None
@@ -278,10 +280,12 @@ class _Page:
             if c is not None:
                 found = {"id": x, "cluster_id": int(c)}
                 break
-        out: dict[str, Any] = {"q": q, "id_match": found, "text": None}
+        out: dict[str, Any] = {"q": q, "id_match": found, "text": None, "texts_skipped": False}
         corpus, corpus_error = self._corpus(served)
         out["corpus_error"] = corpus_error
-        if corpus is not None:
+        if corpus is not None and found is not None and not texts:
+            out["texts_skipped"] = True  # an id was asked for: the scan of the texts only on request
+        elif corpus is not None:
             scan = corpus.scan(q, start=start)
             ids = corpus.ids_of_rows([r for r, _ in scan["hits"]])
             clusters = _clusters_of(served, ids, self._index_lock(served, index) if index is not None else None)

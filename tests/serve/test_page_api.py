@@ -110,6 +110,9 @@ def test_search_by_id_and_by_text(planted):
     srv, cm, texts, _ = planted
     status, r, _ = call(srv.url + "/page/api/search?" + _q(q="a-3"))
     assert status == 200 and r["id_match"] == {"id": "a-3", "cluster_id": int(cm.lookup(["a-3"])[0])}
+    assert r["text"] is None and r["texts_skipped"] is True  # an id found: the texts are read on request only
+    status, r, _ = call(srv.url + "/page/api/search?" + _q(q="a-3", texts=1))
+    assert r["id_match"]["id"] == "a-3" and r["text"]["hits"] == [] and r["text"]["scanned"] == len(texts)
     status, r, _ = call(srv.url + "/page/api/search?" + _q(q="NEEDLE7"))
     assert status == 200 and r["id_match"] is None
     assert [h["id"] for h in r["text"]["hits"]] == ["s-7"] and "needle7" in r["text"]["hits"][0]["snippet"]
@@ -125,7 +128,7 @@ def test_text_search_reads_a_bounded_number_of_documents_a_request(planted, monk
     oracle = [i for i, t in enumerate(texts.values()) if "winter" in t.casefold()]
     found, start, pages = [], 0, 0
     while start is not None:
-        status, r, _ = call(srv.url + "/page/api/search?" + _q(q="Winter", start=start))
+        status, r, _ = call(srv.url + "/page/api/search?" + _q(q="Winter", start=start, texts=1))
         assert status == 200 and r["text"]["scanned"] <= 5
         found += [h["record"] for h in r["text"]["hits"]]
         assert [order[h["record"]] for h in r["text"]["hits"]] == [h["id"] for h in r["text"]["hits"]]
@@ -139,11 +142,12 @@ def test_search_refuses_an_empty_or_long_query_naming_q(planted, query):
     assert status == 400 and body["error"]["field"] == "q"
 
 
-@pytest.mark.parametrize("raw", ["q=%ED%A0%80", "q=%FF%FE", "q=a%00b", "q=doc&start=-5", "q=doc&start=" + "9" * 40])
+@pytest.mark.parametrize("raw", ["q=%ED%A0%80", "q=%FF%FE", "q=a%00b", "q=doc&start=-5", "q=doc&start=" + "9" * 40,
+                                 "q=doc&texts=2", "q=doc&texts=yes"])
 def test_search_takes_broken_bytes_as_text_and_refuses_a_bad_start(planted, raw):
     status, body, _ = call(planted[0].url + "/page/api/search?" + raw)
-    if "start" in raw:
-        assert status == 400 and body["error"]["field"] == "start"
+    if "start" in raw or "texts" in raw:
+        assert status == 400 and body["error"]["field"] == raw.split("&")[1].split("=")[0]
     else:
         assert status == 200 and body["id_match"] is None and body["text"]["hits"] == []
 
@@ -189,7 +193,7 @@ def test_a_corpus_the_page_cannot_read_is_reported_not_raised(planted, tmp_path)
             status, s, _ = call(srv.url + "/page/api/summary")
             assert status == 200 and words in s["corpus"]["error"] and s["largest"][0]["size"] == 6
             assert "text" not in s["largest"][0]
-            status, r, _ = call(srv.url + "/page/api/search?" + _q(q="a-1"))
+            status, r, _ = call(srv.url + "/page/api/search?" + _q(q="a-1", texts=1))
             assert status == 200 and r["id_match"]["id"] == "a-1" and r["text"] is None and words in r["corpus_error"]
         finally:
             srv.snapshot.corpus_path = str(planted[3] / "corpus.jsonl")

@@ -107,6 +107,7 @@ def test_search_by_id_from_the_address_and_by_text(browser, page):
     _, cm, _ = page
     dom = _dom(browser, page, "/?q=a-3")
     assert 'data-view="search"' in dom and 'id="id-match"' in dom
+    assert 'href="#/search?q=a-3&amp;texts=1"' in dom and 'id="text-hits"' not in dom
     assert f'href="#/cluster/{int(cm.lookup(["a-3"])[0])}"' in dom.split('id="id-match"', 1)[1].split("</p>", 1)[0]
     dom = _dom(browser, page, "/#/search?q=needle5")
     assert 'id="no-id-match"' in dom

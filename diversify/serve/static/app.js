@@ -156,8 +156,9 @@
     if (!summary) await getSummary();
     const q = params.get("q") || "";
     const start = params.get("start") || "0";
+    const texts = params.get("texts") === "1" ? "1" : "0";
     document.getElementById("q").value = q;
-    const r = await api("/page/api/search?q=" + encodeURIComponent(q) + "&start=" + encodeURIComponent(start));
+    const r = await api("/page/api/search?q=" + encodeURIComponent(q) + "&start=" + encodeURIComponent(start) + "&texts=" + texts);
     const parts = [el("h2", {}, "Search: ", el("span", { class: "id", text: q }))];
     if (r.id_match) parts.push(el("p", { id: "id-match" }, "Document ", el("span", { class: "id", text: idText(r.id_match.id) }), " is in cluster ", clusterLink(r.id_match.cluster_id), "."));
     else if (start === "0") parts.push(el("p", { class: "muted", id: "no-id-match", text: "No document has this id." }));
@@ -168,7 +169,9 @@
       parts.push(el("table", { id: "text-hits" }, el("thead", {}, el("tr", {}, el("th", { text: "document" }), el("th", { text: "cluster" }), el("th", { text: "text" }))),
         el("tbody", {}, ...t.hits.map((h) => el("tr", { "data-id": idText(h.id) }, el("td", {}, el("span", { class: "id", text: idText(h.id) })),
           el("td", {}, h.cluster_id === null ? "—" : clusterLink(h.cluster_id)), el("td", { text: h.snippet }))))));
-      if (t.next !== null) parts.push(el("p", { class: "more" }, el("a", { id: "scan-more", href: "#/search?q=" + encodeURIComponent(q) + "&start=" + t.next, text: "search on from record " + fmt(t.next) })));
+      if (t.next !== null) parts.push(el("p", { class: "more" }, el("a", { id: "scan-more", href: "#/search?q=" + encodeURIComponent(q) + "&texts=1&start=" + t.next, text: "search on from record " + fmt(t.next) })));
+    } else if (r.texts_skipped) {
+      parts.push(el("p", { class: "more" }, el("a", { id: "search-texts", href: "#/search?q=" + encodeURIComponent(q) + "&texts=1", text: "look for it in the texts too" })));
     } else if (!r.corpus_error) parts.push(el("p", { class: "muted", text: "Text search needs the corpus file (diversify serve --corpus PATH)." }));
     show(el("section", { "data-view": "search" }, ...parts));
   }
