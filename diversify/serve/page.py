@@ -18,6 +18,7 @@ reads (:mod:`.corpus`), and the size of a pasted document.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import weakref
@@ -65,6 +66,17 @@ _STATIC_DIR = Path(__file__).resolve().parent / "static"  # package data (pyproj
 _INT = re.compile(r"^[+-]?[0-9]{1,19}$")
 
 
+class _JSON(JSONResponse):
+    """JSON whose strings may hold lone surrogates (a corpus file can): written as ``\\udXXX`` escapes
+    then, which JSON allows and a browser reads, instead of failing to encode them as UTF-8."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
 class PageError(InputError):
     """A request the page's API refuses: ``field`` names the parameter, ``status`` the HTTP status."""
 
@@ -74,7 +86,7 @@ class PageError(InputError):
 
 
 def _error(field: str, message: str, status: int = 400) -> JSONResponse:
-    return JSONResponse({"error": {"status": status, "field": field, "message": message}}, status_code=status,
+    return _JSON({"error": {"status": status, "field": field, "message": message}}, status_code=status,
                         headers=_HEADERS)
 
 
@@ -150,7 +162,7 @@ class _Page:
             return _error("index", f"the index storage did not answer: {exc}", 503)
         except DiversifyError as exc:
             return _error("request", str(exc), 400)
-        return JSONResponse(out, headers=_HEADERS)
+        return _JSON(out, headers=_HEADERS)
 
     # ------------------------------------------------------------------ routes
 

@@ -341,3 +341,39 @@ def test_a_corpus_that_fails_is_read_again_only_once_it_changes(tmp_path, monkey
     assert len(opened) == 1
     path.write_text('{"id": "a", "text": "one"}\n{"id": "b", "text": "two"}\n')
     assert corpus.open_corpus(path).texts_of(["b"]) == ["two"] and len(opened) == 2
+
+
+def test_lone_surrogates_in_a_corpus_come_back_escaped(tmp_path):
+    recs = planted_records()
+    cm = build_artifact(tmp_path / "a.dvf", recs)
+    recs[0]["text"] = "bad \ud800 surrogate " + recs[0]["text"]  # json.dumps writes it as an escape
+    srv = PageServer(cluster_map=cm, corpus_path=str(write_jsonl(tmp_path / "c.jsonl", recs)))
+    try:
+        c = int(cm.lookup(["a-0"])[0])
+        status, body, _ = call(srv.url + f"/page/api/cluster/{c}?limit=50")
+        assert status == 200 and {m["id"]: m["text"] for m in body["members"]}["a-0"] == recs[0]["text"]
+        status, r, _ = call(srv.url + "/page/api/search?" + _q(q="surrogate"))
+        assert status == 200 and [h["id"] for h in r["text"]["hits"]] == ["a-0"]
+    finally:
+        srv.close()
+
+
+def test_a_reloaded_artifact_is_what_the_page_shows_next(planted, tmp_path):
+    srv, cm, _, _ = planted
+    recs = [r for r in planted_records() if not r["id"].startswith("a-")]  # the largest family gone
+    smaller = build_artifact(tmp_path / "smaller.dvf", recs)
+    srv.snapshot.cluster_map, srv.snapshot.generation = smaller, 2
+    try:
+        status, s, _ = call(srv.url + "/page/api/summary")
+        assert status == 200 and s["generation"] == 2 and s["documents"] == len(recs)
+        assert s["largest"][0]["size"] == 3 and s["largest"][0]["representative"] in ("h-0", HOSTILE_ID, "h-2")
+        old = int(cm.lookup(["a-0"])[0])  # a cluster id of the old artifact, asked of the new one
+        status, body, _ = call(srv.url + f"/page/api/cluster/{old}")
+        assert old in smaller.cluster_sizes()[0].tolist()  # ids are document indices: the new one has it too
+        assert status == 200 and [m["id"] for m in body["members"]] == \
+            [m["id"] for m in cluster_view(smaller, cluster_id=old, limit=12)["members"]]
+        assert not {m["id"] for m in body["members"]} & {f"a-{i}" for i in range(6)}
+    finally:
+        srv.snapshot.cluster_map, srv.snapshot.generation = cm, 1
+    status, s, _ = call(srv.url + "/page/api/summary")
+    assert s["largest"][0]["size"] == 6 and s["generation"] == 1
