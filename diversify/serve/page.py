@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -53,6 +54,8 @@ LIMITS = {
     "index_scan": 50_000,  # live-index documents counted for its largest clusters
 }
 _DEFAULT_MEMBERS = 12
+#: seconds a live index's summary (counts, largest clusters) is reused
+_INDEX_SUMMARY_AGE = 5.0
 _SNIPPET = 160
 
 #: the page's own script and style sheet, nothing else; no inline script, no other origin
@@ -236,8 +239,7 @@ class _Page:
         if cm is not None:
             out.update(self._artifact_summary(cm, top))
         elif index is not None:
-            with self._index_lock(served, index):
-                out.update(_index_summary(index, top))
+            out.update(self._live_summary(served, index, top))
         if corpus is not None and out.get("largest"):
             texts = corpus.texts_of([c["representative"] for c in out["largest"]])
             for c, t in zip(out["largest"], texts):
@@ -257,6 +259,17 @@ class _Page:
                       "created_at": cm.created_at, "clustering": str(cm.config.get("clustering", "components"))}
             self._summaries[cm] = cached
         return {**cached, "largest": [dict(c) for c in cached["largest"][:top]]}
+
+    def _live_summary(self, served: Any, index: Any, top: int) -> dict:
+        """The index's summary, counted again at most every :data:`_INDEX_SUMMARY_AGE` seconds (a
+        count reads up to ``LIMITS["index_scan"]`` rows: not one a page view)."""
+        now = time.monotonic()
+        cached = self._summaries.get(index)
+        if cached is None or now - cached[0] > _INDEX_SUMMARY_AGE:
+            with self._index_lock(served, index):
+                cached = (now, _index_summary(index, LIMITS["top"]))
+            self._summaries[index] = cached
+        return {**cached[1], "largest": [dict(c) for c in cached[1]["largest"][:top]]}
 
     def _cluster(self, served: Any, cluster_id: int, limit: int) -> dict:
         cm, index = served.cluster_map, served.index

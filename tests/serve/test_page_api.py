@@ -17,6 +17,7 @@ need("uvicorn")
 
 from diversify.artifact.views import cluster_view  # noqa: E402
 from diversify.serve import corpus as corpus_module  # noqa: E402
+from diversify.serve import page as page_module  # noqa: E402
 from diversify.serve.page import CSP, LIMITS  # noqa: E402
 from serve.pagekit import HOSTILE, HOSTILE_ID, PageServer, build_artifact, call, planted_records, write_jsonl  # noqa: E402
 
@@ -211,7 +212,7 @@ class PublicOnly:
         return getattr(self._index, name)
 
 
-def test_a_live_index_summary_cluster_and_paste(planted, tmp_path):
+def test_a_live_index_summary_cluster_and_paste(planted, tmp_path, monkeypatch):
     import diversify
 
     srv, _, texts, d = planted
@@ -239,6 +240,13 @@ def test_a_live_index_summary_cluster_and_paste(planted, tmp_path):
         assert status == 200 and r["near"] == [] and not r["joined"]
         status, r, _ = call(srv.url + "/page/api/search?" + _q(q="c-1"))
         assert r["id_match"] == {"id": "c-1", "cluster_id": index.cluster_of(["c-1"])[0]}
+        # the counts are reused for a few seconds, then read again
+        index.add([texts["a-0"] + " and a new ending"], ids=["a-new"])
+        status, s, _ = call(srv.url + "/page/api/summary")
+        assert s["documents"] == len(texts)
+        monkeypatch.setattr(page_module, "_INDEX_SUMMARY_AGE", 0.0)
+        status, s, _ = call(srv.url + "/page/api/summary")
+        assert s["documents"] == len(texts) + 1 and s["largest"][0]["size"] == 7
     finally:
         srv.snapshot.cluster_map, srv.snapshot.index = cm, None
         index.close()
