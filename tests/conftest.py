@@ -60,6 +60,7 @@ def one_numba_thread():
 # measured at more than ~1.5 s on 2 cores, are marked here in one place.
 
 SLOW_MODULES = {
+    "test_page_browser.py",  # the page of `diversify serve` in headless Chromium, one browser process per view
     "test_dask_engine.py",  # starts local Dask clusters
     "test_dask_cut.py",  # the cut on Dask workers against the local build
     "test_dask_shards.py",  # sharded Dask results, written by the workers
@@ -110,8 +111,9 @@ SLOW_TESTS = {
 # markers too: `property` on every hypothesis test, `hostile` and `oracle` on the modules below.
 
 FOLDER_KINDS = {"unit": "unit", "golden": "golden", "contract": "contract", "integration": "integration",
-                "index": "integration", "system": "system"}
+                "index": "integration", "system": "system", "serve": "integration"}
 HOSTILE_MODULES = {
+    "test_page_api.py",  # the page's endpoints under bad parameters, hostile documents and large bodies
     "test_artifact_hostile_files.py",  # the fixture files of tests/hostile/, fuzzing under a memory cap
     "test_artifact_reader_lies.py",  # artifacts that pass the layout checks but lie or cost
     "test_online_fail_open.py",  # failing stores and artifacts under the online wrapper

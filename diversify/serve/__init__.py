@@ -6,7 +6,9 @@ Modules: :mod:`~diversify.serve.app` (:func:`create_app`, the routes), :mod:`~di
 (the loaded artifact or live index, hot reload), :mod:`~diversify.serve.handlers` (the JSON
 answers), :mod:`~diversify.serve.limits` (what one request may carry; the JSON reader),
 :mod:`~diversify.serve.metrics` (Prometheus text), :mod:`~diversify.serve.openapi` (the schema),
-:mod:`~diversify.serve.run` (uvicorn, the loopback rule, the token, slow clients).
+:mod:`~diversify.serve.run` (uvicorn, the loopback rule, the token, slow clients); the page at ``/``:
+:mod:`~diversify.serve.page` (its routes), :mod:`~diversify.serve.corpus` (texts of ``--corpus`` by offset),
+:mod:`~diversify.serve.pagediff` (its word differences).
 """
 
 from __future__ import annotations
