@@ -227,8 +227,8 @@ class FaissStore(Store):
              text_field: Optional[str] = None) -> Iterator[Batch]:
         """Every vector of the index, ``batch_size`` per ``reconstruct_n`` call (:mod:`.scan`),
         with its id (``ids[label]``, or the label; an ``IndexIDMap``'s labels are its id map)
-        and its ``text_field`` payload value. A compressed index (PQ, SQ) gives back its
-        approximations; an IVF index needs its direct map (``index.make_direct_map()``)."""
+        and its ``text_field`` payload value. A compressed index (PQ, SQ, LSH) gives back its
+        approximations of the vectors, not the vectors."""
         size = check_scan(batch_size, with_vectors, text_field)
         faiss = _faiss()
         idx = _unwrap(self.index)
@@ -246,9 +246,8 @@ class FaissStore(Store):
                 try:
                     block = vector_block(idx.reconstruct_n(start, m), ids, where)
                 except RuntimeError as exc:
-                    raise StoreError(f"`store`: {where} cannot give its vectors back ({exc}). For an IVF index call "
-                                     "index.make_direct_map() first (faiss.extract_index_ivf(index) for a wrapped "
-                                     "one); or build from the vectors you indexed.") from exc
+                    raise StoreError(f"`store`: {where} cannot give its vectors back ({exc}). Build from the "
+                                     "vectors you indexed: diversify.build(vectors=..., ids=...).") from exc
             texts = None
             if text_field is not None:
                 payloads = self._payloads or {}
