@@ -13,7 +13,7 @@ an existing path whose name ends ``.db``   Milvus Lite (``MilvusClient(path)``)
 
 ``kind=`` (``--store-kind``) overrides the guess: ``qdrant`` with a URL is a Qdrant server,
 ``milvus`` with a URL a Milvus server, ``lancedb`` any URI LanceDB connects to (``s3://...``).
-The collection must exist; nothing is created.
+The collection must exist; nothing is created (a Milvus collection is loaded).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Optional
 from urllib.parse import urlsplit
 
-from ..errors import ConfigError, StoreError, require
+from ..errors import ConfigError, DiversifyError, StoreError, require
 
 __all__ = ["KINDS", "Opened", "open_store", "store_kind"]
 
@@ -79,7 +79,15 @@ def open_store(location: str, collection: str, *, kind: Optional[str] = None, id
         kind = store_kind(location, param=param)
     elif kind not in KINDS:
         raise ConfigError(f"`kind` must be one of {', '.join(KINDS)}; got {kind!r}.")
-    return _OPENERS[kind](location, collection, id_field, vector_field)
+    try:
+        return _OPENERS[kind](location, collection, id_field, vector_field)
+    except (DiversifyError, ImportError):
+        raise
+    except Exception as exc:  # the vendor's own: a lock held by another process, a server that does not answer
+        raise StoreError(f"`{param}`: could not open the {kind} store at {location!r}: {type(exc).__name__}: "
+                         f"{str(exc)[:300]}. Check that it is a {kind} store, that no other process holds it "
+                         "(a Qdrant local path and Milvus Lite allow one at a time) and that a server answers.") \
+            from exc
 
 
 def _unknown(kind: str, collection: str, location: str, names) -> StoreError:
@@ -141,6 +149,7 @@ def _milvus(location, collection, id_field, vector_field) -> Opened:
     try:
         if not client.has_collection(collection):
             raise _unknown("Milvus", collection, location, client.list_collections())
+        client.load_collection(collection)  # a reopened database keeps its collections released
     except BaseException:
         client.close()
         raise

@@ -140,6 +140,18 @@ class _QdrantCommon:
                               "name (client.get_collections() lists them) and the client's path or URL.")
         return vendor_failed("scroll", f"Qdrant collection {self.collection!r}", exc)
 
+    def _check_using(self, params: Any) -> None:
+        """``using`` against the collection's vectors (a dict of named ones, or one unnamed)."""
+        where = f"Qdrant collection {self.collection!r}"
+        named = sorted(params) if isinstance(params, dict) else None
+        if self.using is None and named:
+            raise ConfigError(f"`using`: {where} has named vectors {named}; name the one to read, "
+                              f"e.g. QdrantStore(client, {self.collection!r}, using={named[0]!r}).")
+        if self.using is not None and (named is None or self.using not in named):
+            has = "one unnamed vector" if named is None else f"the named vectors {named}"
+            raise ConfigError(f"`using`: {where} has no vector named {self.using!r}; it has {has}. "
+                              + ("Drop using." if named is None else f"Pick one, e.g. using={named[0]!r}."))
+
     def _scan_batch(self, points: list, with_vectors: bool, text_field: Optional[str]) -> Batch:
         where = f"Qdrant collection {self.collection!r}"
         ids = [self._hit_id(p) for p in points]
@@ -149,9 +161,6 @@ class _QdrantCommon:
             for p, i in zip(points, ids):
                 vec = p.vector
                 if isinstance(vec, dict):
-                    if self.using is None and vec:
-                        raise ConfigError(f"`using`: {where} has named vectors {sorted(vec)}; name the one to read, "
-                                          f"e.g. QdrantStore(client, {self.collection!r}, using={sorted(vec)[0]!r}).")
                     vec = vec.get(self.using) if self.using else None
                 if vec is None:
                     raise no_vectors(where, i, "Upsert the points with their vectors (or name the vector with "
@@ -308,6 +317,12 @@ class QdrantStore(_QdrantCommon, Store):
         _models()
         keys = [k for k in (self.id_field, text_field) if k is not None]
         vectors: Any = ([self.using] if self.using else True) if with_vectors else False
+        if with_vectors:
+            try:
+                info = self.client.get_collection(self.collection)
+            except Exception as exc:
+                raise self._scan_failed(exc) from exc
+            self._check_using(info.config.params.vectors)
         offset = None
         while True:
             try:
