@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import CREATED_AT
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import diversify
 from diversify.errors import ConfigError, InputError, InputTypeError, StoreError
@@ -225,6 +227,50 @@ def test_milvus_group_by_returns_one_hit_per_cluster(corpus, tmp_path):
             clusters = [h["entity"]["cluster_id"] for h in hits]
             assert len(clusters) == 12 and len(set(clusters)) == 12
             assert clusters == cmap.lookup([h["id"] for h in hits]).tolist()
+    finally:
+        close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 60), page=st.integers(1, 70), str_ids=st.booleans(), seed=st.integers(0, 2**16),
+       with_text=st.booleans())
+def test_any_paging_and_store_order_gives_the_bytes_of_build(tmp_path, n, page, str_ids, seed, with_text):
+    """Whatever the page size and the order a store holds its documents in, the artifact is
+    diversify.build's of the same documents sorted by id."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 6)).astype(np.float32)
+    dup = rng.random(n) < 0.4
+    x[dup] = x[0] + 1e-4  # some near-copies of the first
+    ids = [f"k{j:03d}" for j in range(n)] if str_ids else [int(j) * 7 for j in range(n)]
+    texts = [f"text number {j % 5} with a few more words in it" for j in range(n)]
+    order = rng.permutation(n)
+    store = NumpyStore(x[order], [ids[j] for j in order], payloads=[{"t": texts[j]} for j in order], metric="dot")
+    res = diversify.build_from(store, batch_size=page, text_field="t" if with_text else None, created_at=CREATED_AT)
+    want = diversify.build(texts if with_text else None, ids=ids, vectors=x, created_at=CREATED_AT)
+    assert _bytes(res, tmp_path / "a.dvf") == _bytes(want, tmp_path / "b.dvf")
+
+
+@pytest.mark.parametrize("kind", ["qdrant", "chroma", "milvus"])
+def test_the_store_is_read_in_pages_of_batch_size(kind, corpus, tmp_path):
+    """Every read the scan makes asks for at most ``batch_size`` documents, and gets them."""
+    store, close = STORES[kind](corpus, tmp_path)
+    try:
+        if kind == "milvus":
+            owner, name, size = store.client, "query_iterator", lambda kw: kw["batch_size"]
+        elif kind == "qdrant":
+            owner, name, size = store.client, "scroll", lambda kw: kw["limit"]
+        else:
+            owner, name, size = store.collection, "get", lambda kw: kw["limit"]
+        real, asked = getattr(owner, name), []
+
+        def counted(*args, **kwargs):
+            asked.append(size(kwargs))
+            return real(*args, **kwargs)
+
+        object.__setattr__(owner, name, counted)
+        pages = [len(b.ids) for b in store.scan(batch_size=PAGE, text_field=TEXT_FIELD.get(kind, "text"))]
+        assert set(asked) == {PAGE} and sum(pages) == N and max(pages) <= PAGE
+        assert len(pages) == -(-N // PAGE)
     finally:
         close()
 

@@ -137,8 +137,9 @@ def _written(kind: str, location: str) -> dict:
 @pytest.mark.parametrize("kind", ["chroma", "lancedb", "milvus", "qdrant"])
 def test_build_from_store_path_with_write_back(kind, tmp_path):
     location, text_field = {"qdrant": _qdrant, "chroma": _chroma, "lancedb": _lancedb, "milvus": _milvus}[kind](tmp_path)
+    said = ["--store-kind", kind, "--vector-field", "vector"] if kind in ("lancedb", "milvus") else []
     r = _cli("--from-store", location, "--collection", "docs", "--text-field", text_field, "--write-back",
-             "--batch-size", "7", "-o", "out.dvf", cwd=tmp_path)
+             "--batch-size", "7", *said, "-o", "out.dvf", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert f"wrote cluster_id and is_representative into {N} documents" in r.stdout
     ids, vecs, texts = _docs()
