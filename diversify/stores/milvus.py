@@ -357,6 +357,13 @@ class MilvusStore(Store):
         finally:
             it.close()
 
+    def _scan_size(self) -> Optional[int]:
+        """The number of rows (``count(*)``; a hint for the reader's buffer), None when it fails."""
+        try:
+            return int(self.client.query(self.collection, filter="", output_fields=["count(*)"])[0]["count(*)"])
+        except Exception:
+            return None
+
     # ------------------------------------------------------------------ write-back
 
     def _writable(self, info: _Schema, name: str, field: Optional[str], want: str) -> None:

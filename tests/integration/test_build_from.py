@@ -166,6 +166,7 @@ def test_build_from_equals_build_of_the_same_documents(kind, corpus, tmp_path):
     store, close = STORES[kind](corpus, tmp_path)
     try:
         text_field = TEXT_FIELD.get(kind, "text")
+        assert store._scan_size() == N  # the reader's buffer is sized from the store's own count
         res = diversify.build_from(store, text_field=text_field, batch_size=PAGE, created_at=CREATED_AT)
         assert _bytes(res, tmp_path / "from.dvf") == corpus.expected(tmp_path)
         assert res.n_clusters < N  # the planted copies were folded
