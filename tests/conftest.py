@@ -68,6 +68,8 @@ SLOW_MODULES = {
     "test_golden_bytes.py",  # rebuilds every golden case, the Dask one included
     "test_environments.py",  # read-only installs, forks and threads, each in fresh subprocesses
     "test_install.py",  # the README's install order in a fresh venv: compiles every kernel into an empty cache
+    "test_build_from.py",  # fills and reads every kind of real store (Milvus Lite, a Chroma server) per test
+    "test_cli_from_store.py",  # `build --from-store` in subprocesses against every kind of store
 }
 SLOW_TESTS = {
     "test_threshold_separates_above_from_below",

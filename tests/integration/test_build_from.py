@@ -276,6 +276,38 @@ def test_the_store_is_read_in_pages_of_batch_size(kind, corpus, tmp_path):
         close()
 
 
+def test_reading_holds_one_page_beyond_what_it_keeps():
+    """The memory of reading a store grows with the page, not with the collection: what the read
+    allocates beyond what it keeps (ids, the float32 matrix, texts) is about one page's worth."""
+    import tracemalloc
+
+    qc = _need("qdrant_client", "qdrant")
+    from qdrant_client import models
+
+    from diversify.stores import QdrantStore
+    from diversify.stores.building import _read
+
+    def overhead(n: int, page: int) -> float:
+        x = np.random.default_rng(n).normal(size=(n, 64)).astype(np.float32)
+        client = qc.QdrantClient(":memory:")
+        client.create_collection("c", vectors_config=models.VectorParams(size=64, distance=models.Distance.DOT))
+        for s in range(0, n, 2000):
+            client.upsert("c", points=[models.PointStruct(id=i, vector=x[i].tolist(), payload={"text": "t" * 50})
+                                       for i in range(s, min(n, s + 2000))])
+        tracemalloc.start()
+        try:
+            kept = _read(QdrantStore(client, "c"), batch_size=page, vectors=True, text_field="text", progress=False)
+            now, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert kept[1].shape == (n, 64)
+        return peak - now
+
+    small, large, whole = overhead(3000, 256), overhead(9000, 256), overhead(9000, 9000)
+    assert large < 2 * small + 500_000, (small, large)    # 3x the collection: not 3x the read's overhead
+    assert whole > 4 * large, (large, whole)               # one page of everything costs what paging saves
+
+
 # ---------------------------------------------------------------------- hostile stores
 
 
