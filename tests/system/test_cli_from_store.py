@@ -188,6 +188,11 @@ def test_wrong_invocations_name_the_flag(tmp_path):
                "does not combine with INPUT")
     _one_error(_cli("--from-store", location, "--collection", "docs", "--vector-field", "dense", "-o", "o.dvf",
                     cwd=tmp_path), "`--vector-field`")
+    _need("chromadb", "chroma")
+    r = _cli("--from-store", "http://127.0.0.1:9", "--collection", "docs", "-o", "o.dvf", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr  # nothing answers there: the environment, not the command, is at fault
+    assert r.stderr.startswith("diversify build: error: `--from-store`: could not open the chroma store") and \
+        "Traceback" not in r.stderr
     assert not (tmp_path / "o.dvf").exists()
 
 
