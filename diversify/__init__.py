@@ -26,6 +26,8 @@ _LAZY = {
     # offline: build, add, what a build returns
     "build": "diversify.engines.local",
     "add": "diversify.engines.local",
+    # build from the documents a vector store holds (docs/recipes/from-a-store.md)
+    "build_from": "diversify.stores.building",
     # chunked corpora: paragraph-aligned chunks, and chunks built with their pages (docs/recipes/chunked-rag.md)
     "chunk_paragraphs": "diversify.corpus.chunking",
     "Chunk": "diversify.corpus.chunking",

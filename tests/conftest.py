@@ -75,6 +75,8 @@ SLOW_MODULES = {
     "test_serve.py",  # `diversify serve` in a subprocess, called over HTTP
     "test_serve_reload.py",  # the served artifact replaced under concurrent requests
     "test_serve_index.py",  # the live-index endpoints under 4 writers and 4 readers
+    "test_build_from.py",  # fills and reads every kind of real store (Milvus Lite, a Chroma server) per test
+    "test_cli_from_store.py",  # `build --from-store` in subprocesses against every kind of store
 }
 SLOW_TESTS = {
     "test_threshold_separates_above_from_below",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 # Report order: RESULTS.md sections follow this list.
 NAMES = ("build", "boilerplate", "scaling", "quality", "quality_real", "clique", "vectors", "simhash_families", "simhash_text",
-         "online", "request_cost", "refill_cost", "async_latency", "write_rate", "integrations", "milvus",
+         "online", "request_cost", "refill_cost", "async_latency", "write_rate", "build_from", "integrations", "milvus",
          "retrieval", "plots", "dask", "cli", "index", "index_postgres", "index_redis", "index_clique", "chunks", "serve")
 
 

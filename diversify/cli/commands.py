@@ -28,6 +28,10 @@ def cmd_build(a) -> int:
 
     from .clock import Clock
 
+    if a.from_store is not None:  # the documents come from a vector store (cli/fromstore.py)
+        from .fromstore import cmd_build_from_store
+
+        return cmd_build_from_store(a)
     clock = Clock()
     if a.shards and a.engine != "dask":
         raise DiversifyError("`--shards` writes the result from the Dask workers; it needs --engine dask. Add "

@@ -16,6 +16,7 @@ from .._tuning import tune_command
 from ..files import DEFAULT_LOCK_TIMEOUT
 from .commands import cmd_add, cmd_build, cmd_demo, cmd_export, cmd_show, cmd_stats
 from .failures import Terminated, failure, writing
+from .fromstore import add_store_args
 from .index import add_index_parser
 from .options import add_config_args, add_input_args, metadata_item, model_default, show_defaults
 from .output import STDOUT, error_line, warn_line
@@ -73,6 +74,7 @@ def _build_parsers(sub) -> None:
                    help="with --parent-field: share of a chunk's shingles the chunk it folds under must hold "
                         "(default 0.8)")
     add_config_args(p)
+    add_store_args(p)
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("add", help="add documents to an artifact without a rebuild", description="Add documents incrementally; existing cluster ids are kept.")

@@ -12,6 +12,9 @@ Every adapter has the same small surface (see :class:`Store`):
     The other direction: write cluster ids and representative flags from an artifact into the
     store's payload / metadata, so ``Diversifier(cluster_field=...)`` or the store's own
     grouping (Qdrant ``query_points_groups``, Milvus ``group_by_field``) can use them.
+``scan(batch_size=4096, with_vectors=True, text_field=None)`` (sync adapters)
+    Every document the store holds, a page at a time with the vendor's paging call
+    (:mod:`.scan`), for :func:`diversify.build_from` (:mod:`.building`).
 
 Adapters import their vendor SDK lazily (on first use, never at ``import diversify.stores``)
 and raise :class:`~diversify.errors.MissingDependencyError` with the ``pip install`` command

@@ -3,18 +3,22 @@ an id metadata field excludes seen ids. Both share every request and parse (:cla
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Optional
 
 from ..errors import StoreError, require
 from ..online import Hit
 from ._base import AsyncStore, Store, check_field, representative_flags
+from .scan import DEFAULT_SCAN_BATCH, Batch, check_scan, field_value, no_vectors, text_list, vector_block, vendor_failed
 
 __all__ = ["ChromaStore", "AsyncChromaStore"]
 
 
 #: records per ``update`` when the client does not say (chromadb 1.5 takes 5,461)
 _DEFAULT_BATCH = 5000
+
+#: ``text_field`` naming the record's own document (Chroma's key for it), not a metadata field
+DOCUMENT = "#document"
 
 
 class _ChromaCommon:
@@ -152,6 +156,54 @@ class ChromaStore(_ChromaCommon, Store):
         for s in range(0, len(upd_ids), batch_size):
             self.collection.update(ids=upd_ids[s:s + batch_size], metadatas=upd_meta[s:s + batch_size])
         return carried
+
+
+    def scan(self, *, batch_size: int = DEFAULT_SCAN_BATCH, with_vectors: bool = True,
+             text_field: Optional[str] = None) -> Iterator[Batch]:
+        """Every record of the collection, ``batch_size`` per ``get(limit, offset)`` page
+        (:mod:`.scan`): its document id as hits name it (the ``id_field`` metadata value, else
+        the Chroma id), its embedding and its text: ``text_field="#document"`` reads the record's
+        own document, any other name a metadata field."""
+        size = check_scan(batch_size, with_vectors, text_field)
+        require("chromadb", extra="chroma", purpose="ChromaStore")
+        include = ["metadatas"] + (["embeddings"] if with_vectors else []) + (["documents"] if text_field == DOCUMENT
+                                                                             else [])
+        where = f"Chroma collection {getattr(self.collection, 'name', '?')!r}"
+        offset = 0
+        while True:
+            try:
+                got = self.collection.get(limit=size, offset=offset, include=include)
+            except Exception as exc:
+                raise vendor_failed("get", where, exc) from exc
+            n = len(got["ids"])
+            if n:
+                yield self._scan_batch(got, with_vectors, text_field, where)
+            if n < size:
+                return
+            offset += n
+
+    def _scan_size(self) -> Optional[int]:
+        try:
+            return int(self.collection.count())
+        except Exception:
+            return None
+
+    def _scan_batch(self, got, with_vectors: bool, text_field: Optional[str], where: str) -> Batch:
+        metas = got.get("metadatas") or [None] * len(got["ids"])
+        ids = [meta.get(self.id_field, cid) if meta else cid for cid, meta in zip(got["ids"], metas)]
+        block = None
+        if with_vectors:
+            embs = got.get("embeddings")
+            missing = [0] if embs is None or len(embs) != len(ids) else [j for j, e in enumerate(embs) if e is None]
+            if missing:
+                raise no_vectors(where, ids[missing[0]], "Add the records with their embeddings, or build from texts only "
+                                                "(text_field='#document', vectors=False).")
+            block = vector_block(embs, ids, where)
+        texts = None
+        if text_field is not None:
+            values = got.get("documents") if text_field == DOCUMENT else [field_value(m, text_field) for m in metas]
+            texts = text_list(values or [None] * len(ids), ids, text_field, where)
+        return Batch(ids, block, texts)
 
 
 class AsyncChromaStore(_ChromaCommon, AsyncStore):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Optional
 
@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import ConfigError, DuplicateIdError, InputError, StoreError, require
 from ..online import Fetched, Hit
 from ._base import Store, check_field, check_where, query_vector, representative_flags
+from .scan import DEFAULT_SCAN_BATCH, Batch, check_scan, field_value, text_list, vector_block
 
 __all__ = ["FaissStore"]
 
@@ -221,6 +222,41 @@ class FaissStore(Store):
         if id_map is not None:
             return _faiss().vector_to_array(id_map).tolist()
         return list(range(self.index.ntotal))
+
+    def scan(self, *, batch_size: int = DEFAULT_SCAN_BATCH, with_vectors: bool = True,
+             text_field: Optional[str] = None) -> Iterator[Batch]:
+        """Every vector of the index, ``batch_size`` per ``reconstruct_n`` call (:mod:`.scan`),
+        with its id (``ids[label]``, or the label; an ``IndexIDMap``'s labels are its id map)
+        and its ``text_field`` payload value. A compressed index (PQ, SQ, LSH) gives back its
+        approximations of the vectors, not the vectors."""
+        size = check_scan(batch_size, with_vectors, text_field)
+        faiss = _faiss()
+        idx = _unwrap(self.index)
+        id_map = None
+        if isinstance(idx, (faiss.IndexIDMap, faiss.IndexIDMap2)):
+            id_map = faiss.vector_to_array(idx.id_map)
+            idx = idx.index
+        where = f"the FAISS index ({type(_unwrap(self.index)).__name__})"
+        for start in range(0, idx.ntotal, size):
+            m = min(size, idx.ntotal - start)
+            labels = range(start, start + m) if id_map is None else id_map[start:start + m].tolist()
+            ids = [self._external(label) for label in labels]
+            block = None
+            if with_vectors:
+                try:
+                    block = vector_block(idx.reconstruct_n(start, m), ids, where)
+                except RuntimeError as exc:
+                    raise StoreError(f"`store`: {where} cannot give its vectors back ({exc}). Build from the "
+                                     "vectors you indexed: diversify.build(vectors=..., ids=...).") from exc
+            texts = None
+            if text_field is not None:
+                payloads = self._payloads or {}
+                texts = text_list([field_value(payloads.get(label), text_field) for label in labels], ids,
+                                  text_field, where)
+            yield Batch(ids, block, texts)
+
+    def _scan_size(self) -> Optional[int]:
+        return int(self.index.ntotal)
 
     def write_clusters(self, cluster_map, *, ids=None, cluster_field="cluster_id",
                        representative_field="is_representative") -> int:

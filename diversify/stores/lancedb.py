@@ -4,18 +4,20 @@ excludes seen ids. Both share every request and parse (:class:`_LanceCommon`).""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Optional
 
 import numpy as np
 
-from ..errors import ConfigError, InputTypeError, StoreError, require
+from ..errors import ConfigError, InputError, InputTypeError, StoreError, require
 from ..online import Hit
 from ._base import AsyncStore, Store, representative_flags
+from .scan import DEFAULT_SCAN_BATCH, Batch, check_scan, no_vectors, text_list, vector_block, vendor_failed
 
 __all__ = ["LanceDBStore", "AsyncLanceDBStore"]
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_WHAT = {"id_column": "the document ids", "vector_column": "the vectors", "text_field": "the texts"}
 
 
 def _sql_literal(v) -> str:
@@ -156,6 +158,59 @@ class LanceDBStore(_LanceCommon, Store):
             return 0
         self.table.merge_insert(self.id_column).when_matched_update_all().execute(source)
         return source.num_rows
+
+
+    def scan(self, *, batch_size: int = DEFAULT_SCAN_BATCH, with_vectors: bool = True,
+             text_field: Optional[str] = None) -> Iterator[Batch]:
+        """Every row of the table, ``batch_size`` per record batch of LanceDB's reader
+        (``search().select(...).to_batches``; :mod:`.scan`): ``id_column``, ``vector_column``
+        and the ``text_field`` column."""
+        size = check_scan(batch_size, with_vectors, text_field)
+        require("lancedb", extra="lancedb", purpose="LanceDBStore")
+        where = f"LanceDB table {getattr(self.table, 'name', '?')!r}"
+        names = set(self.table.schema.names)
+        wanted = [("id_column", self.id_column)] + ([("vector_column", self.vector_column)] if with_vectors else [])
+        wanted += [("text_field", text_field)] if text_field is not None else []
+        for param, col in wanted:
+            if col not in names:
+                raise ConfigError(f"`{param}`: {where} has no column {col!r}; its columns are {sorted(names)}. "
+                                  f"Name the column that holds {_WHAT[param]}.")
+        cols = list(dict.fromkeys(col for _, col in wanted))
+        try:
+            reader = self.table.search().select(cols).to_batches(size)
+            for rb in reader:
+                if rb.num_rows:
+                    yield self._scan_batch(rb, with_vectors, text_field, where)
+        except (ConfigError, InputError, InputTypeError):
+            raise
+        except Exception as exc:
+            raise vendor_failed("the batch reader", where, exc) from exc
+
+    def _scan_size(self) -> Optional[int]:
+        try:
+            return int(self.table.count_rows())
+        except Exception:
+            return None
+
+    def _scan_batch(self, rb, with_vectors: bool, text_field: Optional[str], where: str) -> Batch:
+        ids = rb.column(self.id_column).to_pylist()
+        block = None
+        if with_vectors:
+            col = rb.column(self.vector_column)
+            if col.null_count:
+                raise no_vectors(where, ids[col.is_null().to_pylist().index(True)],
+                                 "Fill the vector column on every row, or build from texts only (vectors=False).")
+            kind = str(col.type)
+            if kind.startswith("fixed_size_list"):
+                values = col.flatten().to_numpy(zero_copy_only=False)
+                block = vector_block(values.reshape(len(ids), col.type.list_size), ids, where)
+            elif kind.startswith(("list", "large_list")):
+                block = vector_block(col.to_pylist(), ids, where)
+            else:
+                raise InputTypeError(f"`vector_column`: column {self.vector_column!r} of {where} is {kind}, not a "
+                                     "list of floats; name the column that holds the vectors.")
+        texts = text_list(rb.column(text_field).to_pylist(), ids, text_field, where) if text_field else None
+        return Batch(ids, block, texts)
 
 
 class AsyncLanceDBStore(_LanceCommon, AsyncStore):

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Optional
@@ -13,6 +13,7 @@ from ..errors import ConfigError, InputTypeError, StoreError, require
 from ..ids import INT64_MAX, INT64_MIN, id_kind_of
 from ..online import Hit
 from ._base import Store, check_k, query_vector, representative_flags
+from .scan import DEFAULT_SCAN_BATCH, Batch, check_scan, text_list, vector_block
 
 __all__ = ["MilvusStore", "compose_filter", "exclusion_expr"]
 
@@ -326,6 +327,42 @@ class MilvusStore(Store):
             out.append(Hit(self._hit_id(h, info), float(h.get("distance")), ent,
                            list(vec) if self.with_vectors and vec is not None else None, h))
         return out
+
+    # ------------------------------------------------------------------ scan
+
+    def scan(self, *, batch_size: int = DEFAULT_SCAN_BATCH, with_vectors: bool = True,
+             text_field: Optional[str] = None) -> Iterator[Batch]:
+        """Every row of the collection, ``batch_size`` (at most 16384) per ``query_iterator`` page
+        (:mod:`.scan`): its document id as hits name it (``id_field``, else the primary key), its
+        vector (``anns_field``) and its ``text_field`` value (declared or dynamic)."""
+        size = min(check_scan(batch_size, with_vectors, text_field), MAX_TOPK)
+        _pymilvus()
+        info = self._info()
+        if text_field is not None and text_field not in info.types and not info.dynamic:
+            raise ConfigError(f"`text_field`: collection {self.collection!r} has no field {text_field!r} and no "
+                              f"dynamic fields; its fields are {sorted(info.types)}. Name the field holding the texts.")
+        fields = [info.pk, self._key()] + ([info.vector] if with_vectors else []) + ([text_field] if text_field else [])
+        it = self._call("query_iterator", self.client.query_iterator, self.collection, batch_size=size,
+                        output_fields=list(dict.fromkeys(fields)))
+        where = f"Milvus collection {self.collection!r}"
+        try:
+            while True:
+                rows = self._call("query_iterator.next", it.next)
+                if not rows:
+                    return
+                ids = [self._hit_id({info.pk: r.get(info.pk), "entity": r}, info) for r in rows]
+                block = vector_block([r.get(info.vector) for r in rows], ids, where) if with_vectors else None
+                texts = text_list([r.get(text_field) for r in rows], ids, text_field, where) if text_field else None
+                yield Batch(ids, block, texts)
+        finally:
+            it.close()
+
+    def _scan_size(self) -> Optional[int]:
+        """The number of rows (``count(*)``; a hint for the reader's buffer), None when it fails."""
+        try:
+            return int(self.client.query(self.collection, filter="", output_fields=["count(*)"])[0]["count(*)"])
+        except Exception:
+            return None
 
     # ------------------------------------------------------------------ write-back
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Optional
 
@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import ConfigError, DuplicateIdError, InputError
 from ..online import Hit
 from ._base import Store, check_field, check_where, query_vector, representative_flags
+from .scan import DEFAULT_SCAN_BATCH, Batch, check_scan, field_value, text_list
 
 __all__ = ["NumpyStore"]
 
@@ -143,6 +144,22 @@ class NumpyStore(Store):
         cand = cand[np.lexsort((cand, key[cand]))]  # by score, then row: deterministic ties
         return [Hit(self._ids[j], float(scores[j]), MappingProxyType(self._payloads[j]), self._x[j])
                 for j in cand.tolist()]
+
+    def scan(self, *, batch_size: int = DEFAULT_SCAN_BATCH, with_vectors: bool = True,
+             text_field: Optional[str] = None) -> Iterator[Batch]:
+        """Every row, ``batch_size`` at a time (:mod:`.scan`): its id, its vector as the store holds
+        it (unit length for ``metric="cosine"``) and its ``text_field`` payload value."""
+        size = check_scan(batch_size, with_vectors, text_field)
+        for s in range(0, len(self._ids), size):
+            ids = self._ids[s:s + size]
+            texts = None
+            if text_field is not None:
+                texts = text_list([field_value(p, text_field) for p in self._payloads[s:s + size]], ids, text_field,
+                                  "the NumpyStore")
+            yield Batch(ids, self._x[s:s + size] if with_vectors else None, texts)
+
+    def _scan_size(self) -> Optional[int]:
+        return len(self._ids)
 
     def write_clusters(self, cluster_map, *, ids=None, cluster_field="cluster_id",
                        representative_field="is_representative") -> int:

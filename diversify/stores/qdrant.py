@@ -8,7 +8,7 @@ client."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Optional
 
 import numpy as np
@@ -17,6 +17,7 @@ from ..errors import ConfigError, StoreError, require
 from ..online import Hit
 from ._base import AsyncStore, Store, check_field, representative_flags
 from .exclusion import backed_by_local_qdrant
+from .scan import DEFAULT_SCAN_BATCH, Batch, check_scan, field_value, no_vectors, text_list, vector_block, vendor_failed
 
 __all__ = ["QdrantStore", "AsyncQdrantStore", "canonical_point_id"]
 
@@ -132,6 +133,44 @@ class _QdrantCommon:
                 vec = vec.get(self.using) if self.using else None
             out.append(Hit(self._hit_id(p), p.score, p.payload, vec if isinstance(vec, list) else None, p))
         return out
+
+    def _scan_failed(self, exc: Exception) -> Exception:
+        if "not found" in str(exc).lower() or getattr(exc, "status_code", None) == 404:
+            return StoreError(f"`collection`: Qdrant has no collection {self.collection!r} ({exc}). Check the "
+                              "name (client.get_collections() lists them) and the client's path or URL.")
+        return vendor_failed("scroll", f"Qdrant collection {self.collection!r}", exc)
+
+    def _check_using(self, params: Any) -> None:
+        """``using`` against the collection's vectors (a dict of named ones, or one unnamed)."""
+        where = f"Qdrant collection {self.collection!r}"
+        named = sorted(params) if isinstance(params, dict) else None
+        if self.using is None and named:
+            raise ConfigError(f"`using`: {where} has named vectors {named}; name the one to read, "
+                              f"e.g. QdrantStore(client, {self.collection!r}, using={named[0]!r}).")
+        if self.using is not None and (named is None or self.using not in named):
+            has = "one unnamed vector" if named is None else f"the named vectors {named}"
+            raise ConfigError(f"`using`: {where} has no vector named {self.using!r}; it has {has}. "
+                              + ("Drop using." if named is None else f"Pick one, e.g. using={named[0]!r}."))
+
+    def _scan_batch(self, points: list, with_vectors: bool, text_field: Optional[str]) -> Batch:
+        where = f"Qdrant collection {self.collection!r}"
+        ids = [self._hit_id(p) for p in points]
+        block = None
+        if with_vectors:
+            rows = []
+            for p, i in zip(points, ids):
+                vec = p.vector
+                if isinstance(vec, dict):
+                    vec = vec.get(self.using) if self.using else None
+                if vec is None:
+                    raise no_vectors(where, i, "Upsert the points with their vectors (or name the vector with "
+                                               "`using=`), or build from texts only (text_field=..., vectors=False).")
+                rows.append(vec)
+            block = vector_block(rows, ids, where)
+        texts = None
+        if text_field is not None:
+            texts = text_list([field_value(p.payload, text_field) for p in points], ids, text_field, where)
+        return Batch(ids, block, texts)
 
     def _scroll_request(self, offset, fields: Sequence[str] = ()) -> dict:
         # few large pages: the local mode sorts every id on each page
@@ -268,6 +307,40 @@ class QdrantStore(_QdrantCommon, Store):
             yield from points
             if offset is None:
                 return
+
+    def scan(self, *, batch_size: int = DEFAULT_SCAN_BATCH, with_vectors: bool = True,
+             text_field: Optional[str] = None) -> Iterator[Batch]:
+        """Every point of the collection, ``batch_size`` per ``scroll`` page (:mod:`.scan`): its
+        document id as hits name it (the ``id_field`` value, else the point id), its ``using``
+        vector and its ``text_field`` payload value (a dotted name reaches into nested payloads)."""
+        size = check_scan(batch_size, with_vectors, text_field)
+        _models()
+        keys = [k for k in (self.id_field, text_field) if k is not None]
+        vectors: Any = ([self.using] if self.using else True) if with_vectors else False
+        if with_vectors:
+            try:
+                info = self.client.get_collection(self.collection)
+            except Exception as exc:
+                raise self._scan_failed(exc) from exc
+            self._check_using(info.config.params.vectors)
+        offset = None
+        while True:
+            try:
+                points, offset = self.client.scroll(collection_name=self.collection, limit=size, offset=offset,
+                                                    with_payload=keys or False, with_vectors=vectors)
+            except Exception as exc:
+                raise self._scan_failed(exc) from exc
+            if points:
+                yield self._scan_batch(points, with_vectors, text_field)
+            if offset is None:
+                return
+
+    def _scan_size(self) -> Optional[int]:
+        """The number of points (a hint for the reader's buffer), None when the count fails."""
+        try:
+            return int(self.client.count(self.collection, exact=True).count)
+        except Exception:
+            return None
 
     def write_clusters(self, cluster_map, *, ids: Optional[Sequence[Any]] = None,
                        cluster_field: str = "cluster_id",

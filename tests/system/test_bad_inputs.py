@@ -139,7 +139,20 @@ ERRORS = {
                                             ConfigError, ["`max_per_cluster`"]),
     "select_items: ids not aligned": (lambda d: Diversifier(None).select_items([{"id": 1}], ids=[1, 2]), InputError,
                                       ["`ids`", "one entry per item"]),
+    # ---- build_from (the store side on real stores: tests/integration/test_build_from.py)
+    "build_from: not a store": (lambda d: diversify.build_from([[1.0, 0.0]]), InputTypeError,
+                                ["`store`", "store adapter", "list", "QdrantStore"]),
+    "build_from: batch_size 0": (lambda d: diversify.build_from(_numpy_store(), batch_size=0), ConfigError,
+                                 ["`batch_size`", ">= 1", "0", "default 4096"]),
+    "build_from: a text missing": (lambda d: diversify.build_from(_numpy_store(), text_field="text"), InputError,
+                                   ["`text_field`", "document 'c'", "has no 'text'", "Fill it in"]),
 }
+
+
+def _numpy_store():
+    from diversify.stores import NumpyStore
+
+    return NumpyStore(np.eye(3, dtype=np.float32), ["a", "b", "c"], payloads=[{"text": "x"}, {"text": "y"}, {}])
 
 # name -> (callable, check(result, artifact_dir)) for inputs accepted on purpose
 POLICIES = {

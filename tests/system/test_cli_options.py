@@ -126,7 +126,9 @@ def _invocations(d) -> dict[str, list[list[str]]]:
 
 #: options read only on a path this test does not run, and where that path is tested
 NOT_RUN_HERE = {
-    "build": {"scheduler": "read by --engine dask only (tests/integration/test_dask_engine.py)"},
+    "build": {"scheduler": "read by --engine dask only (tests/integration/test_dask_engine.py)",
+              **{dest: "read with --from-store only (tests/system/test_cli_from_store.py)"
+                 for dest in ("collection", "store_kind", "vector_field", "batch_size", "write_back")}},
 }
 
 
