@@ -15,7 +15,7 @@ process by :func:`cache_place`:
    ``<tempdir>/diversify-numba-<uid>``, used when :func:`private_dir` accepts it;
 4. else uncached (compiled in every process).
 
-Inside the chosen place each kernel source state has its own subdirectory (:func:`sources_digest`).
+Inside the chosen place each kernel source state has its own subdirectory (:func:`diversify._kernels._sources.sources_digest`).
 
 :func:`private_dir` creates the directory with mode 0700 and refuses it if it is a symbolic link,
 not a directory, owned by another user or open to group or others, or if a directory above it
@@ -236,38 +236,12 @@ def cache_place() -> Optional[str]:
     return _place if _place not in ("", _NUMBA_RULE) else None
 
 
-_SOURCES_DIGEST: Optional[str] = None
-
-
-def sources_digest() -> str:
-    """A digest of every kernel module's source, naming the cache's subdirectory.
-
-    Numba checks a cached kernel against its own file only, so a kernel whose callee in another
-    module changed (an upgrade, or an edit in a checkout) would load stale machine code. Keying the
-    cache by every kernel source makes any such change start a fresh cache."""
-    global _SOURCES_DIGEST
-    if _SOURCES_DIGEST is None:
-        _SOURCES_DIGEST = digest_of_sources(os.path.dirname(os.path.abspath(__file__)))
-    return _SOURCES_DIGEST
-
-
-def digest_of_sources(directory: str) -> str:
-    """16 hex digits over the names and bytes of the ``.py`` files directly in ``directory``."""
-    import hashlib
-
-    h = hashlib.blake2b(digest_size=8)
-    for name in sorted(os.listdir(directory)):
-        if name.endswith(".py"):
-            h.update(name.encode() + b"\0")
-            with open(os.path.join(directory, name), "rb") as f:
-                h.update(hashlib.blake2b(f.read(), digest_size=16).digest())
-    return h.hexdigest()
-
-
 def _cache_in(path: str, disp: Any) -> bool:
     """Give ``disp`` a cache under ``path`` (in the subdirectory of today's kernel sources, see
-    :func:`sources_digest`); False (and no cache) if numba put it anywhere else."""
+    :func:`~diversify._kernels._sources.sources_digest`); False (and no cache) if numba put it anywhere else."""
     from numba.core.caching import NullCache
+
+    from ._sources import sources_digest
 
     path = os.path.join(path, "src-" + sources_digest())
     try:

@@ -39,6 +39,7 @@ from .handlers import (
 from .limits import Limits, RequestError, parse_body
 from .metrics import Metrics
 from .openapi import openapi
+from .page import page_routes
 from .served import Served, ServedSource
 
 __all__ = ["create_app"]
@@ -209,12 +210,7 @@ def create_app(source: Union[str, os.PathLike, ServedSource], *, corpus: Optiona
         route("/v1/index/delete", index_delete, write=True, thread=True),
         *_plain_routes(ctx),
     ]
-    try:
-        from .page import page_routes
-    except ImportError:  # the page ships with the package; absent only in a partial checkout
-        page_routes = None
-    if page_routes is not None:
-        routes += page_routes(get_served)
+    routes += page_routes(get_served)  # the page at / (diversify/serve/page.py)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):

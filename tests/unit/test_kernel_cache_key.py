@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from diversify._kernels import _runtime
+from diversify._kernels import _runtime, _sources
 
 
 def _copy_kernels(tmp_path):
@@ -25,21 +25,21 @@ def _copy_kernels(tmp_path):
 
 def test_the_digest_is_the_installed_sources_and_moves_with_any_module(tmp_path):
     src, dst = _copy_kernels(tmp_path)
-    assert _runtime.digest_of_sources(str(dst)) == _runtime.sources_digest() == _runtime.digest_of_sources(src)
-    before = _runtime.digest_of_sources(str(dst))
+    assert _sources.digest_of_sources(str(dst)) == _sources.sources_digest() == _sources.digest_of_sources(src)
+    before = _sources.digest_of_sources(str(dst))
     (dst / "minhash.py").write_text((dst / "minhash.py").read_text() + "\n# a callee changed\n")
-    after = _runtime.digest_of_sources(str(dst))
+    after = _sources.digest_of_sources(str(dst))
     assert after != before and len(after) == 16
     (dst / "minhash.py").unlink()  # a module removed changes it too
-    assert _runtime.digest_of_sources(str(dst)) not in (before, after)
+    assert _sources.digest_of_sources(str(dst)) not in (before, after)
 
 
 def test_files_that_are_not_sources_do_not_move_it(tmp_path):
     _, dst = _copy_kernels(tmp_path)
-    before = _runtime.digest_of_sources(str(dst))
+    before = _sources.digest_of_sources(str(dst))
     (dst / "notes.txt").write_text("x")
     (dst / "__pycache__").mkdir()
-    assert _runtime.digest_of_sources(str(dst)) == before
+    assert _sources.digest_of_sources(str(dst)) == before
 
 
 def test_a_process_caches_under_the_digest_of_its_sources():
@@ -50,4 +50,4 @@ def test_a_process_caches_under_the_digest_of_its_sources():
     path = str(getattr(c.fmix64.stats, "cache_path", "") or "")
     if place is None or not path:
         pytest.skip("the kernels run uncached in this environment")
-    assert os.path.dirname(path) == os.path.join(place, "src-" + _runtime.sources_digest())
+    assert os.path.dirname(path) == os.path.join(place, "src-" + _sources.sources_digest())
