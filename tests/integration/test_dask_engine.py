@@ -487,3 +487,28 @@ def test_borderline_pairs_are_joined_on_the_input_partitions_not_routed_by_the_c
     assert res.stats["exact_checks"]["minhash"] > 4 * info["input_partitions"], "many pairs, few partitions"
     assert 1 <= info["borderline_tasks"] <= info["input_partitions"]
     assert_same_build(res, local, "borderline pairs by a shuffle join, 6 partitions")
+
+
+def test_the_corpus_is_read_once(client, corpus_texts, tmp_path):
+    """Sketching keeps on the workers the texts the borderline join and the cut read: each input
+    partition is read once, and only the candidates' texts stay after the filter of shared keys."""
+    import dask.bag as db
+
+    reads = str(tmp_path)
+
+    def counted(records):
+        records = list(records)
+        with open(os.path.join(reads, f"read-{records[0]['id']}"), "a") as f:
+            f.write("x")
+        return records
+
+    ids = list(range(len(corpus_texts)))
+    bag = db.from_sequence([{"id": i, "text": t} for i, t in zip(ids, corpus_texts)], npartitions=4)
+    bag = bag.map_partitions(counted)
+    res = build_dask(bag, client=client)
+    assert_same_build(res, local_build(corpus_texts, ids=ids), "texts kept from the first read")
+    info = res.stats["dask"]
+    assert res.stats["exact_checks"]["minhash"] > 0 and info["cut_members"] > 0, "both stages that read texts ran"
+    counts = {name: len(Path(reads, name).read_text()) for name in os.listdir(reads)}
+    assert len(counts) == bag.npartitions and set(counts.values()) == {1}, f"reads per input partition: {counts}"
+    assert info["cut_members"] <= info["texts_kept"] < 0.8 * len(corpus_texts), info
