@@ -9,8 +9,8 @@ Stages (each a pure Dask task graph; a failed task is recomputed from its inputs
    ``verify="auto"`` the texts stay on the workers too, and once the filter of stage 3 exists only
    the candidates' (:mod:`.texts`): the stages that read texts (borderline pairs, the cut) never
    read the input again.
-2. **exact stage**: rows ``(exact hash, doc)`` shuffled by hash; each document points at the
-   smallest document with its hash.
+2. **exact stage**: rows ``(exact hash, doc)`` split by hash (plain arrays); each document points
+   at the smallest document with its hash.
 3. **MinHash stage**, in two passes over the band keys. Pass 1 shuffles the bare keys (8 bytes
    a row) and keeps the keys held by two or more rows; their Bloom filter (no false negatives,
    ~1% false positives) goes to every worker. Pass 2 emits only the rows whose key passes the
@@ -208,8 +208,9 @@ def build_dask(
     blocksize : int
         Bytes per input partition for JSONL files and Parquet row groups (default 64 MiB).
     shuffle_method : {"p2p", "tasks"}, optional
-        Dask's shuffle for the DataFrame shuffles (exact hashes, band keys of pass 1); default Dask's
-        choice (``p2p`` on a distributed cluster). Pass 2 splits its rows itself.
+        Ignored, accepted so that existing calls keep working: every shuffle of this engine (exact
+        hashes, band keys, edges) splits plain arrays on the workers (a tasks shuffle), which
+        costs less than a DataFrame shuffle at these row sizes.
     retries : int
         Times Dask retries a failed task (every task is pure: a retry recomputes the same result).
     progress : bool
