@@ -208,9 +208,8 @@ def build_dask(
     blocksize : int
         Bytes per input partition for JSONL files and Parquet row groups (default 64 MiB).
     shuffle_method : {"p2p", "tasks"}, optional
-        Ignored, accepted so that existing calls keep working: every shuffle of this engine (exact
-        hashes, band keys, edges) splits plain arrays on the workers (a tasks shuffle), which
-        costs less than a DataFrame shuffle at these row sizes.
+        Ignored (accepted so that existing calls keep working): every shuffle of this engine
+        splits plain arrays on the workers, cheaper than a DataFrame shuffle for its small rows.
     retries : int
         Times Dask retries a failed task (every task is pure: a retry recomputes the same result).
     progress : bool
