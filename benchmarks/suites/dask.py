@@ -4,7 +4,8 @@ The corpus is generated once and written as Parquet files of ``--file-docs`` doc
 partition each) to ``benchmarks/.cache/dask/``; by default 30% of the documents are copies edited
 at a rate of at most 1% of their words (Jaccard of 5-word shingles >= 0.9: really above the
 threshold). Local build at k cores: a worker with ``NUMBA_NUM_THREADS=k`` reads the Parquet files
-into a list and runs ``diversify.build`` (after a warm-up build). Dask build with k workers: the
+into a list and runs ``diversify.build`` (after a warm-up build), both timed: the Dask build reads
+its input in its sketch tasks, so both figures count the same work. Dask build with k workers: the
 job starts a scheduler and k workers (one thread each, ``NUMBA_NUM_THREADS=1``) as their own
 processes, so the client's, the scheduler's and each worker's peak RSS are measured apart
 (each process's VmHWM, reset when the measured build starts; the client's is the harness's own); it warms them up, then runs ``build_dask`` on the Parquet glob
@@ -71,37 +72,45 @@ def corpus_dir(n: int, words: int, dup: float, file_docs: int, seed: int, edit_m
     return d
 
 
-def _read_parquet(args: dict):
+def _read_parquet(args: dict, first: bool = False):
     from pathlib import Path
 
     import pyarrow.parquet as pq
 
     t0 = time.perf_counter()
     texts, ids = [], []
-    for f in sorted(Path(args["dir"]).glob("*.parquet")):
+    for f in sorted(Path(args["dir"]).glob("*.parquet"))[:1 if first else None]:
         t = pq.read_table(f, columns=["id", "text"])
         ids += t.column("id").to_pylist()
         texts += t.column("text").to_pylist()
     return texts, ids, time.perf_counter() - t0
 
 
+def _local_load(args: dict) -> dict:
+    return args
+
+
 def _local_run(data, args: dict) -> dict:
+    """Read the Parquet files into a list, then build: the same work as the Dask build, which reads
+    its input in its sketch tasks (``read_s`` and ``build_s`` apart)."""
     import diversify
 
-    texts, ids, read_s = data
+    texts, ids, read_s = _read_parquet(args)
+    t0 = time.perf_counter()
     res = diversify.build(texts, ids=ids)
-    return dict(arrays={"cluster_ids": res.cluster_ids}, read_s=read_s, n_clusters=res.n_clusters,
-                timings=res.timings, exact_checks=res.stats.get("exact_checks"))
+    return dict(arrays={"cluster_ids": res.cluster_ids}, read_s=read_s, build_s=time.perf_counter() - t0,
+                n_clusters=res.n_clusters, timings=res.timings, exact_checks=res.stats.get("exact_checks"))
 
 
 def _local_warm(data, args: dict) -> None:
     import diversify
 
-    diversify.build(data[0][:2000], ids=data[1][:2000])
+    texts, ids, _ = _read_parquet(args, first=True)
+    diversify.build(texts[:2000], ids=ids[:2000])
 
 
 # Worker task (threads = cores): args = {"dir": Parquet folder}.
-LOCAL = Task(load=_read_parquet, warm=_local_warm, run=_local_run)
+LOCAL = Task(load=_local_load, warm=_local_warm, run=_local_run)
 
 
 def _rss() -> int:
@@ -114,6 +123,14 @@ def _maxrss() -> int:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _cpu() -> float:
+    """CPU seconds (user + system) of this process so far."""
+    import os
+
+    t = os.times()
+    return t.user + t.system
 
 
 def _reset_peak() -> tuple:
@@ -194,12 +211,14 @@ def _dask_run(state: dict, args: dict) -> dict:
     out = str(state["tmp"] / "result")
     w_base = client.run(_reset_peak)
     s_base = client.run_on_scheduler(_reset_peak)
+    w_cpu0, s_cpu0 = client.run(_cpu), client.run_on_scheduler(_cpu)
     try:
         res = lib.build_dask(args["dir"] + "/*.parquet", client=client, shuffle_method=args["shuffle_method"],
                              progress=False, output_dir=out)
     finally:
         stop.set()
         th.join()
+    w_cpu1, s_cpu1 = client.run(_cpu), client.run_on_scheduler(_cpu)
     maxrss = client.run(_peak)
     sched = client.run_on_scheduler(_peak)
     labels = _shard_labels(out)
@@ -213,7 +232,9 @@ def _dask_run(state: dict, args: dict) -> dict:
                 scheduler_peak_gib=round(sched / 2**30, 3), scheduler_before_gib=round(s_base[0] / 2**30, 3),
                 peak_rss_sampled_gib=sorted(round(v / 2**30, 2) for v in peaks.values()),
                 peak_rss_maxrss_gib=sorted(round(v / 2**30, 2) for v in maxrss.values()),
-                workers_before_gib=sorted(round(v[0] / 2**30, 2) for v in w_base.values()))
+                workers_before_gib=sorted(round(v[0] / 2**30, 2) for v in w_base.values()),
+                workers_cpu_s=round(sum(w_cpu1[w] - w_cpu0[w] for w in w_cpu1), 2),
+                scheduler_cpu_s=round(s_cpu1 - s_cpu0, 2))
 
 
 # Worker task (threads = 1, inherited by the Dask workers): args = {"dir", "workers", "shuffle_method"}.
@@ -244,7 +265,7 @@ def run(args, ctx) -> list:
             continue
         (loc, loc_ids), (dk, dk_ids) = local, dask
         dk["same_as_local"] = bool(np.array_equal(dk_ids["cluster_ids"], loc_ids["cluster_ids"]))
-        payload["runs"].append({"cores": k, "local": loc, "dask": dk, "overhead": dk["wall_s"] / loc["wall_s"]})
+        payload["runs"].append({"cores": k, "local": loc, "dask": dk, "overhead": dk["wall_s"] / loc["wall_s"]})  # both read
         write_json(path, payload)
     log(f"wrote {shown(path)}")
     return [path]
@@ -262,24 +283,34 @@ def dask_section(d: dict) -> list[str]:
     rows = []
     for r in d["runs"]:
         if "skipped" in r:
-            rows.append(skipped([r["cores"]], r["skipped"], 9))
+            rows.append(skipped([r["cores"]], r["skipped"], 11))
             continue
         loc, dk = r["local"], r["dask"]
         client = dk["rss_peak_mb"] / 1024
         sched = dk.get("scheduler_peak_gib")
-        rows.append([r["cores"], f"{loc['wall_s']:.1f}", f"{loc['rss_peak_mb'] / 1024:.2f}", f"{dk['wall_s']:.1f}",
-                     f"{r['overhead']:.2f}×", ", ".join(f"{x:.2f}" for x in dk.get("peak_rss_maxrss_gib",
-                                                                             dk["peak_rss_sampled_gib"])),
+        # older runs timed the local build without its read: add it, so the two count the same work
+        loc_wall = loc["wall_s"] if "build_s" in loc else loc["wall_s"] + loc.get("read_s", 0.0)
+        read = f"{loc['read_s']:.1f} + {loc.get('build_s', loc['wall_s']):.1f}" if "read_s" in loc else f"{loc_wall:.1f}"
+        cpu = f"{loc['cpu_s']:.1f} / {dk['workers_cpu_s'] + dk['scheduler_cpu_s'] + dk['cpu_s']:.1f}" \
+            if "workers_cpu_s" in dk else "-"
+        rows.append([r["cores"], read, f"{loc['rss_peak_mb'] / 1024:.2f}", f"{dk['wall_s']:.1f}",
+                     f"{dk['wall_s'] / loc_wall:.2f}×", cpu, ", ".join(f"{x:.2f}" for x in dk.get("peak_rss_maxrss_gib",
+                                                                                  dk["peak_rss_sampled_gib"])),
                      f"{client:.2f}", "in the client" if sched is None else f"{sched:.2f}",
+                     "/".join(f"{x:.1f}" for x in dk.get("loadavg_before", [])[:1] + dk.get("loadavg_after", [])[:1]),
                      "yes" if dk["same_as_local"] else "**no**"])
-    L += table(["cores", "local build s", "local peak RSS GiB", "dask wall s", "dask ÷ local",
-                "peak RSS per worker GiB", "client peak RSS GiB", "scheduler peak RSS GiB", "same clusters"],
-               "rrrrrlrrl", rows) + [""]
+    L += table(["cores", "local read + build s", "local peak RSS GiB", "dask wall s", "dask ÷ local",
+                "CPU-s local / dask", "peak RSS per worker GiB", "client peak RSS GiB", "scheduler peak RSS GiB",
+                "load before/after", "same clusters"],
+               "rrrrrrlrrll", rows) + [""]
     for r in (r for r in d["runs"] if "dask" in r):
         stages = ", ".join(f"{k} {v:.2f}" for k, v in r["dask"]["timings"].items())
         L.append(f"- {r['cores']} worker(s): stages {stages}")
-    return L + ["", "Local: `diversify.build` at `NUMBA_NUM_THREADS=k` after a warm-up build; Dask: a scheduler and "
-                "k workers (one thread, one Numba thread each) as separate processes, after a warm-up `build_dask`; "
-                "the build writes its shards from the workers (`output_dir`). Peak RSS: each process's VmHWM over the "
-                "measured build (reset when it starts).",
+    return L + ["", "Local: the Parquet files read into a list, then `diversify.build` at `NUMBA_NUM_THREADS=k`, "
+                "after a warm-up build (both timed: the Dask build reads its input in its sketch tasks); Dask: a "
+                "scheduler and k workers (one thread, one Numba thread each) as separate processes, after a warm-up "
+                "`build_dask`; the build writes its shards from the workers (`output_dir`). CPU-s: user + system of "
+                "the local worker process, and of the Dask workers, scheduler and client together. Peak RSS: each "
+                "process's VmHWM over the measured build (reset when it starts). Load: the 1-minute load average "
+                "before and after the Dask build (the machine is shared).",
                 ""]

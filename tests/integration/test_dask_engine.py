@@ -471,3 +471,56 @@ def test_borderline_pairs_are_joined_on_the_input_partitions_not_routed_by_the_c
     assert res.stats["exact_checks"]["minhash"] > 4 * info["input_partitions"], "many pairs, few partitions"
     assert 1 <= info["borderline_tasks"] <= info["input_partitions"]
     assert_same_build(res, local, "borderline pairs by a shuffle join, 6 partitions")
+
+
+def test_the_corpus_is_read_once(client, corpus_texts, tmp_path):
+    """Sketching keeps on the workers the texts the borderline join and the cut read: each input
+    partition is read once, and only the candidates' texts stay after the filter of shared keys."""
+    import dask.bag as db
+
+    reads = str(tmp_path)
+
+    def counted(records):
+        records = list(records)
+        with open(os.path.join(reads, f"read-{records[0]['id']}"), "a") as f:
+            f.write("x")
+        return records
+
+    ids = list(range(len(corpus_texts)))
+    bag = db.from_sequence([{"id": i, "text": t} for i, t in zip(ids, corpus_texts)], npartitions=4)
+    bag = bag.map_partitions(counted)
+    res = build_dask(bag, client=client)
+    assert_same_build(res, local_build(corpus_texts, ids=ids), "texts kept from the first read")
+    info = res.stats["dask"]
+    assert res.stats["exact_checks"]["minhash"] > 0 and info["cut_members"] > 0, "both stages that read texts ran"
+    counts = {name: len(Path(reads, name).read_text()) for name in os.listdir(reads)}
+    assert len(counts) == bag.npartitions and set(counts.values()) == {1}, f"reads per input partition: {counts}"
+    assert info["cut_members"] <= info["texts_kept"] < 0.8 * len(corpus_texts), info
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_scan_keeps_the_first_copy_of_each_text_per_bucket_in_scan_order(seed):
+    """The bucket scan's rows: in each bucket, of the documents sharing an exact hash only the
+    smallest stays; rows in (key, document, band) order. Oracle: a plain loop over the buckets."""
+    from diversify.engines.dask.scan import _first_copies_in_scan_order
+
+    rng = np.random.default_rng(seed)
+    nd, bands = int(rng.integers(1, 40)), int(rng.integers(1, 5))
+    texts = rng.integers(0, max(1, nd // 3), nd).astype(np.uint64)  # documents of equal text: exact copies
+    docs = np.sort(rng.choice(10**9, nd, replace=False)).astype(np.int64)
+    own = rng.integers(0, 6, (nd, bands)).astype(np.uint64)
+    keys = np.where(rng.random((nd, 1)) < 0.5, own, texts[:, None] * np.uint64(7) + np.arange(bands, dtype=np.uint64))
+    rows = [(int(keys[i, b]), int(docs[i]), b, int(texts[i])) for i in range(nd) for b in range(bands)]
+    expected = []
+    for k in sorted({r[0] for r in rows}):
+        bucket = [r for r in rows if r[0] == k]
+        first = {t: min(r[1] for r in bucket if r[3] == t) for t in {r[3] for r in bucket}}
+        expected += sorted((r[0], r[1], r[2]) for r in bucket if r[1] == first[r[3]])
+    perm = rng.permutation(len(rows))
+    key, doc, band, exact = (np.array([rows[i][j] for i in perm], dtype=dt)
+                             for j, dt in enumerate((np.uint64, np.int64, np.int16, np.uint64)))
+    ex = np.sort(texts)
+    shared = np.isin(exact, ex[1:][ex[1:] == ex[:-1]])
+    for marks in (None, shared):
+        got_key, got_doc = _first_copies_in_scan_order(key, doc, band, exact, marks)
+        assert list(zip(got_key.tolist(), got_doc.tolist())) == [(k, d) for k, d, _ in expected]

@@ -4,10 +4,10 @@ join: no pair passes through the client, and the task graph grows with partition
 A pair ``(a, b)`` (``a < b``) of a bucket partition is decided where ``b``'s text is:
 
 1. each bucket partition splits its borderline pairs by the input partition holding ``a``;
-2. the ``a`` side, one task per input partition: re-shingles its documents that are the ``a`` of a
-   pair (:func:`~diversify.linking.exact.shingle_rows`, the local build's) and sends each pair,
+2. the ``a`` side, one task per input partition: shingles its documents that are the ``a`` of a
+   pair (their texts kept on the workers since the read, :mod:`.texts`) (:func:`~diversify.linking.exact.shingle_rows`, the local build's) and sends each pair,
    with ``a``'s shingle set, to the input partition holding ``b``;
-3. the ``b`` side, one task per input partition: re-shingles its ``b`` documents and decides the
+3. the ``b`` side, one task per input partition: shingles its ``b`` documents and decides the
    pairs it received with the local build's check (:func:`~diversify.linking.exact.link_exact`,
    in :func:`~.scan.decide_block`); a spanning forest of the accepted pairs leaves it.
 
@@ -25,9 +25,9 @@ import numpy as np
 from ...config import BuildConfig
 from ...linking.exact import compact_rows, shingle_rows
 from .cut import _owner_split
-from .inputs import Part
 from .run import Run
 from .scan import decide_block
+from .texts import KeptTexts
 
 __all__ = ["decide_borderline", "split_pairs", "a_side", "b_side"]
 
@@ -41,7 +41,7 @@ def split_pairs(res: dict, offsets: np.ndarray) -> Any:
     return tuple(np.stack(p, axis=1) if p[0].size else np.zeros((0, 2), np.int64) for p in pieces)
 
 
-def _table(part: Part, local: np.ndarray, offset: int, cfg: BuildConfig) -> dict:
+def _table(part: KeptTexts, local: np.ndarray, offset: int, cfg: BuildConfig) -> dict:
     """Sorted unique shingles (compact rows) of some documents of an input partition."""
     rows = compact_rows(shingle_rows([part.texts[int(i)] for i in local], cfg))
     return {"docs": local.astype(np.int64) + np.int64(offset), "shingles": rows}
@@ -56,7 +56,7 @@ def _take(table: dict, docs: np.ndarray) -> dict:
     return {"docs": docs, "shingles": compact_rows(ShingleRows(sh.starts[at], sh.counts[at], sh.hashes))}
 
 
-def a_side(part: Part, offset: int, cfg_json: dict, offsets: np.ndarray, *pieces) -> Any:
+def a_side(part: KeptTexts, offset: int, cfg_json: dict, offsets: np.ndarray, *pieces) -> Any:
     """Shingle this partition's first documents of pairs; each pair and that set go to the owner of
     its second document."""
     pairs = np.concatenate(pieces) if pieces else np.zeros((0, 2), np.int64)
@@ -69,7 +69,7 @@ def a_side(part: Part, offset: int, cfg_json: dict, offsets: np.ndarray, *pieces
     return out[0] if offsets.size == 2 else tuple(out)
 
 
-def b_side(part: Part, offset: int, cfg_json: dict, *pieces) -> dict:
+def b_side(part: KeptTexts, offset: int, cfg_json: dict, *pieces) -> dict:
     """Shingle this partition's second documents of pairs and decide the pairs received."""
     from ..._kernels.linking import ShingleRows
 
@@ -117,9 +117,9 @@ def decide_borderline(run: Run, scanned: list) -> tuple[list, int]:
         by_a = [list(delayed(split_pairs, nout=p, pure=True)(f, offsets)) for f in scanned]
     a_out = []
     for i in a_parts:
-        args = (run.sources[i], int(offsets[i]), run.cfg_json, offsets, *[s[i] for s in by_a])
+        args = (run.texts[i], int(offsets[i]), run.cfg_json, offsets, *[s[i] for s in by_a])
         a_out.append([delayed(a_side, pure=True)(*args)] if p == 1 else list(delayed(a_side, nout=p, pure=True)(*args)))
-    tasks = [delayed(b_side, pure=True)(run.sources[j], int(offsets[j]), run.cfg_json,
+    tasks = [delayed(b_side, pure=True)(run.texts[j], int(offsets[j]), run.cfg_json,
                                         *[a[0 if p == 1 else j] for a in a_out]) for j in b_parts]
     run.report.stage(f"borderline pairs: {n_pairs:,} checked exactly, joined on {len(b_parts)} input partitions")
     return run.compute(tasks, "borderline"), n_pairs

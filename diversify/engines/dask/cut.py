@@ -7,7 +7,7 @@ components cut by the local build's own :func:`diversify.clusters.cut_clusters`.
    tables flagged (exact, MinHash) are split the same way, for the stage bits.
 2. **member rows**: each input partition joins its members with their sketches (length, exact
    hash, emptiness, signature, key) and, where the cut checks pairs exactly (``verify="auto"``),
-   their texts, read again from the input partition on that worker; the rows are split by a hash
+   their texts, kept on that worker since the read (:mod:`.texts`); the rows are split by a hash
    of the component into the cut partitions.
 3. **cut**: a cut partition holds every member of its components, sorted by global index, which
    is also their order as a small :class:`~diversify.sketches.batch.Sketches` of just those
@@ -299,7 +299,7 @@ def cut_stage(run: Run, edges: Edges, label_futs: list, n_members: int) -> list:
     rows = []
     for i in range(p):
         args = [pc[i] for pc in lab] + [pc[i] for pc in flg]
-        src = run.sources[i] if need_texts else None
+        src = run.texts[i] if need_texts else None
         n_out = q + giants.size
         if n_out == 1:
             rows.append([delayed(member_rows, pure=True)(run.sketches[i], src, int(offsets[i]), q, what, len(lab),

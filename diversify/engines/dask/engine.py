@@ -5,9 +5,12 @@ Stages (each a pure Dask task graph; a failed task is recomputed from its inputs
 1. **read + sketch** per input partition with the local builder's own code
    (:func:`~diversify.sketches.batch.sketch_texts`: normalization, exact hash, MinHash kernels).
    Partitions stay on the workers. Their sizes give every document its *global index* (its
-   position in the input order), which is what cluster labels are made of.
-2. **exact stage**: rows ``(exact hash, doc)`` shuffled by hash; each document points at the
-   smallest document with its hash.
+   position in the input order), which is what cluster labels are made of. Under
+   ``verify="auto"`` the texts stay on the workers too, and once the filter of stage 3 exists only
+   the candidates' (:mod:`.texts`): the stages that read texts (borderline pairs, the cut) never
+   read the input again.
+2. **exact stage**: rows ``(exact hash, doc)`` split by hash (plain arrays); each document points
+   at the smallest document with its hash.
 3. **MinHash stage**, in two passes over the band keys. Pass 1 shuffles the bare keys (8 bytes
    a row) and keeps the keys held by two or more rows; their Bloom filter (no false negatives,
    ~1% false positives) goes to every worker. Pass 2 emits only the rows whose key passes the
@@ -18,12 +21,12 @@ Stages (each a pure Dask task graph; a failed task is recomputed from its inputs
    band), same ``bucket_window``, same verifier). Only a spanning forest of each partition's
    verified edges, and its borderline pairs, leave the partition. Borderline pairs
    (``verify="auto"``) are decided by the local build's exact Jaccard check: each input partition
-   re-shingles just its documents that occur in one.
+   shingles just its documents that occur in one.
 4. **connected components** of the exact and MinHash edges by alternating large-star and
    small-star rounds (Kiveris et al. 2014) over the edge table, each a shuffle by node; O(log n)
    rounds. A component's label is its smallest member: the local build's cluster id.
 5. **cut**, on the workers (:mod:`.cut`): member rows (sketch columns and, under
-   ``verify="auto"``, texts read from the input partitions) shuffled by component; each cut
+   ``verify="auto"``, texts) shuffled by component; each cut
    partition runs the local build's :func:`~diversify.clusters.cut_clusters` on a small Sketches
    of its members (representatives, labels, stage bits, fold similarities); the sampled purity is
    drawn and checked there too (:mod:`.purity`).
@@ -32,7 +35,7 @@ Stages (each a pure Dask task graph; a failed task is recomputed from its inputs
 
 Modules, one per stage: :mod:`.inputs` (partitions), :mod:`.sketch`, :mod:`.exact`, :mod:`.bands`
 (with the Bloom filter of :mod:`diversify.linking.keyfilter`), :mod:`.scan` (bucket scan and borderline checks), :mod:`.components`,
-:mod:`.cut`, :mod:`.purity`, :mod:`.finish`; :mod:`.run` holds what they share; this module runs them in order.
+:mod:`.cut`, :mod:`.purity`, :mod:`.finish`, :mod:`.texts` (the texts kept for later stages); :mod:`.run` holds what they share; this module runs them in order.
 
 Why the clusters are identical to the local build's
 ---------------------------------------------------
@@ -75,6 +78,7 @@ import numpy as np
 
 from ...config import BuildConfig
 from ...errors import ConfigError, InputError, require
+from ...hashing import lsh_seed
 from ...linking.keys import minhash_params
 from ...staging import agreement_band
 from .bands import ROW_BYTES, doc_bytes, shared_key_filter, shuffled_band_rows
@@ -88,6 +92,7 @@ from .output import _check_dir
 from .run import Edges, Report, Run, rows_of
 from .scan import scan_partition, scan_summary
 from .sketch import empty_of, n_of, sketch_part
+from .texts import keep_candidates, kept_count, needs_texts, sketches_of, texts_of
 
 __all__ = ["build_dask", "connected_components"]
 
@@ -215,8 +220,8 @@ def build_dask(
     blocksize : int
         Bytes per input partition for JSONL files and Parquet row groups (default 64 MiB).
     shuffle_method : {"p2p", "tasks"}, optional
-        Dask's shuffle for the DataFrame shuffles (exact hashes, band keys of pass 1); default Dask's
-        choice (``p2p`` on a distributed cluster). Pass 2 splits its rows itself.
+        Ignored (accepted so that existing calls keep working): every shuffle of this engine
+        splits plain arrays on the workers, cheaper than a DataFrame shuffle for its small rows.
     retries : int
         Times Dask retries a failed task (every task is pure: a retry recomputes the same result).
     progress : bool
@@ -257,7 +262,10 @@ def _run(run: Run, *, shuffle_partitions: Optional[int], metadata, created_at, o
         run.stats.merged["minhash"] = int(moved - edges.exact_merged)
     _check_keys_present(run)
     cut_futs = cut_stage(run, edges, label_futs, 2 * moved) if label_futs else []
-    edges.clear()  # the edge tables and labels may leave the workers now
+    if run.texts:
+        run.info["texts_kept"] = int(sum(run.gather(kept_count, run.texts)))
+    run.texts = []  # the kept texts, edge tables and labels may leave the workers now
+    edges.clear()
     del label_futs
     return finish_build(run, cut_futs, metadata=metadata, created_at=created_at, output_dir=output_dir)
 
@@ -278,7 +286,14 @@ def _sketch_stage(run: Run) -> None:
 
     t0 = time.perf_counter()
     run.report.stage(f"sketching {len(run.sources)} partitions on {run.n_workers} workers")
-    run.sketches = run.compute([delayed(sketch_part, pure=True)(s, run.cfg_json) for s in run.sources], "sketch")
+    keep = needs_texts(run.cfg)
+    sketched = [delayed(sketch_part, pure=True)(s, run.cfg_json, keep) for s in run.sources]
+    if keep:  # the texts stay on the workers for the borderline join and the cut: the corpus is read once
+        futs = run.compute([delayed(sketches_of, pure=True)(s) for s in sketched]
+                           + [delayed(texts_of, pure=True)(s) for s in sketched], "sketch")
+        run.sketches, run.texts = futs[:len(sketched)], futs[len(sketched):]
+    else:
+        run.sketches = run.compute(sketched, "sketch")
     counts = np.asarray(run.gather(n_of, run.sketches), dtype=np.int64)
     run.offsets = np.zeros(counts.size + 1, dtype=np.int64)
     np.cumsum(counts, out=run.offsets[1:])
@@ -306,6 +321,10 @@ def _minhash_stage(run: Run, edges: Edges, shuffle_partitions: Optional[int]) ->
     assert cfg.minhash is not None
     p = minhash_params(cfg)
     key_filter, n_shared = shared_key_filter(run, p)
+    if run.texts:
+        seed_h = int(lsh_seed(cfg.seed))
+        run.texts = [run.client.submit(keep_candidates, t, s, key_filter, p.rows, p.bands, seed_h, pure=False)
+                     for t, s in zip(run.texts, run.sketches)]
     rows = shuffled_band_rows(run, p, key_filter, n_shared, shuffle_partitions)
     scanned = run.compute([delayed(scan_partition, pure=True)(run.cfg_json, *pieces) for pieces in rows], "bands")
     summ = run.gather(scan_summary, scanned)

@@ -1,4 +1,5 @@
-"""Stage 2, exact copies: rows ``(exact hash, doc)`` shuffled by hash; each document points at the
+"""Stage 2, exact copies: rows ``(exact hash, doc)`` split by hash on the workers that hold the
+sketches (a tasks shuffle of plain arrays, as the band passes); each document points at the
 smallest document with its hash."""
 
 from __future__ import annotations
@@ -11,20 +12,27 @@ import numpy as np
 from ..._arrays import unique_sorted
 from .run import TARGET_EDGE_PARTITION_BYTES, Edges, Run, rows_of
 
-__all__ = ["exact_frame", "exact_edges", "exact_stage"]
+__all__ = ["exact_split", "exact_edges", "exact_stage"]
 
-def exact_frame(skp: dict, offset: int):
-    """``(h, d)``: exact hash and global index of every non-empty document of a sketched partition."""
-    import pandas as pd
 
+def exact_split(skp: dict, offset: int, q: int):
+    """``q`` pieces ``(h, d)`` (by ``h % q``) of the exact hash and global index of every non-empty
+    document of a sketched partition."""
     local = np.flatnonzero(~skp["empty"])
-    return pd.DataFrame({"h": skp["exact"][local], "d": local.astype(np.int64) + np.int64(offset)})
+    h = skp["exact"][local]
+    d = local.astype(np.int64) + np.int64(offset)
+    dest = (h % np.uint64(q)).astype(np.int64)
+    order = np.argsort(dest, kind="stable")
+    bounds = np.searchsorted(dest[order], np.arange(q + 1))
+    h, d = h[order], d[order]
+    pieces = tuple((h[bounds[j]:bounds[j + 1]], d[bounds[j]:bounds[j + 1]]) for j in range(q))
+    return pieces if q > 1 else pieces[0]
 
 
-def exact_edges(df) -> dict:
+def exact_edges(*pieces) -> dict:
     """Each document whose exact hash an earlier document has points at the first such document."""
-    h = df["h"].to_numpy(np.uint64)
-    d = df["d"].to_numpy(np.int64)
+    h = np.concatenate([p[0] for p in pieces]) if pieces else np.zeros(0, np.uint64)
+    d = np.concatenate([p[1] for p in pieces]) if pieces else np.zeros(0, np.int64)
     order = np.lexsort((d, h))
     h, d = h[order], d[order]
     start = np.ones(h.size, dtype=bool)
@@ -37,16 +45,16 @@ def exact_edges(df) -> dict:
 
 def exact_stage(run: Run, edges: Edges) -> None:
     """Shuffle the exact hashes and add the copies' edges to ``edges``."""
-    import dask.dataframe as dd
     from dask import delayed
 
     t0 = time.perf_counter()
     q = max(1, min(len(run.sources), math.ceil(run.n_text * 16 / TARGET_EDGE_PARTITION_BYTES)))
-    meta = exact_frame({"exact": np.zeros(0, np.uint64), "empty": np.zeros(0, bool)}, 0)
-    frame = dd.from_delayed([delayed(exact_frame, pure=True)(f, int(run.offsets[i])) for i, f in enumerate(run.sketches)],
-                            meta=meta, verify_meta=False)
-    shuffled = frame.shuffle(on="h", npartitions=q, shuffle_method=run.shuffle_method)
-    futs = run.compute([delayed(exact_edges, pure=True)(p) for p in shuffled.to_delayed()], "exact")
+    if q == 1:
+        split = [[delayed(exact_split, pure=True)(f, int(run.offsets[i]), q)] for i, f in enumerate(run.sketches)]
+    else:
+        split = [list(delayed(exact_split, nout=q, pure=True)(f, int(run.offsets[i]), q))
+                 for i, f in enumerate(run.sketches)]
+    futs = run.compute([delayed(exact_edges, pure=True)(*[s[j] for s in split]) for j in range(q)], "exact")
     merged = int(sum(run.gather(rows_of, futs)))
     edges.exact_merged = merged
     edges.parts += futs

@@ -77,6 +77,7 @@ class Run:
     n_workers: int
     sources: list = field(default_factory=list)  # input partitions (Delayed/Futures of Part)
     sketches: list = field(default_factory=list)  # Futures of sketch_part, one per source
+    texts: list = field(default_factory=list)  # Futures of the texts kept for later stages (.texts), one per source
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))  # global index of each part
     n_empty: int = 0
     stats: LinkStats = field(default_factory=LinkStats)

@@ -40,18 +40,33 @@ def _rows_in_shared_buckets(key: np.ndarray) -> np.ndarray:
     return order[np.bincount(run_id)[run_id] >= 2]
 
 
-def _first_copies_in_scan_order(key, doc, band, exact) -> tuple:
+def _by_key_then(key: np.ndarray, minor: np.ndarray) -> np.ndarray:
+    """The order sorting by ``key``, then ``minor`` (``np.lexsort((minor, key))``, as two stable sorts:
+    faster than lexsort on 64-bit keys)."""
+    o = np.argsort(minor, kind="stable")
+    return o[np.argsort(key[o], kind="stable")]
+
+
+def _first_copies_in_scan_order(key, doc, band, exact, shared=None) -> tuple:
     """Drop every exact copy that is not the first (smallest index) of its text within its bucket
     (= first globally: copies share every band key), then sort by the local scan order: key,
-    document, band. Returns (key, doc)."""
-    o = np.lexsort((doc, exact, key))
-    g = np.ones(o.size, dtype=bool)
-    g[1:] = (key[o][1:] != key[o][:-1]) | (exact[o][1:] != exact[o][:-1])
-    first_doc = doc[o][np.flatnonzero(g)][np.cumsum(g) - 1]
-    sel = o[doc[o] == first_doc]
-    key, doc, band = key[sel], doc[sel], band[sel]
-    o = np.lexsort((band, doc, key))
-    return key[o], doc[o]
+    document, band. Returns (key, doc). ``shared`` (optional) marks the rows whose exact hash
+    another document holds: only those can be dropped, so only those are grouped."""
+    o = _by_key_then(key, (doc.astype(np.int64) << np.int64(16)) | band.astype(np.int64))  # band < 2**15
+    key, doc, exact = key[o], doc[o], exact[o]
+    rows = np.arange(key.size) if shared is None else np.flatnonzero(shared[o])
+    if rows.size:
+        # within a bucket documents ascend: the first row of a (key, exact hash) group is its smallest document
+        s = rows[np.lexsort((rows, exact[rows], key[rows]))]
+        g = np.ones(s.size, dtype=bool)
+        g[1:] = (key[s][1:] != key[s][:-1]) | (exact[s][1:] != exact[s][:-1])
+        first_doc = doc[s][np.flatnonzero(g)][np.cumsum(g) - 1]
+        drop = s[doc[s] != first_doc]
+        if drop.size:
+            keep = np.ones(key.size, dtype=bool)
+            keep[drop] = False
+            key, doc = key[keep], doc[keep]
+    return key, doc
 
 
 def _joined(pieces) -> tuple:
@@ -91,7 +106,9 @@ def scan_partition(cfg_json: dict, *pieces) -> dict:
                 "deferred": np.zeros((0, 2), np.int64), "candidates": 0, "verified": 0, "rows": n_rows,
                 "bucket_rows": 0, "docs": int(docs.size), "seconds": time.perf_counter() - t0}
     at = np.searchsorted(docs, doc[keep])
-    key, doc = _first_copies_in_scan_order(key[keep], doc[keep], band[keep], exact[at])
+    ex = np.sort(exact)
+    shared = np.isin(exact, ex[1:][ex[1:] == ex[:-1]])  # documents whose exact hash another one holds
+    key, doc = _first_copies_in_scan_order(key[keep], doc[keep], band[keep], exact[at], shared[at])
     uniq, inv = np.unique(doc, return_inverse=True)
     minhash = np.ascontiguousarray(sigs[np.searchsorted(docs, uniq)])
     # every borderline pair is kept: a full buffer pauses the scan instead of letting the estimate

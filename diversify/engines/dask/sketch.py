@@ -17,8 +17,9 @@ from .inputs import Part
 __all__ = ["sketch_part", "n_of", "empty_of", "columns_of"]
 
 
-def sketch_part(part: Part, cfg_json: dict) -> dict:
-    """Per-document columns of one input partition (:func:`diversify.sketches.batch.sketch_texts`)."""
+def sketch_part(part: Part, cfg_json: dict, keep_texts: bool = False) -> dict:
+    """Per-document columns of one input partition (:func:`diversify.sketches.batch.sketch_texts`);
+    with ``keep_texts``, its texts too, for the stages that read them (:mod:`.texts`)."""
     from ...sketches.batch import sketch_texts
 
     cfg = BuildConfig(**cfg_json)
@@ -29,7 +30,7 @@ def sketch_part(part: Part, cfg_json: dict) -> dict:
         raise InputError(f"`ids` must have one id per text; a partition has {n} texts and {len(part.ids)} ids.")
     if part.keys is not None and len(part.keys) != n:
         raise InputError(f"`keys` must have one number per text; a partition has {n} texts and {len(part.keys)} keys.")
-    return {
+    out = {
         "n": n,
         "ids": part.ids,
         "keys": part.keys,
@@ -39,6 +40,9 @@ def sketch_part(part: Part, cfg_json: dict) -> dict:
         "minhash": sk.minhash,
         "seconds": time.perf_counter() - t0,
     }
+    if keep_texts:
+        out["texts"] = part.texts
+    return out
 
 
 def n_of(skp: dict) -> int:
