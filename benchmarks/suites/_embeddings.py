@@ -42,12 +42,15 @@ def _first_member_kept(labels: np.ndarray) -> np.ndarray:
     return np.array([first[lab] for lab in labels.tolist()], dtype=np.int64)
 
 
-def run_diversify(v: np.ndarray, t: float, texts) -> tuple[np.ndarray, np.ndarray, dict]:
+def run_diversify(v: np.ndarray, t: float, texts, clustering=None) -> tuple[np.ndarray, np.ndarray, dict]:
     import diversify
 
     from ..lib import simhash_config
 
-    r = diversify.build(vectors=v, config=simhash_config(t))
+    cfg = simhash_config(t)
+    if clustering is not None:
+        cfg = cfg.model_copy(update={"clustering": clustering})
+    r = diversify.build(vectors=v, config=cfg)
     labels = np.asarray(r.cluster_ids, dtype=np.int64)
     reps = np.flatnonzero(np.asarray(r.is_representative, dtype=bool))
     rep_of = dict(zip(labels[reps].tolist(), reps.tolist()))
@@ -103,6 +106,9 @@ def run_semhash(v: np.ndarray, t: float, texts) -> tuple[np.ndarray, np.ndarray,
 
 TOOLS = {
     "diversify default": run_diversify,
+    # the same candidates and checks, cut differently: a true pair split by the cut counts as missed
+    "diversify clustering=star": lambda v, t, texts: run_diversify(v, t, texts, clustering="star"),
+    "diversify clustering=components": lambda v, t, texts: run_diversify(v, t, texts, clustering="components"),
     "FAISS exact range search + union-find": run_faiss,
     "FAISS IVF range search + union-find": lambda v, t, texts: run_faiss(v, t, texts, ivf=True),
     "SemHash": run_semhash,
