@@ -7,6 +7,8 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import diversify
 from diversify.errors import InputError, InputTypeError
@@ -163,3 +165,22 @@ def test_batch_size_must_be_a_positive_int(model, bad):
 def test_no_texts_give_an_empty_array(model):
     v = diversify.embed([], model=model)
     assert v.shape == (0, 24) and v.dtype == np.float32
+
+
+_sentence = st.lists(st.sampled_from(WORDS), min_size=1, max_size=8).map(" ".join)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(_sentence, min_size=1, max_size=12), seed=st.integers(0, 2**16))
+def test_embed_rows_follow_their_texts_with_and_without_cache_property(model, tmp_path, texts, seed):
+    """Each row depends on its text alone: a permuted corpus gives the permuted rows, and a cache
+    written by another corpus never changes a row."""
+    from diversify.embedding import embed_with_info
+
+    base = diversify.embed(texts, model=model)
+    perm = np.random.default_rng(seed).permutation(len(texts))
+    np.testing.assert_array_equal(diversify.embed([texts[i] for i in perm], model=model), base[perm])
+    cache = tmp_path / f"c{seed}-{len(texts)}.npz"
+    embed_with_info(texts[: len(texts) // 2] + ["a big house"], model=model, cache=cache)
+    cached, _, _ = embed_with_info(texts, model=model, cache=cache)
+    np.testing.assert_array_equal(cached, base)
