@@ -133,3 +133,34 @@ def cranfield():
         q, d, code = int(parts[0]), int(parts[1]), int(parts[2])
         qrels.setdefault(q, {})[d] = code
     return doc_ids, texts, queries, qrels
+
+
+def sick() -> list[tuple[str, str, float]]:
+    """SICK (train, trial, test): (sentence A, sentence B, relatedness 1-5)."""
+    root = folder("sick")
+    triples = []
+    for name in ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"):
+        with open(_file(root / name), encoding="utf-8") as f:
+            for line in f:
+                parts = line.rstrip("\n").split("\t")
+                if len(parts) >= 4 and parts[0].isdigit():
+                    triples.append((parts[1], parts[2], float(parts[3])))
+    return triples
+
+
+def sentences() -> list[str]:
+    """The unique sentences of MRPC, the Twitter URL corpus, STS-B (every split) and SICK, in that
+    order (first seen first): the real short-text corpus of the embedding benchmarks."""
+    index: dict[str, None] = {}
+    for s1, s2, _ in mrpc() + twitter_url():
+        index.setdefault(s1)
+        index.setdefault(s2)
+    for split in ("train", "dev", "test"):
+        s1, s2, _ = stsb(split)
+        for a, b in zip(s1, s2):
+            index.setdefault(a)
+            index.setdefault(b)
+    for a, b, _ in sick():
+        index.setdefault(a)
+        index.setdefault(b)
+    return list(index)

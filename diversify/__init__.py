@@ -34,6 +34,8 @@ _LAZY = {
     "build_chunks": "diversify.engines.chunked",
     "BuildResult": "diversify.engines.finish",
     "BuildStats": "diversify.engines.finish",
+    # the optional embedding step (the [embed] extra): texts -> normalized vectors, docs/embedding.md
+    "embed": "diversify.embedding",
     # the artifact
     "ClusterMap": "diversify.artifact",
     "load": "diversify.artifact",

@@ -71,6 +71,7 @@ SLOW_MODULES = {
     "test_quality_data.py",  # builds real labelled data sets
     "test_golden_bytes.py",  # rebuilds every golden case, the Dask one included
     "test_environments.py",  # read-only installs, forks and threads, each in fresh subprocesses
+    "test_cli_embed.py",  # build --embed and stats as users run them, in subprocesses
     "test_install.py",  # the README's install order in a fresh venv: compiles every kernel into an empty cache
     "test_serve.py",  # `diversify serve` in a subprocess, called over HTTP
     "test_serve_reload.py",  # the served artifact replaced under concurrent requests

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # Report order: RESULTS.md sections follow this list.
-NAMES = ("build", "boilerplate", "scaling", "quality", "quality_real", "clique", "vectors", "simhash_families", "simhash_text",
+NAMES = ("build", "boilerplate", "scaling", "quality", "quality_real", "clique", "vectors", "embeddings", "simhash_families", "simhash_text",
          "online", "request_cost", "refill_cost", "async_latency", "write_rate", "build_from", "integrations", "milvus",
          "retrieval", "plots", "dask", "cli", "index", "index_postgres", "index_redis", "index_clique", "chunks", "serve")
 

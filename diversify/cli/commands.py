@@ -13,6 +13,15 @@ import numpy as np
 
 from ..errors import DiversifyError, DiversifyWarning
 from ..files import check_output_path, file_lock
+from .embedding import (
+    check_embed_options,
+    cosine_threshold,
+    embed_inputs,
+    embed_line,
+    fold_stages,
+    stats_lines,
+    with_embedding,
+)
 from .failures import writing
 from .options import config_from_args, ids_note, key_fields, parse_metadata, streams
 from .output import printable, say, say_line, warn_line
@@ -40,6 +49,8 @@ def cmd_build(a) -> int:
         check_output_path(a.output, param="-o", what="the artifact", inputs=_inputs(a))  # before the build, not after
     cfg = config_from_args(a)
     _check_parent_options(a)
+    check_embed_options(a)
+    embedding = None
     if a.engine == "dask":
         if a.spill_dir is not None:
             raise DiversifyError("`--spill-dir` applies to the local engine's `build --stream`; the Dask engine keeps "
@@ -54,6 +65,9 @@ def cmd_build(a) -> int:
         with _ahead(a, cfg):  # a cold kernel cache: the linking kernels compile beside reading and sketching
             with clock.phase("read"):
                 texts, ids, keys, vectors, sources, info = streams(a)
+            if a.embed is not None:
+                with clock.phase("embed"):
+                    texts, ids, vectors, embedding = embed_inputs(a, texts, ids)
             lazy = _texts_read_while_building(a, clock, info)
             with warnings.catch_warnings(), clock.phase("read+build" if lazy else "build"), _in_the_input(a):
                 warnings.simplefilter("ignore", DiversifyWarning)  # the summary below prints them
@@ -63,10 +77,14 @@ def cmd_build(a) -> int:
                     res = diversify.build(texts, ids=ids, vectors=vectors, config=cfg, keys=keys, sources=sources,
                                           metadata=parse_metadata(a.metadata), progress=not a.no_progress,
                                           chunk_size=a.chunk_size, spill_dir=_spill_dir(a, texts))
+    if embedding is not None:
+        res = with_embedding(res, embedding)
     with writing(a.output), clock.phase("write"):
         res.save(a.output)
     dt = clock.wall()
     say(res.summary())
+    if embedding is not None:
+        say(embed_line(embedding))
     if "chunks" in res.report:
         c = res.report["chunks"]
         say(f"chunks           {c['pages']} pages, {c['page_clusters_with_copies']} page clusters with copies; "
@@ -281,6 +299,9 @@ def cmd_stats(a) -> int:
         "lsh": cm.build_info.get("lsh", {}),
         "purity": cm.build_info.get("purity"),
         "metadata": cm.metadata,
+        "folded_by_stage": fold_stages(cm),
+        "cosine_threshold": cosine_threshold(cm),
+        "embedding": cm.build_info.get("embedding"),
     }
     if a.json:  # json.dumps escapes every control character (and all non-ASCII)
         say(json.dumps(info, indent=2, default=str))
@@ -300,6 +321,8 @@ def cmd_stats(a) -> int:
         say_line(f"  #{row['cluster_id']:<8} size {row['size']:<6} stages {row['stages']}  "
                  f"e.g. {', '.join(printable(i) for i in row['sample_ids'])}")
     _print_fold(info["fold"], cm.config.get("clustering", "components"))
+    for line in stats_lines(cm, info["folded_by_stage"], info["embedding"]):
+        say_line(line)
     _print_purity(info["purity"])
     for name, p in info["lsh"].items():
         say_line(f"{printable(name):<16} bands={_shown(p.get('bands'))} rows={_shown(p.get('rows'))} "

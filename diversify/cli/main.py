@@ -15,6 +15,7 @@ from typing import NoReturn, Optional
 from .._tuning import tune_command
 from ..files import DEFAULT_LOCK_TIMEOUT
 from .commands import cmd_add, cmd_build, cmd_demo, cmd_export, cmd_show, cmd_stats
+from .embedding import add_embed_args
 from .failures import Terminated, failure, writing
 from .fromstore import add_store_args
 from .index import add_index_parser
@@ -73,6 +74,7 @@ def _build_parsers(sub) -> None:
     p.add_argument("--containment", type=float, default=None, metavar="C",
                    help="with --parent-field: share of a chunk's shingles the chunk it folds under must hold "
                         "(default 0.8)")
+    add_embed_args(p)
     add_config_args(p)
     add_store_args(p)
     p.set_defaults(func=cmd_build)

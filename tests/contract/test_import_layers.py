@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("staging", "linking.bands"),  # the stage layer the engines and the index share; LSH band math
     ("linking", "clusters"),  # candidate scan and verification; labels and the cut into clusters
     ("artifact", "evaluate"),  # the .dvf container; metrics
-    ("corpus",),  # readers and generated corpora
+    ("corpus", "embedding"),  # readers and generated corpora; the optional embedding step
     ("engines", "index", "online"),  # offline builds; the live index; online folding
     ("stores", "demo", "serve", "client"),  # vector-store adapters; the built-in demo; the HTTP server and client
     ("cli",),  # the command line
