@@ -70,7 +70,8 @@ def normalize_vectors(vectors, *, name: str = "vectors") -> np.ndarray:
                "zero)." if kind == "c" else "Pass a float array (n, dim).")
         raise InputError(f"`{name}` must hold real numbers; got {what} (dtype {vectors.dtype}). {fix}")
     try:
-        arr = np.asarray(vectors, dtype=np.float64)
+        arr = (vectors if isinstance(vectors, np.ndarray) and kind is not None and kind in "fiub"
+               else np.asarray(vectors, dtype=np.float64))
     except (TypeError, ValueError) as exc:
         raise InputError(
             f"`{name}` must be a 2-D array of numbers (n, dim); could not convert it: {exc}. "
@@ -80,14 +81,13 @@ def normalize_vectors(vectors, *, name: str = "vectors") -> np.ndarray:
         arr = arr[None, :]
     if arr.ndim != 2 or arr.shape[1] == 0:
         raise InputError(f"`{name}` must be 2-D (n, dim) with dim >= 1; got shape {arr.shape}. Reshape to (n, dim).")
-    finite = np.isfinite(arr).all(axis=1)
+    out, norms, finite = _unit_rows(arr)
     if not finite.all():
         bad = np.flatnonzero(~finite)
         raise InputError(
             f"`{name}` must be finite; rows {bad[:5].tolist()}{'...' if bad.size > 5 else ''} contain NaN or inf "
             f"({bad.size} rows). Drop or re-embed those documents."
         )
-    norms = np.sqrt(np.einsum("ij,ij->i", arr, arr))
     zero = norms == 0
     if zero.any():
         bad = np.flatnonzero(zero)
@@ -95,7 +95,32 @@ def normalize_vectors(vectors, *, name: str = "vectors") -> np.ndarray:
             f"`{name}` rows must have nonzero length (cosine is undefined for a zero vector); rows "
             f"{bad[:5].tolist()}{'...' if bad.size > 5 else ''} are all zeros ({bad.size} rows). Drop or re-embed them."
         )
-    return arr / norms[:, None]
+    return out
+
+
+_NORMALIZE_BLOCK = 16384  # rows converted and divided at a time: no full-size temporaries
+
+
+def _unit_rows(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """float64 rows of ``arr`` divided by their lengths (rows that are not finite, or zero, left
+    as they are), the lengths, and which rows are finite; block by block, the same numbers as
+    ``a / sqrt(einsum(a, a))`` on the whole float64 array."""
+    n, d = arr.shape
+    out = np.empty((n, d), dtype=np.float64)
+    norms = np.empty(n, dtype=np.float64)
+    finite = np.empty(n, dtype=bool)
+    for lo in range(0, n, _NORMALIZE_BLOCK):
+        hi = min(n, lo + _NORMALIZE_BLOCK)
+        block = out[lo:hi]
+        block[...] = arr[lo:hi]
+        np.isfinite(block).all(axis=1, out=finite[lo:hi])
+        np.sqrt(np.einsum("ij,ij->i", block, block), out=norms[lo:hi])
+        ok = finite[lo:hi] & (norms[lo:hi] != 0)
+        if ok.all():
+            np.divide(block, norms[lo:hi, None], out=block)
+        else:
+            block[ok] = block[ok] / norms[lo:hi][ok, None]
+    return out, norms, finite
 
 
 def normalize_vector(vector, *, name: str = "vector") -> np.ndarray:

@@ -189,3 +189,30 @@ def test_signatures_are_the_same_bytes_for_any_blas_and_numba_threads(tmp_path):
     assert len(set(digests.values())) == 1, json.dumps({str(k): v for k, v in digests.items()})
     vecs, planes = _thread_data()
     assert digests[(1, 1)] == hashlib.sha256(old_bits(vecs, planes).tobytes()).hexdigest()
+
+
+# ----------------------------------------------------------------------------- normalizing in blocks
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16, np.float16])
+def test_normalize_in_blocks_equals_the_whole_array_division(dtype, rng):
+    n = S._NORMALIZE_BLOCK * 2 + 17
+    v = (rng.standard_normal((n, 6)) * 50).astype(dtype)
+    v[v.sum(axis=1) == 0] = 1  # no zero rows (int16 can round a row to zeros)
+    whole = np.asarray(v, dtype=np.float64)
+    want = whole / np.sqrt(np.einsum("ij,ij->i", whole, whole))[:, None]
+    got = S.normalize_vectors(v)
+    assert got.dtype == np.float64 and got.flags.c_contiguous
+    assert np.array_equal(got, want)
+
+
+def test_bad_rows_are_named_across_blocks(rng):
+    n = S._NORMALIZE_BLOCK + 100
+    v = rng.standard_normal((n, 4)).astype(np.float32)
+    v[S._NORMALIZE_BLOCK + 3, 1] = np.nan
+    with pytest.raises(S.InputError, match=rf"rows \[{S._NORMALIZE_BLOCK + 3}\] contain NaN or inf \(1 rows\)"):
+        S.normalize_vectors(v)
+    v[S._NORMALIZE_BLOCK + 3] = 0
+    v[5] = 0
+    with pytest.raises(S.InputError, match=rf"rows \[5, {S._NORMALIZE_BLOCK + 3}\] are all zeros \(2 rows\)"):
+        S.normalize_vectors(v)
