@@ -21,7 +21,7 @@ VARIANTS = {
     # the linking alone: clusters are the connected components of the verified pairs (no cut), so
     # planted recall measures the candidates and their check, not the cut's clique rule
     "diversify components": {"clustering": "components"},
-    "diversify families=3": {"families": 3},
+    "diversify families=3 components": {"families": 3, "clustering": "components"},
 }
 # FAISS IVF as a scale-row peer (range search of every vector, probing nprobe of 4·√n lists)
 IVF_NAME = "FAISS IVF range search"

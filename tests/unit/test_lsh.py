@@ -401,3 +401,31 @@ def test_sorted_buckets_with_order_by_equal_lexsort(stride, rng):
     assert b.perm.dtype == np.int64
     assert np.array_equal(b.perm, want)
     assert np.array_equal(b.keys, keymat.reshape(-1)[want])
+
+
+@SETTINGS
+@given(seed=st.integers(0, 2**31), t=st.sampled_from([0.8, 0.9, 0.95]), gap=st.floats(-1e-3, 1e-3),
+       dim=st.integers(2, 64))
+def test_exact_vector_check_near_the_threshold_is_the_float64_cosine(one_numba_thread, seed, t, gap, dim):
+    """A pair at cosine t + gap (either side, close) is joined exactly when its float64 cosine is
+    >= t: the Hamming cutoff never decides a pair this close to the threshold."""
+    from diversify.config import SimHashConfig
+    from diversify.sketches.simhash import normalize_vectors, simhash_vectors
+
+    rng = np.random.default_rng(seed)
+    a = normalize_vectors(rng.standard_normal((1, dim)))[0]
+    o = rng.standard_normal(dim)
+    o -= (o @ a) * a
+    o /= np.linalg.norm(o)
+    c = min(1.0, t + gap)
+    vecs = normalize_vectors(np.stack([a, c * a + math.sqrt(1 - c * c) * o]))
+    cfg = BuildConfig(minhash=None, exact=False, simhash=SimHashConfig(threshold=t))
+    sigs = simhash_vectors(vecs, seed=seed, bits=256, families=2, normalized=True)
+    verifier = make_verifier(kl.KIND_SIMHASH_EXACT, cfg, auto=False, simhash=sigs, vectors=vecs)
+    buckets = kl.Buckets(perm=np.arange(2, dtype=np.int64), keys=np.zeros(2, np.uint64),
+                         docs=np.arange(2, dtype=np.int64), stride=1, window=64, new_start=0)
+    forest = kl.Forest(np.arange(2, dtype=np.int64), np.zeros(2, np.uint8), np.uint8(8), np.zeros(3, np.int64))
+    border = kl.Borderline(np.empty((4, 2), np.int64), np.zeros(1, np.int64), np.array([0, -1, -1], np.int64))
+    assert kl.link_scan(buckets, verifier, forest, border, False)
+    cos = float(sum(float(x) * float(y) for x, y in zip(vecs[0], vecs[1])))  # the kernel's order
+    assert int(forest.counters[2]) == int(cos >= t - 1e-12), (cos, t)
