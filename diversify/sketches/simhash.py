@@ -179,8 +179,7 @@ _F32_EPS = 2.0**-24  # unit roundoff of float32
 def _fits_float32(vecs: np.ndarray) -> bool:
     """Whether float32 products of these rows can neither overflow nor lose them to underflow
     (unit rows always can; ``normalized=True`` promises unit rows but is not checked)."""
-    big = float(np.abs(vecs).max()) if vecs.size else 0.0
-    return big < 1e15
+    return not vecs.size or (float(vecs.max()) < 1e15 and float(vecs.min()) > -1e15)  # no |vecs| temporary
 
 
 def _project(rows32: np.ndarray, planes32_t: np.ndarray) -> np.ndarray:
