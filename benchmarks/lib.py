@@ -57,11 +57,14 @@ def minhash_config(num_perm: int = 128, threshold: float = 0.8, **minhash_kwargs
                                                                  **minhash_kwargs))
 
 
-def simhash_config(threshold: float, bucket_window: int | None = None, **simhash_kwargs):
+def simhash_config(threshold: float, bucket_window: int | None = None, clustering: str | None = None,
+                   **simhash_kwargs):
     """Vectors only: no exact stage, no MinHash, SimHash at cosine ``threshold``."""
     import diversify
 
     extra = {} if bucket_window is None else {"bucket_window": bucket_window}
+    if clustering is not None:
+        extra["clustering"] = clustering
     return diversify.BuildConfig(minhash=None, exact=False,
                                  simhash=diversify.SimHashConfig(threshold=threshold, **simhash_kwargs), **extra)
 

@@ -153,7 +153,9 @@ class SimHashConfig(_Frozen):
     #: every pair within the threshold's Hamming radius shares a band (more candidates)
     bands: Optional[int] = None
     pigeonhole: bool = False
-    #: "estimate" verifies by Hamming -> cosine, "exact" by the exact cosine of the vectors
+    #: "estimate" verifies by Hamming -> cosine, "exact" by the exact cosine of the vectors (a pair
+    #: whose signatures differ far beyond what a pair at the threshold does is rejected unchecked:
+    #: docs/building.md, "How the vector stage spends its time")
     verify: Literal["estimate", "exact"] = "exact"
 
     @field_validator("families")

@@ -80,6 +80,7 @@ SLOW_MODULES = {
     "test_cli_from_store.py",  # `build --from-store` in subprocesses against every kind of store
 }
 SLOW_TESTS = {
+    "test_signatures_are_the_same_bytes_for_any_blas_and_numba_threads",  # three subprocesses
     "test_threshold_separates_above_from_below",
     "test_exact_duplicates_cluster_across_case_and_whitespace",
     "test_hot_swap_under_eight_threads_no_torn_result_memory_flat",
@@ -134,7 +135,7 @@ HOSTILE_MODULES = {
     "test_online_cost.py",  # online work per request
 }
 ORACLE_MODULES = {
-    "test_text.py", "test_minhash.py", "test_simhash.py", "test_lsh.py", "test_kernels_fold.py",
+    "test_text.py", "test_minhash.py", "test_simhash.py", "test_simhash_products.py", "test_lsh.py", "test_kernels_fold.py",
     "test_clusters_guarantee.py", "test_spill.py", "test_ids_packed.py", "test_online_select.py",
     "test_evaluate.py", "test_inspect.py", "test_dask_engine.py", "test_dask_cut.py", "test_corpus_readers.py",
     "test_text_batch.py", "test_text_strview.py", "test_kernels_argsort_hashes.py", "test_arrays.py",

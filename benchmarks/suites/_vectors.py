@@ -18,7 +18,15 @@ VARIANTS = {
     # giant buckets are compared within a sliding window (BuildConfig.bucket_window, default 64);
     # at 1M vectors with topic structure many SimHash buckets exceed it
     "diversify bucket_window=1024": {"bucket_window": 1024},
+    # the linking alone: clusters are the connected components of the verified pairs (no cut), so
+    # planted recall measures the candidates and their check, not the cut's clique rule
+    "diversify components": {"clustering": "components"},
+    "diversify families=3 components": {"families": 3, "clustering": "components"},
 }
+# FAISS IVF as a scale-row peer (range search of every vector, probing nprobe of 4·√n lists)
+IVF_NAME = "FAISS IVF range search"
+FAISS_IVF = dict(nprobe=16, lists_per_sqrt_n=4.0)
+SCALE_TOOLS = (*VARIANTS, IVF_NAME)
 # Pigeonhole bands are short (radius+1 bands of bits/(radius+1) bits): at t=0.9, 256 bits that is
 # 37 bands of ~7 bits, i.e. candidates ≈ n²/2 · 37/128. Above this many documents it is skipped.
 PIGEONHOLE_MAX_N = {0.9: 20_000, 0.95: 200_000}
@@ -135,8 +143,9 @@ def measure_scale(n: int, dim: int, thresholds, timeout: float, variants=("diver
     for name in variants:
         for t in thresholds:
             log(f"{name} t={t} n={n:,} dim={dim} (scale, no all-pairs truth) ...")
-            r = run_child(dict(vectors=vec_path, dim=dim, tool="diversify", thresholds=[t], kwargs=VARIANTS[name]),
-                          timeout)
+            job = (dict(tool="faiss_ivf", kwargs=dict(FAISS_IVF)) if name == IVF_NAME
+                   else dict(tool="diversify", kwargs=VARIANTS[name]))
+            r = run_child(dict(job, vectors=vec_path, dim=dim, thresholds=[t]), timeout)
             tools = out["tools"].setdefault(str(t), {})
             if r is None:
                 tools[name] = dict(skipped=f"timed out after {timeout:.0f}s")
@@ -243,11 +252,17 @@ def run_scale(args, ctx):
     path = ctx.results / "vectors.json"
     scale = measure_scale(args.scale[0], args.scale[1], args.thresholds, args.timeout, variants=args.scale_variants)
     payload = read_json(path)  # read after measuring: other rows may have been added meanwhile
-    old = payload.get("scale")
-    if old and old["n"] == scale["n"] and old["dim"] == scale["dim"]:  # add variants to the stored row
+    scales = payload.setdefault("scales", {})
+    key = f"{scale['n']}x{scale['dim']}"
+    old = scales.get(key)
+    if old is None and (payload.get("scale") or {}).get("n") == scale["n"] and payload["scale"]["dim"] == scale["dim"]:
+        old = payload.pop("scale")  # the single row of earlier files joins the table of rows
+    if old:  # add variants to the stored row
         for t, tools in scale["tools"].items():
             old["tools"].setdefault(t, {}).update(tools)
+        old["commands"] = sorted(set(old.get("commands", [])) | {ctx.command})
         scale = old
-    payload["scale"] = scale
-    payload["command_scale"] = ctx.command
+    else:
+        scale["commands"] = [ctx.command]
+    scales[key] = scale
     return write_json(path, payload)

@@ -86,7 +86,7 @@ class Verifier(NamedTuple):
     shingles: ShingleRows  # per document (KIND_MINHASH_EXACT)
     jaccard_threshold: float
     simhash: np.ndarray  # uint64 (n, words) packed SimHash signatures
-    max_hamming: int
+    max_hamming: int  # KIND_SIMHASH_ESTIMATE: the radius; KIND_SIMHASH_EXACT: the cutoff before the exact check
     vectors: np.ndarray  # float32/64 (n, d) L2-normalized (KIND_SIMHASH_EXACT)
     cosine_threshold: float
 
@@ -230,6 +230,8 @@ def _verify(verifier, a, b):
         return ACCEPT if _jaccard_rows(verifier.shingles, a, b) >= verifier.jaccard_threshold else REJECT
     if kind == KIND_SIMHASH_ESTIMATE:
         return ACCEPT if hamming_rows(verifier.simhash[a], verifier.simhash[b]) <= verifier.max_hamming else REJECT
+    if hamming_rows(verifier.simhash[a], verifier.simhash[b]) > verifier.max_hamming:
+        return REJECT  # signatures too far apart for the threshold (diversify.linking.bands.hamming_cutoff)
     vecs = verifier.vectors
     s = 0.0
     for t in range(vecs.shape[1]):

@@ -35,6 +35,47 @@ def fill_simhash(vectors, planes, out):
                 out[i, j // 64] |= np.uint64(1) << np.uint64(j % 64)
 
 
+@kernel(inline="always")
+def _dot_in_order(vectors, i, planes, j):
+    """planes[j] . vectors[i] in float64, summed over t = 0, 1, ... (the order :func:`fill_simhash` uses)."""
+    s = 0.0
+    for t in range(planes.shape[1]):
+        s += vectors[i, t] * planes[j, t]
+    return s
+
+
+@kernel(parallel=True)
+def fill_simhash_signs(products, margin, vectors, planes, out):
+    """out[i] = packed sign bits of ``products[i]`` (a float32 product of the same rows and
+    planes, summed in any order); an entry within ``margin[i]`` of zero is recomputed by
+    :func:`_dot_in_order`, so every bit equals the one :func:`fill_simhash` gives.
+
+    Parameters
+    ----------
+    products : float32 (n, nbits)  vectors @ planes.T, from float32 copies (any BLAS, any threads)
+    margin : float64 (n,)          per row, at least twice the largest error the float32 product can have
+    vectors : float64 (n, d)
+    planes : float64 (nbits, d)
+    out : uint64 (n, nbits // 64)
+    """
+    n = products.shape[0]
+    nbits = products.shape[1]
+    for i in numba.prange(n):
+        m = margin[i]
+        for w in range(out.shape[1]):
+            word = np.uint64(0)
+            for k in range(64):
+                j = w * 64 + k
+                if j >= nbits:
+                    break
+                p = np.float64(products[i, j])
+                if not (p > m or p < -m):  # near zero (or not a number): the float64 sum decides
+                    p = _dot_in_order(vectors, i, planes, j)
+                if p > 0.0:
+                    word |= np.uint64(1) << np.uint64(k)
+            out[i, w] = word
+
+
 @kernel
 def popcount64(x):
     x = np.uint64(x)

@@ -117,6 +117,33 @@ def hamming_radius(cosine: float, bits: int) -> int:
     return max(0, min(bits, h))
 
 
+#: chance, for a pair at the threshold, that its signatures differ in more bits than
+#: :func:`hamming_cutoff` allows (over the draw of the hyperplanes)
+HAMMING_CUTOFF_TAIL = 1e-12
+
+
+def hamming_cutoff(cosine: float, bits: int, tail: float = HAMMING_CUTOFF_TAIL) -> int:
+    """Hamming distance beyond which a pair is below ``cosine`` but for a chance of at most ``tail``.
+
+    Each of ``bits`` independent hyperplanes separates two vectors at cosine c with probability
+    acos(c)/pi, so their Hamming distance is Binomial(bits, acos(c)/pi), and larger c only moves it
+    down. The cutoff is the smallest h with P(distance > h) <= ``tail`` at c = ``cosine``: the exact
+    check of vectors skips pairs beyond it (unrelated vectors sit far beyond it).
+    """
+    q = math.acos(min(1.0, max(-1.0, float(cosine)))) / math.pi
+    if q <= 0.0:
+        return 0
+    if q >= 1.0:
+        return bits
+    lq, lp, top = math.log(q), math.log1p(-q), math.lgamma(bits + 1)
+    above = 0.0  # P(distance > k), summed from the top
+    for k in range(bits, -1, -1):
+        above += math.exp(top - math.lgamma(k + 1) - math.lgamma(bits - k + 1) + k * lq + (bits - k) * lp)
+        if above > tail:
+            return k
+    return 0
+
+
 def pigeonhole_params(cosine: float, bits: int) -> LSHParams:
     """Bands such that every pair within the threshold's Hamming radius shares a band.
 

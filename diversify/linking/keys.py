@@ -107,9 +107,11 @@ def sorted_buckets(keymat: np.ndarray, docs: np.ndarray, *, window: int, new_sta
     flat = keymat.reshape(-1)
     if order_by is None:
         perm, ordered = sort_keys(flat)
-    else:
-        perm = np.lexsort((np.repeat(order_by, stride), flat)).astype(np.int64)
-        ordered = flat[perm]
+    else:  # np.lexsort((np.repeat(order_by, stride), flat)): the keys, taken in order_by's order, sorted stably
+        rows = np.argsort(order_by, kind="stable").astype(np.int64)
+        taken = (rows[:, None] * stride + np.arange(stride, dtype=np.int64)).reshape(-1)
+        within, ordered = sort_keys(flat[taken])
+        perm = taken[within]
     assert ordered is not None
     return Buckets(perm, ordered, docs, int(stride), int(window), int(new_start))
 

@@ -28,7 +28,7 @@ from ..sketches.memo import ExactMemo
 from ..sketches.source import TextSource
 from ..stages import STAGE_EXACT, STAGE_MINHASH, STAGE_SIMHASH, STAGE_TEXT_SIMHASH
 from ..staging import agreement_band
-from .bands import hamming_radius
+from .bands import hamming_cutoff, hamming_radius
 from .exact import decide_deferred
 from .keys import (
     Part,
@@ -94,11 +94,12 @@ def make_verifier(kind: int, cfg: BuildConfig, *, auto: bool, minhash: Optional[
 
     Thresholds come from ``cfg``; ``auto`` says whether borderline MinHash pairs can be checked
     exactly (the texts are at hand), which widens the agreement band of ``verify="auto"``.
-    ``max_hamming`` overrides the radius derived from the SimHash threshold. Arrays a kind does not
+    ``max_hamming`` overrides the radius derived from the SimHash threshold (for the exact check
+    of vectors: :func:`~.bands.hamming_cutoff`, beyond which a pair is rejected unchecked). Arrays a kind does not
     read may be omitted. Every document's signature is its own row of ``minhash`` (a spilled build
     replaces ``minhash`` and ``sig_rows`` with the rows it holds: :class:`diversify._spill.HeldRows`).
     """
-    from .._kernels.linking import ShingleRows, Verifier
+    from .._kernels.linking import KIND_SIMHASH_EXACT, ShingleRows, Verifier
 
     agree_lo = agree_hi = 0
     jaccard_t = cosine_t = 0.0
@@ -109,6 +110,8 @@ def make_verifier(kind: int, cfg: BuildConfig, *, auto: bool, minhash: Optional[
     if cfg.simhash is not None:
         radius = hamming_radius(cfg.simhash.threshold, cfg.simhash.bits * cfg.simhash.families)
         cosine_t = cfg.simhash.threshold - 1e-12
+    if cfg.simhash is not None and kind == KIND_SIMHASH_EXACT:  # beyond this, no exact check is needed
+        radius = hamming_cutoff(cfg.simhash.threshold, cfg.simhash.bits * cfg.simhash.families)
     if max_hamming is not None:
         radius = max_hamming
     if shingles is None:

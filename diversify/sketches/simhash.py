@@ -70,7 +70,8 @@ def normalize_vectors(vectors, *, name: str = "vectors") -> np.ndarray:
                "zero)." if kind == "c" else "Pass a float array (n, dim).")
         raise InputError(f"`{name}` must hold real numbers; got {what} (dtype {vectors.dtype}). {fix}")
     try:
-        arr = np.asarray(vectors, dtype=np.float64)
+        arr = (vectors if isinstance(vectors, np.ndarray) and kind is not None and kind in "fiub"
+               else np.asarray(vectors, dtype=np.float64))
     except (TypeError, ValueError) as exc:
         raise InputError(
             f"`{name}` must be a 2-D array of numbers (n, dim); could not convert it: {exc}. "
@@ -80,14 +81,13 @@ def normalize_vectors(vectors, *, name: str = "vectors") -> np.ndarray:
         arr = arr[None, :]
     if arr.ndim != 2 or arr.shape[1] == 0:
         raise InputError(f"`{name}` must be 2-D (n, dim) with dim >= 1; got shape {arr.shape}. Reshape to (n, dim).")
-    finite = np.isfinite(arr).all(axis=1)
+    out, norms, finite = _unit_rows(arr)
     if not finite.all():
         bad = np.flatnonzero(~finite)
         raise InputError(
             f"`{name}` must be finite; rows {bad[:5].tolist()}{'...' if bad.size > 5 else ''} contain NaN or inf "
             f"({bad.size} rows). Drop or re-embed those documents."
         )
-    norms = np.sqrt(np.einsum("ij,ij->i", arr, arr))
     zero = norms == 0
     if zero.any():
         bad = np.flatnonzero(zero)
@@ -95,7 +95,32 @@ def normalize_vectors(vectors, *, name: str = "vectors") -> np.ndarray:
             f"`{name}` rows must have nonzero length (cosine is undefined for a zero vector); rows "
             f"{bad[:5].tolist()}{'...' if bad.size > 5 else ''} are all zeros ({bad.size} rows). Drop or re-embed them."
         )
-    return arr / norms[:, None]
+    return out
+
+
+_NORMALIZE_BLOCK = 16384  # rows converted and divided at a time: no full-size temporaries
+
+
+def _unit_rows(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """float64 rows of ``arr`` divided by their lengths (rows that are not finite, or zero, left
+    as they are), the lengths, and which rows are finite; block by block, the same numbers as
+    ``a / sqrt(einsum(a, a))`` on the whole float64 array."""
+    n, d = arr.shape
+    out = np.empty((n, d), dtype=np.float64)
+    norms = np.empty(n, dtype=np.float64)
+    finite = np.empty(n, dtype=bool)
+    for lo in range(0, n, _NORMALIZE_BLOCK):
+        hi = min(n, lo + _NORMALIZE_BLOCK)
+        block = out[lo:hi]
+        block[...] = arr[lo:hi]
+        np.isfinite(block).all(axis=1, out=finite[lo:hi])
+        np.sqrt(np.einsum("ij,ij->i", block, block), out=norms[lo:hi])
+        ok = finite[lo:hi] & (norms[lo:hi] != 0)
+        if ok.all():
+            np.divide(block, norms[lo:hi, None], out=block)
+        else:
+            block[ok] = block[ok] / norms[lo:hi][ok, None]
+    return out, norms, finite
 
 
 def normalize_vector(vector, *, name: str = "vector") -> np.ndarray:
@@ -134,11 +159,65 @@ def simhash_vectors(vectors, *, seed: int = 1, bits: int = 256, families: int = 
         raise ConfigError(f"`bits` must be 64, 128 or 256; got {bits!r}. Use 256 for the most accurate estimates.")
     if not 1 <= int(families) <= 16:
         raise ConfigError(f"`families` must be in [1, 16]; got {families!r}.")
-    vecs = vectors if normalized else normalize_vectors(vectors)
+    vecs = np.ascontiguousarray(vectors if normalized else normalize_vectors(vectors), dtype=np.float64)
     planes = _planes(int(seed), int(vecs.shape[1]), int(bits), int(families))
     out = np.empty((vecs.shape[0], families * bits // 64), dtype=np.uint64)
-    fill_simhash(np.ascontiguousarray(vecs), planes, out)
+    if vecs.shape[0] < PRODUCT_MIN_ROWS or not _fits_float32(vecs):  # a query's vector or a few: the direct loop
+        fill_simhash(vecs, planes, out)
+    else:
+        sign_by_products(vecs, planes, out)
     return out
+
+
+#: from this many vectors on, signatures come from float32 matrix products (:func:`sign_by_products`)
+PRODUCT_MIN_ROWS = 64
+#: rows per matrix product: fixed, so memory stays bounded (the bits do not depend on it)
+PRODUCT_BLOCK = 8192
+_F32_EPS = 2.0**-24  # unit roundoff of float32
+
+
+def _fits_float32(vecs: np.ndarray) -> bool:
+    """Whether float32 products of these rows can neither overflow nor lose them to underflow
+    (unit rows always can; ``normalized=True`` promises unit rows but is not checked)."""
+    return not vecs.size or (float(vecs.max()) < 1e15 and float(vecs.min()) > -1e15)  # no |vecs| temporary
+
+
+def _project(rows32: np.ndarray, planes32_t: np.ndarray) -> np.ndarray:
+    """float32 (rows, nbits): one BLAS product (its summation order is the library's own)."""
+    return rows32 @ planes32_t
+
+
+def product_margin(vecs: np.ndarray, planes: np.ndarray) -> np.ndarray:
+    """Per row, a bound twice over the error of a float32 product of these rows with these planes.
+
+    Whatever the summation order (any BLAS, any thread count, with or without FMA), a float32 dot
+    product of length d whose inputs were rounded to float32 is within
+    ``(d + 2) u / (1 - (d + 2) u) * sum |x_t| |p_t|`` of the exact one (u = 2**-24), and
+    ``sum |x_t| |p_t| <= |x| |p|``. With twice that margin, a product outside it has the sign of
+    the exact dot product, and so of the float64 one :func:`fill_simhash` sums (whose error is
+    about 2**-29 times smaller); the ones inside are recomputed by that float64 sum. The absolute
+    term covers float32 underflow of tiny coordinates.
+    """
+    d = planes.shape[1]
+    g = (d + 2) * _F32_EPS
+    gamma = g / (1.0 - 2.0 * g) if 2.0 * g < 1.0 else np.inf
+    row_norms = np.sqrt(np.einsum("ij,ij->i", vecs, vecs))
+    plane_norm = float(np.sqrt(np.einsum("ij,ij->i", planes, planes)).max())
+    return 2.0 * gamma * row_norms * plane_norm + 2.0 * d * 2.0**-126 * (1.0 + plane_norm)
+
+
+def sign_by_products(vecs: np.ndarray, planes: np.ndarray, out: np.ndarray, *, block: int = PRODUCT_BLOCK) -> None:
+    """``out`` = the packed sign bits of ``planes @ vecs[i]``, bit for bit what :func:`fill_simhash`
+    gives, from one float32 matrix product per block of ``block`` rows: a product within
+    :func:`product_margin` of zero is recomputed in float64 in a fixed order, so the bits depend
+    neither on the BLAS, its threads, nor the block size."""
+    from .._kernels.simhash import fill_simhash_signs
+
+    planes32_t = np.ascontiguousarray(planes.T, dtype=np.float32)
+    for lo in range(0, vecs.shape[0], block):
+        rows = vecs[lo:lo + block]
+        products = _project(rows.astype(np.float32), planes32_t)
+        fill_simhash_signs(products, product_margin(rows, planes), rows, planes, out[lo:lo + block])
 
 
 def text_simhash(texts: Sequence[str]) -> np.ndarray:

@@ -116,6 +116,7 @@ SIGNATURE_KERNELS = {
     "sketch_oph": "sketches/minhash.py",
     "sketch_oph_sets": "sketches/minhash.py",
     "fill_simhash": "sketches/simhash.py",
+    "fill_simhash_signs": "sketches/simhash.py",
     "fill_unit_simhash": "sketches/simhash.py",
 }
 

@@ -21,6 +21,7 @@ from diversify.config import BuildConfig
 from diversify.linking.bands import (
     band_starts,
     candidate_probability,
+    hamming_cutoff,
     hamming_radius,
     optimal_params,
     pigeonhole_params,
@@ -316,3 +317,115 @@ def test_minhash_stage_reports_the_banding_it_uses(rng):
     p = res.stats["lsh"]["minhash"]
     assert p["bands"] * p["rows"] <= 128
     assert p["recall_at_threshold"] == pytest.approx(float(candidate_probability(0.8, p["bands"], p["rows"])))
+
+
+# ----------------------------------------------------------------------------- the cutoff before the exact check
+
+
+def _binomial_above(h: int, bits: int, q: float) -> float:
+    """P(Binomial(bits, q) > h), summed term by term with exact binomial coefficients."""
+    return math.fsum(math.comb(bits, k) * q**k * (1.0 - q) ** (bits - k) for k in range(h + 1, bits + 1))
+
+
+@pytest.mark.parametrize("cosine", [0.5, 0.8, 0.9, 0.95, 0.99])
+@pytest.mark.parametrize("bits", [64, 256, 512])
+def test_hamming_cutoff_is_the_smallest_distance_with_a_tail_below_the_bound(cosine, bits):
+    q = math.acos(cosine) / math.pi
+    tail = 1e-12
+    h = hamming_cutoff(cosine, bits, tail)
+    assert _binomial_above(h, bits, q) <= tail * (1 + 1e-9)
+    assert _binomial_above(h - 1, bits, q) > tail * (1 - 1e-9)
+    assert hamming_radius(cosine, bits) < h < bits  # beyond the estimate's radius, short of every bit
+
+
+def test_hamming_cutoff_grows_as_the_threshold_falls_and_the_tail_shrinks():
+    cuts = [hamming_cutoff(c, 512) for c in (0.99, 0.95, 0.9, 0.8, 0.5)]
+    assert cuts == sorted(cuts) and len(set(cuts)) == len(cuts)
+    assert hamming_cutoff(0.9, 512, 1e-15) > hamming_cutoff(0.9, 512, 1e-6)
+
+
+def test_pairs_at_the_threshold_stay_within_the_cutoff(rng):
+    """Vectors at exactly cosine t under many independent hyperplane seeds: the Hamming distance of
+    their 512-bit signatures never passes the cutoff, and sits well inside it on average."""
+    from diversify.sketches.simhash import hamming_distance, simhash_vectors
+
+    t, d = 0.9, 32
+    a = rng.standard_normal((200, d))
+    a /= np.linalg.norm(a, axis=1, keepdims=True)
+    o = rng.standard_normal((200, d))
+    o -= np.einsum("ij,ij->i", o, a)[:, None] * a
+    o /= np.linalg.norm(o, axis=1, keepdims=True)
+    b = t * a + math.sqrt(1 - t * t) * o  # cosine t to a, exactly up to rounding
+    cut = hamming_cutoff(t, 512)
+    dists = []
+    for seed in range(20):
+        sa = simhash_vectors(a, seed=seed, bits=256, families=2)
+        sb = simhash_vectors(b, seed=seed, bits=256, families=2)
+        dists += [hamming_distance(sa[i], sb[i]) for i in range(len(a))]
+    assert max(dists) <= cut
+    assert np.mean(dists) == pytest.approx(512 * math.acos(t) / math.pi, rel=0.05)
+
+
+def test_exact_vector_check_skips_pairs_beyond_the_cutoff():
+    """Two equal vectors whose signatures differ in every bit are rejected without the cosine
+    (the cutoff decides); with signatures within it, the cosine accepts them."""
+    from diversify.config import SimHashConfig
+
+    cfg = BuildConfig(minhash=None, exact=False, simhash=SimHashConfig(threshold=0.9))
+    vecs = np.full((2, 4), 0.5)
+    keys = np.zeros(2, dtype=np.uint64)
+    buckets = kl.Buckets(perm=np.arange(2, dtype=np.int64), keys=keys, docs=np.arange(2, dtype=np.int64), stride=1,
+                         window=64, new_start=0)
+    joined = {}
+    for name, second in (("far", ~np.uint64(0)), ("near", np.uint64(0))):
+        sigs = np.array([[0] * 8, [second] * 8], dtype=np.uint64)
+        verifier = make_verifier(kl.KIND_SIMHASH_EXACT, cfg, auto=False, simhash=sigs, vectors=vecs)
+        assert verifier.max_hamming == hamming_cutoff(0.9, 512)
+        forest = kl.Forest(np.arange(2, dtype=np.int64), np.zeros(2, np.uint8), np.uint8(8), np.zeros(3, np.int64))
+        border = kl.Borderline(np.empty((4, 2), np.int64), np.zeros(1, np.int64), np.array([0, -1, -1], np.int64))
+        assert kl.link_scan(buckets, verifier, forest, border, False)
+        joined[name] = forest.counters.tolist()
+    assert joined == {"far": [1, 1, 0], "near": [1, 1, 1]}
+
+
+@pytest.mark.parametrize("stride", [1, 3, 26])
+def test_sorted_buckets_with_order_by_equal_lexsort(stride, rng):
+    """Keys sorted with ties broken by ``order_by`` and then by position, as np.lexsort orders them."""
+    from diversify.linking.keys import sorted_buckets
+
+    n = 3000
+    keymat = rng.integers(0, 40, size=(n, stride)).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    order_by = rng.integers(0, 5, size=n).astype(np.uint64)
+    b = sorted_buckets(keymat, np.arange(n, dtype=np.int64), window=64, order_by=order_by)
+    want = np.lexsort((np.repeat(order_by, stride), keymat.reshape(-1)))
+    assert b.perm.dtype == np.int64
+    assert np.array_equal(b.perm, want)
+    assert np.array_equal(b.keys, keymat.reshape(-1)[want])
+
+
+@SETTINGS
+@given(seed=st.integers(0, 2**31), t=st.sampled_from([0.8, 0.9, 0.95]), gap=st.floats(-1e-3, 1e-3),
+       dim=st.integers(2, 64))
+def test_exact_vector_check_near_the_threshold_is_the_float64_cosine(one_numba_thread, seed, t, gap, dim):
+    """A pair at cosine t + gap (either side, close) is joined exactly when its float64 cosine is
+    >= t: the Hamming cutoff never decides a pair this close to the threshold."""
+    from diversify.config import SimHashConfig
+    from diversify.sketches.simhash import normalize_vectors, simhash_vectors
+
+    rng = np.random.default_rng(seed)
+    a = normalize_vectors(rng.standard_normal((1, dim)))[0]
+    o = rng.standard_normal(dim)
+    o -= (o @ a) * a
+    o /= np.linalg.norm(o)
+    c = min(1.0, t + gap)
+    vecs = normalize_vectors(np.stack([a, c * a + math.sqrt(1 - c * c) * o]))
+    cfg = BuildConfig(minhash=None, exact=False, simhash=SimHashConfig(threshold=t))
+    sigs = simhash_vectors(vecs, seed=seed, bits=256, families=2, normalized=True)
+    verifier = make_verifier(kl.KIND_SIMHASH_EXACT, cfg, auto=False, simhash=sigs, vectors=vecs)
+    buckets = kl.Buckets(perm=np.arange(2, dtype=np.int64), keys=np.zeros(2, np.uint64),
+                         docs=np.arange(2, dtype=np.int64), stride=1, window=64, new_start=0)
+    forest = kl.Forest(np.arange(2, dtype=np.int64), np.zeros(2, np.uint8), np.uint8(8), np.zeros(3, np.int64))
+    border = kl.Borderline(np.empty((4, 2), np.int64), np.zeros(1, np.int64), np.array([0, -1, -1], np.int64))
+    assert kl.link_scan(buckets, verifier, forest, border, False)
+    cos = float(sum(float(x) * float(y) for x, y in zip(vecs[0], vecs[1])))  # the kernel's order
+    assert int(forest.counters[2]) == int(cos >= t - 1e-12), (cos, t)
