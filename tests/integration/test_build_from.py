@@ -22,6 +22,7 @@ import pytest
 from conftest import CREATED_AT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from needs import need_module
 
 import diversify
 from diversify.errors import ConfigError, InputError, InputTypeError, StoreError
@@ -30,14 +31,6 @@ from diversify.stores import FaissStore, NumpyStore
 N, DIM, PAGE = 180, 16, 37
 
 
-def _need(module: str, extra: str):
-    """The vendor module; a skip when it is not installed, a failure in CI (DIVERSIFY_CI=1)."""
-    if importlib.util.find_spec(module) is None:
-        reason = f"{module} is not installed (pip install 'diversify-retrieval[{extra}]')"
-        if os.environ.get("DIVERSIFY_CI") == "1":
-            pytest.fail(f"DIVERSIFY_CI=1 but {reason}")
-        pytest.skip(reason)
-    return importlib.import_module(module)
 
 
 class Corpus:
@@ -81,7 +74,7 @@ def corpus() -> Corpus:
 
 
 def _qdrant(corpus, tmp_path, *, name="docs"):
-    qc = _need("qdrant_client", "qdrant")
+    qc = need_module("qdrant_client", "qdrant")
     from qdrant_client import models
 
     from diversify.stores import QdrantStore
@@ -102,7 +95,7 @@ def _chroma_collection(client, corpus, name="docs-from"):
 
 
 def _chroma(corpus, tmp_path):
-    chromadb = _need("chromadb", "chroma")
+    chromadb = need_module("chromadb", "chroma")
     from diversify.stores import ChromaStore
 
     client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
@@ -110,7 +103,7 @@ def _chroma(corpus, tmp_path):
 
 
 def _lancedb(corpus, tmp_path, *, name="docs"):
-    lancedb = _need("lancedb", "lancedb")
+    lancedb = need_module("lancedb", "lancedb")
     from diversify.stores import LanceDBStore
 
     db = lancedb.connect(str(tmp_path / "lance"))
@@ -119,7 +112,7 @@ def _lancedb(corpus, tmp_path, *, name="docs"):
 
 
 def _milvus_collection(client, name, dim=DIM):
-    pymilvus = _need("pymilvus", "milvus")
+    pymilvus = need_module("pymilvus", "milvus")
     dt = pymilvus.DataType
     schema = pymilvus.MilvusClient.create_schema(auto_id=False, enable_dynamic_field=True)
     schema.add_field("id", dt.INT64, is_primary=True)
@@ -132,8 +125,8 @@ def _milvus_collection(client, name, dim=DIM):
 
 
 def _milvus(corpus, tmp_path):
-    pymilvus = _need("pymilvus", "milvus")
-    _need("milvus_lite", "milvus")
+    pymilvus = need_module("pymilvus", "milvus")
+    need_module("milvus_lite", "milvus")
     from diversify.stores import MilvusStore
 
     client = pymilvus.MilvusClient(str(tmp_path / "milvus.db"))
@@ -143,7 +136,7 @@ def _milvus(corpus, tmp_path):
 
 
 def _faiss(corpus, tmp_path):
-    faiss = _need("faiss", "faiss")
+    faiss = need_module("faiss", "faiss")
     rows = list(corpus.rows())
     index = faiss.IndexIDMap2(faiss.IndexFlatIP(DIM))
     index.add_with_ids(np.stack([v for _, v, _ in rows]), np.asarray([i for i, _, _ in rows], dtype=np.int64))
@@ -182,7 +175,7 @@ def test_build_from_equals_build_of_the_same_documents(kind, corpus, tmp_path):
 
 
 def test_build_from_a_chroma_server(chroma_server, corpus, tmp_path):
-    chromadb = _need("chromadb", "chroma")
+    chromadb = need_module("chromadb", "chroma")
     from diversify.stores import ChromaStore
 
     client = chromadb.HttpClient(host=chroma_server.host, port=chroma_server.port)
@@ -281,7 +274,7 @@ def test_reading_holds_one_page_beyond_what_it_keeps():
     allocates beyond what it keeps (ids, the float32 matrix, texts) is about one page's worth."""
     import tracemalloc
 
-    qc = _need("qdrant_client", "qdrant")
+    qc = need_module("qdrant_client", "qdrant")
     from qdrant_client import models
 
     from diversify.stores import QdrantStore
@@ -312,7 +305,7 @@ def test_reading_holds_one_page_beyond_what_it_keeps():
 
 
 def test_a_collection_without_vectors(tmp_path):
-    qc = _need("qdrant_client", "qdrant")
+    qc = need_module("qdrant_client", "qdrant")
     from qdrant_client import models
 
     from diversify.stores import QdrantStore
@@ -336,7 +329,7 @@ def test_a_collection_without_vectors(tmp_path):
             diversify.build_from(QdrantStore(client, "nope"))
     finally:
         client.close()
-    lancedb = _need("lancedb", "lancedb")
+    lancedb = need_module("lancedb", "lancedb")
     from diversify.stores import LanceDBStore
 
     table = lancedb.connect(str(tmp_path / "l")).create_table("t", data=[{"id": 1, "text": "a b c"}])
@@ -345,7 +338,7 @@ def test_a_collection_without_vectors(tmp_path):
 
 
 def _ragged_table(tmp_path, rows):
-    lancedb = _need("lancedb", "lancedb")
+    lancedb = need_module("lancedb", "lancedb")
     pa = importlib.import_module("pyarrow")
     from diversify.stores import LanceDBStore
 
@@ -372,7 +365,7 @@ def test_nan_and_zero_vectors(tmp_path):
     store = _ragged_table(tmp_path, [(1, [1.0, 0.0], "a"), (2, [0.0, 0.0], "b")])
     with pytest.raises(InputError, match=r"`store`: the vector of document 2 is all zeros"):
         diversify.build_from(store)
-    qc = _need("qdrant_client", "qdrant")
+    qc = need_module("qdrant_client", "qdrant")
     from qdrant_client import models
 
     from diversify.stores import QdrantStore
@@ -399,7 +392,7 @@ def test_a_text_field_missing_on_some_points(corpus, tmp_path):
             diversify.build_from(store, text_field="text")
     finally:
         close()
-    chromadb = _need("chromadb", "chroma")
+    chromadb = need_module("chromadb", "chroma")
     from diversify.stores import ChromaStore
 
     col = chromadb.PersistentClient(path=str(tmp_path / "c")).create_collection("ccc", embedding_function=None)
@@ -419,16 +412,16 @@ def test_unknown_collections_and_locations(tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
     with pytest.raises(ConfigError, match=r"a file of no known store"):
         open_store(str(tmp_path / "notes.txt"), "docs")
-    lancedb = _need("lancedb", "lancedb")
+    lancedb = need_module("lancedb", "lancedb")
     lancedb.connect(str(tmp_path / "lance")).create_table("t", data=[{"id": 1, "vector": [1.0, 0.0]}])
     with pytest.raises(StoreError, match=r"`collection`: the LanceDB store .* has no collection 'docs'; it has 't'"):
         open_store(str(tmp_path / "lance"), "docs")
-    chromadb = _need("chromadb", "chroma")
+    chromadb = need_module("chromadb", "chroma")
     chromadb.PersistentClient(path=str(tmp_path / "chroma")).create_collection("ccc")
     with pytest.raises(StoreError, match=r"`collection`: the Chroma store .* has no collection 'docs'; it has 'ccc'"):
         open_store(str(tmp_path / "chroma"), "docs")
-    pymilvus = _need("pymilvus", "milvus")
-    _need("milvus_lite", "milvus")
+    pymilvus = need_module("pymilvus", "milvus")
+    need_module("milvus_lite", "milvus")
     from diversify.stores import MilvusStore
 
     client = pymilvus.MilvusClient(str(tmp_path / "m.db"))
@@ -458,7 +451,7 @@ def test_bad_arguments_fail_before_reading():
 
 
 def test_an_empty_store_and_duplicate_ids(tmp_path):
-    faiss = _need("faiss", "faiss")
+    faiss = need_module("faiss", "faiss")
     with pytest.raises(InputError, match=r"`store`: the collection holds no documents"):
         diversify.build_from(FaissStore(faiss.IndexFlatIP(4)))
     with pytest.raises(InputError, match=r"`store`.*'a'"):
@@ -476,7 +469,7 @@ class _DupStore:
 
 
 def test_an_ivf_index_gives_its_vectors_back_by_label():
-    faiss = _need("faiss", "faiss")
+    faiss = need_module("faiss", "faiss")
     rng = np.random.default_rng(3)
     x = rng.normal(size=(200, 8)).astype(np.float32)
     x[100:] = x[:100] + 0.001 * rng.normal(size=(100, 8)).astype(np.float32)
@@ -491,7 +484,7 @@ def test_an_ivf_index_gives_its_vectors_back_by_label():
 
 def test_the_recipe_runs():
     """docs/recipes/from-a-store.md: its python blocks run as written (in a temporary directory)."""
-    _need("qdrant_client", "qdrant")
+    need_module("qdrant_client", "qdrant")
     doc = Path(__file__).resolve().parents[2] / "docs" / "recipes" / "from-a-store.md"
     blocks = re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), flags=re.S)
     assert blocks

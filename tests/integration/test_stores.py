@@ -6,7 +6,6 @@ calls of the refill test are printed (run with ``-s``) and asserted to be >= 2.
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import subprocess
 import sys
@@ -14,19 +13,11 @@ import sys
 import numpy as np
 import pytest
 from contract import StoreContract, make_corpus, oracle_select
+from needs import need_module
 
 from diversify.errors import ConfigError, DuplicateIdError, InputError, InputTypeError
 from diversify.online import Diversifier
 from diversify.stores import NumpyStore
-
-
-def _need(module: str, extra: str):
-    if importlib.util.find_spec(module) is None:
-        pytest.skip(f"{module} is not installed (pip install 'diversify-retrieval[{extra}]')")
-    return importlib.import_module(module)
-
-
-import importlib  # noqa: E402  (used by _need)
 
 _names = itertools.count()
 
@@ -78,7 +69,7 @@ def test_numpy_store_hits_are_read_only():
 
 
 def _qdrant_store(corpus, *, distance="Cosine"):
-    qc = _need("qdrant_client", "qdrant")
+    qc = need_module("qdrant_client", "qdrant")
     from qdrant_client import models
 
     from diversify.stores import QdrantStore
@@ -117,7 +108,7 @@ class TestQdrantStorePayloadIds(StoreContract):
     """Point ids are UUIDs; the ids the artifact knows live in the payload (``id_field``)."""
 
     def make_store(self, corpus):
-        qc = _need("qdrant_client", "qdrant")
+        qc = need_module("qdrant_client", "qdrant")
         from qdrant_client import models
 
         from diversify.stores import QdrantStore
@@ -138,7 +129,7 @@ def test_qdrant_point_ids_are_matched_in_their_canonical_form():
     import uuid
 
     corpus = make_corpus(seed=5)
-    qc = _need("qdrant_client", "qdrant")
+    qc = need_module("qdrant_client", "qdrant")
     from qdrant_client import models
 
     from diversify.stores import QdrantStore
@@ -228,7 +219,7 @@ class TestChromaStore(StoreContract):
     exact = False  # HNSW (approximate) even for tiny collections; invariants only
 
     def make_store(self, corpus):
-        chromadb = _need("chromadb", "chroma")
+        chromadb = need_module("chromadb", "chroma")
         from diversify.stores import ChromaStore
 
         client = chromadb.EphemeralClient()
@@ -245,7 +236,7 @@ class TestChromaStore(StoreContract):
 @pytest.mark.integration
 class TestFaissStore(StoreContract):
     def make_store(self, corpus):
-        faiss = _need("faiss", "faiss")
+        faiss = need_module("faiss", "faiss")
         from diversify.stores import FaissStore
 
         index = faiss.IndexFlatIP(corpus.vectors.shape[1])
@@ -256,7 +247,7 @@ class TestFaissStore(StoreContract):
 @pytest.mark.integration
 class TestFaissStoreL2IdMap(StoreContract):
     def make_store(self, corpus):
-        faiss = _need("faiss", "faiss")
+        faiss = need_module("faiss", "faiss")
         from diversify.stores import FaissStore
 
         index = faiss.IndexIDMap(faiss.IndexFlatL2(corpus.vectors.shape[1]))
@@ -267,7 +258,7 @@ class TestFaissStoreL2IdMap(StoreContract):
 
 
 def _faiss_index(corpus, spec: str):
-    faiss = _need("faiss", "faiss")
+    faiss = need_module("faiss", "faiss")
     x = np.ascontiguousarray(corpus.vectors)
     index = faiss.index_factory(x.shape[1], spec, faiss.METRIC_INNER_PRODUCT)
     index.train(x)
@@ -323,7 +314,7 @@ class TestFaissStoreIDMapIVF(StoreContract):
 def test_faiss_index_without_selectors_falls_back_to_a_larger_k(caplog):
     """IndexLSH rejects search parameters: exclusion is given up (one WARNING) for a larger k, and
     the answers stay right; a user filter there is refused with the reason."""
-    faiss = _need("faiss", "faiss")
+    faiss = need_module("faiss", "faiss")
     from diversify.errors import StoreError
     from diversify.stores import FaissStore
 
@@ -363,7 +354,7 @@ class TestLanceDBStore(StoreContract):
         self.tmp = tmp_path
 
     def make_store(self, corpus):
-        lancedb = _need("lancedb", "lancedb")
+        lancedb = need_module("lancedb", "lancedb")
         from diversify.stores import LanceDBStore
 
         db = lancedb.connect(str(self.tmp / "lance"))
@@ -374,7 +365,7 @@ class TestLanceDBStore(StoreContract):
 
 @pytest.mark.integration
 def test_lancedb_string_ids_are_quoted(tmp_path):
-    lancedb = _need("lancedb", "lancedb")
+    lancedb = need_module("lancedb", "lancedb")
     from diversify.stores import LanceDBStore
 
     db = lancedb.connect(str(tmp_path))

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import itertools
 import threading
 import time
@@ -23,6 +22,7 @@ import time
 import pytest
 from contract import StoreContract, make_corpus, oracle_select
 from contract.heartbeat import Heartbeat
+from needs import need_module
 
 from diversify.errors import ConfigError, InputTypeError
 from diversify.online import Diversifier
@@ -32,10 +32,6 @@ pytestmark = pytest.mark.integration
 _names = itertools.count()
 
 
-def _need(module: str, extra: str):
-    if importlib.util.find_spec(module) is None:
-        pytest.skip(f"{module} is not installed (pip install 'diversify-retrieval[{extra}]')")
-    return importlib.import_module(module)
 
 
 class Blocking:
@@ -77,7 +73,7 @@ class AsyncContract(StoreContract):
 
 
 async def qdrant_async(corpus, *, payload_ids: bool = False, distance: str = "Cosine", **kw):
-    qc = _need("qdrant_client", "qdrant")
+    qc = need_module("qdrant_client", "qdrant")
     from qdrant_client import models
 
     from diversify.stores import AsyncQdrantStore
@@ -96,7 +92,7 @@ async def qdrant_async(corpus, *, payload_ids: bool = False, distance: str = "Co
 
 
 def qdrant_sync(corpus, **kw):
-    qc = _need("qdrant_client", "qdrant")
+    qc = need_module("qdrant_client", "qdrant")
     from qdrant_client import models
 
     from diversify.stores import QdrantStore
@@ -122,7 +118,7 @@ def _chroma_rows(corpus):
 
 
 async def chroma_async(corpus, server, *, name=None, fill=True, **kw):
-    chromadb = _need("chromadb", "chroma")
+    chromadb = need_module("chromadb", "chroma")
     from diversify.stores import AsyncChromaStore
 
     client = await chromadb.AsyncHttpClient(host=server.host, port=server.port)
@@ -136,7 +132,7 @@ async def chroma_async(corpus, server, *, name=None, fill=True, **kw):
 
 
 def chroma_sync(server, name, **kw):
-    chromadb = _need("chromadb", "chroma")
+    chromadb = need_module("chromadb", "chroma")
     from diversify.stores import ChromaStore
 
     col = chromadb.HttpClient(host=server.host, port=server.port).get_collection(name, embedding_function=None)
@@ -149,7 +145,7 @@ def _lance_rows(corpus):
 
 
 async def lancedb_async(corpus, path, *, fill=True, **kw):
-    lancedb = _need("lancedb", "lancedb")
+    lancedb = need_module("lancedb", "lancedb")
     from diversify.stores import AsyncLanceDBStore
 
     db = await lancedb.connect_async(str(path))
@@ -158,7 +154,7 @@ async def lancedb_async(corpus, path, *, fill=True, **kw):
 
 
 def lancedb_sync(path, **kw):
-    lancedb = _need("lancedb", "lancedb")
+    lancedb = need_module("lancedb", "lancedb")
     from diversify.stores import LanceDBStore
 
     return LanceDBStore(lancedb.connect(str(path)).open_table("docs"), distance_type="cosine", **kw)
@@ -325,7 +321,7 @@ def test_wrap_refuses_an_async_adapter_and_awrap_takes_it():
 
 def test_async_qdrant_scores_are_needs_an_await_or_a_setting():
     corpus = make_corpus(seed=7)
-    qc = _need("qdrant_client", "qdrant")
+    qc = need_module("qdrant_client", "qdrant")
     from diversify.stores import AsyncQdrantStore
 
     store = AsyncQdrantStore(qc.AsyncQdrantClient(":memory:"), "docs")

@@ -7,15 +7,13 @@ in the store; each wrong invocation ends with one error line naming the flag, ex
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from needs import need_module
 
 import diversify
 
@@ -23,13 +21,6 @@ N, DIM = 60, 8
 TIMEOUT = 300
 
 
-def _need(module: str, extra: str):
-    if importlib.util.find_spec(module) is None:
-        reason = f"{module} is not installed (pip install 'diversify-retrieval[{extra}]')"
-        if os.environ.get("DIVERSIFY_CI") == "1":
-            pytest.fail(f"DIVERSIFY_CI=1 but {reason}")
-        pytest.skip(reason)
-    return importlib.import_module(module)
 
 
 def _docs():
@@ -47,7 +38,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def _qdrant(d: Path):
-    qc = _need("qdrant_client", "qdrant")
+    qc = need_module("qdrant_client", "qdrant")
     from qdrant_client import models
 
     ids, vecs, texts = _docs()
@@ -60,7 +51,7 @@ def _qdrant(d: Path):
 
 
 def _chroma(d: Path):
-    chromadb = _need("chromadb", "chroma")
+    chromadb = need_module("chromadb", "chroma")
     ids, vecs, texts = _docs()
     col = chromadb.PersistentClient(path=str(d / "chroma")).create_collection("docs", embedding_function=None)
     col.add(ids=[str(i) for i in ids], embeddings=vecs, metadatas=[{"doc_id": i} for i in ids], documents=texts)
@@ -68,7 +59,7 @@ def _chroma(d: Path):
 
 
 def _lancedb(d: Path):
-    lancedb = _need("lancedb", "lancedb")
+    lancedb = need_module("lancedb", "lancedb")
     ids, vecs, texts = _docs()
     lancedb.connect(str(d / "lance")).create_table("docs", data=[{"id": i, "vector": v.tolist(), "text": t}
                                                                  for i, v, t in zip(ids, vecs, texts)])
@@ -76,8 +67,8 @@ def _lancedb(d: Path):
 
 
 def _milvus(d: Path):
-    pymilvus = _need("pymilvus", "milvus")
-    _need("milvus_lite", "milvus")
+    pymilvus = need_module("pymilvus", "milvus")
+    need_module("milvus_lite", "milvus")
     ids, vecs, texts = _docs()
     client = pymilvus.MilvusClient(str(d / "docs.db"))
     dt = pymilvus.DataType
@@ -151,7 +142,7 @@ def test_build_from_store_path_with_write_back(kind, tmp_path):
 
 
 def test_build_from_a_chroma_server_url(chroma_server, tmp_path):
-    chromadb = _need("chromadb", "chroma")
+    chromadb = need_module("chromadb", "chroma")
     ids, vecs, texts = _docs()
     client = chromadb.HttpClient(host=chroma_server.host, port=chroma_server.port)
     name = f"cli-{tmp_path.name}"[:60]
@@ -188,7 +179,7 @@ def test_wrong_invocations_name_the_flag(tmp_path):
                "does not combine with INPUT")
     _one_error(_cli("--from-store", location, "--collection", "docs", "--vector-field", "dense", "-o", "o.dvf",
                     cwd=tmp_path), "`--vector-field`")
-    _need("chromadb", "chroma")
+    need_module("chromadb", "chroma")
     r = _cli("--from-store", "http://127.0.0.1:9", "--collection", "docs", "-o", "o.dvf", cwd=tmp_path)
     assert r.returncode == 1, r.stderr  # nothing answers there: the environment, not the command, is at fault
     assert r.stderr.startswith("diversify build: error: `--from-store`: could not open the chroma store") and \
