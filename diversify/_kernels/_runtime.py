@@ -236,6 +236,10 @@ def cache_place() -> Optional[str]:
     return _place if _place not in ("", _NUMBA_RULE) else None
 
 
+#: serializes the moments numba's global cache directory is set (:func:`_cache_in`)
+_config_lock = threading.Lock()
+
+
 def _cache_in(path: str, disp: Any) -> bool:
     """Give ``disp`` a cache under ``path`` (in the subdirectory of today's kernel sources, see
     :func:`~diversify._kernels._sources.sources_digest`); False (and no cache) if numba put it anywhere else."""
@@ -248,14 +252,15 @@ def _cache_in(path: str, disp: Any) -> bool:
         os.makedirs(path, mode=0o700, exist_ok=True)
     except OSError:
         return False
-    before = _config.CACHE_DIR
-    _config.CACHE_DIR = path  # read once, when the function's cache locator is made
-    try:
-        disp.enable_caching()
-    except RuntimeError:
-        return False
-    finally:
-        _config.CACHE_DIR = before
+    with _config_lock:  # numba's global, set for this one call; kernel modules load from two threads at once
+        before = _config.CACHE_DIR
+        _config.CACHE_DIR = path  # read once, when the function's cache locator is made
+        try:
+            disp.enable_caching()
+        except RuntimeError:
+            return False
+        finally:
+            _config.CACHE_DIR = before
     where = os.path.abspath(str(getattr(disp._cache, "_cache_path", "")))
     if where.startswith(os.path.join(os.path.abspath(path), "")):
         return True

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 
 import pytest
 
@@ -51,3 +52,40 @@ def test_a_process_caches_under_the_digest_of_its_sources():
     if place is None or not path:
         pytest.skip("the kernels run uncached in this environment")
     assert os.path.dirname(path) == os.path.join(place, "src-" + _sources.sources_digest())
+
+
+def _plus_one(x):
+    return x + 1
+
+
+def test_caches_given_from_several_threads_at_once_all_land_in_the_place(tmp_path):
+    """Kernel modules are imported from two threads at once (the CLI loads cached kernels in a
+    thread beside the input's reading); numba reads its cache directory from a global, so giving
+    dispatchers their cache must not let one thread's restore reach another's."""
+    import threading
+
+    import numba
+
+    if not hasattr(numba.njit(_plus_one), "enable_caching"):
+        pytest.skip("NUMBA_DISABLE_JIT: no dispatchers")
+    place = str(tmp_path / "cache")
+    os.makedirs(place)
+    results: list = []
+    start = threading.Barrier(4)
+
+    def give(k: int) -> None:
+        start.wait()
+        for _ in range(k):
+            results.append(_runtime._cache_in(place, numba.njit(_plus_one)))
+
+    threads = [threading.Thread(target=give, args=(200,)) for _ in range(4)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, so that an unguarded global is caught
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert len(results) == 800 and all(results), f"{results.count(False)} of 800 dispatchers got no cache in {place}"
