@@ -148,7 +148,7 @@ def shared_key_filter(run: Run, p: LSHParams) -> tuple:
     seed_h = int(lsh_seed(run.cfg.seed))
     chunks = _chunks(run, max(1, SHUFFLE_PARTITION_BYTES // (8 * p.bands)))
     n_rows_all = run.n_text * p.bands
-    q1 = max(run.n_workers, math.ceil(n_rows_all * 8 / SHUFFLE_PARTITION_BYTES))
+    q1 = _whole_rounds(math.ceil(n_rows_all * 8 / SHUFFLE_PARTITION_BYTES), run.n_workers)
     run.report.stage(f"MinHash stage: {n_rows_all:,} band keys -> {q1} partitions, bands={p.bands} rows={p.rows}")
     split = [delayed(key_split, nout=q1, pure=True)(f, lo, hi, p.rows, p.bands, seed_h, q1) for _, f, lo, hi in chunks]
     shared = run.compute([delayed(shared_keys, pure=True)(*[s[j] for s in split]) for j in range(q1)], "band keys")
@@ -169,7 +169,13 @@ def band_partitions(n_rows: int, bands: int, num_perm: int, n_workers: int) -> i
     counting a row and, on average, a ``bands``-th of a document record (a document's rows spread
     over the partitions; its record travels once to each)."""
     per_row = ROW_BYTES + doc_bytes(num_perm) / bands
-    return max(n_workers, math.ceil(n_rows * per_row / SHUFFLE_PARTITION_BYTES))
+    return _whole_rounds(math.ceil(n_rows * per_row / SHUFFLE_PARTITION_BYTES), n_workers)
+
+
+def _whole_rounds(q: int, n_workers: int) -> int:
+    """``q`` rounded up to a multiple of the workers: partitions of about equal size then finish
+    together (3 on 2 workers would leave one worker idle for a third of the stage)."""
+    return max(1, n_workers) * max(1, math.ceil(q / max(1, n_workers)))
 
 
 def shuffled_band_rows(run: Run, p: LSHParams, bloom_future, n_shared: int, shuffle_partitions: Optional[int]) -> list:

@@ -13,12 +13,14 @@ shuffle join of :mod:`.borderline`.
 from __future__ import annotations
 
 import time
+from typing import Optional
 
 import numpy as np
 
 from ...clusters import component_roots
 from ...config import BuildConfig
 from ...linking.exact import link_exact
+from ...linking.keys import stable_argsort
 from ...linking.link import make_forest, make_verifier, scan_buckets
 from ...stages import STAGE_MINHASH
 
@@ -28,57 +30,67 @@ __all__ = ["scan_partition", "scan_summary", "decide_block", "flagged_of"]
 BORDERLINE_CAPACITY = 1 << 16
 
 
-def _rows_in_shared_buckets(key: np.ndarray) -> np.ndarray:
-    """Rows whose key another row of the partition holds (singleton buckets, nearly all, leave)."""
-    if key.size == 0:
-        return np.zeros(0, np.int64)
-    order = np.argsort(key, kind="stable")
-    ks = key[order]
-    run_start = np.ones(ks.size, dtype=bool)
-    run_start[1:] = ks[1:] != ks[:-1]
-    run_id = np.cumsum(run_start) - 1
-    return order[np.bincount(run_id)[run_id] >= 2]
+def _scan_order(key: np.ndarray, doc: np.ndarray, band: np.ndarray) -> np.ndarray:
+    """The permutation sorting rows by the local scan order: key, then document, then band. The
+    pieces of :func:`.bands.band_split`, joined in chunk order, already hold their rows in
+    (document, band) order; then one stable sort of the keys (the radix kernel of
+    :func:`~diversify.linking.keys.stable_argsort`) is the whole sort, else a stable sort by
+    (document, band) comes first."""
+    minor = (doc.astype(np.int64) << np.int64(16)) | band.astype(np.int64)  # band < 2**15
+    if minor.size > 1 and not bool(np.all(minor[1:] >= minor[:-1])):
+        o = np.argsort(minor, kind="stable")
+        return o[stable_argsort(np.ascontiguousarray(key[o]))]
+    return stable_argsort(np.ascontiguousarray(key))
 
 
-def _by_key_then(key: np.ndarray, minor: np.ndarray) -> np.ndarray:
-    """The order sorting by ``key``, then ``minor`` (``np.lexsort((minor, key))``, as two stable sorts:
-    faster than lexsort on 64-bit keys)."""
-    o = np.argsort(minor, kind="stable")
-    return o[np.argsort(key[o], kind="stable")]
+def _in_shared_buckets(key: np.ndarray) -> np.ndarray:
+    """Of rows sorted by key, those whose key another row holds (singleton buckets, nearly all, leave)."""
+    start = np.ones(key.size, dtype=bool)
+    start[1:] = key[1:] != key[:-1]
+    run = np.cumsum(start) - 1
+    return np.bincount(run)[run] >= 2
 
 
-def _first_copies_in_scan_order(key, doc, band, exact, shared=None) -> tuple:
-    """Drop every exact copy that is not the first (smallest index) of its text within its bucket
-    (= first globally: copies share every band key), then sort by the local scan order: key,
-    document, band. Returns (key, doc). ``shared`` (optional) marks the rows whose exact hash
-    another document holds: only those can be dropped, so only those are grouped."""
-    o = _by_key_then(key, (doc.astype(np.int64) << np.int64(16)) | band.astype(np.int64))  # band < 2**15
-    key, doc, exact = key[o], doc[o], exact[o]
-    rows = np.arange(key.size) if shared is None else np.flatnonzero(shared[o])
+def _first_copy_rows(key: np.ndarray, doc: np.ndarray, exact: np.ndarray, shared: Optional[np.ndarray]) -> np.ndarray:
+    """Of rows in scan order, those to keep: every exact copy that is not the first (smallest
+    document) of its text within its bucket (= first globally: copies share every band key) leaves.
+    ``shared`` (optional) marks the rows whose exact hash another document holds: only those can
+    leave, so only those are grouped."""
+    keep = np.ones(key.size, dtype=bool)
+    rows = np.arange(key.size) if shared is None else np.flatnonzero(shared)
     if rows.size:
         # within a bucket documents ascend: the first row of a (key, exact hash) group is its smallest document
         s = rows[np.lexsort((rows, exact[rows], key[rows]))]
         g = np.ones(s.size, dtype=bool)
         g[1:] = (key[s][1:] != key[s][:-1]) | (exact[s][1:] != exact[s][:-1])
         first_doc = doc[s][np.flatnonzero(g)][np.cumsum(g) - 1]
-        drop = s[doc[s] != first_doc]
-        if drop.size:
-            keep = np.ones(key.size, dtype=bool)
-            keep[drop] = False
-            key, doc = key[keep], doc[keep]
-    return key, doc
+        keep[s[doc[s] != first_doc]] = False
+    return keep
+
+
+def _first_copies_in_scan_order(key, doc, band, exact, shared=None) -> tuple:
+    """Rows sorted by the local scan order (key, document, band), without the exact copies that are
+    not the first of their text within their bucket (:func:`_first_copy_rows`). Returns (key, doc)."""
+    o = _scan_order(key, doc, band)
+    key, doc = key[o], doc[o]
+    keep = _first_copy_rows(key, doc, exact[o], None if shared is None else shared[o])
+    return key[keep], doc[keep]
 
 
 def _joined(pieces) -> tuple:
-    """(key, doc, band) of every row of a shuffle partition's pieces, and its documents (sorted,
-    unique) with their exact hashes and signatures."""
+    """(key, doc, band) of every row of a shuffle partition's pieces, its documents (sorted,
+    unique) with their exact hashes, and their signatures as a list of blocks in that order. A document's record comes
+    from the one chunk that holds it, and chunks come in document order: the records are then
+    sorted already."""
     key = np.concatenate([p["key"] for p in pieces])
     doc = np.concatenate([p["doc"] for p in pieces])
     band = np.concatenate([p["band"] for p in pieces])
     docs = np.concatenate([p["docs"] for p in pieces])
-    docs, first = np.unique(docs, return_index=True)
-    exact = np.concatenate([p["exact"] for p in pieces])[first]
-    sigs = np.concatenate([p["sigs"] for p in pieces])[first]
+    exact = np.concatenate([p["exact"] for p in pieces])
+    sigs = [p["sigs"] for p in pieces]
+    if docs.size > 1 and not bool(np.all(docs[1:] > docs[:-1])):
+        docs, first = np.unique(docs, return_index=True)
+        exact, sigs = exact[first], [np.concatenate(sigs)[first]]
     return key, doc, band, docs, exact, sigs
 
 
@@ -100,27 +112,34 @@ def scan_partition(cfg_json: dict, *pieces) -> dict:
     assert cfg.minhash is not None
     key, doc, band, docs, exact, sigs = _joined(pieces)
     n_rows = key.size
-    keep = _rows_in_shared_buckets(key)
-    if keep.size == 0:
+    at = np.searchsorted(docs, doc)  # each row's document among the records (queries mostly ascending)
+    o = _scan_order(key, doc, band)
+    ks = key[o]
+    in_bucket = _in_shared_buckets(ks)
+    o, key = o[in_bucket], ks[in_bucket]
+    if key.size == 0:
         return {"u": np.zeros(0, np.int64), "v": np.zeros(0, np.int64), "flagged": np.zeros(0, np.int64),
                 "deferred": np.zeros((0, 2), np.int64), "candidates": 0, "verified": 0, "rows": n_rows,
                 "bucket_rows": 0, "docs": int(docs.size), "seconds": time.perf_counter() - t0}
-    at = np.searchsorted(docs, doc[keep])
+    n_bucket_rows = key.size
+    at = at[o]
     ex = np.sort(exact)
     shared = np.isin(exact, ex[1:][ex[1:] == ex[:-1]])  # documents whose exact hash another one holds
-    key, doc = _first_copies_in_scan_order(key[keep], doc[keep], band[keep], exact[at], shared[at])
-    uniq, inv = np.unique(doc, return_inverse=True)
-    minhash = np.ascontiguousarray(sigs[np.searchsorted(docs, uniq)])
+    first = _first_copy_rows(key, docs[at], exact[at], shared[at])
+    key, at = key[first], at[first]
+    # the scan's documents are all the records (those of no bucket row stay alone in the forest)
+    inv, uniq = at, docs
+    minhash = np.ascontiguousarray(np.concatenate(sigs)) if len(sigs) > 1 else np.ascontiguousarray(sigs[0])
     # every borderline pair is kept: a full buffer pauses the scan instead of letting the estimate
     # decide (which would make the result depend on the scan order)
     verifier = make_verifier(KIND_MINHASH_ESTIMATE, cfg, auto=True, minhash=minhash)
     forest = make_forest(np.arange(uniq.size, dtype=np.int64), np.zeros(uniq.size, dtype=np.uint8), STAGE_MINHASH)
     deferred: list = []
-    buckets = Buckets(np.arange(key.size, dtype=np.int64), key, inv.astype(np.int64), 1, int(cfg.bucket_window), 0)
+    buckets = Buckets(np.arange(key.size, dtype=np.int64), key, inv, 1, int(cfg.bucket_window), 0)
     scan_buckets(buckets, verifier, forest, on_borderline=deferred.append, capacity=BORDERLINE_CAPACITY)
     d = np.concatenate(deferred) if deferred else np.zeros((0, 2), np.int64)
     return {**_forest_out(uniq, forest), "deferred": uniq[d], "candidates": int(forest.counters[0]),
-            "verified": int(forest.counters[1]), "rows": n_rows, "bucket_rows": int(keep.size),
+            "verified": int(forest.counters[1]), "rows": n_rows, "bucket_rows": int(n_bucket_rows),
             "docs": int(docs.size), "seconds": time.perf_counter() - t0}
 
 
