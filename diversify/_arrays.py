@@ -24,3 +24,14 @@ def unique_sorted(a) -> np.ndarray:
     keep[0] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep]
+
+
+def distinct_ascending(a: np.ndarray) -> np.ndarray:
+    """The distinct values of ``a``, which is sorted already (non-decreasing): no sort, one pass."""
+    a = np.asarray(a)
+    if a.size < 2:
+        return a.copy()
+    keep = np.empty(a.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]

@@ -35,6 +35,10 @@ MIN_BITS_PER_KEY = 8
 #: smallest filter (bits): 1 MiB
 MIN_BITS = 1 << 23
 
+#: keys from which a lookup runs in the kernel: fewer are answered in numpy, which a query of the
+#: live index can use before any kernel is compiled
+BULK_KEYS = 1 << 16
+
 _GOLDEN = np.uint64(hashing.GOLDEN)
 
 
@@ -114,6 +118,12 @@ class KeyFilter:
         keys = _words(keys)
         if not keys.size:
             return np.zeros(0, dtype=bool)
+        if keys.size >= BULK_KEYS:
+            from .._kernels.keyfilter import filter_test
+
+            out = np.empty(keys.size, dtype=bool)
+            filter_test(self.bits, keys, self._mask, PROBES, out)
+            return out
         pos = _positions(keys, self._mask)
         hit = (self.bits[(pos >> np.uint64(3)).astype(np.intp)] >> (pos & np.uint64(7)).astype(np.uint8)) & np.uint8(1)
         return np.all(hit.astype(bool), axis=0)

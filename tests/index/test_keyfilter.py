@@ -301,3 +301,32 @@ def test_sqlite_sigkill_during_merges_leaves_the_filter_exact(tmp_path, monkeypa
             assert main.size > main_before and flt.may_contain(main).all()  # merges ran in the writers
             ck, _ = view.candidates(main)
             assert set(ck.tolist()) == set(main.tolist())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(int64s, max_size=300), st.lists(int64s, max_size=300), st.sampled_from([64, 1 << 12, 1 << 16]))
+def test_bulk_lookups_in_the_kernel_answer_as_numpy_does(keys, probes, n_bits):
+    """Lookups of many keys run in the kernel (the Dask engine's pass 2); a few stay in numpy; both
+    give the same mask, key for key (the kernel called directly on small inputs too)."""
+    from diversify._kernels.keyfilter import filter_test
+    from diversify.linking.keyfilter import _words
+
+    f = KeyFilter.empty(n_bits)
+    f.add(np.array(keys, dtype=np.int64))
+    ask = _words(np.array(keys + probes, dtype=np.int64))
+    out = np.empty(ask.size, dtype=bool)
+    filter_test(f.bits, ask, np.uint64(n_bits - 1), PROBES, out)
+    assert np.array_equal(out, f.may_contain(ask))
+    assert out[:len(keys)].all()
+
+
+def test_a_bulk_lookup_is_the_numpy_lookup_of_each_key(monkeypatch):
+    from diversify.linking import keyfilter
+
+    rng = np.random.default_rng(7)
+    f = KeyFilter.empty(1 << 16)
+    f.add(rng.integers(-(1 << 63), (1 << 63) - 1, 6000, dtype=np.int64))
+    ask = rng.integers(-(1 << 63), (1 << 63) - 1, keyfilter.BULK_KEYS + 5, dtype=np.int64)
+    bulk = f.may_contain(ask)
+    monkeypatch.setattr(keyfilter, "BULK_KEYS", 1 << 62)
+    assert np.array_equal(bulk, f.may_contain(ask)) and 0 < bulk.sum() < bulk.size

@@ -20,14 +20,14 @@ from typing import Optional
 
 import numpy as np
 
-from ..._arrays import unique_sorted
+from ..._arrays import distinct_ascending, unique_sorted
 from ...hashing import lsh_seed
 from ...linking.bands import LSHParams
 from ...linking.keyfilter import KeyFilter, bits_for, filter_of
 from .run import Run
 
-__all__ = ["SHUFFLE_PARTITION_BYTES", "key_split", "shared_keys", "band_split", "band_rows", "band_partitions",
-           "shared_key_filter", "shuffled_band_rows"]
+__all__ = ["SHUFFLE_PARTITION_BYTES", "key_split", "shared_keys", "candidate_rows", "band_split", "band_rows",
+           "band_partitions", "shared_key_filter", "shuffled_band_rows"]
 
 #: target size of one shuffle partition of band rows (bytes); lower -> less memory per task
 SHUFFLE_PARTITION_BYTES = 128 * 2**20
@@ -92,23 +92,32 @@ def _empty_piece(num_perm: int) -> dict:
             "docs": np.zeros(0, np.int64), "exact": np.zeros(0, np.uint64), "sigs": np.zeros((0, num_perm), np.uint32)}
 
 
-def band_split(skp: dict, offset: int, lo: int, hi: int, rows: int, bands: int, seed_h: int,
-               key_filter: Optional[KeyFilter], q: int) -> tuple:
-    """Pass 2, the sending side: one piece per shuffle partition (``key % q``) of the rows (non-empty
-    document in [lo, hi), band) whose key may be shared (passes the Bloom filter of shared keys; no
-    false negatives): key, doc, band; with each document of the piece once: its exact hash and signature.
-    A document's signature thus travels once per shuffle partition holding one of its rows, not once
-    per row."""
-    sigs = skp["minhash"]
-    local, keys = _band_keys(skp, lo, hi, rows, bands, seed_h)
+def candidate_rows(skp: dict, rows: int, bands: int, seed_h: int, key_filter: Optional[KeyFilter]) -> dict:
+    """Pass 2's rows of one input partition: (local document, key, band) of each band of a non-empty
+    document whose key may be shared (passes the Bloom filter of shared keys; no false negatives),
+    in (document, band) order. The band keys are computed and looked up once per partition: the
+    splits of :func:`band_split` and the texts kept for later stages (:func:`.texts.keep_candidates`)
+    both read these rows."""
+    local, keys = _band_keys(skp, 0, int(skp["n"]), rows, bands, seed_h)
     flat = keys.reshape(-1)
     row_doc = np.repeat(local, bands)
     row_band = np.tile(np.arange(bands, dtype=np.int16), local.size)
-    if key_filter is not None:
-        keep = key_filter.may_contain(flat) if flat.size else np.zeros(0, bool)
+    if key_filter is not None and flat.size:
+        keep = key_filter.may_contain(flat)
         flat, row_doc, row_band = flat[keep], row_doc[keep], row_band[keep]
-    dest = (flat % np.uint64(q)).astype(np.int64)
-    order = np.argsort(dest, kind="stable")
+    return {"doc": row_doc, "key": flat, "band": row_band}
+
+
+def band_split(skp: dict, cand: dict, offset: int, lo: int, hi: int, q: int) -> tuple:
+    """Pass 2, the sending side: one piece per shuffle partition (``key % q``) of the candidate rows
+    (:func:`candidate_rows`) of documents in [lo, hi): key, doc, band; with each document of the
+    piece once: its exact hash and signature. A document's signature thus travels once per shuffle
+    partition holding one of its rows, not once per row. Rows keep their (document, band) order."""
+    sigs = skp["minhash"]
+    a, b = np.searchsorted(cand["doc"], [lo, hi])
+    flat, row_doc, row_band = cand["key"][a:b], cand["doc"][a:b], cand["band"][a:b]
+    dest = (flat % np.uint64(q)).astype(np.uint16 if q <= 1 << 16 else np.int64)
+    order = np.argsort(dest, kind="stable")  # a radix sort for 16-bit keys
     bounds = np.searchsorted(dest[order], np.arange(q + 1))
     out = []
     for j in range(q):
@@ -116,7 +125,7 @@ def band_split(skp: dict, offset: int, lo: int, hi: int, rows: int, bands: int, 
         if sel.size == 0:
             out.append(_empty_piece(sigs.shape[1]))
             continue
-        docs = np.unique(row_doc[sel])
+        docs = distinct_ascending(row_doc[sel])
         out.append({"key": flat[sel], "doc": row_doc[sel] + np.int64(offset), "band": row_band[sel],
                     "docs": docs + np.int64(offset), "exact": skp["exact"][docs], "sigs": sigs[docs]})
     return tuple(out)
@@ -125,7 +134,7 @@ def band_split(skp: dict, offset: int, lo: int, hi: int, rows: int, bands: int, 
 def band_rows(skp: dict, offset: int, lo: int, hi: int, rows: int, bands: int, seed_h: int,
               key_filter: Optional[KeyFilter] = None) -> dict:
     """All of pass 2's rows of documents [lo, hi) as one piece (one shuffle partition)."""
-    return band_split(skp, offset, lo, hi, rows, bands, seed_h, key_filter, 1)[0]
+    return band_split(skp, candidate_rows(skp, rows, bands, seed_h, key_filter), offset, lo, hi, 1)[0]
 
 
 def _chunks(run: Run, docs_per_chunk: int) -> list:
@@ -178,24 +187,28 @@ def _whole_rounds(q: int, n_workers: int) -> int:
     return max(1, n_workers) * max(1, math.ceil(q / max(1, n_workers)))
 
 
-def shuffled_band_rows(run: Run, p: LSHParams, bloom_future, n_shared: int, shuffle_partitions: Optional[int]) -> list:
-    """Pass 2: the band rows whose key may be shared, split by ``key % q`` on the workers that hold
-    the sketches: per shuffle partition, the list of its pieces (Delayed), one per chunk of documents.
-    A tasks shuffle of plain arrays: chunks x partitions edges, no DataFrame machinery."""
+def shuffled_band_rows(run: Run, p: LSHParams, candidates: list, n_shared: int, shuffle_partitions: Optional[int]) -> list:
+    """Pass 2: the candidate rows (``candidates``: a future of :func:`candidate_rows` per input
+    partition) split by ``key % q`` on the workers that hold the sketches: per shuffle partition,
+    the list of its pieces (Delayed), one per chunk of documents. A tasks shuffle of plain arrays:
+    chunks x partitions edges, no DataFrame machinery."""
     from dask import delayed
 
     assert run.cfg.minhash is not None
     num_perm = run.cfg.minhash.num_perm
-    seed_h = int(lsh_seed(run.cfg.seed))
     est_rows = max(2 * n_shared, 1)
     q = shuffle_partitions or band_partitions(est_rows, p.bands, num_perm, run.n_workers)
     chunks = _chunks(run, max(1, SHUFFLE_PARTITION_BYTES // ((ROW_BYTES + doc_bytes(num_perm)) * p.bands)))
     run.report.stage(f"MinHash stage: {n_shared:,} shared keys; >= {est_rows:,} band rows -> {q} partitions")
     run.info["band_partitions"] = q
     if q == 1:
-        return [[delayed(band_rows, pure=True)(f, int(run.offsets[i]), lo, hi, p.rows, p.bands, seed_h, bloom_future)
+        return [[delayed(band_rows_of, pure=True)(f, candidates[i], int(run.offsets[i]), lo, hi)
                  for i, f, lo, hi in chunks]]
-    split = [list(delayed(band_split, nout=q, pure=True)(f, int(run.offsets[i]), lo, hi, p.rows, p.bands, seed_h,
-                                                         bloom_future, q))
+    split = [list(delayed(band_split, nout=q, pure=True)(f, candidates[i], int(run.offsets[i]), lo, hi, q))
              for i, f, lo, hi in chunks]
     return [[s[j] for s in split] for j in range(q)]
+
+
+def band_rows_of(skp: dict, cand: dict, offset: int, lo: int, hi: int) -> dict:
+    """The candidate rows of documents [lo, hi) as one piece (a single shuffle partition)."""
+    return band_split(skp, cand, offset, lo, hi, 1)[0]

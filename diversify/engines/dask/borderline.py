@@ -43,7 +43,7 @@ def split_pairs(res: dict, offsets: np.ndarray) -> Any:
 
 def _table(part: KeptTexts, local: np.ndarray, offset: int, cfg: BuildConfig) -> dict:
     """Sorted unique shingles (compact rows) of some documents of an input partition."""
-    rows = compact_rows(shingle_rows([part.texts[int(i)] for i in local], cfg))
+    rows = compact_rows(shingle_rows(part.take(local), cfg))
     return {"docs": local.astype(np.int64) + np.int64(offset), "shingles": rows}
 
 

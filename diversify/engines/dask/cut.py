@@ -21,7 +21,7 @@ members per component, the counts are summed by component in ``q`` small tasks, 
 labels of the giants reach the client. Each giant then gets a cut partition of its own (so no
 other component waits on it or shares its memory), cut by the same :func:`cut_clusters` (the local
 large-family path: centers from a sample, the metric bound, a budget of checks per member), hence
-the local engine's clusters. Texts travel once per distinct text of an input partition (a member
+the local engine's clusters. Texts travel once per distinct normalized text (exact hash) of an input partition (a member
 row carries an index into its piece's texts), so exact copies of a page cost one text per input
 partition. A cut task holds, per member of its components, the row (4 x ``num_perm`` bytes of
 signature and ~100 bytes of columns and id), its share of the distinct texts, and during the cut the
@@ -44,7 +44,7 @@ import numpy as np
 from ...config import BuildConfig
 from ...hashing import GOLDEN
 from ...stages import STAGE_EXACT, STAGE_MINHASH
-from .inputs import Part
+from .texts import KeptTexts
 from .run import Edges, Run
 
 __all__ = ["cut_stage", "cut_partition", "member_rows", "split_labels", "split_flagged", "ids_at",
@@ -66,7 +66,11 @@ def ids_at(ids: Optional[list], local: np.ndarray, offset: int) -> list:
     """The ids of the documents ``local`` of an input partition: a missing id is the global index."""
     if ids is None:
         return (local + np.int64(offset)).tolist()
-    return [offset + int(i) if ids[int(i)] is None else ids[int(i)] for i in local]
+    at = local.tolist()
+    out = [ids[i] for i in at]
+    if any(x is None for x in out):
+        out = [offset + i if x is None else x for i, x in zip(at, out)]
+    return out
 
 
 def _owner_split(docs: np.ndarray, offsets: np.ndarray, *cols: np.ndarray) -> tuple:
@@ -149,14 +153,17 @@ def giant_components(run: Run, label_futs: list, bound: int) -> tuple[np.ndarray
     return labels[order], sizes[order]
 
 
-def _distinct(texts: list) -> tuple[list, np.ndarray]:
-    """(the distinct texts in first-seen order, the index of each text among them)."""
-    seen: dict = {}
-    idx = np.fromiter((seen.setdefault(t, len(seen)) for t in texts), dtype=np.int64, count=len(texts))
-    return list(seen), idx
+def _distinct(part, local: np.ndarray, exact: np.ndarray) -> tuple[list, np.ndarray]:
+    """(one text per distinct exact hash among documents ``local`` of a partition, the index of each
+    document's text among them). Copies of one normalized text share its shingle set, as in the
+    local cut (:func:`diversify.clusters.guarantee.run_batches`), so one of them stands for all."""
+    if local.size == 0:
+        return [], np.zeros(0, np.int64)
+    _, first, inv = np.unique(exact, return_index=True, return_inverse=True)
+    return part.take(local[first]), inv.reshape(-1).astype(np.int64)
 
 
-def member_rows(skp: dict, part: Optional[Part], offset: int, q: int, what: dict, n_labels: int, *pieces) -> Any:
+def member_rows(skp: dict, part: Optional[KeptTexts], offset: int, q: int, what: dict, n_labels: int, *pieces) -> Any:
     """The rows of this input partition's members, split into the cut partitions by component:
     ``q`` by hash, then one per giant component (``what["giants"]``, sorted labels).
 
@@ -179,15 +186,14 @@ def member_rows(skp: dict, part: Optional[Part], offset: int, q: int, what: dict
         rows["minhash"] = skp["minhash"][local]
     if what["keys"]:
         rows["keys"] = np.asarray(skp["keys"], np.float64)[local]
-    rows["ids"] = ids_at(skp["ids"], local, offset)
     giants = what.get("giants")
     n_out = q + (giants.size if giants is not None else 0)
     out = []
     for sel in _split_by(_cut_part_of(comps, q, giants), n_out):
-        piece = {k: ([v[int(i)] for i in sel] if k in _LISTS else v[sel]) for k, v in rows.items()}
+        piece = {k: v[sel] for k, v in rows.items()}
+        piece["ids"] = ids_at(skp["ids"], local[sel], offset)
         if part is not None:
-            texts = part.texts
-            piece["texts"], piece["text_of"] = _distinct([texts[int(i)] for i in local[sel]])
+            piece["texts"], piece["text_of"] = _distinct(part, local[sel], piece["exact"])
         out.append(piece)
     return tuple(out) if n_out > 1 else out[0]
 

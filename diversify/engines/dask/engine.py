@@ -81,7 +81,7 @@ from ...errors import ConfigError, InputError, require
 from ...hashing import lsh_seed
 from ...linking.keys import minhash_params
 from ...staging import agreement_band
-from .bands import ROW_BYTES, doc_bytes, shared_key_filter, shuffled_band_rows
+from .bands import ROW_BYTES, candidate_rows, doc_bytes, shared_key_filter, shuffled_band_rows
 from .borderline import decide_borderline
 from .components import components_stage, connected_components
 from .cut import cut_stage
@@ -321,11 +321,13 @@ def _minhash_stage(run: Run, edges: Edges, shuffle_partitions: Optional[int]) ->
     assert cfg.minhash is not None
     p = minhash_params(cfg)
     key_filter, n_shared = shared_key_filter(run, p)
+    seed_h = int(lsh_seed(cfg.seed))
+    candidates = [run.client.submit(candidate_rows, s, p.rows, p.bands, seed_h, key_filter, pure=False)
+                  for s in run.sketches]
     if run.texts:
-        seed_h = int(lsh_seed(cfg.seed))
-        run.texts = [run.client.submit(keep_candidates, t, s, key_filter, p.rows, p.bands, seed_h, pure=False)
-                     for t, s in zip(run.texts, run.sketches)]
-    rows = shuffled_band_rows(run, p, key_filter, n_shared, shuffle_partitions)
+        run.texts = [run.client.submit(keep_candidates, t, c, pure=False) for t, c in zip(run.texts, candidates)]
+    rows = shuffled_band_rows(run, p, candidates, n_shared, shuffle_partitions)
+    del candidates  # released once the splits have read them
     scanned = run.compute([delayed(scan_partition, pure=True)(run.cfg_json, *pieces) for pieces in rows], "bands")
     summ = run.gather(scan_summary, scanned)
     info["band_shuffle_seconds"] = round(time.perf_counter() - t0, 3)

@@ -17,12 +17,13 @@ are still read again only then.
 
 from __future__ import annotations
 
+import sys
 from typing import Optional
 
 import numpy as np
 
+from ..._arrays import distinct_ascending
 from ...config import BuildConfig
-from ...linking.keyfilter import KeyFilter
 
 __all__ = ["KeptTexts", "needs_texts", "split_sketched", "sketches_of", "texts_of", "keep_candidates", "kept_count"]
 
@@ -44,6 +45,20 @@ class _ByPosition:
             raise LookupError(f"document {i} of this partition is not a candidate; its text was not kept")
         return self.texts[j]
 
+    def take(self, local: np.ndarray) -> list:
+        """The texts of documents ``local`` (positions in the partition), in that order."""
+        slots = self.slot[np.asarray(local, dtype=np.int64)]
+        if slots.size and int(slots.min()) < 0:
+            raise LookupError(f"document {int(np.asarray(local)[np.argmin(slots)])} of this partition is not a candidate; "
+                              "its text was not kept")
+        texts = self.texts
+        return [texts[j] for j in slots.tolist()]
+
+
+def texts_bytes(texts: list) -> int:
+    """Bytes a list of str takes in memory (the list and each string)."""
+    return sys.getsizeof(texts) + sum(map(sys.getsizeof, texts))
+
 
 class KeptTexts:
     """The kept texts of one input partition, read as an input partition's (``.texts[i]``)."""
@@ -51,6 +66,19 @@ class KeptTexts:
     def __init__(self, texts, size: int, kept: Optional[np.ndarray] = None):
         self.size = size
         self.texts = texts if kept is None else _ByPosition(kept, texts, size)
+        self._list = texts
+
+    def take(self, local: np.ndarray) -> list:
+        """The texts of documents ``local`` (positions in the partition), in that order."""
+        if isinstance(self.texts, _ByPosition):
+            return self.texts.take(local)
+        texts = self.texts
+        return [texts[j] for j in np.asarray(local, dtype=np.int64).tolist()]
+
+    def __sizeof__(self) -> int:
+        """What Dask weighs this partition by when it places tasks (its default, ``sys.getsizeof``,
+        would see a few dozen bytes, and move the texts to a task instead of the task to the texts)."""
+        return object.__sizeof__(self) + texts_bytes(self._list)
 
 
 def needs_texts(cfg: BuildConfig) -> bool:
@@ -74,17 +102,11 @@ def texts_of(sketched: dict) -> KeptTexts:
     return KeptTexts(texts, len(texts))
 
 
-def keep_candidates(kept: KeptTexts, skp: dict, key_filter: Optional[KeyFilter], rows: int, bands: int,
-                    seed_h: int) -> KeptTexts:
-    """Only the texts of the partition's candidates: non-empty documents with a band key that may be
-    shared (passes the filter of shared keys, which has no false negatives)."""
-    from .bands import _band_keys
-
-    local, keys = _band_keys(skp, 0, kept.size, rows, bands, seed_h)
-    if key_filter is not None and local.size:
-        hit = key_filter.may_contain(keys.reshape(-1)).reshape(keys.shape).any(axis=1)
-        local = local[hit]
-    return KeptTexts([kept.texts[int(i)] for i in local], kept.size, local)
+def keep_candidates(kept: KeptTexts, cand: dict) -> KeptTexts:
+    """Only the texts of the partition's candidates: the documents of its candidate rows
+    (:func:`.bands.candidate_rows`: non-empty, a band key that may be shared)."""
+    local = distinct_ascending(cand["doc"])
+    return KeptTexts(kept.take(local), kept.size, local)
 
 
 def kept_count(kept: KeptTexts) -> int:
