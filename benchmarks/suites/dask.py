@@ -40,18 +40,29 @@ def add_arguments(p) -> None:
     p.add_argument("--shuffle-method", default=None, choices=[None, "p2p", "tasks"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=3600)
+    p.add_argument("--boilerplate", type=float, default=0.0,
+                   help="share of documents rendered from templates (near-identical page families)")
+    p.add_argument("--templates", type=int, default=None,
+                   help="templates per generated slice of 100,000 documents (default: one per 2,000 pages)")
+    p.add_argument("--memory-limit", default="0",
+                   help="each Dask worker's memory limit (e.g. 8GiB): past it a worker spills its stored results "
+                        "to its local directory; 0 = no limit, no spill")
+    p.add_argument("--no-local", action="store_true",
+                   help="skip the local build (a corpus larger than one process can build here); no identity check")
 
 
-def corpus_dir(n: int, words: int, dup: float, file_docs: int, seed: int, edit_max: float = 0.03):
+def corpus_dir(n: int, words: int, dup: float, file_docs: int, seed: int, edit_max: float = 0.03,
+               boilerplate: float = 0.0, templates=None):
     """Parquet files of ``file_docs`` documents each, generated in slices of ≥ 100k documents with
-    distinct seeds so memory stays bounded (copies stay within a slice)."""
+    distinct seeds so memory stays bounded (copies and template families stay within a slice)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from .. import lib
     from ..paths import CACHE, log
 
-    d = CACHE / "dask" / f"n{n}-w{words}-d{dup}-e{edit_max}-f{file_docs}-s{seed}"
+    family = f"-b{boilerplate}-t{templates}" if boilerplate else ""
+    d = CACHE / "dask" / f"n{n}-w{words}-d{dup}-e{edit_max}-f{file_docs}-s{seed}{family}"
     if (d / "DONE").exists():
         return d
     d.mkdir(parents=True, exist_ok=True)
@@ -59,8 +70,9 @@ def corpus_dir(n: int, words: int, dup: float, file_docs: int, seed: int, edit_m
     slice_docs = max(file_docs, 100_000)
     while done < n:
         m = min(slice_docs, n - done)
+        extra = {"boilerplate_fraction": boilerplate, "n_templates": templates} if boilerplate else {}
         c = lib.generate_corpus(m, words_per_doc=words, dup_fraction=dup, edit_rate=(0.0, edit_max),
-                                seed=seed * 1000 + part)
+                                seed=seed * 1000 + part, **extra)
         for a in range(0, m, file_docs):
             b = min(m, a + file_docs)
             pq.write_table(pa.table({"id": [f"s{part}-{i}" for i in range(a, b)], "text": list(c.texts[a:b])}),
@@ -166,7 +178,8 @@ def _start_cluster(args: dict) -> dict:
         time.sleep(0.2)
     for _ in range(args["workers"]):
         procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", sf,
-                                       "--nthreads", "1", "--nworkers", "1", "--memory-limit", "0", "--no-dashboard",
+                                       "--nthreads", "1", "--nworkers", "1", "--memory-limit", args.get("memory_limit", "0"),
+                                       "--no-dashboard",
                                        "--local-directory", str(tmp)],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     client = distributed.Client(scheduler_file=sf)
@@ -182,11 +195,19 @@ def _dask_warm(state: dict, args: dict) -> None:
     lib.build_dask(small_texts(), client=state["client"], npartitions=args["workers"])
 
 
-def _sample(client, peaks: dict, stop: threading.Event) -> None:
+def _spilled(dask_worker) -> int:
+    """Bytes a worker holds spilled to its local directory now (0 without a memory limit)."""
+    total = getattr(dask_worker.data, "spilled_total", None)
+    return int(total.disk) if total is not None else 0
+
+
+def _sample(client, peaks: dict, stop: threading.Event, spilled: dict) -> None:
     while not stop.is_set():
         try:
             for w, v in client.run(_rss).items():
                 peaks[w] = max(peaks.get(w, 0), v)
+            for w, v in client.run(_spilled).items():
+                spilled[w] = max(spilled.get(w, 0), v)
         except Exception:  # noqa: BLE001 - sampling is best effort
             pass
         stop.wait(0.5)
@@ -205,8 +226,8 @@ def _dask_run(state: dict, args: dict) -> dict:
 
     from .. import lib
 
-    client, peaks, stop = state["client"], {}, threading.Event()
-    th = threading.Thread(target=_sample, args=(client, peaks, stop), daemon=True)
+    client, peaks, spilled, stop = state["client"], {}, {}, threading.Event()
+    th = threading.Thread(target=_sample, args=(client, peaks, stop, spilled), daemon=True)
     th.start()
     out = str(state["tmp"] / "result")
     w_base = client.run(_reset_peak)
@@ -234,6 +255,7 @@ def _dask_run(state: dict, args: dict) -> dict:
                 peak_rss_maxrss_gib=sorted(round(v / 2**30, 2) for v in maxrss.values()),
                 workers_before_gib=sorted(round(v[0] / 2**30, 2) for v in w_base.values()),
                 workers_cpu_s=round(sum(w_cpu1[w] - w_cpu0[w] for w in w_cpu1), 2),
+                spilled_peak_gib=sorted(round(v / 2**30, 2) for v in spilled.values()),
                 scheduler_cpu_s=round(s_cpu1 - s_cpu0, 2))
 
 
@@ -248,24 +270,35 @@ def run(args, ctx) -> list:
     from ..paths import log, now, shown, write_json
     from ..worker import run_job
 
-    d = corpus_dir(args.docs, args.words, args.dup, args.file_docs, args.seed, args.edit_max)
+    d = corpus_dir(args.docs, args.words, args.dup, args.file_docs, args.seed, args.edit_max, args.boilerplate,
+                   args.templates)
     payload = dict(suite="dask", created=now(), env=environment(), docs=args.docs, words=args.words,
                    dup_fraction=args.dup, edit_max=args.edit_max, file_docs=args.file_docs,
+                   boilerplate=args.boilerplate, templates=args.templates, memory_limit=args.memory_limit,
                    parquet_bytes=sum(f.stat().st_size for f in d.glob("*.parquet")), command=ctx.command, runs=[])
-    path = ctx.results / f"dask-n{args.docs}.json"
+    name = f"dask-n{args.docs}" + (f"-b{args.boilerplate}" if args.boilerplate else "") + \
+        ("-spill" if args.memory_limit not in ("0", "") else "")
+    path = ctx.results / f"{name}.json"
     for k in args.workers:
-        log(f"local build, {k} thread(s) ...")
-        local = run_job("benchmarks.suites.dask:LOCAL", {"dir": str(d)}, tag=f"dask-local-c{k}", threads=k,
-                        timeout=args.timeout)
+        local = None
+        if not args.no_local:
+            log(f"local build, {k} thread(s) ...")
+            local = run_job("benchmarks.suites.dask:LOCAL", {"dir": str(d)}, tag=f"dask-local-c{k}", threads=k,
+                            timeout=args.timeout)
         log(f"dask build, {k} worker process(es) ...")
-        dask = run_job("benchmarks.suites.dask:DASK", {"dir": str(d), "workers": k, "shuffle_method": args.shuffle_method},
+        dask = run_job("benchmarks.suites.dask:DASK", {"dir": str(d), "workers": k, "shuffle_method": args.shuffle_method,
+                                                       "memory_limit": args.memory_limit},
                        tag=f"dask-c{k}", threads=1, timeout=args.timeout)
-        if local is None or dask is None:
+        if dask is None or (local is None and not args.no_local):
             payload["runs"].append({"cores": k, "skipped": f"timed out after {args.timeout:.0f}s"})
             continue
-        (loc, loc_ids), (dk, dk_ids) = local, dask
-        dk["same_as_local"] = bool(np.array_equal(dk_ids["cluster_ids"], loc_ids["cluster_ids"]))
-        payload["runs"].append({"cores": k, "local": loc, "dask": dk, "overhead": dk["wall_s"] / loc["wall_s"]})  # both read
+        dk, dk_ids = dask
+        if local is None:
+            payload["runs"].append({"cores": k, "dask": dk})
+        else:
+            loc, loc_ids = local
+            dk["same_as_local"] = bool(np.array_equal(dk_ids["cluster_ids"], loc_ids["cluster_ids"]))
+            payload["runs"].append({"cores": k, "local": loc, "dask": dk, "overhead": dk["wall_s"] / loc["wall_s"]})
         write_json(path, payload)
     log(f"wrote {shown(path)}")
     return [path]
@@ -280,12 +313,24 @@ def dask_section(d: dict) -> list[str]:
          f"{d.get('dup_fraction', 0.2):.0%} copies{edits}. "
          f"Command: `{command(d.get('command'), 'python -m benchmarks run --suite dask')}`. Measured {d['created']} "
          f"on {env_line(d['env'])}.", ""]
-    rows = []
+    if d.get("boilerplate"):
+        L[-2] += (f" {d['boilerplate']:.0%} of the documents are template pages ({d.get('templates') or 'one per 2,000'} "
+                  "template(s) per slice of 100,000 documents): families of near-identical pages.")
+    if d.get("memory_limit") not in (None, "0", ""):
+        L[-2] += f" Each worker's memory limit: {d['memory_limit']} (past it, stored results spill to disk)."
+    rows, solo = [], []
     for r in d["runs"]:
         if "skipped" in r:
             rows.append(skipped([r["cores"]], r["skipped"], 11))
             continue
-        loc, dk = r["local"], r["dask"]
+        dk = r["dask"]
+        if "local" not in r:
+            solo.append([r["cores"], f"{dk['wall_s']:.1f}", f"{dk['workers_cpu_s'] + dk['scheduler_cpu_s'] + dk['cpu_s']:.1f}",
+                         ", ".join(f"{x:.2f}" for x in dk.get("peak_rss_maxrss_gib", dk["peak_rss_sampled_gib"])),
+                         ", ".join(f"{x:.2f}" for x in dk.get("spilled_peak_gib", [])) or "-",
+                         f"{dk['rss_peak_mb'] / 1024:.2f}", f"{dk.get('scheduler_peak_gib', 0):.2f}", f"{dk['n_clusters']:,}"])
+            continue
+        loc = r["local"]
         client = dk["rss_peak_mb"] / 1024
         sched = dk.get("scheduler_peak_gib")
         # older runs timed the local build without its read: add it, so the two count the same work
@@ -299,10 +344,15 @@ def dask_section(d: dict) -> list[str]:
                      f"{client:.2f}", "in the client" if sched is None else f"{sched:.2f}",
                      "/".join(f"{x:.1f}" for x in dk.get("loadavg_before", [])[:1] + dk.get("loadavg_after", [])[:1]),
                      "yes" if dk["same_as_local"] else "**no**"])
-    L += table(["cores", "local read + build s", "local peak RSS GiB", "dask wall s", "dask ÷ local",
-                "CPU-s local / dask", "peak RSS per worker GiB", "client peak RSS GiB", "scheduler peak RSS GiB",
-                "load before/after", "same clusters"],
-               "rrrrrrlrrll", rows) + [""]
+    if rows:
+        L += table(["cores", "local read + build s", "local peak RSS GiB", "dask wall s", "dask ÷ local",
+                    "CPU-s local / dask", "peak RSS per worker GiB", "client peak RSS GiB", "scheduler peak RSS GiB",
+                    "load before/after", "same clusters"],
+                   "rrrrrrlrrll", rows) + [""]
+    if solo:
+        L += table(["workers", "dask wall s", "CPU-s", "peak RSS per worker GiB", "spilled to disk per worker GiB",
+                    "client peak RSS GiB", "scheduler peak RSS GiB", "clusters"], "rrrllrrr", solo)
+        L += ["", "No local build at this size (`--no-local`): no identity check in this run.", ""]
     for r in (r for r in d["runs"] if "dask" in r):
         stages = ", ".join(f"{k} {v:.2f}" for k, v in r["dask"]["timings"].items())
         L.append(f"- {r['cores']} worker(s): stages {stages}")

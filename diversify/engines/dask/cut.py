@@ -44,8 +44,8 @@ import numpy as np
 from ...config import BuildConfig
 from ...hashing import GOLDEN
 from ...stages import STAGE_EXACT, STAGE_MINHASH
-from .texts import KeptTexts
 from .run import Edges, Run
+from .texts import KeptTexts
 
 __all__ = ["cut_stage", "cut_partition", "member_rows", "split_labels", "split_flagged", "ids_at",
            "CUT_PARTITION_BYTES", "GIANT_MEMBERS", "giant_components"]
