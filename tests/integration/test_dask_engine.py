@@ -532,3 +532,23 @@ def test_the_scan_keeps_the_first_copy_of_each_text_per_bucket_in_scan_order(see
     for marks in (None, shared):
         got_key, got_doc = _first_copies_in_scan_order(key, doc, band, exact, marks)
         assert list(zip(got_key.tolist(), got_doc.tolist())) == [(k, d) for k, d, _ in expected]
+
+
+def test_partitions_of_texts_weigh_their_bytes_for_the_scheduler():
+    """Dask places a task next to its largest inputs by their ``sizeof``; a partition of texts that
+    reported a few dozen bytes (Python's default for an object) had its texts moved to the tasks
+    instead (the borderline join waited seconds on such transfers at 1M documents)."""
+    from dask.sizeof import sizeof
+
+    from diversify.engines.dask.inputs import Part
+    from diversify.engines.dask.texts import KeptTexts
+
+    texts = [f"document {i} " + "word " * 400 for i in range(300)]
+    raw = sum(len(t) for t in texts)
+    kept = KeptTexts(texts, len(texts))
+    some = KeptTexts(texts[::3], len(texts), np.arange(0, 300, 3))
+    assert sizeof(kept) >= raw and sizeof(Part(texts, [str(i) for i in range(300)], None)) >= raw
+    assert raw / 3 <= sizeof(some) < raw
+    assert some.take(np.array([6, 0, 297])) == [texts[6], texts[0], texts[297]]
+    with pytest.raises(LookupError, match="document 4 of this partition is not a candidate"):
+        some.take(np.array([3, 4]))
