@@ -24,7 +24,7 @@ from ..._arrays import distinct_ascending, unique_sorted
 from ...hashing import lsh_seed
 from ...linking.bands import LSHParams
 from ...linking.keyfilter import KeyFilter, bits_for, filter_of
-from .run import Run
+from .run import Run, split_positions
 
 __all__ = ["SHUFFLE_PARTITION_BYTES", "key_split", "shared_keys", "candidate_rows", "band_split", "band_rows",
            "band_partitions", "shared_key_filter", "shuffled_band_rows"]
@@ -69,11 +69,8 @@ def key_split(skp: dict, lo: int, hi: int, rows: int, bands: int, seed_h: int, q
     uniq = k[start]
     dup = unique_sorted(k[1:][~start[1:]])
     out = []
-    for keys_j in (uniq, dup):
-        dest = (keys_j % np.uint64(q)).astype(np.int64)
-        order = np.argsort(dest, kind="stable")  # stable: each piece stays sorted
-        bounds = np.searchsorted(dest[order], np.arange(q + 1))
-        out.append([keys_j[order[bounds[j]:bounds[j + 1]]] for j in range(q)])
+    for keys_j in (uniq, dup):  # the split is stable: each piece stays sorted
+        out.append([keys_j[sel] for sel in split_positions(keys_j % np.uint64(q), q)])
     return tuple((out[0][j], out[1][j]) for j in range(q))
 
 
@@ -116,12 +113,8 @@ def band_split(skp: dict, cand: dict, offset: int, lo: int, hi: int, q: int) -> 
     sigs = skp["minhash"]
     a, b = np.searchsorted(cand["doc"], [lo, hi])
     flat, row_doc, row_band = cand["key"][a:b], cand["doc"][a:b], cand["band"][a:b]
-    dest = (flat % np.uint64(q)).astype(np.uint16 if q <= 1 << 16 else np.int64)
-    order = np.argsort(dest, kind="stable")  # a radix sort for 16-bit keys
-    bounds = np.searchsorted(dest[order], np.arange(q + 1))
     out = []
-    for j in range(q):
-        sel = order[bounds[j]:bounds[j + 1]]
+    for sel in split_positions(flat % np.uint64(q), q):
         if sel.size == 0:
             out.append(_empty_piece(sigs.shape[1]))
             continue

@@ -24,8 +24,7 @@ import numpy as np
 
 from ...config import BuildConfig
 from ...linking.exact import compact_rows, shingle_rows
-from .cut import _owner_split
-from .run import Run
+from .run import Run, owner_split
 from .scan import decide_block
 from .texts import KeptTexts
 
@@ -35,7 +34,7 @@ __all__ = ["decide_borderline", "split_pairs", "a_side", "b_side"]
 def split_pairs(res: dict, offsets: np.ndarray) -> Any:
     """A bucket partition's borderline pairs (sorted within each pair) by the owner of their first document."""
     pairs = np.sort(np.asarray(res["deferred"], np.int64).reshape(-1, 2), axis=1)
-    pieces = _owner_split(pairs[:, 0], offsets, pairs[:, 1])
+    pieces = owner_split(pairs[:, 0], offsets, pairs[:, 1])
     if offsets.size == 2:
         return np.stack(pieces, axis=1) if pieces[0].size else np.zeros((0, 2), np.int64)
     return tuple(np.stack(p, axis=1) if p[0].size else np.zeros((0, 2), np.int64) for p in pieces)
@@ -62,7 +61,7 @@ def a_side(part: KeptTexts, offset: int, cfg_json: dict, offsets: np.ndarray, *p
     pairs = np.concatenate(pieces) if pieces else np.zeros((0, 2), np.int64)
     a_docs = np.unique(pairs[:, 0])
     table = _table(part, a_docs - np.int64(offset), offset, BuildConfig(**cfg_json))
-    split = _owner_split(pairs[:, 1], offsets, pairs[:, 0])
+    split = owner_split(pairs[:, 1], offsets, pairs[:, 0])
     out = []
     for b, a in ([split] if offsets.size == 2 else split):
         out.append({"pairs": np.stack([a, b], axis=1), "a": _take(table, np.unique(a))})

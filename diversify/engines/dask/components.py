@@ -18,7 +18,7 @@ from typing import Optional
 import numpy as np
 
 from ...hashing import GOLDEN
-from .run import TARGET_EDGE_PARTITION_BYTES, Edges, Run
+from .run import TARGET_EDGE_PARTITION_BYTES, Edges, Run, split_columns
 
 __all__ = ["connected_components", "components_stage"]
 
@@ -33,12 +33,7 @@ def _split_edges(res: dict, q: int, mode: str):
     else:
         s, d = np.maximum(u, v), np.minimum(u, v)
     h = (s.astype(np.uint64) * np.uint64(GOLDEN)) >> np.uint64(33)
-    part = (h % np.uint64(q)).astype(np.int64)
-    order = np.argsort(part, kind="stable")
-    bounds = np.searchsorted(part[order], np.arange(q + 1))
-    s, d = s[order], d[order]
-    pieces = tuple((s[bounds[j]:bounds[j + 1]], d[bounds[j]:bounds[j + 1]]) for j in range(q))
-    return pieces if q > 1 else pieces[0]
+    return split_columns(h % np.uint64(q), q, s, d)
 
 
 def _concat_pieces(pieces) -> tuple[np.ndarray, np.ndarray]:

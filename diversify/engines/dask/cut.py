@@ -44,7 +44,7 @@ import numpy as np
 from ...config import BuildConfig
 from ...hashing import GOLDEN
 from ...stages import STAGE_EXACT, STAGE_MINHASH
-from .run import Edges, Run
+from .run import Edges, Run, owner_split, split_positions
 from .texts import KeptTexts
 
 __all__ = ["cut_stage", "cut_partition", "member_rows", "split_labels", "split_flagged", "ids_at",
@@ -73,28 +73,17 @@ def ids_at(ids: Optional[list], local: np.ndarray, offset: int) -> list:
     return out
 
 
-def _owner_split(docs: np.ndarray, offsets: np.ndarray, *cols: np.ndarray) -> tuple:
-    """Split ``docs`` (and columns aligned with it) by the input partition that holds each doc."""
-    p = offsets.size - 1
-    owner = np.searchsorted(offsets, docs, side="right") - 1
-    order = np.argsort(owner, kind="stable")
-    bounds = np.searchsorted(owner[order], np.arange(p + 1))
-    arrays = [docs[order]] + [c[order] for c in cols]
-    pieces = tuple(tuple(a[bounds[i]:bounds[i + 1]] for a in arrays) for i in range(p))
-    return pieces if p > 1 else pieces[0]
-
-
 def split_labels(lab: dict, offsets: np.ndarray) -> tuple:
     """A label table's (doc, component) rows by owner; each label is a member of its component."""
     u = np.asarray(lab["u"], np.int64)
     v = np.asarray(lab["v"], np.int64)
     roots = np.unique(v)
-    return _owner_split(np.concatenate([u, roots]), offsets, np.concatenate([v, roots]))
+    return owner_split(np.concatenate([u, roots]), offsets, np.concatenate([v, roots]))
 
 
 def split_flagged(res: dict, offsets: np.ndarray) -> tuple:
     """The documents an edge table flagged (its stage bit), by owner."""
-    return _owner_split(np.asarray(res["flagged"], np.int64), offsets)
+    return owner_split(np.asarray(res["flagged"], np.int64), offsets)
 
 
 def _cut_part_of(comp: np.ndarray, q: int, giants: Optional[np.ndarray] = None) -> np.ndarray:
@@ -109,17 +98,10 @@ def _cut_part_of(comp: np.ndarray, q: int, giants: Optional[np.ndarray] = None) 
     return dest
 
 
-def _split_by(dest: np.ndarray, q: int) -> list:
-    """The positions of each of ``q`` destinations, in order."""
-    order = np.argsort(dest, kind="stable")
-    bounds = np.searchsorted(dest[order], np.arange(q + 1))
-    return [order[bounds[j]:bounds[j + 1]] for j in range(q)]
-
-
 def _count_members(lab: dict, q: int) -> Any:
     """(component, its non-label members in this label table) split into ``q`` pieces by component."""
     v, c = np.unique(np.asarray(lab["v"], np.int64), return_counts=True)
-    pieces = [(v[sel], c[sel].astype(np.int64)) for sel in _split_by(_cut_part_of(v, q), q)]
+    pieces = [(v[sel], c[sel].astype(np.int64)) for sel in split_positions(_cut_part_of(v, q), q)]
     return tuple(pieces) if q > 1 else pieces[0]
 
 
@@ -189,7 +171,7 @@ def member_rows(skp: dict, part: Optional[KeptTexts], offset: int, q: int, what:
     giants = what.get("giants")
     n_out = q + (giants.size if giants is not None else 0)
     out = []
-    for sel in _split_by(_cut_part_of(comps, q, giants), n_out):
+    for sel in split_positions(_cut_part_of(comps, q, giants), n_out):
         piece = {k: v[sel] for k, v in rows.items()}
         piece["ids"] = ids_at(skp["ids"], local[sel], offset)
         if part is not None:

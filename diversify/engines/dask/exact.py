@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from ..._arrays import unique_sorted
-from .run import TARGET_EDGE_PARTITION_BYTES, Edges, Run, rows_of
+from .run import TARGET_EDGE_PARTITION_BYTES, Edges, Run, rows_of, split_columns
 
 __all__ = ["exact_split", "exact_edges", "exact_stage"]
 
@@ -21,12 +21,7 @@ def exact_split(skp: dict, offset: int, q: int):
     local = np.flatnonzero(~skp["empty"])
     h = skp["exact"][local]
     d = local.astype(np.int64) + np.int64(offset)
-    dest = (h % np.uint64(q)).astype(np.int64)
-    order = np.argsort(dest, kind="stable")
-    bounds = np.searchsorted(dest[order], np.arange(q + 1))
-    h, d = h[order], d[order]
-    pieces = tuple((h[bounds[j]:bounds[j + 1]], d[bounds[j]:bounds[j + 1]]) for j in range(q))
-    return pieces if q > 1 else pieces[0]
+    return split_columns(h % np.uint64(q), q, h, d)
 
 
 def exact_edges(*pieces) -> dict:

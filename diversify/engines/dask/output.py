@@ -18,8 +18,8 @@ import numpy as np
 
 from ...artifact.shards import FORMAT, MANIFEST, VERSION, shard_name
 from ...errors import InputError
-from .cut import _owner_split, ids_at
-from .run import Run
+from .cut import ids_at
+from .run import Run, owner_split
 
 __all__ = ["ShardedBuild", "write_sharded", "write_shard"]
 
@@ -48,7 +48,7 @@ def _by_owner(res: dict, offsets: np.ndarray) -> Any:
     docs = res["docs"]
     at = np.arange(docs.size, dtype=np.int64)
     sim = res["similarity"] if res["similarity"] is not None else np.full(docs.size, np.nan, np.float32)
-    pieces = _owner_split(docs, offsets, res["labels"], res["reps"], res["flags"], sim, at)
+    pieces = owner_split(docs, offsets, res["labels"], res["reps"], res["flags"], sim, at)
     rep_ids = res["rep_ids"]
     one = offsets.size == 2
     out = []

@@ -25,8 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...clusters.purity import PROMISES, SAMPLE_PAIRS
-from .cut import _owner_split
-from .run import Run
+from .run import Run, owner_split
 
 __all__ = ["distributed_purity", "choice_positions"]
 
@@ -39,7 +38,7 @@ def _cluster_rows(res: dict, part: int, offsets: np.ndarray) -> tuple:
     labels, sizes = np.unique(res["labels"], return_counts=True)
     keep = sizes >= 2
     labels, sizes = labels[keep], sizes[keep].astype(np.int64)
-    return _owner_split(labels, offsets, sizes, np.full(labels.size, part, np.int64))
+    return owner_split(labels, offsets, sizes, np.full(labels.size, part, np.int64))
 
 
 def _weights(*pieces) -> dict:

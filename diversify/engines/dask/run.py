@@ -13,7 +13,8 @@ import numpy as np
 from ...config import BuildConfig
 from ...linking.link import LinkStats
 
-__all__ = ["Report", "Run", "Edges", "rows_of", "TARGET_EDGE_PARTITION_BYTES"]
+__all__ = ["Report", "Run", "Edges", "rows_of", "TARGET_EDGE_PARTITION_BYTES", "split_positions", "split_columns",
+           "owner_split"]
 
 #: target size of one partition of an edge table (bytes)
 TARGET_EDGE_PARTITION_BYTES = 64 * 2**20
@@ -110,3 +111,27 @@ class Run:
     def gather(self, func, futures: list) -> list:
         """``func`` of every future's result, computed on the workers (only the results travel)."""
         return self.client.gather(self.client.map(func, futures, pure=False))
+
+
+def split_positions(dest: np.ndarray, q: int) -> list:
+    """The positions of the rows bound for each of ``q`` destinations (``dest`` in ``[0, q)``), each
+    in row order: every shuffle of this engine splits its arrays this way on the sending worker. A
+    stable sort of the destinations (numpy's radix sort below 2**16 destinations)."""
+    d = np.asarray(dest).astype(np.uint16 if q < 1 << 16 else np.int64)
+    order = np.argsort(d, kind="stable")
+    bounds = np.searchsorted(d[order], np.arange(q + 1, dtype=np.int64))
+    return [order[bounds[j]:bounds[j + 1]] for j in range(q)]
+
+
+def split_columns(dest: np.ndarray, q: int, *cols: np.ndarray) -> Any:
+    """Columns split by destination: per destination, the tuple of each column's rows bound there
+    (row order kept); a single destination's tuple when ``q == 1`` (Dask's ``nout`` convention)."""
+    pieces = tuple(tuple(c[sel] for c in cols) for sel in split_positions(dest, q))
+    return pieces if q > 1 else pieces[0]
+
+
+def owner_split(docs: np.ndarray, offsets: np.ndarray, *cols: np.ndarray) -> Any:
+    """``docs`` (global indices) and columns aligned with it, split by the input partition that holds
+    each document (``offsets``: the first global index of each partition, then the total)."""
+    owner = np.searchsorted(offsets, docs, side="right") - 1
+    return split_columns(owner, offsets.size - 1, docs, *cols)
