@@ -328,7 +328,14 @@ def _dask_wall(dk: dict) -> float:
 
 def dask_section(d: dict) -> list[str]:
     edits = f", copies edited at up to {d['edit_max']:.0%} of their words" if "edit_max" in d else ""
-    L = [f"## Dask engine vs local build: {d['docs']:,} documents × {d['words']} words", "",
+    title = f"## Dask engine vs local build: {d['docs']:,} documents × {d['words']} words"
+    if all("local" not in r for r in d["runs"]):
+        title = f"## Dask engine alone: {d['docs']:,} documents × {d['words']} words"
+    if d.get("boilerplate"):
+        title += f", {d['boilerplate']:.0%} template pages"
+    if d.get("memory_limit") not in (None, "0", ""):
+        title += f", workers limited to {d['memory_limit']} (disk spill)"
+    L = [title, "",
          f"{d['parquet_bytes'] / 2**30:.2f} GiB of Parquet, {d['file_docs']:,} documents per file (= input partition), "
          f"{d.get('dup_fraction', 0.2):.0%} copies{edits}. "
          f"Command: `{command(d.get('command'), 'python -m benchmarks run --suite dask')}`. Measured {d['created']} "

@@ -11,9 +11,6 @@ than the purity samples) and real text.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,12 +19,13 @@ from hypothesis import strategies as st
 distributed = pytest.importorskip("distributed")
 pytest.importorskip("dask.dataframe")
 
+from shared_data import twitter_sentences  # noqa: E402
+
 from diversify import build as local_build  # noqa: E402
 from diversify.config import BuildConfig, MinHashConfig, TextConfig  # noqa: E402
 from diversify.corpus.datagen import generate_corpus  # noqa: E402
 from diversify.engines.dask import build_dask  # noqa: E402
 
-DATA = Path(os.environ.get("DIVERSIFY_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
 MODES = [(c, v) for c in ("clique", "star", "components") for v in ("auto", "estimate")]
 
 
@@ -100,23 +98,9 @@ def test_representative_by_key_is_chosen_on_the_workers(client):
     assert_same_cut(res, local, "representative='key'")
 
 
-def _tweets() -> list:
-    path = DATA / "twitter_url_corpus" / "Twitter_URL_Corpus_test.txt"
-    if not path.exists():
-        pytest.skip(f"real data set absent ({path}); set DIVERSIFY_SHARED_DATA to the shared data folder")
-    seen, out = set(), []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            for s in line.rstrip("\n").split("\t")[:2]:
-                if s not in seen:
-                    seen.add(s)
-                    out.append(s)
-    return out
-
-
 @pytest.mark.parametrize("clustering", ["clique", "star", "components"])
 def test_real_tweets_are_cut_as_the_local_build_cuts_them(client, clustering):
-    texts = _tweets()
+    texts = twitter_sentences()
     cfg = BuildConfig(clustering=clustering, text=TextConfig(shingle="char", k=5),
                       minhash=MinHashConfig(threshold=0.7))
     local = local_build(texts, config=cfg)

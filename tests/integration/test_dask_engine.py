@@ -21,13 +21,13 @@ import pytest
 distributed = pytest.importorskip("distributed")
 dd = pytest.importorskip("dask.dataframe")
 
+from shared_data import DATA, twitter_sentences  # noqa: E402
+
 from diversify import build as local_build  # noqa: E402
 from diversify.config import BuildConfig, MinHashConfig, TextConfig  # noqa: E402
 from diversify.corpus.datagen import generate_corpus  # noqa: E402
 from diversify.engines.dask import build_dask, connected_components  # noqa: E402
 from diversify.errors import ConfigError, DuplicateIdError, InputError  # noqa: E402
-
-DATA = Path(os.environ.get("DIVERSIFY_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
 
 
 @pytest.fixture(scope="module")
@@ -155,23 +155,8 @@ def test_exact_stage_only(client, corpus_texts):
     assert_same_build(res, local, "exact stage only")
 
 
-def _twitter_sentences() -> list:
-    path = DATA / "twitter_url_corpus" / "Twitter_URL_Corpus_test.txt"
-    if not path.exists():
-        pytest.skip(f"real data set absent ({path}); set DIVERSIFY_SHARED_DATA to the shared data folder")
-    seen, out = set(), []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            cols = line.rstrip("\n").split("\t")
-            for s in cols[:2]:
-                if s not in seen:  # raw-string duplicates only: normalization-equal ones stay
-                    seen.add(s)
-                    out.append(s)
-    return out
-
-
 def test_same_clusters_on_real_tweets(client):
-    texts = _twitter_sentences()
+    texts = twitter_sentences()
     cfg = BuildConfig(text=TextConfig(shingle="char", k=5), minhash=MinHashConfig(threshold=0.7))
     local = local_build(texts, config=cfg)
     assert local.n_duplicates > 100, "re-posted tweets should cluster"
