@@ -382,7 +382,9 @@ def dask_section(d: dict) -> list[str]:
         L += ["", "No local build at this size (`--no-local`): no identity check in this run.", ""]
     for r in (r for r in d["runs"] if "dask" in r):
         stages = ", ".join(f"{k} {v:.2f}" for k, v in r["dask"]["timings"].items())
-        L.append(f"- {r['cores']} worker(s): stages {stages}")
+        spilled = r["dask"].get("spilled_peak_gib") or []
+        spill = f"; spilled to disk at most {', '.join(f'{x:.2f}' for x in spilled)} GiB per worker" if any(spilled) else ""
+        L.append(f"- {r['cores']} worker(s): stages {stages}{spill}")
     return L + ["", "Local: the Parquet files read into a list, then `diversify.build` at `NUMBA_NUM_THREADS=k`, "
                 "after a warm-up build (both timed: the Dask build reads its input in its sketch tasks); Dask: a "
                 "scheduler and k workers (one thread, one Numba thread each) as separate processes, after a warm-up "
