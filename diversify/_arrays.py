@@ -18,12 +18,7 @@ def unique_sorted(a) -> np.ndarray:
     if a.dtype.kind not in "iub":
         return np.unique(a)
     s = np.sort(a, axis=None)
-    if s.size < 2:
-        return s
-    keep = np.empty(s.size, dtype=bool)
-    keep[0] = True
-    np.not_equal(s[1:], s[:-1], out=keep[1:])
-    return s[keep]
+    return s if s.size < 2 else distinct_ascending(s)
 
 
 def distinct_ascending(a: np.ndarray) -> np.ndarray:

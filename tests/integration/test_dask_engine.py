@@ -495,7 +495,12 @@ def test_the_corpus_is_read_once(client, corpus_texts, tmp_path):
 def test_the_scan_keeps_the_first_copy_of_each_text_per_bucket_in_scan_order(seed):
     """The bucket scan's rows: in each bucket, of the documents sharing an exact hash only the
     smallest stays; rows in (key, document, band) order. Oracle: a plain loop over the buckets."""
-    from diversify.engines.dask.scan import _first_copies_in_scan_order
+    from diversify.engines.dask.scan import _first_copy_rows, _scan_order
+
+    def _first_copies_in_scan_order(key, doc, band, exact, shared=None):  # as scan_partition composes them
+        o = _scan_order(key, doc, band)
+        keep = _first_copy_rows(key[o], doc[o], exact[o], None if shared is None else shared[o])
+        return key[o][keep], doc[o][keep]
 
     rng = np.random.default_rng(seed)
     nd, bands = int(rng.integers(1, 40)), int(rng.integers(1, 5))

@@ -127,7 +127,7 @@ def band_split(skp: dict, cand: dict, offset: int, lo: int, hi: int, q: int) -> 
 def band_rows(skp: dict, offset: int, lo: int, hi: int, rows: int, bands: int, seed_h: int,
               key_filter: Optional[KeyFilter] = None) -> dict:
     """All of pass 2's rows of documents [lo, hi) as one piece (one shuffle partition)."""
-    return band_split(skp, candidate_rows(skp, rows, bands, seed_h, key_filter), offset, lo, hi, 1)[0]
+    return band_rows_of(skp, candidate_rows(skp, rows, bands, seed_h, key_filter), offset, lo, hi)
 
 
 def _chunks(run: Run, docs_per_chunk: int) -> list:

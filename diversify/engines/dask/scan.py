@@ -68,15 +68,6 @@ def _first_copy_rows(key: np.ndarray, doc: np.ndarray, exact: np.ndarray, shared
     return keep
 
 
-def _first_copies_in_scan_order(key, doc, band, exact, shared=None) -> tuple:
-    """Rows sorted by the local scan order (key, document, band), without the exact copies that are
-    not the first of their text within their bucket (:func:`_first_copy_rows`). Returns (key, doc)."""
-    o = _scan_order(key, doc, band)
-    key, doc = key[o], doc[o]
-    keep = _first_copy_rows(key, doc, exact[o], None if shared is None else shared[o])
-    return key[keep], doc[keep]
-
-
 def _joined(pieces) -> tuple:
     """(key, doc, band) of every row of a shuffle partition's pieces, its documents (sorted,
     unique) with their exact hashes, and their signatures as a list of blocks in that order. A document's record comes
@@ -128,17 +119,16 @@ def scan_partition(cfg_json: dict, *pieces) -> dict:
     first = _first_copy_rows(key, docs[at], exact[at], shared[at])
     key, at = key[first], at[first]
     # the scan's documents are all the records (those of no bucket row stay alone in the forest)
-    inv, uniq = at, docs
     minhash = np.ascontiguousarray(np.concatenate(sigs)) if len(sigs) > 1 else np.ascontiguousarray(sigs[0])
     # every borderline pair is kept: a full buffer pauses the scan instead of letting the estimate
     # decide (which would make the result depend on the scan order)
     verifier = make_verifier(KIND_MINHASH_ESTIMATE, cfg, auto=True, minhash=minhash)
-    forest = make_forest(np.arange(uniq.size, dtype=np.int64), np.zeros(uniq.size, dtype=np.uint8), STAGE_MINHASH)
+    forest = make_forest(np.arange(docs.size, dtype=np.int64), np.zeros(docs.size, dtype=np.uint8), STAGE_MINHASH)
     deferred: list = []
-    buckets = Buckets(np.arange(key.size, dtype=np.int64), key, inv, 1, int(cfg.bucket_window), 0)
+    buckets = Buckets(np.arange(key.size, dtype=np.int64), key, at, 1, int(cfg.bucket_window), 0)
     scan_buckets(buckets, verifier, forest, on_borderline=deferred.append, capacity=BORDERLINE_CAPACITY)
     d = np.concatenate(deferred) if deferred else np.zeros((0, 2), np.int64)
-    return {**_forest_out(uniq, forest), "deferred": uniq[d], "candidates": int(forest.counters[0]),
+    return {**_forest_out(docs, forest), "deferred": docs[d], "candidates": int(forest.counters[0]),
             "verified": int(forest.counters[1]), "rows": n_rows, "bucket_rows": int(n_bucket_rows),
             "docs": int(docs.size), "seconds": time.perf_counter() - t0}
 

@@ -66,7 +66,6 @@ class KeptTexts:
     def __init__(self, texts, size: int, kept: Optional[np.ndarray] = None):
         self.size = size
         self.texts = texts if kept is None else _ByPosition(kept, texts, size)
-        self._list = texts
 
     def take(self, local: np.ndarray) -> list:
         """The texts of documents ``local`` (positions in the partition), in that order."""
@@ -78,7 +77,8 @@ class KeptTexts:
     def __sizeof__(self) -> int:
         """What Dask weighs this partition by when it places tasks (its default, ``sys.getsizeof``,
         would see a few dozen bytes, and move the texts to a task instead of the task to the texts)."""
-        return object.__sizeof__(self) + texts_bytes(self._list)
+        texts = self.texts.texts if isinstance(self.texts, _ByPosition) else self.texts
+        return object.__sizeof__(self) + texts_bytes(texts)
 
 
 def needs_texts(cfg: BuildConfig) -> bool:
