@@ -32,6 +32,7 @@ __all__ = [
     "KIND_MINHASH_EXACT",
     "KIND_SIMHASH_ESTIMATE",
     "KIND_SIMHASH_EXACT",
+    "KIND_HAND_OUT",
     "ACCEPT",
     "REJECT",
     "DEFER",
@@ -54,6 +55,9 @@ KIND_MINHASH_ESTIMATE = 1
 KIND_MINHASH_EXACT = 2
 KIND_SIMHASH_ESTIMATE = 3
 KIND_SIMHASH_EXACT = 4
+#: no verification here: every candidate pair is handed out as if borderline (the Dask engine's bucket
+#: scan, whose pairs are verified where their signatures are: diversify.engines.dask.pairs)
+KIND_HAND_OUT = 5
 
 ACCEPT = 1
 REJECT = 0
@@ -215,10 +219,13 @@ def agreement_inline(minhash, sig_rows, a, b):
 @kernel(inline="always")
 def _verify(verifier, a, b):
     """ACCEPT, REJECT, or DEFER (MinHash agreement strictly inside [agree_lo, agree_hi): borderline,
-    to be decided by exact Jaccard later)."""
+    to be decided by exact Jaccard later; every pair under KIND_HAND_OUT, which a scan must run
+    resumable: its pairs are handed out, never decided here)."""
     kind = verifier.kind
     if kind == KIND_ACCEPT:
         return ACCEPT
+    if kind == KIND_HAND_OUT:
+        return DEFER
     if kind == KIND_MINHASH_ESTIMATE:
         agree = sig_agreement(verifier.minhash, verifier.sig_rows, a, b)
         if agree >= verifier.agree_hi:

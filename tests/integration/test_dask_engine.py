@@ -71,8 +71,10 @@ def test_same_clusters_whatever_the_band_partitions(client, corpus_texts, shuffl
     assert_same_build(res, local, f"shuffle_partitions={shuffle_partitions}")
     info = res.stats["dask"]
     assert info["band_partitions"] == shuffle_partitions
-    # a document's signature travels once per band partition holding one of its rows, not once per row
+    # a document's record travels once per band partition holding one of its rows, not once per row
     assert 0 < info["band_doc_records"] < info["band_rows"]
+    assert info["band_bytes"] == 18 * info["band_rows"] + 16 * info["band_doc_records"], "no signature in the band rows"
+    assert 0 < info["pairs_verified"] <= info["scan_pairs"] <= res.stats["candidates"]["minhash"]
 
 
 def test_pass_one_finds_exactly_the_keys_held_by_two_or_more_rows(corpus_texts):
@@ -100,9 +102,10 @@ def test_pass_one_finds_exactly_the_keys_held_by_two_or_more_rows(corpus_texts):
     assert bands.shared_keys().size == 0
 
 
-def test_the_band_split_sends_each_signature_once_per_partition(corpus_texts):
-    """Every kept row lands in the piece of ``key % q``; each piece carries the exact hash and
-    signature of exactly the documents of its rows, once each; the pieces together are the rows of one piece."""
+def test_the_band_split_sends_each_document_record_once_per_partition(corpus_texts):
+    """Every kept row lands in the piece of ``key % q``; each piece carries the exact hash of
+    exactly the documents of its rows, once each, and no signature; the pieces together are the
+    rows of one piece."""
     from diversify.engines.dask import bands
     from diversify.engines.dask.inputs import Part
     from diversify.engines.dask.sketch import sketch_part
@@ -120,7 +123,7 @@ def test_the_band_split_sends_each_signature_once_per_partition(corpus_texts):
         assert np.all(piece["key"] % np.uint64(q) == j)
         assert np.array_equal(piece["docs"], np.unique(piece["doc"]))
         assert np.array_equal(piece["exact"], skp["exact"][piece["docs"] - offset])
-        assert np.array_equal(piece["sigs"], skp["minhash"][piece["docs"] - offset])
+        assert set(piece) == {"key", "doc", "band", "docs", "exact"}
     rows = sorted(zip(*(np.concatenate([pc[c] for pc in pieces]).tolist() for c in ("key", "doc", "band"))))
     assert rows == sorted(zip(whole["key"].tolist(), whole["doc"].tolist(), whole["band"].tolist()))
     assert sum(pc["docs"].size for pc in pieces) <= q * whole["docs"].size < whole["key"].size
@@ -338,26 +341,111 @@ def test_build_engine_dask_and_cli(client, small, tmp_path):
     assert np.array_equal(np.asarray(cmap.cluster_ids), expect.cluster_ids), "CLI --engine dask: cluster ids differ"
 
 
-def test_bucket_scan_keeps_every_borderline_pair_when_its_buffer_fills(corpus_texts, monkeypatch):
-    """A full buffer pauses the scan and hands its pairs out instead of deciding them by the estimate."""
-    from diversify.engines.dask import bands, scan
+def _scan_rows(texts, cfg):
+    from diversify.engines.dask import bands
     from diversify.engines.dask.inputs import Part
     from diversify.engines.dask.sketch import sketch_part
     from diversify.hashing import lsh_seed
     from diversify.linking.keys import minhash_params
 
-    cfg = BuildConfig()
-    cj = cfg.model_dump(mode="json")
-    skp = sketch_part(Part(corpus_texts), cj)
+    skp = sketch_part(Part(texts), cfg.model_dump(mode="json"))
     p = minhash_params(cfg)
-    piece = bands.band_rows(skp, 0, 0, len(corpus_texts), p.rows, p.bands, int(lsh_seed(cfg.seed)))
+    return skp, bands.band_rows(skp, 0, 0, len(texts), p.rows, p.bands, int(lsh_seed(cfg.seed)))
+
+
+@pytest.mark.parametrize("window", [2, 5, 64])
+def test_the_bucket_scan_hands_out_every_distinct_window_pair(corpus_texts, monkeypatch, window):
+    """The scan's pairs are the local scan's window pairs: rows in (key, document, band) order, the
+    first copy of each text per bucket, every pair of a bucket up to ``window`` rows, else each row
+    with the next ``window - 1``; each distinct pair once, however small the scan's buffer.
+    Oracle: a plain loop over the buckets."""
+    from diversify.engines.dask import scan
+
+    cfg = BuildConfig(bucket_window=window)
+    cj = cfg.model_dump(mode="json")
+    skp, piece = _scan_rows(corpus_texts, cfg)
+    exact = skp["exact"].tolist()
+    buckets: dict = {}
+    for k, d, _ in sorted(zip(piece["key"].tolist(), piece["doc"].tolist(), piece["band"].tolist())):
+        buckets.setdefault(k, []).append(d)
+    expected, candidates = set(), 0
+    for rows in buckets.values():
+        first = {}
+        for d in rows:  # rows ascend by document: the first of each text in the bucket stays
+            first.setdefault(exact[d], d)
+        members = [d for d in rows if first[exact[d]] == d]
+        m = len(members)
+        for x in range(m):
+            for y in range(x + 1, m if m <= window else min(m, x + window)):
+                if members[x] != members[y]:
+                    candidates += 1
+                    expected.add((members[x], members[y]))
     roomy = scan.scan_partition(cj, piece)
-    assert roomy["deferred"].shape[0] > 10
-    monkeypatch.setattr(scan, "BORDERLINE_CAPACITY", 3)
+    assert len(expected) > 100 and candidates > len(expected), "pairs found in several bands must occur"
+    assert roomy["candidates"] == candidates
+    assert [tuple(r) for r in roomy["pairs"].tolist()] == sorted(expected)
+    monkeypatch.setattr(scan, "PAIR_CAPACITY", 3)
     tight = scan.scan_partition(cj, piece)
-    assert np.array_equal(tight["deferred"], roomy["deferred"]), "borderline pairs lost to a full buffer"
-    assert np.array_equal(tight["u"], roomy["u"]) and np.array_equal(tight["v"], roomy["v"])
-    assert tight["candidates"] == roomy["candidates"] and tight["verified"] == roomy["verified"]
+    assert np.array_equal(tight["pairs"], roomy["pairs"]) and tight["candidates"] == roomy["candidates"]
+
+
+def _components(n: int, edges) -> list:
+    """Each node's smallest fellow member, by a plain union-find."""
+    parent = list(range(n))
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in edges:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    return [find(x) for x in range(n)]
+
+
+@pytest.mark.parametrize("verify", ["auto", "estimate"])
+def test_the_signature_join_decides_each_pair_as_the_local_verifier(corpus_texts, verify):
+    """Pairs split by the owner of their first document, joined with its signature, decided where
+    the second document is: accepted, rejected or borderline exactly as the local verifier's
+    agreement band says (oracle: a loop over the signature slots), each distinct pair once,
+    whatever the input partitions."""
+    from diversify.engines.dask import pairs as pj
+    from diversify.engines.dask.join import split_pairs
+    from diversify.staging import agreement_band
+
+    cfg = BuildConfig(minhash=MinHashConfig(verify=verify))
+    cj = cfg.model_dump(mode="json")
+    skp, piece = _scan_rows(corpus_texts, cfg)
+    from diversify.engines.dask import scan
+
+    found = scan.scan_partition(cj, piece)["pairs"]
+    dup = {"pairs": np.concatenate([found, found[::-1][:, ::-1]])}  # each pair twice, once reversed
+    lo, hi = agreement_band(cfg, auto=True)
+    sig = skp["minhash"]
+    agree = [int(np.sum(sig[a] == sig[b])) for a, b in found.tolist()]
+    accept = {tuple(p) for p, g in zip(found.tolist(), agree) if g >= hi}
+    border = {tuple(p) for p, g in zip(found.tolist(), agree) if lo <= g < hi}
+    assert accept and (border if verify == "auto" else not border)
+    n = len(corpus_texts)
+    for cuts in ([0, n], [0, 700, 1500, n]):
+        offsets = np.asarray(cuts, np.int64)
+        parts = [{"n": hi_ - lo_, "minhash": sig[lo_:hi_]} for lo_, hi_ in zip(cuts[:-1], cuts[1:])]
+        one = len(parts) == 1
+        by_a = split_pairs(dup, offsets, "pairs")
+        by_a = [by_a] if one else by_a
+        a_out = [pj.a_side(parts[i], cuts[i], cj, offsets, by_a[i]) for i in range(len(parts))]
+        a_out = [[a] if one else a for a in a_out]
+        out = [pj.b_side(parts[j], cuts[j], cj, *[a[j] for a in a_out]) for j in range(len(parts))]
+        assert sum(o["verified"] for o in out) == found.shape[0]
+        assert {tuple(p) for o in out for p in o["deferred"].tolist()} == border
+        # the forests' edges connect exactly the accepted pairs' components
+        assert _components(n, [(u, v) for o in out for u, v in zip(o["u"].tolist(), o["v"].tolist())]) \
+            == _components(n, accept)
+        flagged = {d for o in out for d in o["flagged"].tolist()}
+        assert flagged == {d for p in accept for d in p}
 
 
 def test_the_filter_of_shared_keys_has_no_false_negatives_and_the_false_positives_of_theory(rng):

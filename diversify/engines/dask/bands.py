@@ -7,9 +7,10 @@ Bloom filter (:mod:`diversify.linking.keyfilter`: no false negatives, a few perc
 positives at most, see ``FILTER_BITS_PER_KEY``) goes to every worker. Pass 2 emits only the
 rows whose key passes the filter (key, document index, band: 18 bytes), split by ``key % q`` into
 ``q`` pieces on the worker holding the sketches (a tasks shuffle of plain arrays); a piece carries
-the exact hash and signature of each of its documents once, so a signature travels once per shuffle
-partition holding one of its document's rows, not once per row. A row left out by the filter has
-a key no other row holds: it can never give a candidate pair.
+the exact hash of each of its documents once (the bucket scan keeps the first copy of each text).
+No signature travels with the rows: the scan's pairs meet their signatures where the documents
+are (:mod:`.pairs`). A row left out by the filter has a key no other row holds: it can never give
+a candidate pair.
 """
 
 from __future__ import annotations
@@ -39,14 +40,11 @@ FILTER_BITS_PER_KEY = 8
 FILTER_MIN_BITS = 1 << 16
 
 
-#: bytes of one pass-2 row (key, doc, band); a document's exact hash and signature travel apart, once per
-#: shuffle partition that holds one of its rows
+#: bytes of one pass-2 row (key, doc, band); a document's exact hash travels apart, once per shuffle
+#: partition that holds one of its rows
 ROW_BYTES = 8 + 8 + 2
-
-
-def doc_bytes(num_perm: int) -> int:
-    """Bytes of one pass-2 document record: doc, exact hash, signature."""
-    return 8 + 8 + 4 * num_perm
+#: bytes of one pass-2 document record: doc, exact hash
+DOC_BYTES = 8 + 8
 
 
 def _band_keys(skp: dict, lo: int, hi: int, rows: int, bands: int, seed_h: int) -> tuple[np.ndarray, np.ndarray]:
@@ -84,9 +82,9 @@ def shared_keys(*pieces) -> np.ndarray:
     return unique_sorted(np.concatenate([across] + [p[1] for p in pieces]).astype(np.uint64))
 
 
-def _empty_piece(num_perm: int) -> dict:
+def _empty_piece() -> dict:
     return {"key": np.zeros(0, np.uint64), "doc": np.zeros(0, np.int64), "band": np.zeros(0, np.int16),
-            "docs": np.zeros(0, np.int64), "exact": np.zeros(0, np.uint64), "sigs": np.zeros((0, num_perm), np.uint32)}
+            "docs": np.zeros(0, np.int64), "exact": np.zeros(0, np.uint64)}
 
 
 def candidate_rows(skp: dict, rows: int, bands: int, seed_h: int, key_filter: Optional[KeyFilter]) -> dict:
@@ -108,19 +106,17 @@ def candidate_rows(skp: dict, rows: int, bands: int, seed_h: int, key_filter: Op
 def band_split(skp: dict, cand: dict, offset: int, lo: int, hi: int, q: int) -> tuple:
     """Pass 2, the sending side: one piece per shuffle partition (``key % q``) of the candidate rows
     (:func:`candidate_rows`) of documents in [lo, hi): key, doc, band; with each document of the
-    piece once: its exact hash and signature. A document's signature thus travels once per shuffle
-    partition holding one of its rows, not once per row. Rows keep their (document, band) order."""
-    sigs = skp["minhash"]
+    piece once: its exact hash. Rows keep their (document, band) order."""
     a, b = np.searchsorted(cand["doc"], [lo, hi])
     flat, row_doc, row_band = cand["key"][a:b], cand["doc"][a:b], cand["band"][a:b]
     out = []
     for sel in split_positions(flat % np.uint64(q), q):
         if sel.size == 0:
-            out.append(_empty_piece(sigs.shape[1]))
+            out.append(_empty_piece())
             continue
         docs = distinct_ascending(row_doc[sel])
         out.append({"key": flat[sel], "doc": row_doc[sel] + np.int64(offset), "band": row_band[sel],
-                    "docs": docs + np.int64(offset), "exact": skp["exact"][docs], "sigs": sigs[docs]})
+                    "docs": docs + np.int64(offset), "exact": skp["exact"][docs]})
     return tuple(out)
 
 
@@ -166,11 +162,11 @@ def shared_key_filter(run: Run, p: LSHParams) -> tuple:
     return blooms[0], n_shared
 
 
-def band_partitions(n_rows: int, bands: int, num_perm: int, n_workers: int) -> int:
+def band_partitions(n_rows: int, bands: int, n_workers: int) -> int:
     """Shuffle partitions of pass 2 for about ``n_rows`` rows: ~``SHUFFLE_PARTITION_BYTES`` each,
     counting a row and, on average, a ``bands``-th of a document record (a document's rows spread
     over the partitions; its record travels once to each)."""
-    per_row = ROW_BYTES + doc_bytes(num_perm) / bands
+    per_row = ROW_BYTES + DOC_BYTES / bands
     return _whole_rounds(math.ceil(n_rows * per_row / SHUFFLE_PARTITION_BYTES), n_workers)
 
 
@@ -187,11 +183,9 @@ def shuffled_band_rows(run: Run, p: LSHParams, candidates: list, n_shared: int, 
     chunks x partitions edges, no DataFrame machinery."""
     from dask import delayed
 
-    assert run.cfg.minhash is not None
-    num_perm = run.cfg.minhash.num_perm
     est_rows = max(2 * n_shared, 1)
-    q = shuffle_partitions or band_partitions(est_rows, p.bands, num_perm, run.n_workers)
-    chunks = _chunks(run, max(1, SHUFFLE_PARTITION_BYTES // ((ROW_BYTES + doc_bytes(num_perm)) * p.bands)))
+    q = shuffle_partitions or band_partitions(est_rows, p.bands, run.n_workers)
+    chunks = _chunks(run, max(1, SHUFFLE_PARTITION_BYTES // ((ROW_BYTES + DOC_BYTES) * p.bands)))
     run.report.stage(f"MinHash stage: {n_shared:,} shared keys; >= {est_rows:,} band rows -> {q} partitions")
     run.info["band_partitions"] = q
     if q == 1:

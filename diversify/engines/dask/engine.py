@@ -81,7 +81,7 @@ from ...errors import ConfigError, InputError, require
 from ...hashing import lsh_seed
 from ...linking.keys import minhash_params
 from ...staging import agreement_band
-from .bands import ROW_BYTES, candidate_rows, doc_bytes, shared_key_filter, shuffled_band_rows
+from .bands import DOC_BYTES, ROW_BYTES, candidate_rows, shared_key_filter, shuffled_band_rows
 from .borderline import decide_borderline
 from .components import components_stage, connected_components
 from .cut import cut_stage
@@ -89,6 +89,7 @@ from .exact import exact_stage
 from .finish import finish_build
 from .inputs import input_partitions
 from .output import _check_dir
+from .pairs import verified_of, verify_pairs
 from .run import Edges, Report, Run, rows_of
 from .scan import scan_partition, scan_summary
 from .sketch import empty_of, n_of, sketch_part
@@ -330,21 +331,26 @@ def _minhash_stage(run: Run, edges: Edges, shuffle_partitions: Optional[int]) ->
     del candidates  # released once the splits have read them
     scanned = run.compute([delayed(scan_partition, pure=True)(run.cfg_json, *pieces) for pieces in rows], "bands")
     summ = run.gather(scan_summary, scanned)
-    info["band_shuffle_seconds"] = round(time.perf_counter() - t0, 3)
     stats.candidates["minhash"] = int(sum(s[0] for s in summ))
-    stats.verified["minhash"] = int(sum(s[1] for s in summ))
     stats.lsh["minhash"] = p.as_dict()
-    edges.forest_edges = int(sum(s[4] for s in summ))
-    info.update(band_rows=int(sum(s[2] for s in summ)), band_rows_in_buckets=int(sum(s[3] for s in summ)),
-                band_doc_records=int(sum(s[6] for s in summ)),
-                band_bytes=int(sum(s[2] for s in summ) * ROW_BYTES + sum(s[6] for s in summ) * doc_bytes(cfg.minhash.num_perm)),
-                forest_edges=edges.forest_edges, scan_task_seconds=round(float(sum(s[5] for s in summ)), 3))
-    edges.parts += scanned
-    edges.minhash = list(scanned)
+    n_rows, n_records = int(sum(s[2] for s in summ)), int(sum(s[4] for s in summ))
+    info.update(band_rows=n_rows, band_rows_in_buckets=int(sum(s[3] for s in summ)), band_doc_records=n_records,
+                band_bytes=n_rows * ROW_BYTES + n_records * DOC_BYTES, scan_pairs=int(sum(s[1] for s in summ)),
+                scan_task_seconds=round(float(sum(s[5] for s in summ)), 3),
+                band_shuffle_seconds=round(time.perf_counter() - t0, 3))
+    verified = verify_pairs(run, scanned)
+    del scanned
+    vsumm = run.gather(verified_of, verified)
+    stats.verified["minhash"] = int(sum(s[0] for s in vsumm))
+    edges.forest_edges = int(sum(s[1] for s in vsumm))
+    info.update(pairs_verified=stats.verified["minhash"], borderline_pairs=int(sum(s[2] for s in vsumm)),
+                forest_edges=edges.forest_edges)
+    edges.parts += verified
+    edges.minhash = list(verified)
     stats.exact_checks["minhash"] = 0
     lo, hi = agreement_band(cfg, auto=True)
     if lo < hi:
-        decided, n_checked = decide_borderline(run, scanned)
+        decided, n_checked = decide_borderline(run, verified)
         stats.exact_checks["minhash"] = n_checked
         info["borderline_tasks"] = len(decided)
         edges.parts += decided

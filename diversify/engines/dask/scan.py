@@ -24,10 +24,10 @@ from ...linking.keys import stable_argsort
 from ...linking.link import make_forest, make_verifier, scan_buckets
 from ...stages import STAGE_MINHASH
 
-__all__ = ["scan_partition", "scan_summary", "decide_block", "flagged_of"]
+__all__ = ["scan_partition", "scan_summary", "distinct_pairs", "decide_block"]
 
-#: borderline pairs a bucket scan buffers before it hands them out and resumes
-BORDERLINE_CAPACITY = 1 << 16
+#: candidate pairs a bucket scan buffers before it hands them out and resumes
+PAIR_CAPACITY = 1 << 16
 
 
 def _scan_order(key: np.ndarray, doc: np.ndarray, band: np.ndarray) -> np.ndarray:
@@ -69,20 +69,18 @@ def _first_copy_rows(key: np.ndarray, doc: np.ndarray, exact: np.ndarray, shared
 
 
 def _joined(pieces) -> tuple:
-    """(key, doc, band) of every row of a shuffle partition's pieces, its documents (sorted,
-    unique) with their exact hashes, and their signatures as a list of blocks in that order. A document's record comes
-    from the one chunk that holds it, and chunks come in document order: the records are then
-    sorted already."""
+    """(key, doc, band) of every row of a shuffle partition's pieces, and its documents (sorted,
+    unique) with their exact hashes. A document's record comes from the one chunk that holds it,
+    and chunks come in document order: the records are then sorted already."""
     key = np.concatenate([p["key"] for p in pieces])
     doc = np.concatenate([p["doc"] for p in pieces])
     band = np.concatenate([p["band"] for p in pieces])
     docs = np.concatenate([p["docs"] for p in pieces])
     exact = np.concatenate([p["exact"] for p in pieces])
-    sigs = [p["sigs"] for p in pieces]
     if docs.size > 1 and not bool(np.all(docs[1:] > docs[:-1])):
         docs, first = np.unique(docs, return_index=True)
-        exact, sigs = exact[first], [np.concatenate(sigs)[first]]
-    return key, doc, band, docs, exact, sigs
+        exact = exact[first]
+    return key, doc, band, docs, exact
 
 
 def _forest_out(uniq: np.ndarray, forest) -> dict:
@@ -92,60 +90,56 @@ def _forest_out(uniq: np.ndarray, forest) -> dict:
     return {"u": uniq[moved], "v": uniq[root[moved]], "flagged": uniq[forest.flags != 0]}
 
 
+def distinct_pairs(pairs: np.ndarray) -> np.ndarray:
+    """The distinct rows of an int64 (m, 2) array of pairs, sorted by (first, second)."""
+    if pairs.shape[0] < 2:
+        return pairs
+    s = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+    keep = np.ones(s.shape[0], dtype=bool)
+    keep[1:] = (s[1:, 0] != s[:-1, 0]) | (s[1:, 1] != s[:-1, 1])
+    return s[keep]
+
+
 def scan_partition(cfg_json: dict, *pieces) -> dict:
-    """Candidate pairs of every bucket in this shuffle partition (its pieces of :func:`.bands.band_split`),
-    verified; a spanning forest out, with the borderline pairs (global document indices, int64 (m, 2))
-    in scan order."""
-    from ..._kernels.linking import KIND_MINHASH_ESTIMATE, Buckets
+    """The candidate pairs of every bucket in this shuffle partition (its pieces of
+    :func:`.bands.band_split`): the window pairs of the local build's scan (same order, same
+    ``bucket_window``, the first copy of each text per bucket), each distinct pair once (global
+    document indices ``a < b``, int64 (m, 2), sorted). They are verified where their documents'
+    signatures are (:mod:`.pairs`), so no signature comes here."""
+    from ..._kernels.linking import KIND_HAND_OUT, Buckets
 
     t0 = time.perf_counter()
     cfg = BuildConfig(**cfg_json)
-    assert cfg.minhash is not None
-    key, doc, band, docs, exact, sigs = _joined(pieces)
+    key, doc, band, docs, exact = _joined(pieces)
     n_rows = key.size
     at = np.searchsorted(docs, doc)  # each row's document among the records (queries mostly ascending)
     o = _scan_order(key, doc, band)
     ks = key[o]
     in_bucket = _in_shared_buckets(ks)
     o, key = o[in_bucket], ks[in_bucket]
-    if key.size == 0:
-        return {"u": np.zeros(0, np.int64), "v": np.zeros(0, np.int64), "flagged": np.zeros(0, np.int64),
-                "deferred": np.zeros((0, 2), np.int64), "candidates": 0, "verified": 0, "rows": n_rows,
-                "bucket_rows": 0, "docs": int(docs.size), "seconds": time.perf_counter() - t0}
+    found: list = []
     n_bucket_rows = key.size
-    at = at[o]
-    ex = np.sort(exact)
-    shared = np.isin(exact, ex[1:][ex[1:] == ex[:-1]])  # documents whose exact hash another one holds
-    first = _first_copy_rows(key, docs[at], exact[at], shared[at])
-    key, at = key[first], at[first]
-    # the scan's documents are all the records (those of no bucket row stay alone in the forest)
-    minhash = np.ascontiguousarray(np.concatenate(sigs)) if len(sigs) > 1 else np.ascontiguousarray(sigs[0])
-    # every borderline pair is kept: a full buffer pauses the scan instead of letting the estimate
-    # decide (which would make the result depend on the scan order)
-    verifier = make_verifier(KIND_MINHASH_ESTIMATE, cfg, auto=True, minhash=minhash)
-    forest = make_forest(np.arange(docs.size, dtype=np.int64), np.zeros(docs.size, dtype=np.uint8), STAGE_MINHASH)
-    deferred: list = []
-    buckets = Buckets(np.arange(key.size, dtype=np.int64), key, at, 1, int(cfg.bucket_window), 0)
-    scan_buckets(buckets, verifier, forest, on_borderline=deferred.append, capacity=BORDERLINE_CAPACITY)
-    d = np.concatenate(deferred) if deferred else np.zeros((0, 2), np.int64)
-    return {**_forest_out(docs, forest), "deferred": docs[d], "candidates": int(forest.counters[0]),
-            "verified": int(forest.counters[1]), "rows": n_rows, "bucket_rows": int(n_bucket_rows),
+    candidates = 0
+    if key.size:
+        at = at[o]
+        ex = np.sort(exact)
+        shared = np.isin(exact, ex[1:][ex[1:] == ex[:-1]])  # documents whose exact hash another one holds
+        first = _first_copy_rows(key, docs[at], exact[at], shared[at])
+        key, at = key[first], at[first]
+        # every window pair is handed out (the scan pauses when its buffer is full and resumes)
+        forest = make_forest(np.arange(docs.size, dtype=np.int64), np.zeros(docs.size, dtype=np.uint8), STAGE_MINHASH)
+        buckets = Buckets(np.arange(key.size, dtype=np.int64), key, at, 1, int(cfg.bucket_window), 0)
+        scan_buckets(buckets, make_verifier(KIND_HAND_OUT, cfg, auto=True), forest, on_borderline=found.append,
+                     capacity=PAIR_CAPACITY)
+        candidates = int(forest.counters[0])
+    local = distinct_pairs(np.concatenate(found)) if found else np.zeros((0, 2), np.int64)
+    return {"pairs": docs[local], "candidates": candidates, "rows": n_rows, "bucket_rows": int(n_bucket_rows),
             "docs": int(docs.size), "seconds": time.perf_counter() - t0}
 
 
 def scan_summary(res: dict) -> tuple:
-    """(candidates, verifications, rows, rows in buckets, forest edges, seconds, document records) of a
-    scanned partition."""
-    return (res["candidates"], res["verified"], res["rows"], res["bucket_rows"], int(res["u"].size), res["seconds"],
-            res["docs"])
-
-
-def flagged_of(res: dict) -> np.ndarray:
-    return res["flagged"]
-
-
-def _deferred_of(res: dict) -> np.ndarray:
-    return res["deferred"]
+    """(candidates, distinct pairs, rows, rows in buckets, document records, seconds) of a scanned partition."""
+    return (res["candidates"], int(res["pairs"].shape[0]), res["rows"], res["bucket_rows"], res["docs"], res["seconds"])
 
 
 def decide_block(pairs: np.ndarray, table_a: dict, table_b: dict, cfg_json: dict) -> dict:
