@@ -32,7 +32,6 @@ __all__ = [
     "KIND_MINHASH_EXACT",
     "KIND_SIMHASH_ESTIMATE",
     "KIND_SIMHASH_EXACT",
-    "KIND_HAND_OUT",
     "ACCEPT",
     "REJECT",
     "DEFER",
@@ -48,6 +47,7 @@ __all__ = [
     "mark_apart",
     "link_pairs_exact",
     "link_pairs_accept",
+    "window_pairs",
 ]
 
 KIND_ACCEPT = 0
@@ -55,9 +55,6 @@ KIND_MINHASH_ESTIMATE = 1
 KIND_MINHASH_EXACT = 2
 KIND_SIMHASH_ESTIMATE = 3
 KIND_SIMHASH_EXACT = 4
-#: no verification here: every candidate pair is handed out as if borderline (the Dask engine's bucket
-#: scan, whose pairs are verified where their signatures are: diversify.engines.dask.pairs)
-KIND_HAND_OUT = 5
 
 ACCEPT = 1
 REJECT = 0
@@ -219,13 +216,10 @@ def agreement_inline(minhash, sig_rows, a, b):
 @kernel(inline="always")
 def _verify(verifier, a, b):
     """ACCEPT, REJECT, or DEFER (MinHash agreement strictly inside [agree_lo, agree_hi): borderline,
-    to be decided by exact Jaccard later; every pair under KIND_HAND_OUT, which a scan must run
-    resumable: its pairs are handed out, never decided here)."""
+    to be decided by exact Jaccard later)."""
     kind = verifier.kind
     if kind == KIND_ACCEPT:
         return ACCEPT
-    if kind == KIND_HAND_OUT:
-        return DEFER
     if kind == KIND_MINHASH_ESTIMATE:
         agree = sig_agreement(verifier.minhash, verifier.sig_rows, a, b)
         if agree >= verifier.agree_hi:
@@ -455,3 +449,41 @@ def link_pairs_accept(pairs, forest):
         if ra == rb:
             continue
         _join(forest, ra, rb, a, b)
+
+
+@kernel
+def _window_walk(keys, docs, window, n_docs, out, fill):
+    """:func:`window_pairs`' loop: counts the pairs, and writes them to ``out`` when ``fill``."""
+    M = keys.size
+    t = 0
+    i = 0
+    while i < M:
+        j = i + 1
+        while j < M and keys[j] == keys[i]:
+            j += 1
+        m = j - i
+        if m >= 2:
+            for x in range(i, j):
+                ub = j if m <= window else min(j, x + window)
+                a = docs[x]
+                for y in range(x + 1, ub):
+                    b = docs[y]
+                    if a != b:
+                        if fill:
+                            out[t] = a * n_docs + b
+                        t += 1
+        i = j
+    return t
+
+
+@kernel
+def window_pairs(keys, docs, window, n_docs):
+    """The candidate pairs :func:`link_scan` forms, not verified: in each run of equal ``keys``
+    (sorted) of m rows, every pair of rows when m <= ``window``, else each row with the next
+    ``window - 1``; ``docs`` (int64, < ``n_docs``) is each row's document. A pair (a, b) of rows
+    in that order with a != b is packed as ``a * n_docs + b`` (int64 (p,), in scan order); a pair
+    of one document with itself is left out, as :func:`link_scan` does."""
+    total = _window_walk(keys, docs, window, n_docs, np.empty(0, dtype=np.int64), False)
+    out = np.empty(total, dtype=np.int64)
+    _window_walk(keys, docs, window, n_docs, out, True)
+    return out

@@ -286,6 +286,36 @@ def test_mark_apart_marks_the_ends_of_the_pairs_a_scan_can_still_compare(one_num
     assert after.tolist() == roots.tolist(), "it only reads the forest (path halving keeps every root)"
 
 
+@SETTINGS
+@given(data=st.data(), m=st.integers(0, 60), n_docs=st.integers(1, 12), n_keys=st.integers(1, 6),
+       window=st.integers(2, 6))
+def test_window_pairs_are_the_pairs_the_scan_examines(data, m, n_docs, n_keys, window):
+    """window_pairs (the Dask engine's bucket scan, which verifies elsewhere) forms the pairs of
+    link_scan's rule: runs of equal keys, all pairs up to ``window`` rows, else each row with the
+    next ``window - 1``, a document never with itself; packed ``a * n_docs + b`` in scan order.
+    Oracle: a plain loop; and as many as link_scan counts as candidates when it rejects every pair."""
+    keys = np.sort(np.array(data.draw(st.lists(st.integers(0, n_keys - 1), min_size=m, max_size=m)), dtype=np.uint64))
+    docs = np.array(data.draw(st.lists(st.integers(0, n_docs - 1), min_size=m, max_size=m)), dtype=np.int64)
+    want = []
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]).tolist() + [m] if m else [0]
+    for s_, e_ in zip(starts[:-1], starts[1:]):
+        size = e_ - s_
+        for x in range(s_, e_):
+            for y in range(x + 1, e_ if size <= window else min(e_, x + window)):
+                if docs[x] != docs[y]:
+                    want.append(int(docs[x]) * n_docs + int(docs[y]))
+    got = kl.window_pairs(keys, docs, window, n_docs)
+    assert got.dtype == np.int64 and got.tolist() == want
+    cfg = BuildConfig()
+    never = make_verifier(kl.KIND_MINHASH_ESTIMATE, cfg, auto=False, minhash=np.zeros((n_docs, 4), np.uint32))
+    never = never._replace(agree_lo=10**6, agree_hi=10**6 + 1)  # every pair below the band: rejected
+    forest = kl.Forest(np.arange(n_docs, dtype=np.int64), np.zeros(n_docs, np.uint8), np.uint8(1), np.zeros(3, np.int64))
+    border = kl.Borderline(np.empty((1, 2), np.int64), np.zeros(1, np.int64), np.array([0, -1, -1], np.int64))
+    buckets = kl.Buckets(perm=np.arange(m, dtype=np.int64), keys=keys, docs=docs, stride=1, window=window, new_start=0)
+    assert kl.link_scan(buckets, never, forest, border, True)
+    assert int(forest.counters[0]) == len(want)
+
+
 # ----------------------------------------------------------------------------- what the build reports
 
 

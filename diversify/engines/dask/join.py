@@ -22,6 +22,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ..._arrays import unique_sorted
 from .run import Run, owner_split
 
 __all__ = ["split_pairs", "by_owner_of_b", "pair_join"]
@@ -41,7 +42,7 @@ def by_owner_of_b(pairs: np.ndarray, offsets: np.ndarray, attach: Callable[[np.n
     """The ``a`` side's pairs split by the owner of their second document; each piece is
     ``{"pairs": (a, b) rows, **attach(its distinct a's)}``; one piece when there is one input partition."""
     split = owner_split(pairs[:, 1], offsets, pairs[:, 0])
-    out = [{"pairs": np.stack([a, b], axis=1), **attach(np.unique(a))} for b, a in ([split] if offsets.size == 2 else split)]
+    out = [{"pairs": np.stack([a, b], axis=1), **attach(unique_sorted(a))} for b, a in ([split] if offsets.size == 2 else split)]
     return out[0] if offsets.size == 2 else tuple(out)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ...clusters import component_roots
 from ...config import BuildConfig
 from ...linking.link import make_forest
 from ...stages import STAGE_MINHASH
@@ -71,8 +72,22 @@ def b_side(skp: dict, offset: int, cfg_json: dict, *pieces) -> dict:
     uniq, inv = np.unique(accepted, return_inverse=True)
     forest = make_forest(np.arange(uniq.size, dtype=np.int64), np.zeros(uniq.size, dtype=np.uint8), STAGE_MINHASH)
     link_pairs_accept(inv.reshape(-1, 2).astype(np.int64), forest)
-    return {**_forest_out(uniq, forest), "deferred": pairs[(agree >= lo) & (agree < hi)],
+    out = _forest_out(uniq, forest)
+    return {**out, "deferred": _not_joined(pairs[(agree >= lo) & (agree < hi)], uniq, forest.parent),
             "verified": int(pairs.shape[0])}
+
+
+def _not_joined(pairs: np.ndarray, uniq: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Of borderline pairs, those whose two documents the accepted pairs (a forest over ``uniq``) do
+    not already connect: a pair inside one component cannot change the components (the local scan
+    skips such pairs too), so it is not checked exactly."""
+    if pairs.shape[0] == 0 or uniq.size == 0:
+        return pairs
+    root = component_roots(parent)
+    at = np.minimum(np.searchsorted(uniq, pairs), uniq.size - 1)
+    known = uniq[at] == pairs
+    joined = known[:, 0] & known[:, 1] & (root[at[:, 0]] == root[at[:, 1]])
+    return pairs[~joined]
 
 
 def verified_of(res: dict) -> tuple:

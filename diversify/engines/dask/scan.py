@@ -17,17 +17,15 @@ from typing import Optional
 
 import numpy as np
 
+from ..._arrays import unique_sorted
 from ...clusters import component_roots
 from ...config import BuildConfig
 from ...linking.exact import link_exact
 from ...linking.keys import stable_argsort
-from ...linking.link import make_forest, make_verifier, scan_buckets
+from ...linking.link import make_forest
 from ...stages import STAGE_MINHASH
 
 __all__ = ["scan_partition", "scan_summary", "distinct_pairs", "decide_block"]
-
-#: candidate pairs a bucket scan buffers before it hands them out and resumes
-PAIR_CAPACITY = 1 << 16
 
 
 def _scan_order(key: np.ndarray, doc: np.ndarray, band: np.ndarray) -> np.ndarray:
@@ -106,7 +104,7 @@ def scan_partition(cfg_json: dict, *pieces) -> dict:
     ``bucket_window``, the first copy of each text per bucket), each distinct pair once (global
     document indices ``a < b``, int64 (m, 2), sorted). They are verified where their documents'
     signatures are (:mod:`.pairs`), so no signature comes here."""
-    from ..._kernels.linking import KIND_HAND_OUT, Buckets
+    from ..._kernels.linking import window_pairs
 
     t0 = time.perf_counter()
     cfg = BuildConfig(**cfg_json)
@@ -117,8 +115,8 @@ def scan_partition(cfg_json: dict, *pieces) -> dict:
     ks = key[o]
     in_bucket = _in_shared_buckets(ks)
     o, key = o[in_bucket], ks[in_bucket]
-    found: list = []
     n_bucket_rows = key.size
+    local = np.zeros((0, 2), np.int64)
     candidates = 0
     if key.size:
         at = at[o]
@@ -126,13 +124,10 @@ def scan_partition(cfg_json: dict, *pieces) -> dict:
         shared = np.isin(exact, ex[1:][ex[1:] == ex[:-1]])  # documents whose exact hash another one holds
         first = _first_copy_rows(key, docs[at], exact[at], shared[at])
         key, at = key[first], at[first]
-        # every window pair is handed out (the scan pauses when its buffer is full and resumes)
-        forest = make_forest(np.arange(docs.size, dtype=np.int64), np.zeros(docs.size, dtype=np.uint8), STAGE_MINHASH)
-        buckets = Buckets(np.arange(key.size, dtype=np.int64), key, at, 1, int(cfg.bucket_window), 0)
-        scan_buckets(buckets, make_verifier(KIND_HAND_OUT, cfg, auto=True), forest, on_borderline=found.append,
-                     capacity=PAIR_CAPACITY)
-        candidates = int(forest.counters[0])
-    local = distinct_pairs(np.concatenate(found)) if found else np.zeros((0, 2), np.int64)
+        packed = window_pairs(key, at, int(cfg.bucket_window), int(docs.size))
+        candidates = int(packed.size)
+        packed = unique_sorted(packed)  # each distinct pair once (a pair shares several bands)
+        local = np.stack([packed // docs.size, packed % docs.size], axis=1)
     return {"pairs": docs[local], "candidates": candidates, "rows": n_rows, "bucket_rows": int(n_bucket_rows),
             "docs": int(docs.size), "seconds": time.perf_counter() - t0}
 
