@@ -48,6 +48,7 @@ __all__ = [
     "link_pairs_exact",
     "link_pairs_accept",
     "window_pairs",
+    "pair_agreements",
 ]
 
 KIND_ACCEPT = 0
@@ -487,3 +488,16 @@ def window_pairs(keys, docs, window, n_docs):
     out = np.empty(total, dtype=np.int64)
     _window_walk(keys, docs, window, n_docs, out, True)
     return out
+
+
+@kernel(parallel=True)
+def pair_agreements(sigs_a, rows_a, sigs_b, rows_b, out):
+    """out[t] = slots where MinHash signatures ``sigs_a[rows_a[t]]`` and ``sigs_b[rows_b[t]]`` agree
+    (the count :func:`sig_agreement` makes, for signatures held in two tables)."""
+    for t in numba.prange(rows_a.size):
+        a = rows_a[t]
+        b = rows_b[t]
+        agree = 0
+        for j in range(sigs_a.shape[1]):
+            agree += sigs_a[a, j] == sigs_b[b, j]
+        out[t] = agree

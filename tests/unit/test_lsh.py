@@ -316,6 +316,19 @@ def test_window_pairs_are_the_pairs_the_scan_examines(data, m, n_docs, n_keys, w
     assert int(forest.counters[0]) == len(want)
 
 
+def test_pair_agreements_count_the_slots_sig_agreement_counts(rng):
+    """Signatures in two tables (the Dask engine's pairs meet where their documents are): the same
+    count as sig_agreement over one table holding both."""
+    sigs_a = rng.integers(0, 4, (30, 16)).astype(np.uint32)
+    sigs_b = rng.integers(0, 4, (20, 16)).astype(np.uint32)
+    rows_a, rows_b = rng.integers(0, 30, 500), rng.integers(0, 20, 500)
+    out = np.empty(500, np.int64)
+    kl.pair_agreements(sigs_a, rows_a, sigs_b, rows_b, out)
+    both = np.concatenate([sigs_a, sigs_b])
+    want = [kl.sig_agreement(both, np.zeros(0, np.int64), a, 30 + b) for a, b in zip(rows_a, rows_b)]
+    assert out.tolist() == want and len(set(want)) > 3
+
+
 # ----------------------------------------------------------------------------- what the build reports
 
 

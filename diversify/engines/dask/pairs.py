@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._arrays import unique_sorted
 from ...clusters import component_roots
 from ...config import BuildConfig
 from ...linking.link import make_forest
@@ -27,27 +28,28 @@ from ...stages import STAGE_MINHASH
 from ...staging import agreement_band
 from .join import by_owner_of_b, pair_join
 from .run import Run
-from .scan import _forest_out, distinct_pairs
+from .scan import _forest_out
 
 __all__ = ["verify_pairs", "verified_of", "a_side", "b_side", "agreements"]
 
-#: pairs whose signatures are compared at a time (bounds the temporary rows)
-AGREEMENT_BLOCK = 1 << 14
-
-
 def agreements(sigs_a: np.ndarray, rows_a: np.ndarray, sigs_b: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
     """Slots where signature ``sigs_a[rows_a[t]]`` agrees with ``sigs_b[rows_b[t]]``, for every t."""
+    from ..._kernels.linking import pair_agreements
+
     out = np.empty(rows_a.size, dtype=np.int64)
-    for s in range(0, rows_a.size, AGREEMENT_BLOCK):
-        e = min(rows_a.size, s + AGREEMENT_BLOCK)
-        out[s:e] = np.count_nonzero(sigs_a[rows_a[s:e]] == sigs_b[rows_b[s:e]], axis=1)
+    pair_agreements(np.ascontiguousarray(sigs_a), rows_a.astype(np.int64), np.ascontiguousarray(sigs_b),
+                    rows_b.astype(np.int64), out)
     return out
 
 
 def a_side(skp: dict, offset: int, cfg_json: dict, offsets: np.ndarray, *pieces) -> Any:
     """This partition's pairs (it holds their first documents), each once, split by the owner of the
     second document; each piece carries the signatures of its first documents."""
-    pairs = distinct_pairs(np.concatenate(pieces)) if pieces else np.zeros((0, 2), np.int64)
+    pairs = np.concatenate(pieces) if pieces else np.zeros((0, 2), np.int64)
+    if pairs.shape[0] > 1:  # each distinct pair once: packed (local first, second), sorted
+        n = int(offsets[-1])
+        packed = unique_sorted((pairs[:, 0] - np.int64(offset)) * np.int64(n) + pairs[:, 1])
+        pairs = np.stack([packed // n + np.int64(offset), packed % n], axis=1)
     sigs = skp["minhash"]
     return by_owner_of_b(pairs, offsets, lambda a: {"docs": a, "sigs": sigs[a - np.int64(offset)]})
 

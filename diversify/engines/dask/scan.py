@@ -25,7 +25,7 @@ from ...linking.keys import stable_argsort
 from ...linking.link import make_forest
 from ...stages import STAGE_MINHASH
 
-__all__ = ["scan_partition", "scan_summary", "distinct_pairs", "decide_block"]
+__all__ = ["scan_partition", "scan_summary", "decide_block"]
 
 
 def _scan_order(key: np.ndarray, doc: np.ndarray, band: np.ndarray) -> np.ndarray:
@@ -86,16 +86,6 @@ def _forest_out(uniq: np.ndarray, forest) -> dict:
     root = component_roots(forest.parent)
     moved = np.flatnonzero(root != np.arange(uniq.size))
     return {"u": uniq[moved], "v": uniq[root[moved]], "flagged": uniq[forest.flags != 0]}
-
-
-def distinct_pairs(pairs: np.ndarray) -> np.ndarray:
-    """The distinct rows of an int64 (m, 2) array of pairs, sorted by (first, second)."""
-    if pairs.shape[0] < 2:
-        return pairs
-    s = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
-    keep = np.ones(s.shape[0], dtype=bool)
-    keep[1:] = (s[1:, 0] != s[:-1, 0]) | (s[1:, 1] != s[:-1, 1])
-    return s[keep]
 
 
 def scan_partition(cfg_json: dict, *pieces) -> dict:
