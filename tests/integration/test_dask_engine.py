@@ -354,10 +354,11 @@ def _scan_rows(texts, cfg):
 
 
 @pytest.mark.parametrize("window", [2, 5, 64])
-def test_the_bucket_scan_hands_out_every_distinct_window_pair(corpus_texts, window):
+def test_the_bucket_scan_hands_out_every_distinct_window_pair(corpus_texts, window, monkeypatch):
     """The scan's pairs are the local scan's window pairs: rows in (key, document, band) order, the
     first copy of each text per bucket, every pair of a bucket up to ``window`` rows, else each row
-    with the next ``window - 1``; each distinct pair once. Oracle: a plain loop over the buckets."""
+    with the next ``window - 1``; each distinct pair once, whatever the blocks of rows the scan
+    forms its pairs in. Oracle: a plain loop over the buckets."""
     from diversify.engines.dask import scan
 
     cfg = BuildConfig(bucket_window=window)
@@ -383,6 +384,9 @@ def test_the_bucket_scan_hands_out_every_distinct_window_pair(corpus_texts, wind
     assert len(expected) > 100 and candidates > len(expected), "pairs found in several bands must occur"
     assert got["candidates"] == candidates
     assert [tuple(r) for r in got["pairs"].tolist()] == sorted(expected)
+    monkeypatch.setattr(scan, "SCAN_BLOCK_ROWS", 37)  # blocks of whole buckets, a few rows each
+    small = scan.scan_partition(cj, piece)
+    assert np.array_equal(small["pairs"], got["pairs"]) and small["candidates"] == candidates
 
 
 def _components(n: int, edges) -> list:

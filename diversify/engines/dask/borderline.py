@@ -25,7 +25,7 @@ from .run import Run
 from .scan import decide_block
 from .texts import KeptTexts
 
-__all__ = ["decide_borderline", "a_side", "b_side"]
+__all__ = ["decide_borderline", "borderline_owners", "a_side", "b_side"]
 
 
 def _table(part: KeptTexts, local: np.ndarray, offset: int, cfg: BuildConfig) -> dict:
@@ -73,23 +73,22 @@ def _checked_of(res: dict) -> int:
     return int(res["checked"])
 
 
-def _owners_of(res: dict, offsets: np.ndarray) -> tuple:
-    """(pairs, input partitions holding a first document, ... a second document) of a bucket partition."""
+def borderline_owners(res: dict, offsets: np.ndarray) -> tuple:
+    """(borderline pairs, input partitions holding a first document, ... a second document) of a table of pairs."""
     pairs = np.sort(np.asarray(res["deferred"], np.int64).reshape(-1, 2), axis=1)
     owner = np.searchsorted(offsets, pairs, side="right") - 1
     return int(pairs.shape[0]), np.unique(owner[:, 0]), np.unique(owner[:, 1])
 
 
-def decide_borderline(run: Run, scanned: list) -> tuple[list, int]:
-    """Futures of the ``b`` sides' forests and the number of pairs checked (see the module docstring).
-    Only input partitions that hold a document of a pair are read again."""
-    offsets = run.offsets
-    owners = run.client.gather([run.client.submit(_owners_of, f, offsets, pure=False) for f in scanned])
+def decide_borderline(run: Run, tables: list, owners: list) -> tuple[list, int]:
+    """Futures of the ``b`` sides' forests and the number of pairs checked (see the module docstring),
+    for the borderline pairs of ``tables`` (futures), whose :func:`borderline_owners` are ``owners``.
+    Only input partitions that hold a document of a pair take part."""
     n_pairs = int(sum(o[0] for o in owners))
     if n_pairs == 0:
         return [], 0
     a_parts = np.unique(np.concatenate([o[1] for o in owners])).tolist()
     b_parts = np.unique(np.concatenate([o[2] for o in owners])).tolist()
-    tasks = pair_join(run, scanned, "deferred", a_side, b_side, run.texts, run.cfg_json, a_parts, b_parts)
+    tasks = pair_join(run, tables, "deferred", a_side, b_side, run.texts, run.cfg_json, a_parts, b_parts)
     run.report.stage(f"borderline pairs: {n_pairs:,} checked exactly, joined on {len(b_parts)} input partitions")
     return run.compute(tasks, "borderline"), n_pairs

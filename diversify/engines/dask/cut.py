@@ -287,16 +287,16 @@ def cut_stage(run: Run, edges: Edges, label_futs: list, n_members: int) -> list:
     rows = []
     for i in range(p):
         args = [pc[i] for pc in lab] + [pc[i] for pc in flg]
-        src = run.texts[i] if need_texts else None
         n_out = q + giants.size
-        if n_out == 1:
-            rows.append([delayed(member_rows, pure=True)(run.sketches[i], src, int(offsets[i]), q, what, len(lab),
-                                                         *args)])
-        else:
-            rows.append(list(delayed(member_rows, nout=n_out, pure=True)(run.sketches[i], src, int(offsets[i]), q,
-                                                                         what, len(lab), *args)))
+        made = delayed(member_rows, nout=n_out if n_out > 1 else None, pure=True)(
+            run.sketches[i], run.texts[i] if need_texts else None, int(offsets[i]), q, what, len(lab), *args)
+        rows.append(list(made) if n_out > 1 else [made])
     tasks = [delayed(cut_partition, pure=True)(run.cfg_json, *[r[j] for r in rows]) for j in range(q + giants.size)]
-    futs = run.compute(tasks, "cut")
+    futs = run.client.compute(tasks, retries=run.retries)
+    # nothing here holds the kept texts any more: each leaves its worker once its member rows are made
+    del tasks, rows
+    run.texts = []
+    run.report.wait(futs, "cut")
     summ = run.gather(cut_summary, futs)
     run.info.update(cut_partitions=q + giants.size, cut_members=int(sum(s[0] for s in summ)),
                     cut_task_seconds=round(float(sum(s[2] for s in summ)), 3), cut_giants=int(giants.size),

@@ -15,13 +15,13 @@ Stages (each a pure Dask task graph; a failed task is recomputed from its inputs
    a row) and keeps the keys held by two or more rows; their Bloom filter (no false negatives,
    ~1% false positives) goes to every worker. Pass 2 emits only the rows whose key passes the
    filter (key, document index, band), split by key into shuffle partitions; each document's exact
-   hash and signature go once to each partition holding one of its rows.
-   A shuffle partition then holds every member of its shared buckets, so candidate pairs are
-   emitted and verified there, with the very scan of the local build (same bucket order (doc,
-   band), same ``bucket_window``, same verifier). Only a spanning forest of each partition's
-   verified edges, and its borderline pairs, leave the partition. Borderline pairs
-   (``verify="auto"``) are decided by the local build's exact Jaccard check: each input partition
-   shingles just its documents that occur in one.
+   hash goes once to each partition holding one of its rows. A shuffle partition then holds every
+   member of its shared buckets and forms their candidate pairs with the local scan's rule (same
+   bucket order (key, doc, band), same ``bucket_window``, the first copy of each text), each
+   distinct pair once. No signature travels with the rows: the pairs meet their two signatures in
+   a shuffle join by document owner (:mod:`.pairs`) and are decided there by the local verifier's
+   agreement band; borderline pairs (``verify="auto"``) then go through a second such join with
+   the documents' shingle sets and the local build's exact Jaccard check (:mod:`.borderline`).
 4. **connected components** of the exact and MinHash edges by alternating large-star and
    small-star rounds (Kiveris et al. 2014) over the edge table, each a shuffle by node; O(log n)
    rounds. A component's label is its smallest member: the local build's cluster id.
@@ -34,7 +34,8 @@ Stages (each a pure Dask task graph; a failed task is recomputed from its inputs
    partition and written by the local builder's :func:`~diversify.engines.finish.finish`.
 
 Modules, one per stage: :mod:`.inputs` (partitions), :mod:`.sketch`, :mod:`.exact`, :mod:`.bands`
-(with the Bloom filter of :mod:`diversify.linking.keyfilter`), :mod:`.scan` (bucket scan and borderline checks), :mod:`.components`,
+(with the Bloom filter of :mod:`diversify.linking.keyfilter`), :mod:`.scan` (bucket scan; the exact check of a block of pairs),
+:mod:`.pairs` (the signature join), :mod:`.borderline` (the exact join), :mod:`.join` (the shuffle join both use), :mod:`.components`,
 :mod:`.cut`, :mod:`.purity`, :mod:`.finish`, :mod:`.texts` (the texts kept for later stages); :mod:`.run` holds what they share; this module runs them in order.
 
 Why the clusters are identical to the local build's
@@ -43,15 +44,17 @@ The local build links documents in buckets of equal band keys, sorted by (key, d
 member against the next ``bucket_window - 1`` members (all pairs in small buckets), among the
 documents that are first of their exact hash; it skips a pair whose ends are already connected.
 Skipping such pairs never changes connected components, so its clusters are the components of
-the graph {exact edges} + {verified window pairs}. Here every window pair of a bucket is examined
-in the same order within one partition (the skip only applies inside the partition, which again
-leaves components unchanged). Exact copies have equal texts, hence equal signatures and band keys,
+the graph {exact edges} + {verified window pairs}. Here every window pair of a bucket is formed
+within one partition, by the same rule, and each distinct pair is verified once, with the same
+verifier, where its documents' signatures are; a borderline pair the accepted pairs there already
+join is not checked exactly (again no change to components). Exact copies have equal texts, hence equal signatures and band keys,
 so all copies of a text meet in each of its buckets and the "first of its exact hash" filter is
 applied there, per bucket, with the same result as the global filter. Hence the same edge graph up
 to edges inside components, the same components, the same smallest members, the same ids; and the
 same stage flags (a document gets the MinHash flag iff it lies in a non-trivial component of the
-MinHash graph, in both engines). The one statistic that differs is ``verified["minhash"]``:
-here a pair is skipped only if it is already connected within its partition. A row left out by
+MinHash graph, in both engines). The statistics that differ are ``verified["minhash"]`` (here
+every distinct candidate pair is verified: none is skipped as already connected) and
+``exact_checks``. A row left out by
 the filter has a key no other row holds: it can never give a candidate pair.
 
 Borderline pairs: both engines decide every one by exact Jaccard when the texts are at hand (a
@@ -217,7 +220,8 @@ def build_dask(
         Input partitions for a sequence of texts (default one per 20,000 documents).
     shuffle_partitions : int, optional
         Partitions of the band shuffle (pass 2); default sized to ~128 MiB of band rows and
-        signatures each. Higher -> less memory per task, but a signature travels to more partitions.
+        document records each. Higher -> less memory per task, but a document record travels to
+        more partitions.
     blocksize : int
         Bytes per input partition for JSONL files and Parquet row groups (default 64 MiB).
     shuffle_method : {"p2p", "tasks"}, optional
@@ -262,11 +266,12 @@ def _run(run: Run, *, shuffle_partitions: Optional[int], metadata, created_at, o
     if run.cfg.minhash is not None and run.n_text:
         run.stats.merged["minhash"] = int(moved - edges.exact_merged)
     _check_keys_present(run)
-    cut_futs = cut_stage(run, edges, label_futs, 2 * moved) if label_futs else []
     if run.texts:
         run.info["texts_kept"] = int(sum(run.gather(kept_count, run.texts)))
-    run.texts = []  # the kept texts, edge tables and labels may leave the workers now
-    edges.clear()
+    # the cut's member rows are the last readers of the kept texts: each leaves its worker once read
+    cut_futs = cut_stage(run, edges, label_futs, 2 * moved) if label_futs else []
+    run.texts = []
+    edges.clear()  # the edge tables and labels may leave the workers now
     del label_futs
     return finish_build(run, cut_futs, metadata=metadata, created_at=created_at, output_dir=output_dir)
 
@@ -330,7 +335,9 @@ def _minhash_stage(run: Run, edges: Edges, shuffle_partitions: Optional[int]) ->
     rows = shuffled_band_rows(run, p, candidates, n_shared, shuffle_partitions)
     del candidates  # released once the splits have read them
     scanned = run.compute([delayed(scan_partition, pure=True)(run.cfg_json, *pieces) for pieces in rows], "bands")
+    verified = verify_pairs(run, scanned)  # submitted at once: the join starts as the first scans end
     summ = run.gather(scan_summary, scanned)
+    del scanned
     stats.candidates["minhash"] = int(sum(s[0] for s in summ))
     stats.lsh["minhash"] = p.as_dict()
     n_rows, n_records = int(sum(s[2] for s in summ)), int(sum(s[4] for s in summ))
@@ -338,19 +345,17 @@ def _minhash_stage(run: Run, edges: Edges, shuffle_partitions: Optional[int]) ->
                 band_bytes=n_rows * ROW_BYTES + n_records * DOC_BYTES, scan_pairs=int(sum(s[1] for s in summ)),
                 scan_task_seconds=round(float(sum(s[5] for s in summ)), 3),
                 band_shuffle_seconds=round(time.perf_counter() - t0, 3))
-    verified = verify_pairs(run, scanned)
-    del scanned
-    vsumm = run.gather(verified_of, verified)
+    vsumm = run.client.gather(run.client.map(verified_of, verified, offsets=run.offsets, pure=False))
     stats.verified["minhash"] = int(sum(s[0] for s in vsumm))
     edges.forest_edges = int(sum(s[1] for s in vsumm))
-    info.update(pairs_verified=stats.verified["minhash"], borderline_pairs=int(sum(s[2] for s in vsumm)),
+    info.update(pairs_verified=stats.verified["minhash"], borderline_pairs=int(sum(s[2][0] for s in vsumm)),
                 forest_edges=edges.forest_edges)
     edges.parts += verified
     edges.minhash = list(verified)
     stats.exact_checks["minhash"] = 0
     lo, hi = agreement_band(cfg, auto=True)
     if lo < hi:
-        decided, n_checked = decide_borderline(run, verified)
+        decided, n_checked = decide_borderline(run, verified, [s[2] for s in vsumm])
         stats.exact_checks["minhash"] = n_checked
         info["borderline_tasks"] = len(decided)
         edges.parts += decided

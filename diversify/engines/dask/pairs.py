@@ -26,6 +26,7 @@ from ...config import BuildConfig
 from ...linking.link import make_forest
 from ...stages import STAGE_MINHASH
 from ...staging import agreement_band
+from .borderline import borderline_owners
 from .join import by_owner_of_b, pair_join
 from .run import Run
 from .scan import _forest_out
@@ -92,9 +93,9 @@ def _not_joined(pairs: np.ndarray, uniq: np.ndarray, parent: np.ndarray) -> np.n
     return pairs[~joined]
 
 
-def verified_of(res: dict) -> tuple:
-    """(pairs verified, forest edges, borderline pairs) of a ``b`` side."""
-    return res["verified"], int(res["u"].size), int(res["deferred"].shape[0])
+def verified_of(res: dict, offsets: np.ndarray) -> tuple:
+    """(pairs verified, forest edges, :func:`.borderline.borderline_owners`) of a ``b`` side."""
+    return res["verified"], int(res["u"].size), borderline_owners(res, offsets)
 
 
 def verify_pairs(run: Run, scanned: list) -> list:

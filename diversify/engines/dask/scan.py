@@ -1,13 +1,13 @@
-"""Stage 3b, linking and verification: the local build's bucket scan inside each shuffle partition,
-then the exact Jaccard check of its borderline pairs.
+"""Stage 3b, the bucket scan: the candidate pairs of each shuffle partition, formed as the local
+build forms them, and the exact Jaccard check of a block of borderline pairs.
 
 A shuffle partition holds every member of its shared buckets, so its candidate pairs are formed
-and verified there with the local build's own pieces (:func:`diversify.linking.link.make_verifier`
-and :func:`~diversify.linking.link.scan_buckets`: same bucket order (key, doc, band), same
-``bucket_window``, same verification kernel). Only a spanning forest of its verified edges and its
-borderline pairs leave the partition. Borderline pairs (``verify="auto"``) are decided by the local
-build's exact check (:func:`decide_block`, with :func:`~diversify.linking.exact.link_exact`) in the
-shuffle join of :mod:`.borderline`.
+there with the local scan's rule (same bucket order (key, doc, band), same ``bucket_window``, the
+first copy of each text per bucket; :func:`diversify._kernels.linking.window_pairs`), each
+distinct pair once. They are verified where the documents' signatures are (:mod:`.pairs`);
+borderline pairs (``verify="auto"``) are decided by the local build's exact check
+(:func:`decide_block`, with :func:`~diversify.linking.exact.link_exact`) in the shuffle join of
+:mod:`.borderline`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ from ...linking.link import make_forest
 from ...stages import STAGE_MINHASH
 
 __all__ = ["scan_partition", "scan_summary", "decide_block"]
+
+#: rows of sorted band keys whose window pairs are formed (and made distinct) at a time
+SCAN_BLOCK_ROWS = 1 << 18
 
 
 def _scan_order(key: np.ndarray, doc: np.ndarray, band: np.ndarray) -> np.ndarray:
@@ -88,14 +91,29 @@ def _forest_out(uniq: np.ndarray, forest) -> dict:
     return {"u": uniq[moved], "v": uniq[root[moved]], "flagged": uniq[forest.flags != 0]}
 
 
+def _distinct_window_pairs(key: np.ndarray, at: np.ndarray, window: int, n_docs: int) -> tuple[int, np.ndarray]:
+    """(window pairs formed, the distinct ones packed ``a * n_docs + b``, sorted) of rows sorted by
+    key; formed a block of whole buckets at a time (about ``SCAN_BLOCK_ROWS`` rows), each block's
+    pairs made distinct before the next: a task holds one block's pairs (at most rows x window)
+    beside the distinct pairs so far. A pair shares several bands, so blocks repeat pairs."""
+    from ..._kernels.linking import window_pairs
+
+    cuts = np.unique(np.searchsorted(key, key[np.arange(0, key.size, SCAN_BLOCK_ROWS)], side="left"))
+    bounds = np.append(cuts, key.size)
+    formed, parts = 0, []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        packed = window_pairs(key[lo:hi], at[lo:hi], window, n_docs)
+        formed += packed.size
+        parts.append(unique_sorted(packed))
+    return formed, (unique_sorted(np.concatenate(parts)) if len(parts) > 1 else parts[0])
+
+
 def scan_partition(cfg_json: dict, *pieces) -> dict:
     """The candidate pairs of every bucket in this shuffle partition (its pieces of
     :func:`.bands.band_split`): the window pairs of the local build's scan (same order, same
     ``bucket_window``, the first copy of each text per bucket), each distinct pair once (global
     document indices ``a < b``, int64 (m, 2), sorted). They are verified where their documents'
     signatures are (:mod:`.pairs`), so no signature comes here."""
-    from ..._kernels.linking import window_pairs
-
     t0 = time.perf_counter()
     cfg = BuildConfig(**cfg_json)
     key, doc, band, docs, exact = _joined(pieces)
@@ -114,9 +132,7 @@ def scan_partition(cfg_json: dict, *pieces) -> dict:
         shared = np.isin(exact, ex[1:][ex[1:] == ex[:-1]])  # documents whose exact hash another one holds
         first = _first_copy_rows(key, docs[at], exact[at], shared[at])
         key, at = key[first], at[first]
-        packed = window_pairs(key, at, int(cfg.bucket_window), int(docs.size))
-        candidates = int(packed.size)
-        packed = unique_sorted(packed)  # each distinct pair once (a pair shares several bands)
+        candidates, packed = _distinct_window_pairs(key, at, int(cfg.bucket_window), int(docs.size))
         local = np.stack([packed // docs.size, packed % docs.size], axis=1)
     return {"pairs": docs[local], "candidates": candidates, "rows": n_rows, "bucket_rows": int(n_bucket_rows),
             "docs": int(docs.size), "seconds": time.perf_counter() - t0}
