@@ -266,7 +266,8 @@ def test_failed_tasks_are_retried_without_corrupting_the_output(client, small, t
 # ------------------------------------------------------------------------- components
 
 
-def _oracle_labels(n: int, edges: np.ndarray) -> np.ndarray:
+def _oracle_labels(n: int, edges) -> np.ndarray:
+    """Each node's smallest fellow member, by a plain union-find over ``edges`` (pairs)."""
     parent = list(range(n))
 
     def find(x):
@@ -275,7 +276,7 @@ def _oracle_labels(n: int, edges: np.ndarray) -> np.ndarray:
             x = parent[x]
         return x
 
-    for a, b in edges.tolist():
+    for a, b in np.asarray(list(edges), dtype=np.int64).reshape(-1, 2).tolist():
         ra, rb = find(a), find(b)
         if ra != rb:
             parent[max(ra, rb)] = min(ra, rb)
@@ -389,23 +390,6 @@ def test_the_bucket_scan_hands_out_every_distinct_window_pair(corpus_texts, wind
     assert np.array_equal(small["pairs"], got["pairs"]) and small["candidates"] == candidates
 
 
-def _components(n: int, edges) -> list:
-    """Each node's smallest fellow member, by a plain union-find."""
-    parent = list(range(n))
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for a, b in edges:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-    return [find(x) for x in range(n)]
-
-
 @pytest.mark.parametrize("verify", ["auto", "estimate"])
 def test_the_signature_join_decides_each_pair_as_the_local_verifier(corpus_texts, verify):
     """Pairs split by the owner of their first document, joined with its signature, decided where
@@ -443,16 +427,16 @@ def test_the_signature_join_decides_each_pair_as_the_local_verifier(corpus_texts
         a_out = [[a] if one else a for a in a_out]
         out = [pj.b_side(parts[j], cuts[j], cj, *[a[j] for a in a_out]) for j in range(len(parts))]
         assert sum(o["verified"] for o in out) == found.shape[0]
+        joined = _oracle_labels(n, accept)
         # borderline pairs go on to the exact check unless the accepted pairs already join them
         deferred = {tuple(p) for o in out for p in o["deferred"].tolist()}
-        joined = _components(n, accept)
         assert deferred <= border
         assert {(a, b) for a, b in border if joined[a] != joined[b]} <= deferred
         if verify == "auto":
             assert len(deferred) < len(border), "some borderline pairs are inside a component already"
         # the forests' edges connect exactly the accepted pairs' components
-        assert _components(n, [(u, v) for o in out for u, v in zip(o["u"].tolist(), o["v"].tolist())]) \
-            == _components(n, accept)
+        assert np.array_equal(_oracle_labels(n, [(u, v) for o in out for u, v in zip(o["u"].tolist(), o["v"].tolist())]),
+                              joined)
         flagged = {d for o in out for d in o["flagged"].tolist()}
         assert flagged == {d for p in accept for d in p}
 
