@@ -384,7 +384,11 @@ def dask_section(d: dict) -> list[str]:
         stages = ", ".join(f"{k} {v:.2f}" for k, v in r["dask"]["timings"].items())
         spilled = r["dask"].get("spilled_peak_gib") or []
         spill = f"; spilled to disk at most {', '.join(f'{x:.2f}' for x in spilled)} GiB per worker" if any(spilled) else ""
-        L.append(f"- {r['cores']} worker(s): stages {stages}{spill}")
+        info = r["dask"].get("dask", {})
+        moved = (f"; band rows and records moved {info['band_bytes'] / 1e6:,.0f} MB, distinct candidate pairs "
+                 f"{info['scan_pairs']:,}, verified by signature {info['pairs_verified']:,}, checked exactly "
+                 f"{info.get('borderline_pairs', 0):,}") if "scan_pairs" in info else ""
+        L.append(f"- {r['cores']} worker(s): stages {stages}{spill}{moved}")
     return L + ["", "Local: the Parquet files read into a list, then `diversify.build` at `NUMBA_NUM_THREADS=k`, "
                 "after a warm-up build (both timed: the Dask build reads its input in its sketch tasks); Dask: a "
                 "scheduler and k workers (one thread, one Numba thread each) as separate processes, after a warm-up "
