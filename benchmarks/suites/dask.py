@@ -386,7 +386,7 @@ def dask_section(d: dict) -> list[str]:
         spill = f"; spilled to disk at most {', '.join(f'{x:.2f}' for x in spilled)} GiB per worker" if any(spilled) else ""
         info = r["dask"].get("dask", {})
         moved = (f"; band rows and records moved {info['band_bytes'] / 1e6:,.0f} MB, distinct candidate pairs "
-                 f"{info['scan_pairs']:,}, verified by signature {info['pairs_verified']:,}, checked exactly "
+                 f"{info['scan_pairs']:,}, verified by signature {info['pairs_verified']:,}, handed to the exact check "
                  f"{info.get('borderline_pairs', 0):,}") if "scan_pairs" in info else ""
         L.append(f"- {r['cores']} worker(s): stages {stages}{spill}{moved}")
     return L + ["", "Local: the Parquet files read into a list, then `diversify.build` at `NUMBA_NUM_THREADS=k`, "
