@@ -15,6 +15,7 @@ import reference as R
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from diversify._kernels import candidates as kc
 from diversify._kernels import linking as kl
 from diversify._kernels import union as ku
 from diversify.config import BuildConfig
@@ -304,7 +305,7 @@ def test_window_pairs_are_the_pairs_the_scan_examines(data, m, n_docs, n_keys, w
             for y in range(x + 1, e_ if size <= window else min(e_, x + window)):
                 if docs[x] != docs[y]:
                     want.append(int(docs[x]) * n_docs + int(docs[y]))
-    got = kl.window_pairs(keys, docs, window, n_docs)
+    got = kc.window_pairs(keys, docs, window, n_docs)
     assert got.dtype == np.int64 and got.tolist() == want
     cfg = BuildConfig()
     never = make_verifier(kl.KIND_MINHASH_ESTIMATE, cfg, auto=False, minhash=np.zeros((n_docs, 4), np.uint32))
@@ -323,7 +324,7 @@ def test_pair_agreements_count_the_slots_sig_agreement_counts(rng):
     sigs_b = rng.integers(0, 4, (20, 16)).astype(np.uint32)
     rows_a, rows_b = rng.integers(0, 30, 500), rng.integers(0, 20, 500)
     out = np.empty(500, np.int64)
-    kl.pair_agreements(sigs_a, rows_a, sigs_b, rows_b, out)
+    kc.pair_agreements(sigs_a, rows_a, sigs_b, rows_b, out)
     both = np.concatenate([sigs_a, sigs_b])
     want = [kl.sig_agreement(both, np.zeros(0, np.int64), a, 30 + b) for a, b in zip(rows_a, rows_b)]
     assert out.tolist() == want and len(set(want)) > 3

@@ -219,9 +219,8 @@ def build_dask(
     npartitions : int, optional
         Input partitions for a sequence of texts (default one per 20,000 documents).
     shuffle_partitions : int, optional
-        Partitions of the band shuffle (pass 2); default sized to ~128 MiB of band rows and
-        document records each. Higher -> less memory per task, but a document record travels to
-        more partitions.
+        Partitions of the band shuffle (pass 2); default ~128 MiB of band rows and document
+        records each. Higher -> less memory per task, a record sent to more partitions.
     blocksize : int
         Bytes per input partition for JSONL files and Parquet row groups (default 64 MiB).
     shuffle_method : {"p2p", "tasks"}, optional

@@ -35,7 +35,7 @@ __all__ = ["verify_pairs", "verified_of", "a_side", "b_side", "agreements"]
 
 def agreements(sigs_a: np.ndarray, rows_a: np.ndarray, sigs_b: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
     """Slots where signature ``sigs_a[rows_a[t]]`` agrees with ``sigs_b[rows_b[t]]``, for every t."""
-    from ..._kernels.linking import pair_agreements
+    from ..._kernels.candidates import pair_agreements
 
     out = np.empty(rows_a.size, dtype=np.int64)
     pair_agreements(np.ascontiguousarray(sigs_a), rows_a.astype(np.int64), np.ascontiguousarray(sigs_b),

@@ -3,7 +3,7 @@ build forms them, and the exact Jaccard check of a block of borderline pairs.
 
 A shuffle partition holds every member of its shared buckets, so its candidate pairs are formed
 there with the local scan's rule (same bucket order (key, doc, band), same ``bucket_window``, the
-first copy of each text per bucket; :func:`diversify._kernels.linking.window_pairs`), each
+first copy of each text per bucket; :func:`diversify._kernels.candidates.window_pairs`), each
 distinct pair once. They are verified where the documents' signatures are (:mod:`.pairs`);
 borderline pairs (``verify="auto"``) are decided by the local build's exact check
 (:func:`decide_block`, with :func:`~diversify.linking.exact.link_exact`) in the shuffle join of
@@ -96,7 +96,7 @@ def _distinct_window_pairs(key: np.ndarray, at: np.ndarray, window: int, n_docs:
     key; formed a block of whole buckets at a time (about ``SCAN_BLOCK_ROWS`` rows), each block's
     pairs made distinct before the next: a task holds one block's pairs (at most rows x window)
     beside the distinct pairs so far. A pair shares several bands, so blocks repeat pairs."""
-    from ..._kernels.linking import window_pairs
+    from ..._kernels.candidates import window_pairs
 
     cuts = np.unique(np.searchsorted(key, key[np.arange(0, key.size, SCAN_BLOCK_ROWS)], side="left"))
     bounds = np.append(cuts, key.size)
