@@ -32,7 +32,7 @@ class Watch(distributed.diagnostics.plugin.SchedulerPlugin):
         self.reset()
 
     def reset(self) -> None:
-        self.tasks = 0
+        self.seen: set = set()  # the keys of the graph: a future that later graphs depend on is touched again
         self.spec_bytes = 0
         self.largest_spec = 0
         self.relayed = 0  # bytes of results and scattered data the scheduler passed on
@@ -47,13 +47,18 @@ class Watch(distributed.diagnostics.plugin.SchedulerPlugin):
     def update_graph(self, scheduler, *, client, keys, tasks, annotations, priority, stimulus_id, **kwargs):
         for k in tasks:
             ts = scheduler.tasks.get(k)
-            if ts is None or ts.run_spec is None:
+            if ts is None or ts.run_spec is None or k in self.seen:
                 continue
             blob = _bytes(ts.run_spec)
-            self.tasks += 1
+            self.seen.add(k)
             self.spec_bytes += len(blob)
             self.largest_spec = max(self.largest_spec, len(blob))
             self._look(f"task {k!r}", blob)
+
+    @property
+    def tasks(self) -> int:
+        """Distinct tasks of the graph the scheduler was given."""
+        return len(self.seen)
 
     def relay(self, what: str, data) -> None:
         blob = _bytes(data)
