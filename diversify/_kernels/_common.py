@@ -73,9 +73,14 @@ _ZERO = np.int64(0)  # typed int64, not a literal 0 (which would compile a secon
 def sort_run(a, lo, hi):
     """Sort ``a[lo:hi]`` in place, ascending (heapsort: n log n on every input, no allocation).
 
-    Written here rather than ``np.sort``: Numba's generic sort takes seconds to compile into every
-    kernel that uses it, which a fresh install waits for on its first build. (Only the exact checks
-    of borderline pairs sort with it: a few documents per build.)
+    Every kernel sorts with this or :func:`argsort_run`, never with ``np.sort``, ``np.argsort`` or
+    ``ndarray.sort``. Numba builds those from closures (``make_quicksort_impl``) whose compiled
+    names differ only by a counter private to the compiling process, and links them into each
+    cached kernel as weak symbols: two cached kernels compiled by different processes can hold
+    different sorts (a sort and an argsort) under one name, and a process that loads both runs
+    whichever it loaded first for both. A clique cut read that way gave a different representative
+    from run to run in one process (tests/unit/test_kernel_cache.py). They also take seconds to
+    compile into every kernel that uses them.
     """
     n = hi - lo
     for root in range(n // 2 - 1, -1, -1):
@@ -85,6 +90,45 @@ def sort_run(a, lo, hi):
         a[lo] = a[lo + end]
         a[lo + end] = t
         _sift_down(a, lo, _ZERO, end)
+
+
+@kernel
+def argsort_run(key, n):
+    """The positions ``0 .. n - 1`` ordered by ``key`` ascending, ties by position (the order a
+    stable argsort gives), int64; heapsort of the positions (see :func:`sort_run`)."""
+    order = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        order[i] = i
+    for root in range(n // 2 - 1, -1, -1):
+        _sift_down_by(key, order, root, n)
+    for end in range(n - 1, 0, -1):
+        t = order[0]
+        order[0] = order[end]
+        order[end] = t
+        _sift_down_by(key, order, _ZERO, end)
+    return order
+
+
+@kernel(inline="always")
+def _after(key, i, j):
+    """Whether position i comes after position j: (key, position) compared in order."""
+    return key[i] > key[j] or (key[i] == key[j] and i > j)
+
+
+@kernel
+def _sift_down_by(key, order, root, n):
+    """:func:`_sift_down` of the positions ``order[:n]``, compared by :func:`_after`."""
+    v = order[root]
+    child = 2 * root + 1
+    while child < n:
+        if child + 1 < n and _after(key, order[child + 1], order[child]):
+            child += 1
+        if not _after(key, order[child], v):
+            break
+        order[root] = order[child]
+        root = child
+        child = 2 * root + 1
+    order[root] = v
 
 
 @kernel

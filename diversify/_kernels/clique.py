@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import kernel
+from ._common import argsort_run, kernel, sort_run
 from .clique_pairs import N_COUNTERS, CliqueState, VectorRule, finish_cluster, pair_all
 from .clique_ring import ring_round
 
@@ -79,7 +79,7 @@ def _dense(rule, vrule, state, docs, u, taken, adj_bit, adj_val, adj_exact):
         keys = np.empty(n_cand, dtype=np.int64)
         for k in range(n_cand):
             keys[k] = -deg[cand[k]] * (u + 1) + cand[k]
-        order = np.argsort(keys)
+        order = argsort_run(keys, n_cand)
         n_m = 1
         members[0] = center
         for k in range(n_cand):
@@ -92,7 +92,8 @@ def _dense(rule, vrule, state, docs, u, taken, adj_bit, adj_val, adj_exact):
             if ok:
                 members[n_m] = x
                 n_m += 1
-        ms = np.sort(members[:n_m])  # representative order: the first member represents
+        ms = members[:n_m].copy()
+        sort_run(ms, 0, n_m)  # representative order: the first member represents
         rep = ms[0]
         out = np.empty(n_m, dtype=np.int64)
         bits = np.zeros(n_m, dtype=np.uint8)

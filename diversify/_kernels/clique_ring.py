@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import kernel
+from ._common import argsort_run, kernel, sort_run
 from .clique_pairs import (
     AGREE,
     ANGLE,
@@ -120,7 +120,8 @@ def ring_round(rule, vrule, state, docs, u, taken, sample, budget, tmax, hi_max)
     center, kinds, dists, inner, bits, vals, exs = _center(rule, vrule, counters, docs, u, sample, tmax, hi_max)
     members = _take(rule, vrule, counters, docs, u, center, kinds, inner, bits, dists, budget, tmax, hi_max)
     n_m = members.size
-    ms = np.sort(members[:n_m])
+    ms = members[:n_m].copy()
+    sort_run(ms, 0, n_m)
     rep = ms[0]
     out = np.empty(n_m, dtype=np.int64)
     rbits = np.zeros(n_m, dtype=np.uint8)
@@ -232,7 +233,7 @@ def _majority_member(rule, docs, u, s, total):
             for i in range(sets.starts[r], sets.starts[r] + sets.counts[r]):
                 pool[at] = sets.hashes[i]
                 at += 1
-    pool.sort()
+    sort_run(pool, 0, total)
     major = np.empty(total, dtype=pool.dtype)
     n_major = 0
     i = 0
@@ -282,7 +283,7 @@ def _mode_member(rule, docs, u, s):
         for k in range(s):
             d = docs[(k * u) // s]
             col[k] = minhash[sig_rows[d] if sig_rows.size else d, t]
-        col.sort()
+        sort_run(col, 0, s)
         best_v = col[0]
         best_n = 0
         run = 0
@@ -319,7 +320,7 @@ def _take(rule, vrule, counters, docs, u, center, kinds, inner, bits, dists, bud
             cand[n_cand] = x
             key[n_cand] = _scaled(rule, vrule, kinds[x], dists[x], tmax, hi_max)
             n_cand += 1
-    order = np.argsort(key[:n_cand], kind="mergesort")
+    order = argsort_run(key, n_cand)
     members = np.empty(n_cand + 1, dtype=np.int64)
     members[0] = center
     n_m = 1
