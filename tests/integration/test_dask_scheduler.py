@@ -174,3 +174,61 @@ def test_pickled_results_are_what_the_spy_measures():
     w.relay("gather", {"k": np.zeros(10_000)})
     assert not w.hits and w.relayed > 80_000
     assert len(pickle.dumps("x" * 1000)) > 1000
+
+
+class Placement(distributed.diagnostics.plugin.SchedulerPlugin):
+    """Where each task of a build finished, its worker restrictions and its scheduling priority."""
+
+    name = "diversify-placement"
+
+    def __init__(self, scheduler) -> None:
+        self.scheduler = scheduler
+        self.done: dict = {}  # key -> (worker, restrictions, loose, priority)
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        if finish != "memory":
+            return
+        ts = self.scheduler.tasks.get(key)
+        if ts is not None and ts.who_has:
+            worker = next(iter(ts.who_has)).address
+            self.done[key] = (worker, set(ts.worker_restrictions or ()), bool(ts.loose_restrictions), ts.priority)
+
+
+def _prefix(key) -> str:
+    return distributed.utils.key_split(key)
+
+
+def test_shuffle_receivers_are_spread_and_splits_are_read_first(client, tmp_path, monkeypatch):
+    """Each receiving task of a shuffle (it reads a piece of every split) is meant for worker
+    j mod w, loosely (another worker may take it); the cut partitions run on every worker. The
+    ``getitem`` tasks that take pieces out of a split come before every other task."""
+    from diversify.engines.dask import cut
+    from diversify.engines.dask.run import PIECE_PRIORITY
+
+    monkeypatch.setattr(cut, "CUT_PARTITION_BYTES", 1 << 19)  # several cut partitions at this size
+    sched = client.cluster.scheduler
+    plugin = Placement(sched)
+    sched.add_plugin(plugin)
+    try:
+        texts = _corpus(4000, seed=11)
+        res = build_dask(_jsonl(tmp_path, "spread", texts, 4), client=client, output_dir=str(tmp_path / "o"))
+    finally:
+        sched.remove_plugin(name=plugin.name)
+    workers = sorted(sched.workers)
+    assert len(workers) == 2 and res.stats["dask"]["cut_partitions"] >= 4, res.stats["dask"]
+    by_prefix: dict = {}
+    for key, got in plugin.done.items():
+        by_prefix.setdefault(_prefix(key), []).append(got)
+    for name in ("cut_partition", "scan_partition", "exact_edges", "shared_keys"):
+        ran = by_prefix.get(name, [])
+        assert ran, f"no {name} task seen: {sorted(by_prefix)}"
+        meant = [r[1] for r in ran]
+        assert all(len(m) == 1 and r[2] for m, r in zip(meant, ran)), f"{name}: restrictions {meant}"
+        if len(ran) >= len(workers):
+            assert set().union(*meant) == set(workers), f"{name} meant for {meant}, workers {workers}"
+    assert {r[0] for r in by_prefix["cut_partition"]} == set(workers), "every worker must cut some partitions"
+    pieces = by_prefix.get("getitem", [])
+    others = [r[3] for p, rs in by_prefix.items() if p != "getitem" for r in rs]
+    assert len(pieces) > 50, "the shuffles' pieces must be seen"
+    assert all(r[3][0] == -PIECE_PRIORITY for r in pieces), {r[3] for r in pieces}
+    assert max(r[3] for r in pieces) < min(others), "a piece's priority must come before every other task's"

@@ -25,7 +25,7 @@ from ..._arrays import distinct_ascending, unique_sorted
 from ...hashing import lsh_seed
 from ...linking.bands import LSHParams
 from ...linking.keyfilter import KeyFilter, bits_for, filter_of
-from .run import Run, split_positions
+from .run import Run, split_positions, split_task, spread, whole_rounds
 
 __all__ = ["SHUFFLE_PARTITION_BYTES", "key_split", "shared_keys", "candidate_rows", "band_split", "band_rows",
            "band_partitions", "shared_key_filter", "shuffled_band_rows"]
@@ -69,7 +69,8 @@ def key_split(skp: dict, lo: int, hi: int, rows: int, bands: int, seed_h: int, q
     out = []
     for keys_j in (uniq, dup):  # the split is stable: each piece stays sorted
         out.append([keys_j[sel] for sel in split_positions(keys_j % np.uint64(q), q)])
-    return tuple((out[0][j], out[1][j]) for j in range(q))
+    pieces = tuple((out[0][j], out[1][j]) for j in range(q))
+    return pieces if q > 1 else pieces[0]
 
 
 def shared_keys(*pieces) -> np.ndarray:
@@ -139,17 +140,16 @@ def _chunks(run: Run, docs_per_chunk: int) -> list:
 def shared_key_filter(run: Run, p: LSHParams) -> tuple:
     """Pass 1: (a future of the Bloom filter of the shared band keys, their number). The keys are
     split by ``key % q1`` on the workers that hold the sketches (a tasks shuffle of plain arrays)."""
-    from dask import delayed
 
     t0 = time.perf_counter()
     client = run.client
     seed_h = int(lsh_seed(run.cfg.seed))
     chunks = _chunks(run, max(1, SHUFFLE_PARTITION_BYTES // (8 * p.bands)))
     n_rows_all = run.n_text * p.bands
-    q1 = _whole_rounds(math.ceil(n_rows_all * 8 / SHUFFLE_PARTITION_BYTES), run.n_workers)
+    q1 = whole_rounds(math.ceil(n_rows_all * 8 / SHUFFLE_PARTITION_BYTES), run.n_workers)
     run.report.stage(f"MinHash stage: {n_rows_all:,} band keys -> {q1} partitions, bands={p.bands} rows={p.rows}")
-    split = [delayed(key_split, nout=q1, pure=True)(f, lo, hi, p.rows, p.bands, seed_h, q1) for _, f, lo, hi in chunks]
-    shared = run.compute([delayed(shared_keys, pure=True)(*[s[j] for s in split]) for j in range(q1)], "band keys")
+    split = [split_task(key_split, q1, f, lo, hi, p.rows, p.bands, seed_h, q1) for _, f, lo, hi in chunks]
+    shared = run.compute(spread(run.workers, shared_keys, [[s[j] for s in split] for j in range(q1)]), "band keys")
     n_shared = int(sum(run.gather(len, shared)))
     m_bits = bits_for(n_shared, bits_per_key=FILTER_BITS_PER_KEY, min_bits=FILTER_MIN_BITS)
     blooms = [client.submit(filter_of, f, m_bits, pure=False) for f in shared]
@@ -167,13 +167,7 @@ def band_partitions(n_rows: int, bands: int, n_workers: int) -> int:
     counting a row and, on average, a ``bands``-th of a document record (a document's rows spread
     over the partitions; its record travels once to each)."""
     per_row = ROW_BYTES + DOC_BYTES / bands
-    return _whole_rounds(math.ceil(n_rows * per_row / SHUFFLE_PARTITION_BYTES), n_workers)
-
-
-def _whole_rounds(q: int, n_workers: int) -> int:
-    """``q`` rounded up to a multiple of the workers: partitions of about equal size then finish
-    together (3 on 2 workers would leave one worker idle for a third of the stage)."""
-    return max(1, n_workers) * max(1, math.ceil(q / max(1, n_workers)))
+    return whole_rounds(math.ceil(n_rows * per_row / SHUFFLE_PARTITION_BYTES), n_workers)
 
 
 def shuffled_band_rows(run: Run, p: LSHParams, candidates: list, n_shared: int, shuffle_partitions: Optional[int]) -> list:
@@ -191,8 +185,7 @@ def shuffled_band_rows(run: Run, p: LSHParams, candidates: list, n_shared: int, 
     if q == 1:
         return [[delayed(band_rows_of, pure=True)(f, candidates[i], int(run.offsets[i]), lo, hi)
                  for i, f, lo, hi in chunks]]
-    split = [list(delayed(band_split, nout=q, pure=True)(f, candidates[i], int(run.offsets[i]), lo, hi, q))
-             for i, f, lo, hi in chunks]
+    split = [split_task(band_split, q, f, candidates[i], int(run.offsets[i]), lo, hi, q) for i, f, lo, hi in chunks]
     return [[s[j] for s in split] for j in range(q)]
 
 

@@ -18,7 +18,7 @@ from typing import Optional
 import numpy as np
 
 from ...hashing import GOLDEN
-from .run import TARGET_EDGE_PARTITION_BYTES, Edges, Run, split_columns
+from .run import TARGET_EDGE_PARTITION_BYTES, Edges, Run, split_columns, split_task
 
 __all__ = ["connected_components", "components_stage"]
 
@@ -99,10 +99,7 @@ def _bad_of(res: dict) -> int:
 def _star_round(client, parts: list, q: int, mode: str, reducer, retries: int) -> list:
     from dask import delayed
 
-    if q == 1:
-        pieces = [[delayed(_split_edges, pure=True)(p, 1, mode)] for p in parts]
-    else:
-        pieces = [list(delayed(_split_edges, nout=q, pure=True)(p, q, mode)) for p in parts]
+    pieces = [split_task(_split_edges, q, p, q, mode) for p in parts]
     outs = [delayed(reducer, pure=True)(*[pc[j] for pc in pieces]) for j in range(q)]
     return client.compute(outs, retries=retries)
 

@@ -44,7 +44,7 @@ import numpy as np
 from ...config import BuildConfig
 from ...hashing import GOLDEN
 from ...stages import STAGE_EXACT, STAGE_MINHASH
-from .run import Edges, Run, owner_split, split_positions
+from .run import Edges, Run, owner_split, split_positions, split_task, spread, whole_rounds
 from .texts import KeptTexts
 
 __all__ = ["cut_stage", "cut_partition", "member_rows", "split_labels", "split_flagged", "ids_at",
@@ -123,11 +123,8 @@ def giant_components(run: Run, label_futs: list, bound: int) -> tuple[np.ndarray
     from dask import delayed
 
     q = max(1, min(len(label_futs), run.n_workers))
-    counts = [delayed(_count_members, nout=q, pure=True)(f, q) for f in label_futs]
-    if q == 1:
-        tasks = [delayed(_giants_of, pure=True)(bound, *counts)]
-    else:
-        tasks = [delayed(_giants_of, pure=True)(bound, *[c[j] for c in counts]) for j in range(q)]
+    counts = [split_task(_count_members, q, f, q) for f in label_futs]
+    tasks = [delayed(_giants_of, pure=True)(bound, *[c[j] for c in counts]) for j in range(q)]
     found = run.client.gather(run.compute(tasks, "giants"))
     labels = np.concatenate([f[0] for f in found])
     sizes = np.concatenate([f[1] for f in found])
@@ -258,7 +255,7 @@ def cut_columns(res: dict) -> dict:
 def _n_cut_partitions(run: Run, members: int) -> int:
     num_perm = run.cfg.minhash.num_perm if run.cfg.minhash is not None else 0
     row = 4 * num_perm + 64 + _ROW_BYTES_GUESS
-    return max(run.n_workers, math.ceil(members * row / CUT_PARTITION_BYTES))
+    return whole_rounds(math.ceil(members * row / CUT_PARTITION_BYTES), run.n_workers)
 
 
 def cut_stage(run: Run, edges: Edges, label_futs: list, n_members: int) -> list:
@@ -277,21 +274,12 @@ def cut_stage(run: Run, edges: Edges, label_futs: list, n_members: int) -> list:
     what = {"minhash": cfg.minhash is not None, "keys": cfg.representative == "key",
             "n_exact": 0 if cut else len(edges.exact), "giants": delayed(giants, pure=True) if giants.size else None}
 
-    def by_owner(func, futs):
-        if p == 1:
-            return [[delayed(func, pure=True)(f, offsets)] for f in futs]
-        return [list(delayed(func, nout=p, pure=True)(f, offsets)) for f in futs]
-
-    lab = by_owner(split_labels, label_futs)
-    flg = by_owner(split_flagged, flag_tables)
-    rows = []
-    for i in range(p):
-        args = [pc[i] for pc in lab] + [pc[i] for pc in flg]
-        n_out = q + giants.size
-        made = delayed(member_rows, nout=n_out if n_out > 1 else None, pure=True)(
-            run.sketches[i], run.texts[i] if need_texts else None, int(offsets[i]), q, what, len(lab), *args)
-        rows.append(list(made) if n_out > 1 else [made])
-    tasks = [delayed(cut_partition, pure=True)(run.cfg_json, *[r[j] for r in rows]) for j in range(q + giants.size)]
+    lab = [split_task(split_labels, p, f, offsets) for f in label_futs]
+    flg = [split_task(split_flagged, p, f, offsets) for f in flag_tables]
+    rows = [split_task(member_rows, q + giants.size, run.sketches[i], run.texts[i] if need_texts else None,
+                       int(offsets[i]), q, what, len(lab), *[pc[i] for pc in lab], *[pc[i] for pc in flg])
+            for i in range(p)]
+    tasks = spread(run.workers, cut_partition, [(run.cfg_json, *[r[j] for r in rows]) for j in range(q + giants.size)])
     futs = run.client.compute(tasks, retries=run.retries)
     # nothing here holds the kept texts any more: each leaves its worker once its member rows are made
     del tasks, rows

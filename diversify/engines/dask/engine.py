@@ -93,7 +93,7 @@ from .finish import finish_build
 from .inputs import input_partitions
 from .output import _check_dir
 from .pairs import verified_of, verify_pairs
-from .run import Edges, Report, Run, rows_of
+from .run import Edges, Report, Run, rows_of, spread, worker_addresses
 from .scan import scan_partition, scan_summary
 from .sketch import empty_of, n_of, sketch_part
 from .texts import keep_candidates, kept_count, needs_texts, sketches_of, texts_of
@@ -244,7 +244,7 @@ def build_dask(
     client, own_cluster, direct = _client_or_local(client)
     try:
         run = Run(client=client, cfg=cfg, retries=retries, shuffle_method=shuffle_method, report=Report(progress),
-                  n_workers=max(1, len(client.scheduler_info().get("workers", {}))))
+                  n_workers=max(1, len(client.scheduler_info().get("workers", {}))), workers=worker_addresses(client))
         run.sources = input_partitions(texts_or_paths, ids=ids, keys=keys, client=client, npartitions=npartitions,
                                        text_field=text_field, id_field=id_field or "id", key_field=key_field, fmt=format,
                                        blocksize=blocksize, id_required=id_field is not None)
@@ -319,7 +319,6 @@ def _sketch_stage(run: Run) -> None:
 
 def _minhash_stage(run: Run, edges: Edges, shuffle_partitions: Optional[int]) -> None:
     """Bands in two shuffles, a bucket scan per shuffle partition, then the borderline pairs."""
-    from dask import delayed
 
     t0 = time.perf_counter()
     cfg, stats, info = run.cfg, run.stats, run.info
@@ -333,7 +332,7 @@ def _minhash_stage(run: Run, edges: Edges, shuffle_partitions: Optional[int]) ->
         run.texts = [run.client.submit(keep_candidates, t, c, pure=False) for t, c in zip(run.texts, candidates)]
     rows = shuffled_band_rows(run, p, candidates, n_shared, shuffle_partitions)
     del candidates  # released once the splits have read them
-    scanned = run.compute([delayed(scan_partition, pure=True)(run.cfg_json, *pieces) for pieces in rows], "bands")
+    scanned = run.compute(spread(run.workers, scan_partition, [(run.cfg_json, *pieces) for pieces in rows]), "bands")
     verified = verify_pairs(run, scanned)  # submitted at once: the join starts as the first scans end
     summ = run.gather(scan_summary, scanned)
     del scanned

@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from ..._arrays import unique_sorted
-from .run import TARGET_EDGE_PARTITION_BYTES, Edges, Run, rows_of, split_columns
+from .run import TARGET_EDGE_PARTITION_BYTES, Edges, Run, rows_of, split_columns, split_task, spread
 
 __all__ = ["exact_split", "exact_edges", "exact_stage"]
 
@@ -40,16 +40,11 @@ def exact_edges(*pieces) -> dict:
 
 def exact_stage(run: Run, edges: Edges) -> None:
     """Shuffle the exact hashes and add the copies' edges to ``edges``."""
-    from dask import delayed
 
     t0 = time.perf_counter()
     q = max(1, min(len(run.sources), math.ceil(run.n_text * 16 / TARGET_EDGE_PARTITION_BYTES)))
-    if q == 1:
-        split = [[delayed(exact_split, pure=True)(f, int(run.offsets[i]), q)] for i, f in enumerate(run.sketches)]
-    else:
-        split = [list(delayed(exact_split, nout=q, pure=True)(f, int(run.offsets[i]), q))
-                 for i, f in enumerate(run.sketches)]
-    futs = run.compute([delayed(exact_edges, pure=True)(*[s[j] for s in split]) for j in range(q)], "exact")
+    split = [split_task(exact_split, q, f, int(run.offsets[i]), q) for i, f in enumerate(run.sketches)]
+    futs = run.compute(spread(run.workers, exact_edges, [[s[j] for s in split] for j in range(q)]), "exact")
     merged = int(sum(run.gather(rows_of, futs)))
     edges.exact_merged = merged
     edges.parts += futs

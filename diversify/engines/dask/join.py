@@ -23,7 +23,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..._arrays import unique_sorted
-from .run import Run, owner_split
+from .run import Run, owner_split, split_task
 
 __all__ = ["split_pairs", "by_owner_of_b", "pair_join"]
 
@@ -59,13 +59,6 @@ def pair_join(run: Run, tables: list, field: str, a_side: Callable, b_side: Call
     p = len(run.sources)
     a_parts = range(p) if a_parts is None else a_parts
     b_parts = range(p) if b_parts is None else b_parts
-    if p == 1:
-        by_a = [[delayed(split_pairs, pure=True)(f, offsets, field)] for f in tables]
-    else:
-        by_a = [list(delayed(split_pairs, nout=p, pure=True)(f, offsets, field)) for f in tables]
-    a_out = []
-    for i in a_parts:
-        args = (held[i], int(offsets[i]), extra, offsets, *[s[i] for s in by_a])
-        a_out.append([delayed(a_side, pure=True)(*args)] if p == 1 else list(delayed(a_side, nout=p, pure=True)(*args)))
-    return [delayed(b_side, pure=True)(held[j], int(offsets[j]), extra, *[a[0 if p == 1 else j] for a in a_out])
-            for j in b_parts]
+    by_a = [split_task(split_pairs, p, f, offsets, field) for f in tables]
+    a_out = [split_task(a_side, p, held[i], int(offsets[i]), extra, offsets, *[s[i] for s in by_a]) for i in a_parts]
+    return [delayed(b_side, pure=True)(held[j], int(offsets[j]), extra, *[a[j] for a in a_out]) for j in b_parts]

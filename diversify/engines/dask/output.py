@@ -19,7 +19,7 @@ import numpy as np
 from ...artifact.shards import FORMAT, MANIFEST, VERSION, shard_name
 from ...errors import InputError
 from .cut import ids_at
-from .run import Run, owner_split
+from .run import Run, owner_split, split_task
 
 __all__ = ["ShardedBuild", "write_sharded", "write_shard"]
 
@@ -134,10 +134,7 @@ def write_sharded(run: Run, cut_futs: list, out_dir: str, *, build_info: dict, m
     cfg = run.cfg
     what = {"components": cfg.clustering == "components", "keys": cfg.incremental,
             "minhash": cfg.incremental and cfg.minhash is not None}
-    if p == 1:
-        split = [[delayed(_by_owner, pure=True)(f, offsets)] for f in cut_futs]
-    else:
-        split = [list(delayed(_by_owner, nout=p, pure=True)(f, offsets)) for f in cut_futs]
+    split = [split_task(_by_owner, p, f, offsets) for f in cut_futs]
     tasks = [delayed(write_shard, pure=True)(run.sketches[i], int(offsets[i]), i, path, what, *[s[i] for s in split])
              for i in range(p)]
     shards = run.client.gather(run.compute(tasks, "shards"))

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...clusters.purity import PROMISES, SAMPLE_PAIRS
-from .run import Run, owner_split
+from .run import Run, owner_split, split_task
 
 __all__ = ["distributed_purity", "choice_positions"]
 
@@ -113,10 +113,7 @@ def distributed_purity(run: Run, cut_futs: list, pairs: int = SAMPLE_PAIRS) -> d
     out: dict = {"promise": PROMISES[cfg.clustering]}
     p = len(run.sources)
     offsets = run.offsets
-    if p == 1:
-        rows = [[delayed(_cluster_rows, pure=True)(f, j, offsets)] for j, f in enumerate(cut_futs)]
-    else:
-        rows = [list(delayed(_cluster_rows, nout=p, pure=True)(f, j, offsets)) for j, f in enumerate(cut_futs)]
+    rows = [split_task(_cluster_rows, p, f, j, offsets) for j, f in enumerate(cut_futs)]
     weights = run.compute([delayed(_weights, pure=True)(*[r[i] for r in rows]) for i in range(p)], "purity")
     total = int(sum(run.gather(_pairs_of, weights)))
     out["pairs_in_clusters"] = total

@@ -3,8 +3,10 @@ edge tables found so far, the statistics, and the progress report."""
 
 from __future__ import annotations
 
+import math
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -14,10 +16,13 @@ from ...config import BuildConfig
 from ...linking.link import LinkStats
 
 __all__ = ["Report", "Run", "Edges", "rows_of", "TARGET_EDGE_PARTITION_BYTES", "split_positions", "split_columns",
-           "owner_split"]
+           "owner_split", "split_task", "PIECE_PRIORITY", "whole_rounds", "spread", "worker_addresses"]
 
 #: target size of one partition of an edge table (bytes)
 TARGET_EDGE_PARTITION_BYTES = 64 * 2**20
+#: the scheduling priority of the tasks that take the pieces out of a split (:func:`split_task`);
+#: every other task of a build has priority 0
+PIECE_PRIORITY = 100
 
 
 class Report:
@@ -76,6 +81,7 @@ class Run:
     shuffle_method: Optional[str]
     report: Report
     n_workers: int
+    workers: list = field(default_factory=list)  # the workers' addresses (:func:`worker_addresses`)
     sources: list = field(default_factory=list)  # input partitions (Delayed/Futures of Part)
     sketches: list = field(default_factory=list)  # Futures of sketch_part, one per source
     texts: list = field(default_factory=list)  # Futures of the texts kept for later stages (.texts), one per source
@@ -113,6 +119,36 @@ class Run:
         return self.client.gather(self.client.map(func, futures, pure=False))
 
 
+def worker_addresses(client) -> list:
+    """The addresses of the cluster's workers when the build starts, sorted."""
+    return sorted(client.scheduler_info().get("workers", {}))
+
+
+def spread(workers: list, func: Callable, arg_lists: Sequence) -> list:
+    """``func(*arg_lists[j])`` for each j as Delayed tasks, the receiving side of a shuffle: the j-th
+    meant for worker ``j mod w`` (``allow_other_workers``: a worker that leaves, or one that has
+    finished its share, may still take it). Each such task reads a piece from every sending task,
+    so the bytes it needs are spread over all workers alike; Dask's placement, which favours the
+    worker holding the most of them, ran every cut partition of a 5M build on one worker while
+    the other waited (docs/dask.md, "Disk spill")."""
+    from contextlib import nullcontext
+
+    from dask import annotate, delayed
+
+    out = []
+    for j, args in enumerate(arg_lists):
+        where = annotate(workers=[workers[j % len(workers)]], allow_other_workers=True) if workers else nullcontext()
+        with where:
+            out.append(delayed(func, pure=True)(*args))
+    return out
+
+
+def whole_rounds(q: int, n_workers: int) -> int:
+    """``q`` rounded up to a multiple of the workers: partitions of about equal size then finish
+    together (3 on 2 workers would leave one worker idle for a third of the stage)."""
+    return max(1, n_workers) * max(1, math.ceil(q / max(1, n_workers)))
+
+
 def split_positions(dest: np.ndarray, q: int) -> list:
     """The positions of the rows bound for each of ``q`` destinations (``dest`` in ``[0, q)``), each
     in row order: every shuffle of this engine splits its arrays this way on the sending worker. A
@@ -135,3 +171,21 @@ def owner_split(docs: np.ndarray, offsets: np.ndarray, *cols: np.ndarray) -> Any
     each document (``offsets``: the first global index of each partition, then the total)."""
     owner = np.searchsorted(offsets, docs, side="right") - 1
     return split_columns(owner, offsets.size - 1, docs, *cols)
+
+
+def split_task(func, q: int, *args) -> list:
+    """The ``q`` pieces of ``func(*args)`` as Delayed values, for the tasks of a shuffle to read:
+    ``func`` returns a tuple of ``q`` pieces, or the one piece when ``q == 1`` (Dask's ``nout``
+    convention). Each piece is taken out of the tuple by a ``getitem`` task, and those run ahead of
+    every other ready task (:data:`PIECE_PRIORITY`): a split leaves its worker's memory as soon as
+    its pieces are taken, and from then on each piece is held, spilled to disk and read back on its
+    own. Taken late (Dask's default order runs a ``getitem`` just before the task that reads it), a
+    split stayed whole until its last piece was read; under memory pressure the worker spilled
+    whole splits and read one back for every piece a later task took (docs/dask.md, "Disk spill")."""
+    from dask import annotate, delayed
+
+    made = delayed(func, nout=q if q > 1 else None, pure=True)(*args)
+    if q == 1:
+        return [made]
+    with annotate(priority=PIECE_PRIORITY):
+        return list(made)
