@@ -179,9 +179,8 @@ def split_task(func, q: int, *args) -> list:
     convention). Each piece is taken out of the tuple by a ``getitem`` task, and those run ahead of
     every other ready task (:data:`PIECE_PRIORITY`): a split leaves its worker's memory as soon as
     its pieces are taken, and from then on each piece is held, spilled to disk and read back on its
-    own. Taken late (Dask's default order runs a ``getitem`` just before the task that reads it), a
-    split stayed whole until its last piece was read; under memory pressure the worker spilled
-    whole splits and read one back for every piece a later task took (docs/dask.md, "Disk spill")."""
+    own. In Dask's default order a split stayed held, and spilled, until its last piece was taken,
+    and a cut under memory pressure ran about ten times slower (docs/dask.md, "Disk spill")."""
     from dask import annotate, delayed
 
     made = delayed(func, nout=q if q > 1 else None, pure=True)(*args)
