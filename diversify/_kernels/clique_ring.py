@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import argsort_run, kernel, sort_run
+from ._common import argsort_run, kernel, merge_sort_run, sort_run
 from .clique_pairs import (
     AGREE,
     ANGLE,
@@ -233,7 +233,7 @@ def _majority_member(rule, docs, u, s, total):
             for i in range(sets.starts[r], sets.starts[r] + sets.counts[r]):
                 pool[at] = sets.hashes[i]
                 at += 1
-    sort_run(pool, 0, total)
+    merge_sort_run(pool, 0, total)
     major = np.empty(total, dtype=pool.dtype)
     n_major = 0
     i = 0

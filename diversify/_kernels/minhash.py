@@ -5,7 +5,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._common import MASK32, S32, fmix64, kernel, sort_run, splitmix64
+from ._common import MASK32, S32, fmix64, kernel, merge_sort_run, splitmix64
 
 MERSENNE61 = np.uint64((1 << 61) - 1)
 _S29 = np.uint64(29)
@@ -143,7 +143,7 @@ def sort_unique_segments(hashes, indptr, counts):
         if hi == lo:
             counts[i] = 0
             continue
-        sort_run(hashes, lo, hi)
+        merge_sort_run(hashes, lo, hi)
         w = lo + 1
         for t in range(lo + 1, hi):
             if hashes[t] != hashes[w - 1]:

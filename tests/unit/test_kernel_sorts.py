@@ -19,7 +19,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diversify._kernels._common import argsort_run, sort_run
+from diversify._kernels._common import argsort_run, merge_sort_run, sort_run
 
 KERNELS = Path(__file__).resolve().parents[2] / "diversify" / "_kernels"
 
@@ -48,6 +48,20 @@ def test_sort_run_sorts_the_range_only(values, lo, tail):
     want = a.copy()
     want[lo:hi] = np.sort(a[lo:hi])
     sort_run(a, lo, hi)
+    assert a.tolist() == want.tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 2**64 - 1), max_size=40), max_size=12), st.integers(0, 5), st.integers(0, 5),
+       st.booleans())
+def test_merge_sort_run_sorts_the_range_only(chunks, lo, tail, runs):
+    """Random values, and values made of sorted runs (a sample's shingle sets one after the other)."""
+    a = np.array([v for c in chunks for v in (sorted(c) if runs else c)], dtype=np.uint64)
+    lo = min(lo, a.size)
+    hi = max(lo, a.size - tail)
+    want = a.copy()
+    want[lo:hi] = np.sort(a[lo:hi])
+    merge_sort_run(a, lo, hi)
     assert a.tolist() == want.tolist()
 
 
