@@ -16,6 +16,7 @@ import ast
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,29 +40,18 @@ def test_argsort_run_orders_a_prefix(values, cut):
     assert argsort_run(key, n).tolist() == np.argsort(key[:n], kind="stable").tolist()
 
 
+@pytest.mark.parametrize("sort", [sort_run, merge_sort_run], ids=["heapsort", "merge"])
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(0, 2**64 - 1), max_size=200), st.integers(0, 20), st.integers(0, 20))
-def test_sort_run_sorts_the_range_only(values, lo, tail):
-    a = np.array(values, dtype=np.uint64)
-    lo = min(lo, a.size)
-    hi = max(lo, a.size - tail)
-    want = a.copy()
-    want[lo:hi] = np.sort(a[lo:hi])
-    sort_run(a, lo, hi)
-    assert a.tolist() == want.tolist()
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(st.integers(0, 2**64 - 1), max_size=40), max_size=12), st.integers(0, 5), st.integers(0, 5),
+@given(st.lists(st.lists(st.integers(0, 2**64 - 1), max_size=40), max_size=12), st.integers(0, 20), st.integers(0, 20),
        st.booleans())
-def test_merge_sort_run_sorts_the_range_only(chunks, lo, tail, runs):
+def test_the_sorts_sort_the_range_only(sort, chunks, lo, tail, runs):
     """Random values, and values made of sorted runs (a sample's shingle sets one after the other)."""
     a = np.array([v for c in chunks for v in (sorted(c) if runs else c)], dtype=np.uint64)
     lo = min(lo, a.size)
     hi = max(lo, a.size - tail)
     want = a.copy()
     want[lo:hi] = np.sort(a[lo:hi])
-    merge_sort_run(a, lo, hi)
+    sort(a, lo, hi)
     assert a.tolist() == want.tolist()
 
 
