@@ -79,7 +79,7 @@ def sort_run(a, lo, hi):
     cached kernel as weak symbols: two cached kernels compiled by different processes can hold
     different sorts (a sort and an argsort) under one name, and a process that loads both runs
     whichever it loaded first for both. A clique cut read that way gave a different representative
-    from run to run in one process (tests/unit/test_kernel_cache.py). They also take seconds to
+    from run to run in one process (tests/unit/test_kernel_sorts.py). They also take seconds to
     compile into every kernel that uses them.
     """
     n = hi - lo

@@ -244,7 +244,7 @@ def build_dask(
     client, own_cluster, direct = _client_or_local(client)
     try:
         run = Run(client=client, cfg=cfg, retries=retries, shuffle_method=shuffle_method, report=Report(progress),
-                  n_workers=max(1, len(client.scheduler_info().get("workers", {}))), workers=worker_addresses(client))
+                  workers=worker_addresses(client))
         run.sources = input_partitions(texts_or_paths, ids=ids, keys=keys, client=client, npartitions=npartitions,
                                        text_field=text_field, id_field=id_field or "id", key_field=key_field, fmt=format,
                                        blocksize=blocksize, id_required=id_field is not None)

@@ -80,7 +80,6 @@ class Run:
     retries: int
     shuffle_method: Optional[str]
     report: Report
-    n_workers: int
     workers: list = field(default_factory=list)  # the workers' addresses (:func:`worker_addresses`)
     sources: list = field(default_factory=list)  # input partitions (Delayed/Futures of Part)
     sketches: list = field(default_factory=list)  # Futures of sketch_part, one per source
@@ -95,6 +94,10 @@ class Run:
 
     def __post_init__(self) -> None:
         self.cfg_json = self.cfg.model_dump(mode="json")
+
+    @property
+    def n_workers(self) -> int:
+        return max(1, len(self.workers))
 
     @property
     def counts(self) -> np.ndarray:
